@@ -1,0 +1,35 @@
+"""pytest-rageval: RAG evaluation as ordinary pytest regression tests.
+
+Public names are imported lazily: every pytest run imports this package
+through the plugin entry point, and most runs never need them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "assert_metrics": "pytest_rageval.handwritten",
+    "CaseResult": "pytest_rageval.handwritten",
+    "SessionClient": "pytest_rageval.handwritten",
+    "EvalCase": "pytest_rageval.schema",
+    "GoldSupport": "pytest_rageval.schema",
+    "Chunk": "pytest_rageval.schema",
+    "RagResponse": "pytest_rageval.schema",
+    "HttpClient": "pytest_rageval.client",
+    "CallableClient": "pytest_rageval.client",
+    "RagCallError": "pytest_rageval.client",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_rageval' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,422 @@
+"""CaseRecords -> the aggregate part of metrics.json (SPEC section 7).
+
+Pure: no pytest, no I/O. Records may arrive in any order (serial runs, xdist
+workers, merged shards); every number is independent of that order, because
+sums are kept exactly (Shewchuk partials, rounded once at the end) and the
+latency list is sorted before taking percentiles.
+
+Scored records are those neither invalid, errored nor skipped; averages and
+latency use only them. Records with ``invalid_line`` count only in
+``invalid_lines``. Unknown outcomes count as errors; a missing ``answerable``
+means answerable; a missing category groups under "uncategorized".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+__all__ = [
+    "AVG_METRICS",
+    "RATE_METRICS",
+    "JUDGE_METRICS",
+    "Aggregator",
+    "aggregate",
+    "percentile",
+]
+
+#: aggregate key -> per-case metric, averaged over scored records with a non-null value
+AVG_METRICS: dict[str, str] = {
+    "recall_at_k_avg": "recall_at_k",
+    "recall_all_at_k_avg": "recall_all_at_k",
+    "mrr_avg": "mrr",
+    "precision_at_k_avg": "precision_at_k",
+    "ndcg_at_k_avg": "ndcg_at_k",
+    "groundedness_avg": "groundedness",
+    "correctness_avg": "correctness",
+    "faithfulness_avg": "faithfulness",
+    "relevancy_avg": "relevancy",
+    "completeness_avg": "completeness",
+    "reasoning_quality_avg": "reasoning_quality",
+}
+
+#: aggregate key -> per-case 0/1 metric, averaged the same way
+RATE_METRICS: dict[str, str] = {
+    "scope_miss_rate": "scope_miss",
+    "attribution_hit_rate": "attribution_hit",
+    "conflict_rule_rate": "conflict_rule",
+}
+
+#: metrics a judge produces; used to infer attempts when a record has no ``judge_attempted``
+JUDGE_METRICS: tuple[str, ...] = (
+    "groundedness",
+    "correctness",
+    "faithfulness",
+    "relevancy",
+    "completeness",
+    "reasoning_quality",
+)
+
+_MEAN_METRICS: tuple[tuple[str, str], ...] = (*AVG_METRICS.items(), *RATE_METRICS.items())
+_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+_UNSCORED = ("error", "skipped")
+_NO_CATEGORY = "uncategorized"
+
+
+def percentile(sorted_values: list[float], q: float) -> Optional[float]:
+    """The ``q``-th percentile (0-100) of sorted values, linear between closest ranks.
+
+    Same as numpy's default (``method="linear"``); None for an empty list.
+    """
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * (q / 100.0)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    a, b = sorted_values[lo], sorted_values[hi]
+    if frac == 0 or a == b:
+        return float(a)
+    return a + (b - a) * frac
+
+
+def _num(value: Any) -> Optional[float]:
+    """A finite metric value as float (bools as 1/0); None for null or non-numbers."""
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    return None
+
+
+class _ExactSum:
+    """A running float sum whose result does not depend on the order of ``add``."""
+
+    __slots__ = ("_partials",)
+
+    def __init__(self) -> None:
+        self._partials: list[float] = []
+
+    def add(self, x: float) -> None:
+        partials = self._partials
+        i = 0
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i:] = [x]
+
+    def value(self) -> float:
+        return math.fsum(self._partials)
+
+
+class _Mean:
+    """Running exact sum and count of the non-null values of one metric."""
+
+    __slots__ = ("total", "n")
+
+    def __init__(self) -> None:
+        self.total = _ExactSum()
+        self.n = 0
+
+    def add(self, value: Optional[float]) -> None:
+        if value is None:
+            return
+        self.total.add(value)
+        self.n += 1
+
+    def result(self) -> Optional[float]:
+        return self.total.value() / self.n if self.n else None
+
+
+class _Ratio:
+    """Numerator / denominator counts; None when the denominator is 0."""
+
+    __slots__ = ("num", "den")
+
+    def __init__(self) -> None:
+        self.num = 0
+        self.den = 0
+
+    def result(self) -> Optional[float]:
+        return self.num / self.den if self.den else None
+
+
+def _outcome(record: Mapping[str, Any]) -> str:
+    outcome = record.get("outcome")
+    # anything unknown is treated as an error: it is not a result we can score
+    return outcome if outcome in _OUTCOMES else "error"
+
+
+def _answerable(record: Mapping[str, Any]) -> bool:
+    value = record.get("answerable")
+    return True if value is None else bool(value)
+
+
+#: a scored record's values: ((aggregate key, value), ...) for the non-null means, and abstained
+_Values = tuple[tuple[tuple[str, float], ...], Optional[float]]
+
+
+def _values(answerable: bool, metrics: Mapping[str, Any]) -> _Values:
+    """The per-case values the groups average, computed once per record."""
+    means = []
+    for key, metric in _MEAN_METRICS:
+        value = _num(metrics.get(metric))
+        if value is not None:
+            means.append((key, value))
+    abstained = _num(metrics.get("abstained"))
+    if answerable and abstained is None:
+        abstained = _num(metrics.get("false_abstention"))
+    return tuple(means), abstained
+
+
+def _tags(record: Mapping[str, Any]) -> list[str]:
+    tags = record.get("tags") or []
+    return [tags] if isinstance(tags, str) else [str(tag) for tag in tags]
+
+
+class _Group:
+    """The scalar metrics and counts of one group of records (or of the whole run)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.passed = 0
+        self.failed = 0
+        self.errors = 0
+        self.means: dict[str, _Mean] = {key: _Mean() for key in (*AVG_METRICS, *RATE_METRICS)}
+        self.abstention = _Ratio()  # unanswerable, scored, abstained not null
+        self.false_abstention = _Ratio()  # answerable, scored
+
+    def add(self, outcome: str, answerable: bool, values: Optional[_Values]) -> None:
+        """Add one non-invalid, non-skipped record; ``values`` is None for an unscored one."""
+        self.n += 1
+        if outcome in ("passed", "xpassed"):
+            self.passed += 1
+        elif outcome in ("failed", "xfailed"):
+            self.failed += 1
+        else:
+            self.errors += 1
+        if values is None:
+            return
+        means, abstained = values
+        for key, value in means:
+            self.means[key].add(value)
+        if answerable:
+            self.false_abstention.den += 1
+            if abstained:
+                self.false_abstention.num += 1
+        elif abstained is not None:
+            self.abstention.den += 1
+            if abstained:
+                self.abstention.num += 1
+
+    def scalars(self) -> dict[str, Optional[float]]:
+        """The ``*_avg`` / ``*_rate`` metrics, abstention and false abstention."""
+        out: dict[str, Optional[float]] = {key: self.means[key].result() for key in AVG_METRICS}
+        out.update({key: self.means[key].result() for key in RATE_METRICS})
+        out["abstention_accuracy"] = self.abstention.result()
+        den = self.abstention.den
+        out["hallucination_rate_unanswerable"] = (den - self.abstention.num) / den if den else None
+        out["false_abstention_rate"] = self.false_abstention.result()
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """A by_tag / by_category / by_answerable entry."""
+        out: dict[str, Any] = dict(self.scalars())
+        out.update(n=self.n, passed=self.passed, failed=self.failed, errors=self.errors)
+        return out
+
+
+class Aggregator:
+    """Accumulates CaseRecords (docs/internals.md) into metrics.json aggregates.
+
+    Memory: running sums per group and metric; per case only a small ``cases``
+    entry and one latency value are kept.
+    """
+
+    def __init__(self) -> None:
+        self._all = _Group()
+        self._by_tag: dict[str, _Group] = {}
+        self._by_category: dict[str, _Group] = {}
+        self._by_answerable = {"answerable": _Group(), "unanswerable": _Group()}
+        self._counts = {name: 0 for name in _OUTCOMES}
+        self._invalid_lines = 0
+        self._answerable = 0
+        self._unanswerable = 0
+        self._flaky = 0
+        self._timeouts = 0
+        self._empty = 0
+        self._latencies: list[float] = []
+        self._latency_total = _ExactSum()
+        self._judge_tokens = 0
+        self._judge_usd = _ExactSum()
+        self._cache_hits = 0
+        self._cache_misses = 0
+        self._coverage: dict[str, list[int]] = {}  # metric -> [scored, attempted]
+        self._cases: dict[str, dict[str, Any]] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Add one CaseRecord."""
+        if record.get("invalid_line"):
+            self._invalid_lines += 1
+            return
+        outcome = _outcome(record)
+        metrics = record.get("metrics") or {}
+        self._counts[outcome] += 1
+        self._cases[_record_key(record)] = {
+            "outcome": outcome,
+            "metrics": dict(metrics),
+            "category": record.get("category"),
+            "tags": _tags(record),
+            "answerable": _answerable(record),
+            "test_case_id": record.get("test_case_id"),
+        }
+        if record.get("flaky"):
+            self._flaky += 1
+        self._add_cost(record)
+        if outcome == "skipped":
+            return
+
+        answerable = _answerable(record)
+        if answerable:
+            self._answerable += 1
+        else:
+            self._unanswerable += 1
+        error = record.get("error")
+        if isinstance(error, Mapping) and error.get("kind") == "timeout":
+            self._timeouts += 1
+        if record.get("empty_response"):
+            self._empty += 1
+
+        values = None if outcome in _UNSCORED else _values(answerable, metrics)
+        groups = [self._all, self._by_answerable["answerable" if answerable else "unanswerable"]]
+        groups.append(self._group(self._by_category, record.get("category") or _NO_CATEGORY))
+        for tag in dict.fromkeys(_tags(record)):  # a tag listed twice counts once
+            groups.append(self._group(self._by_tag, tag))
+        for group in groups:
+            group.add(outcome, answerable, values)
+
+        self._add_judge_coverage(record, outcome, metrics)
+        if outcome not in _UNSCORED:
+            latency = _num(metrics.get("latency_ms"))
+            if latency is None:
+                latency_block = record.get("latency")
+                if isinstance(latency_block, Mapping):
+                    latency = _num(latency_block.get("total_ms"))
+            if latency is not None:
+                self._latencies.append(latency)
+                self._latency_total.add(latency)
+
+    @staticmethod
+    def _group(groups: dict[str, _Group], name: Any) -> _Group:
+        name = str(name)
+        group = groups.get(name)
+        if group is None:
+            group = groups[name] = _Group()
+        return group
+
+    def _add_cost(self, record: Mapping[str, Any]) -> None:
+        cost = record.get("cost")
+        if isinstance(cost, Mapping):
+            tokens = _num(cost.get("judge_tokens"))
+            if tokens is not None:
+                self._judge_tokens += int(tokens)
+            usd = _num(cost.get("judge_cost_usd"))
+            if usd is not None:
+                self._judge_usd.add(usd)
+        cache = record.get("judge_cache")
+        if isinstance(cache, Mapping):
+            self._cache_hits += int(_num(cache.get("hits")) or 0)
+            self._cache_misses += int(_num(cache.get("misses")) or 0)
+
+    def _add_judge_coverage(self, record: Mapping[str, Any], outcome: str, metrics: Mapping[str, Any]) -> None:
+        attempted = record.get("judge_attempted")
+        if attempted is None:
+            # no attempt list: count the judge metrics that were scored as attempted
+            attempted = [m for m in JUDGE_METRICS if _num(metrics.get(m)) is not None]
+        for metric in dict.fromkeys(attempted):
+            entry = self._coverage.setdefault(str(metric), [0, 0])
+            entry[1] += 1
+            if outcome != "error" and _num(metrics.get(metric)) is not None:
+                entry[0] += 1
+
+    def result(self) -> dict[str, Any]:
+        """The aggregate part of metrics.json (floats unrounded)."""
+        passed = self._counts["passed"] + self._counts["xpassed"]
+        failed = self._counts["failed"] + self._counts["xfailed"]
+        errors = self._counts["error"]
+        total = passed + failed + errors
+
+        def rate(count: int) -> Optional[float]:
+            return count / total if total else None
+
+        latencies = sorted(self._latencies)
+        aggregate_metrics: dict[str, Any] = dict(self._all.scalars())
+        aggregate_metrics["latency"] = {
+            "p50_ms": percentile(latencies, 50),
+            "p95_ms": percentile(latencies, 95),
+            "total_ms": self._latency_total.value() if latencies else None,
+        }
+        aggregate_metrics["cost"] = {
+            "judge_total_tokens": self._judge_tokens,
+            "judge_total_usd": self._judge_usd.value(),
+        }
+        aggregate_metrics["operational_metrics"] = {
+            "error_rate": rate(errors),
+            "timeout_rate": rate(self._timeouts),
+            "empty_response_rate": rate(self._empty),
+        }
+        aggregate_metrics["judge_cache"] = {"hits": self._cache_hits, "misses": self._cache_misses}
+        aggregate_metrics["judge_coverage"] = {
+            metric: {
+                "scored": scored,
+                "attempted": attempted,
+                "coverage": scored / attempted if attempted else None,
+            }
+            for metric, (scored, attempted) in sorted(self._coverage.items())
+        }
+        return {
+            "aggregate_metrics": aggregate_metrics,
+            "by_tag": {tag: group.summary() for tag, group in sorted(self._by_tag.items())},
+            "by_category": {cat: group.summary() for cat, group in sorted(self._by_category.items())},
+            "by_answerable": {name: group.summary() for name, group in self._by_answerable.items()},
+            "total_tests": total,
+            "passed": passed,
+            "failed": failed,
+            "errors": errors,
+            "skipped": self._counts["skipped"],
+            "xfailed": self._counts["xfailed"],
+            "xpassed": self._counts["xpassed"],
+            "invalid_lines": self._invalid_lines,
+            "answerable_tests": self._answerable,
+            "unanswerable_tests": self._unanswerable,
+            "flaky": self._flaky,
+            "cases": {key: self._cases[key] for key in sorted(self._cases)},
+        }
+
+
+def _record_key(record: Mapping[str, Any]) -> str:
+    key = record.get("key")
+    if key:
+        return str(key)
+    case_id = record.get("test_case_id")
+    file = record.get("file")
+    return f"{file}::{case_id}" if file else str(case_id)
+
+
+def aggregate(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Aggregate CaseRecords in one call."""
+    agg = Aggregator()
+    for record in records:
+        agg.add(record)
+    return agg.result()

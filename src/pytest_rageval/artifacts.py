@@ -1,0 +1,118 @@
+"""The run folder: streamed results.jsonl, atomic metrics.json/config.json, ``latest``.
+
+Only the controller process writes here (never an xdist worker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+
+def new_run_id(now: Optional[datetime] = None) -> str:
+    """A sortable, unique run id: UTC timestamp plus a short random suffix."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str) + "\n")
+
+
+class RunWriter:
+    """Writes one run's folder; results.jsonl is appended and flushed per case."""
+
+    def __init__(self, output_dir: Path, run_id: str) -> None:
+        self.output_dir = output_dir
+        self.run_id = run_id
+        self.run_dir = output_dir / run_id
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._results = (self.run_dir / "results.jsonl").open("a", encoding="utf-8")
+
+    @property
+    def results_path(self) -> Path:
+        return self.run_dir / "results.jsonl"
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Append one CaseRecord and flush it, so an interrupted run keeps it."""
+        self._results.write(dumps(record) + "\n")
+        self._results.flush()
+
+    def finish(self, metrics: dict[str, Any], config: dict[str, Any]) -> None:
+        """Close results.jsonl and write metrics.json, config.json and ``latest``."""
+        self._results.close()
+        write_json_atomic(self.run_dir / "metrics.json", metrics)
+        write_json_atomic(self.run_dir / "config.json", config)
+        write_text_atomic(self.output_dir / "latest", self.run_id + "\n")
+
+
+def read_records(run_dir: Path) -> Iterable[dict[str, Any]]:
+    """The CaseRecords of a run folder's results.jsonl, skipping a torn last line."""
+    path = run_dir / "results.jsonl"
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def content_hash(paths: Iterable[Path], root: Path) -> str:
+    """sha256 over the sorted (relative path, file digest) pairs of ``paths``."""
+    outer = hashlib.sha256()
+    for path in sorted(set(paths)):
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = "missing"
+        try:
+            name = path.relative_to(root).as_posix()
+        except ValueError:
+            name = path.as_posix()
+        outer.update(f"{name}\0{digest}\n".encode())
+    return outer.hexdigest()
+
+
+def config_hash(snapshot: dict[str, Any]) -> str:
+    """A short stable hash of a configuration snapshot."""
+    canonical = json.dumps(snapshot, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def git_commit(root: Path) -> Optional[str]:
+    """HEAD's commit of the repository holding ``root``, or None."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None

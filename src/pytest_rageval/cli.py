@@ -1,0 +1,99 @@
+"""The ``rageval`` command: schema, compare, report, history."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from .evalset import line_json_schema
+
+    print(json.dumps(line_json_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def _load(path: str) -> dict:
+    from .gate import load_baseline
+
+    try:
+        data = load_baseline(Path(path))
+    except ValueError as exc:
+        raise SystemExit(f"rageval: {exc}") from None
+    if data is None:
+        raise SystemExit(f"rageval: no metrics.json at {path}")
+    return data
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .gate import check_invariants, compare, format_comparison
+
+    base, new = _load(args.base), _load(args.new)
+    differences = check_invariants(base, new)
+    if differences and not args.ignore_invariants:
+        print("runs are not comparable (use --ignore-invariants to compare anyway):")
+        for difference in differences:
+            print(f"  {difference}")
+        return 2
+    comparison = compare(base, new, significance=args.significance)
+    for line in format_comparison(comparison, max_cases=args.max_cases):
+        print(line)
+    print("REGRESSION" if comparison.regressed else "no regression")
+    return 1 if comparison.regressed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .artifacts import read_records
+    from .report.html import load_history, write_report
+
+    run_dir = Path(args.run)
+    metrics = _load(args.run)
+    history = [m for m in load_history(run_dir.parent) if m.get("run_id") != metrics.get("run_id")]
+    write_report(run_dir / "report.html", metrics, read_records(run_dir), history=history)
+    print(run_dir / "report.html")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from .report.html import load_history
+
+    names = ("recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy")
+    print("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total")
+    for metrics in load_history(Path(args.dir), limit=args.limit):
+        agg = metrics.get("aggregate_metrics", {})
+        cells = "".join(("—" if agg.get(n) is None else f"{agg[n]:.3f}").rjust(16) for n in names)
+        print(f"{str(metrics.get('run_id')):<24}{cells}  {metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("schema", help="print the JSON Schema of an eval-set line").set_defaults(func=_schema)
+    p = sub.add_parser("compare", help="compare two runs (metrics.json or run folders); exit 1 on regression")
+    p.add_argument("base")
+    p.add_argument("new")
+    p.add_argument("--ignore-invariants", action="store_true")
+    p.add_argument("--significance", action="store_true", help="fail only drops whose 95%% interval excludes zero")
+    p.add_argument("--max-cases", type=int, default=20)
+    p.set_defaults(func=_compare)
+    p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
+    p.add_argument("run")
+    p.set_defaults(func=_report)
+    p = sub.add_parser("history", help="aggregate metrics over the runs in an output folder")
+    p.add_argument("dir", nargs="?", default="results")
+    p.add_argument("--limit", type=int, default=30)
+    p.set_defaults(func=_history)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,857 @@
+"""RAG clients: the HTTP ask API and Python callables (SPEC section 3).
+
+Both clients are async only; the runner drives them on its own event loop and
+provides the sync face. Nothing here creates an event loop.
+
+HTTP request (seed 003's ask API): ``POST <url>?debug=true`` (``debug=true`` is
+added to the URL's own query unless that already sets ``debug``) with the JSON
+body ``{"question": ..., "k": K, **params}`` and the configured headers.
+Timeouts, connection errors, 429 and 5xx are retried with exponential backoff
+that honours ``Retry-After``.
+
+Response mapping (ini ``rageval_response_map``): one ``target = source`` line
+per field to read from somewhere else than the default; sources are dotted paths
+into the JSON (a numeric segment indexes a list). Targets and their defaults::
+
+    answer           = answer                      (required; "" is allowed)
+    references       = references
+    retrieved_chunks = debug.retrieved_chunks      (falls back to retrieved_chunks)
+    abstained        = abstained
+    abstain_reason   = abstain_reason
+    selected_folders = debug.folder_selection.selected_folders
+                                                   (falls back to selected_folders)
+    timings          = timings                     (non-numeric entries are dropped)
+
+An empty source (``timings =``) stops a field from being read. Lines
+``references.<key> = <item key>`` and ``retrieved_chunks.<key> = <item key>``
+rename keys inside each item of the two chunk lists: the chunk's ``<key>`` gets
+the value of the item's ``<item key>`` (a dotted path as well); all other keys
+pass through. A response in seed 001's shape
+``{answer, citations: [{proposal_id, stage, url, snippet}]}`` is read with::
+
+    references = citations
+    references.doc_id = proposal_id
+    references.text = snippet
+    retrieved_chunks = citations
+    retrieved_chunks.doc_id = proposal_id
+    retrieved_chunks.text = snippet
+
+Request mapping (ini ``rageval_request_map``): ``question = query`` sends the
+question under the key ``query``; ``k = topK`` renames ``k``; ``k =`` (empty)
+leaves the field out. Any body key (also a case's params) can be renamed; a
+dotted name (``question = input.text``) nests the value.
+
+Header values (ini ``rageval_headers``) never appear in ``describe()``, reprs
+or error messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import functools
+import importlib
+import inspect
+import logging
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from .schema import Chunk, RagResponse
+
+__all__ = [
+    "CallableClient",
+    "HttpClient",
+    "RagCallError",
+    "RagClient",
+    "RagConfigError",
+    "RagReply",
+    "ResponseMap",
+    "load_target",
+    "map_response",
+    "parse_headers",
+    "parse_request_map",
+    "parse_response_map",
+]
+
+log = logging.getLogger(__name__)
+
+ERROR_KINDS = ("timeout", "http", "connection", "invalid_response", "target")
+_MISSING: Any = object()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class RagConfigError(ValueError):
+    """Bad configuration; the message names the setting."""
+
+
+class RagCallError(Exception):
+    """A call to the system under test failed; ``kind`` classifies it."""
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown RagCallError kind {kind!r}; expected one of {', '.join(ERROR_KINDS)}")
+        super().__init__(kind, message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.attempts = attempts
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"RagCallError(kind={self.kind!r}, message={self.message!r})"
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_call_error, (self.kind, self.message, self.status, self.attempts))
+
+
+def _rebuild_call_error(kind: str, message: str, status: int | None, attempts: int) -> RagCallError:
+    return RagCallError(kind, message, status=status, attempts=attempts)
+
+
+# --------------------------------------------------------------------------- reply and protocol
+
+
+@dataclass(frozen=True)
+class RagReply:
+    """A successful call: the normalised response and how it went."""
+
+    response: RagResponse
+    latency_ms: float  # wall time of the successful attempt
+    attempts: int
+
+
+@runtime_checkable
+class RagClient(Protocol):
+    """What the runner needs from a client of the system under test."""
+
+    async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply: ...
+
+    async def aclose(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+# --------------------------------------------------------------------------- response mapping
+
+_TOP_TARGETS = (
+    "answer",
+    "references",
+    "retrieved_chunks",
+    "abstained",
+    "abstain_reason",
+    "selected_folders",
+    "timings",
+)
+_LIST_TARGETS = ("references", "retrieved_chunks")
+_CHUNK_KEYS = tuple(Chunk.model_fields)
+# Used when the default source is absent, so that a dict in the package's own
+# field names (e.g. RagResponse.model_dump()) reads without configuration.
+_FALLBACKS = {"retrieved_chunks": "retrieved_chunks", "selected_folders": "selected_folders"}
+
+KeyRenames = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ResponseMap:
+    """Where each part of the response is read from (dotted paths; "" = not read)."""
+
+    answer: str = "answer"
+    references: str = "references"
+    retrieved_chunks: str = "debug.retrieved_chunks"
+    abstained: str = "abstained"
+    abstain_reason: str = "abstain_reason"
+    selected_folders: str = "debug.folder_selection.selected_folders"
+    timings: str = "timings"
+    references_keys: KeyRenames = ()  # (chunk key, item key) pairs
+    retrieved_chunks_keys: KeyRenames = ()
+
+    def as_dict(self) -> dict[str, str]:
+        """The mapping as ``{target: source}``, item renames as ``"references.doc_id"``."""
+        out = {name: getattr(self, name) for name in _TOP_TARGETS}
+        for name in _LIST_TARGETS:
+            for key, source in getattr(self, f"{name}_keys"):
+                out[f"{name}.{key}"] = source
+        return out
+
+    def is_default(self, target: str) -> bool:
+        return getattr(self, target) == getattr(_DEFAULT_MAP, target)
+
+
+_DEFAULT_MAP = ResponseMap()
+
+
+def _valid_response_targets() -> str:
+    return ", ".join(_TOP_TARGETS) + ", references.<chunk key>, retrieved_chunks.<chunk key>"
+
+
+def _ini_lines(text: str, setting: str) -> list[tuple[int, str, str]]:
+    """``(line number, left, right)`` of the ``left = right`` lines; blanks and ``#`` comments skipped."""
+    out = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" not in line:
+            raise RagConfigError(f"{setting} line {number}: expected 'target = source', got {line!r}")
+        left, _, right = line.partition("=")
+        left, right = left.strip(), right.strip()
+        if not left:
+            raise RagConfigError(f"{setting} line {number}: missing the name before '='")
+        out.append((number, left, right))
+    return out
+
+
+def parse_response_map(text: str) -> ResponseMap:
+    """Parse ini lines ``target = source`` into a ResponseMap (unset targets keep defaults)."""
+    setting = "rageval_response_map"
+    fields: dict[str, str] = {}
+    renames: dict[str, dict[str, str]] = {name: {} for name in _LIST_TARGETS}
+    seen: set[str] = set()
+    for number, target, source in _ini_lines(text, setting):
+        if target in seen:
+            raise RagConfigError(f"{setting} line {number}: {target!r} is set twice")
+        seen.add(target)
+        if target in _TOP_TARGETS:
+            if target == "answer" and not source:
+                raise RagConfigError(f"{setting} line {number}: 'answer' needs a source path")
+            _check_path(source, setting, number)
+            fields[target] = source
+            continue
+        head, dot, key = target.partition(".")
+        if dot and head in _LIST_TARGETS:
+            if key not in _CHUNK_KEYS:
+                raise RagConfigError(
+                    f"{setting} line {number}: {key!r} is not a chunk key; valid chunk keys: {', '.join(_CHUNK_KEYS)}"
+                )
+            if not source:
+                raise RagConfigError(f"{setting} line {number}: {target!r} needs a source key")
+            _check_path(source, setting, number)
+            renames[head][key] = source
+            continue
+        raise RagConfigError(
+            f"{setting} line {number}: unknown target {target!r}; valid targets: {_valid_response_targets()}"
+        )
+    return ResponseMap(
+        **fields,
+        references_keys=tuple(renames["references"].items()),
+        retrieved_chunks_keys=tuple(renames["retrieved_chunks"].items()),
+    )
+
+
+def _check_path(path: str, setting: str, number: int) -> None:
+    if path and any(not part for part in path.split(".")):
+        raise RagConfigError(f"{setting} line {number}: {path!r} is not a dotted path")
+
+
+def parse_request_map(text: str) -> dict[str, str]:
+    """Parse ini lines ``field = sent_as`` (``k =`` drops ``k`` from the body)."""
+    setting = "rageval_request_map"
+    out: dict[str, str] = {}
+    for number, name, sent_as in _ini_lines(text, setting):
+        if name in out:
+            raise RagConfigError(f"{setting} line {number}: {name!r} is set twice")
+        if name == "question" and not sent_as:
+            raise RagConfigError(f"{setting} line {number}: the question cannot be left out of the request")
+        if sent_as:
+            _check_path(sent_as, setting, number)
+            if sent_as in out.values():
+                raise RagConfigError(f"{setting} line {number}: two fields are sent as {sent_as!r}")
+        out[name] = sent_as
+    return out
+
+
+def _get_path(data: Any, path: str) -> Any:
+    """The value at a dotted path, or ``_MISSING``."""
+    current = data
+    for part in path.split("."):
+        if isinstance(current, dict):
+            if part not in current:
+                return _MISSING
+            current = current[part]
+        elif isinstance(current, list) and re.fullmatch(r"-?\d+", part):
+            index = int(part)
+            if not -len(current) <= index < len(current):
+                return _MISSING
+            current = current[index]
+        else:
+            return _MISSING
+    return current
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+
+
+def _invalid(message: str) -> RagCallError:
+    return RagCallError("invalid_response", message)
+
+
+def _read(data: dict[str, Any], response_map: ResponseMap, target: str) -> tuple[Any, str]:
+    """The raw value of a target and the path it came from (``_MISSING`` if absent)."""
+    source = getattr(response_map, target)
+    if not source:
+        return _MISSING, source
+    value = _get_path(data, source)
+    if value is _MISSING and target in _FALLBACKS and response_map.is_default(target):
+        fallback = _get_path(data, _FALLBACKS[target])
+        if fallback is not _MISSING:
+            return fallback, _FALLBACKS[target]
+    return value, source
+
+
+def _map_items(value: Any, target: str, source: str, renames: KeyRenames) -> list[dict[str, Any]]:
+    if value is _MISSING or value is None:
+        return []
+    if not isinstance(value, list):
+        raise _invalid(f"response '{target}' is not a list (got {_type_name(value)}; looked for '{source}')")
+    items = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _invalid(
+                f"response '{target}[{index}]' is not an object (got {_type_name(item)}; looked for '{source}')"
+            )
+        mapped = dict(item)
+        for key, item_source in renames:
+            found = _get_path(item, item_source)
+            if found is not _MISSING:
+                mapped[key] = found
+        items.append(mapped)
+    return items
+
+
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def map_response(data: Any, response_map: ResponseMap) -> RagResponse:
+    """Normalise a decoded JSON response into a RagResponse (pure).
+
+    Raises RagCallError("invalid_response") naming what was missing or wrong.
+    """
+    if not isinstance(data, dict):
+        raise _invalid(f"response is not a JSON object (got {_type_name(data)})")
+    answer, answer_source = _read(data, response_map, "answer")
+    if answer is _MISSING:
+        raise _invalid(f"response has no 'answer' (looked for '{answer_source}')")
+    if not isinstance(answer, str):
+        raise _invalid(f"response 'answer' is {_type_name(answer)}, not a string (looked for '{answer_source}')")
+
+    fields: dict[str, Any] = {"answer": answer}
+    sources: dict[str, str] = {"answer": answer_source}
+    for target in _LIST_TARGETS:
+        value, source = _read(data, response_map, target)
+        sources[target] = source
+        fields[target] = _map_items(value, target, source, getattr(response_map, f"{target}_keys"))
+    for target in ("abstained", "abstain_reason", "selected_folders"):
+        value, source = _read(data, response_map, target)
+        sources[target] = source
+        if value is not _MISSING and value is not None:
+            fields[target] = value
+    timings, sources["timings"] = _read(data, response_map, "timings")
+    if timings is not _MISSING and timings is not None:
+        if not isinstance(timings, dict):
+            raise _invalid(
+                f"response 'timings' is not an object (got {_type_name(timings)}; looked for '{sources['timings']}')"
+            )
+        fields["timings"] = {
+            str(name): float(ms)
+            for name, ms in timings.items()
+            if isinstance(ms, (int, float)) and not isinstance(ms, bool)
+        }
+
+    try:
+        return RagResponse.model_validate(fields)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        loc = tuple(first.get("loc", ()))
+        where = _loc_text(loc) or "response"
+        source = sources.get(str(loc[0]), "") if loc else ""
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        looked = f"; looked for '{source}'" if source else ""
+        raise _invalid(f"response '{where}' is invalid: {first.get('msg', 'invalid value')}{looked}{more}") from None
+
+
+# --------------------------------------------------------------------------- headers
+
+_VAR = re.compile(r"\$(\$?)\{([^}]*)\}")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def parse_headers(text: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """Parse ``Name: value`` lines, interpolating ``${VAR}`` from ``environ`` (``$${`` is a literal ``${``)."""
+    setting = "rageval_headers"
+    headers: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, colon, value = line.partition(":")
+        name = name.strip()
+        if not colon:
+            # The line may hold a secret: report its number, never its text.
+            raise RagConfigError(f"{setting} line {number}: expected 'Name: value'")
+        if not _HEADER_NAME.fullmatch(name):
+            raise RagConfigError(f"{setting} line {number}: the header name is not a valid HTTP header name")
+
+        def substitute(match: re.Match[str], name: str = name, number: int = number) -> str:
+            escaped, var = match.group(1), match.group(2)
+            if escaped:
+                return "${" + var + "}"
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                raise RagConfigError(f"{setting} line {number} (header {name!r}): '${{{var}}}' is not a variable name")
+            if var not in environ:
+                raise RagConfigError(
+                    f"{setting}: environment variable {var!r} is not set (used in header {name!r}, line {number})"
+                )
+            return environ[var]
+
+        value = _VAR.sub(substitute, value.strip())
+        if "\r" in value or "\n" in value:
+            raise RagConfigError(f"{setting}: the value of header {name!r} contains a line break")
+        for existing in list(headers):
+            if existing.lower() == name.lower():
+                del headers[existing]
+        headers[name] = value
+    return headers
+
+
+# --------------------------------------------------------------------------- helpers
+
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|credential", re.IGNORECASE)
+
+
+def _public_url(url: httpx.URL, *, with_query: bool) -> str:
+    """The URL without userinfo; with the query, secret-looking parameter values masked."""
+    clean = url.copy_with(userinfo=b"", query=None, fragment=None)
+    text = str(clean)
+    if with_query and url.query:
+        params = [
+            f"{name}={'***' if _SECRET_PARAM.search(name) else value}" for name, value in url.params.multi_items()
+        ]
+        text += "?" + "&".join(params)
+    return text
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text[:limit] + ("..." if len(text) > limit else "") if text else "(empty body)"
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or HTTP-date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _set_path(body: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    current = body
+    for part in parts[:-1]:
+        nxt = current.get(part)
+        if not isinstance(nxt, dict):
+            nxt = current[part] = {}
+        current = nxt
+    current[parts[-1]] = value
+
+
+def _build_body(question: str, k: int, params: Mapping[str, Any], request_map: Mapping[str, str]) -> dict[str, Any]:
+    merged: dict[str, Any] = {"question": question, "k": k, **params}
+    body: dict[str, Any] = {}
+    renamed: list[tuple[str, Any]] = []
+    for key, value in merged.items():
+        if key in request_map:
+            if request_map[key]:
+                renamed.append((request_map[key], value))
+        else:
+            body[key] = value
+    for path, value in renamed:  # explicit renames win over plain keys
+        _set_path(body, path, value)
+    return body
+
+
+# --------------------------------------------------------------------------- HTTP client
+
+_RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+
+
+def _user_agent() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"pytest-rageval/{version('pytest-rageval')}"
+    except Exception:  # noqa: BLE001 - metadata missing in odd installs
+        return "pytest-rageval"
+
+
+class HttpClient:
+    """The ask API over HTTP (httpx.AsyncClient, created lazily in the running loop)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 60.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        request_map: dict[str, str] | None = None,
+        response_map: ResponseMap | None = None,
+    ) -> None:
+        shown = re.sub(r"//[^/@]*@", "//***@", url)  # no credentials in messages
+        try:
+            parsed = httpx.URL(url)
+        except Exception:  # noqa: BLE001 - httpx raises several types here
+            raise RagConfigError(f"rageval_target: {shown!r} is not a valid URL") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise RagConfigError(f"rageval_target: {shown!r} is not an http(s):// URL")
+        if not timeout or timeout <= 0:
+            raise RagConfigError(f"rageval_timeout must be a positive number of seconds, got {timeout!r}")
+        if retries < 0:
+            raise RagConfigError(f"retries must be >= 0, got {retries!r}")
+        if backoff < 0 or max_backoff < 0:
+            raise RagConfigError("backoff and max_backoff must be >= 0")
+        if "debug" not in parsed.params:
+            parsed = parsed.copy_add_param("debug", "true")
+        self._url = parsed
+        self._headers = {"Accept": "application/json", "User-Agent": _user_agent()}
+        for name, value in (headers or {}).items():
+            for existing in list(self._headers):
+                if existing.lower() == name.lower():
+                    del self._headers[existing]
+            self._headers[name] = value
+        secrets = {v for v in (headers or {}).values() if len(v) >= 4}
+        if parsed.userinfo:
+            secrets |= {part for part in parsed.userinfo.decode("ascii", "replace").split(":") if len(part) >= 4}
+        self._secrets = sorted(secrets, key=len, reverse=True)
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.request_map = dict(request_map or {})
+        self.response_map = response_map or ResponseMap()
+        self.url = _public_url(self._url, with_query=False)  # for messages: no query, no userinfo
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"HttpClient({_public_url(self._url, with_query=True)!r}, headers={sorted(self._header_names())!r})"
+
+    def _header_names(self) -> list[str]:
+        return [n for n in self._headers if n not in ("Accept", "User-Agent")]
+
+    def describe(self) -> dict[str, Any]:
+        """Configuration for config.json; header names only, never values."""
+        return {
+            "kind": "http",
+            "url": _public_url(self._url, with_query=True),
+            "method": "POST",
+            "headers": self._header_names(),
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "backoff": self.backoff,
+            "max_backoff": self.max_backoff,
+            "request_map": dict(self.request_map),
+            "response_map": self.response_map.as_dict(),
+        }
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _error(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1) -> RagCallError:
+        return RagCallError(kind, self._redact(message), status=status, attempts=attempts)
+
+    def _get_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            # A client is bound to the loop its connections were opened in.
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout, pool=None),
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=64, keepalive_expiry=30.0),
+                follow_redirects=False,
+            )
+            self._loop = loop
+        return self._client
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        if response is not None:
+            after = _retry_after(response.headers.get("Retry-After"))
+            if after is not None:
+                return min(after, self.max_backoff)
+        return min(self.backoff * 2**attempt, self.max_backoff)
+
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
+        return await client.post(self._url, json=body, headers=self._headers)
+
+    async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
+        """POST the question; retry transient failures; map the JSON answer."""
+        client = self._get_client()
+        body = _build_body(question, k, params or {}, self.request_map)
+        total = self.retries + 1
+        failure: RagCallError | None = None
+        for attempt in range(total):
+            response: httpx.Response | None = None
+            start = time.perf_counter()
+            try:
+                response = await asyncio.wait_for(self._post(client, body), self.timeout)
+            except (httpx.TimeoutException, asyncio.TimeoutError):
+                failure = self._error(
+                    "timeout",
+                    f"no response from {self.url} within {self.timeout:g} s (tried {attempt + 1} times)",
+                    attempts=attempt + 1,
+                )
+            except httpx.TransportError as exc:
+                detail = _one_line(str(exc), 200) if str(exc) else ""
+                failure = self._error(
+                    "connection",
+                    f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}"
+                    + (f": {detail}" if detail else ""),
+                    attempts=attempt + 1,
+                )
+            else:
+                latency_ms = (time.perf_counter() - start) * 1000.0
+                status = response.status_code
+                if status in _RETRY_STATUS:
+                    failure = self._error(
+                        "http",
+                        f"HTTP {status} from {self.url} (retried {attempt} times): {_one_line(response.text, 200)}",
+                        status=status,
+                        attempts=attempt + 1,
+                    )
+                elif not 200 <= status < 300:
+                    raise self._error("http", self._status_message(response), status=status, attempts=attempt + 1)
+                else:
+                    return self._reply(response, latency_ms, attempt + 1)
+            if attempt + 1 < total:
+                delay = self._delay(attempt, response)
+                log.debug("rageval: %s; retrying in %.2f s", failure, delay)
+                await asyncio.sleep(delay)
+        assert failure is not None
+        raise failure
+
+    def _status_message(self, response: httpx.Response) -> str:
+        status = response.status_code
+        message = f"HTTP {status} from {self.url}: {_one_line(response.text, 200)}"
+        location = response.headers.get("Location")
+        if 300 <= status < 400 and location:
+            target = _public_url(self._url.join(location), with_query=False)
+            message = f"HTTP {status} from {self.url}: redirected to {target} (use that URL as the target)"
+        return message
+
+    def _reply(self, response: httpx.Response, latency_ms: float, attempts: int) -> RagReply:
+        try:
+            data = response.json()
+        except ValueError:
+            raise self._error(
+                "invalid_response",
+                f"response is not JSON: {_one_line(response.text, 120)}",
+                status=response.status_code,
+                attempts=attempts,
+            ) from None
+        try:
+            mapped = map_response(data, self.response_map)
+        except RagCallError as exc:
+            raise self._error(exc.kind, exc.message, status=response.status_code, attempts=attempts) from None
+        return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts)
+
+    async def aclose(self) -> None:
+        """Close the connection pool (idempotent; a later aask opens a new one)."""
+        client, self._client, self._loop = self._client, None, None
+        if client is not None and not client.is_closed:
+            await client.aclose()
+
+
+# --------------------------------------------------------------------------- callable client
+
+
+def _is_async_callable(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return not inspect.isroutine(fn) and call is not None and inspect.iscoroutinefunction(call)
+
+
+def _callable_name(fn: Any) -> str:
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", None)
+    return f"{module}:{qualname}" if module and qualname else repr(fn)
+
+
+class CallableClient:
+    """A Python callable ``fn(question, params)`` as the system under test (sync or async)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        response_map: ResponseMap | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise RagConfigError(f"rageval_target: {name or fn!r} is not callable")
+        if timeout is not None and timeout <= 0:
+            raise RagConfigError(f"rageval_timeout must be a positive number of seconds, got {timeout!r}")
+        self.fn = fn
+        self.name = name or _callable_name(fn)
+        self.response_map = response_map or ResponseMap()
+        self.timeout = timeout
+        self._is_async = _is_async_callable(fn)
+
+    def __repr__(self) -> str:
+        return f"CallableClient({self.name!r})"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "callable",
+            "callable": self.name,
+            "async": self._is_async,
+            "timeout": self.timeout,
+            "response_map": self.response_map.as_dict(),
+        }
+
+    async def _call(self, question: str, params: dict[str, Any]) -> Any:
+        if self._is_async:
+            result = self.fn(question, params)
+        else:
+            result = await asyncio.to_thread(self.fn, question, params)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
+        """Call the target with ``(question, {"k": k, **params})`` and normalise its result."""
+        call_params = {"k": k, **(params or {})}
+        start = time.perf_counter()
+        try:
+            if self.timeout is None:
+                result = await self._call(question, call_params)
+            else:
+                result = await asyncio.wait_for(self._call(question, call_params), self.timeout)
+        except asyncio.TimeoutError:
+            raise RagCallError("timeout", f"{self.name} did not return within {self.timeout:g} s") from None
+        except RagCallError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's code
+            text = " ".join(str(exc).split())
+            text = text[:500] + ("..." if len(text) > 500 else "")
+            raise RagCallError("target", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from exc
+        latency_ms = (time.perf_counter() - start) * 1000.0
+        return RagReply(response=self._normalise(result), latency_ms=latency_ms, attempts=1)
+
+    def _normalise(self, result: Any) -> RagResponse:
+        if isinstance(result, RagResponse):
+            return result
+        if isinstance(result, BaseModel):
+            result = result.model_dump()
+        elif dataclasses.is_dataclass(result) and not isinstance(result, type):
+            result = dataclasses.asdict(result)
+        if not isinstance(result, dict):
+            raise RagCallError(
+                "invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse"
+            )
+        return map_response(result, self.response_map)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def _import_module(module_name: str, spec: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".")[0]
+        cwd = os.getcwd()
+        # Plain `pytest` does not put the working directory on sys.path; try it once.
+        if exc.name == top and cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+            try:
+                return importlib.import_module(module_name)
+            except ModuleNotFoundError:
+                sys.path.remove(cwd)
+            except Exception:
+                sys.path.remove(cwd)
+                raise
+        missing = exc.name or module_name
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise RagConfigError(f"rageval_target {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+        raise RagConfigError(
+            f"rageval_target {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except RagConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - errors in the user's module
+        message = " ".join(str(exc).split())
+        raise RagConfigError(
+            f"rageval_target {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}"
+        ) from exc
+
+
+def load_target(spec: str, **http_options: Any) -> RagClient:
+    """A client for ``http(s)://...`` or ``package.module:callable``.
+
+    ``http_options`` are HttpClient's keyword arguments; a callable target uses
+    only ``response_map`` and ``timeout`` of them.
+    """
+    spec = (spec or "").strip()
+    if spec.lower().startswith(("http://", "https://")):
+        return HttpClient(spec, **http_options)
+    module_name, colon, attr_path = spec.partition(":")
+    if not colon or not module_name or not attr_path:
+        raise RagConfigError(
+            f"rageval_target {spec!r}: expected an http(s):// URL or 'package.module:callable'"
+        )
+    module = _import_module(module_name, spec)
+    target: Any = module
+    for part in attr_path.split("."):
+        if not hasattr(target, part):
+            raise RagConfigError(f"rageval_target {spec!r}: module {module_name!r} has no attribute {attr_path!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise RagConfigError(f"rageval_target {spec!r}: {attr_path!r} is not callable")
+    return CallableClient(
+        target,
+        name=spec,
+        response_map=http_options.get("response_map"),
+        timeout=http_options.get("timeout"),
+    )

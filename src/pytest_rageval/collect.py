@@ -1,0 +1,123 @@
+"""The eval-set file collector and its items.
+
+A good line becomes a ``CaseItem`` (a ``pytest.Function``, so it gets fixtures
+like any test); a bad line becomes a ``BadLineItem`` that errors with the
+file, line, field and problem. Case work happens in ``setup`` so that a RAG or
+judge failure is an error (E); ``runtest`` only applies thresholds, so a
+quality miss is a failure (F).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+import pytest
+
+from .evalset import load_eval_file
+from .schema import EvalCase
+from .thresholds import ThresholdError, check_metric_name, coerce_threshold
+
+if TYPE_CHECKING:
+    from .plugin import RagevalPlugin
+
+
+def _case_function(rageval_client: Any, rageval_judge: Any) -> None:
+    """Stands in for a test function so the item requests the plugin's fixtures."""
+
+
+class EvalSetFile(pytest.File):
+    """A ``.jsonl`` eval set: one item per line, in file order."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        display = _relative(self.path, self.config.rootpath)
+        loaded = load_eval_file(self.path, display=display)
+        entries: list[tuple[int, pytest.Item]] = []
+        for bad in loaded.bad:
+            entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
+        for good in loaded.cases:
+            problem = _threshold_problem(good.case, display, good.line)
+            if problem:
+                item: pytest.Item = BadLineItem.from_parent(self, name=f"line{good.line}", message=problem, line=good.line)
+            else:
+                item = CaseItem.from_parent(self, name=good.case.id, callobj=_case_function, case=good.case, line=good.line)
+            entries.append((good.line, item))
+        entries.sort(key=lambda pair: pair[0])
+        for _, item in entries:
+            yield item
+
+
+def _relative(path: Any, root: Any) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _threshold_problem(case: EvalCase, display: str, line: int) -> Optional[str]:
+    """Per-case thresholds name known metrics with values of the right type."""
+    for metric, value in case.thresholds.items():
+        try:
+            check_metric_name(metric, f"{display}:{line}: field 'thresholds'")
+            coerce_threshold(metric, value, f"{display}:{line}: field 'thresholds.{metric}'")
+        except ThresholdError as exc:
+            return str(exc)
+    return None
+
+
+class CaseItem(pytest.Function):
+    """One eval case as a test item."""
+
+    def __init__(self, *, case: EvalCase, line: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.line = line
+        self.record: Optional[dict[str, Any]] = None
+        self.add_marker(pytest.mark.rageval)
+        if case.skip is not None:
+            self.add_marker(pytest.mark.skip(reason=case.skip))
+        if case.xfail is not None:
+            self.add_marker(pytest.mark.xfail(reason=case.xfail, strict=False))
+        self.extra_keyword_matches.update(case.tags)
+        self.extra_keyword_matches.add(case.category)
+
+    @property
+    def plugin(self) -> "RagevalPlugin":
+        from .plugin import plugin_key
+
+        return self.config.stash[plugin_key]
+
+    def setup(self) -> None:
+        super().setup()
+        self.record = self.plugin.run_case(self)
+        error = self.record.get("error")
+        if error:
+            pytest.fail(f"{self.record['file']}:{self.line} [{self.case.id}] RAG call failed ({error['kind']}): {error['message']}", pytrace=False)
+
+    def runtest(self) -> None:
+        from .report.terminal import format_failure
+
+        assert self.record is not None
+        if self.record["misses"]:
+            pytest.fail(format_failure(self.record), pytrace=False)
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, self.line - 1, f"{self.path.name}::{self.case.id}"
+
+
+class BadLineItem(pytest.Item):
+    """An eval-set line that could not be read: an error naming file, line and field."""
+
+    def __init__(self, *, message: str, line: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.message = message
+        self.line = line
+        self.add_marker(pytest.mark.rageval)
+
+    def setup(self) -> None:
+        pytest.fail(self.message, pytrace=False)
+
+    def runtest(self) -> None:  # never reached: setup always errors
+        pass
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, self.line - 1, f"{self.path.name}:{self.line}"

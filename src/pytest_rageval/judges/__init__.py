@@ -1,0 +1,1 @@
+"""LLM and lexical judges, prompts and the judge cache."""

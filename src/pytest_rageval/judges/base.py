@@ -1,0 +1,90 @@
+"""What every judge takes and gives (SPEC section 6).
+
+A judge scores one metric of one case per call: ``await judge.judge(metric,
+JudgeInput, repeat_index=0) -> Verdict``. The OpenAI-compatible judge, the
+offline lexical judge and the caching wrapper all follow this protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol
+
+from pydantic import BaseModel, Field
+
+#: Judge metrics with a numeric scale (low, high) as stored in metrics.
+SCALES: dict[str, tuple[float, float]] = {
+    "groundedness": (0.0, 5.0),
+    "correctness": (0.0, 5.0),
+    "faithfulness": (0.0, 1.0),
+    "relevancy": (0.0, 1.0),
+    "completeness": (0.0, 1.0),
+    "reasoning_quality": (0.0, 1.0),
+}
+#: Judge classifications: ``Verdict.label`` carries the answer.
+CLASSIFIERS = ("abstention", "conflict_ack")
+DEFAULT_METRICS = ("groundedness", "correctness")
+ALL_METRICS = (*SCALES, *CLASSIFIERS)
+
+
+@dataclass(frozen=True)
+class JudgeInput:
+    """Everything a judge may look at for one case. Contexts are the top-K chunk texts in rank order."""
+
+    question: str
+    answer: str
+    contexts: tuple[str, ...] = ()
+    context_ids: tuple[Optional[str], ...] = ()
+    reference_answer: Optional[str] = None
+    key_facts: tuple[str, ...] = field(default_factory=tuple)
+
+    def context_hash(self) -> str:
+        """sha256 of the contexts (order matters)."""
+        return hashlib.sha256(json.dumps(list(self.contexts), ensure_ascii=False).encode()).hexdigest()
+
+
+class Verdict(BaseModel):
+    """One judge answer, already parsed and on the metric's scale."""
+
+    metric: str
+    score: Optional[float] = None  # on SCALES[metric]; None for classifiers
+    label: Optional[bool] = None  # abstention: abstained; conflict_ack: acknowledges; 0/1 metrics: passing
+    reasoning: str = ""
+    supported_claims: list[str] = Field(default_factory=list)
+    unsupported_claims: list[str] = Field(default_factory=list)
+    raw: str = ""  # the judge's raw answer text, kept for audits
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    attempts: int = 1
+
+
+class JudgeError(Exception):
+    """A judge call failed after retries and re-asks; that case becomes an error."""
+
+    def __init__(self, metric: str, message: str) -> None:
+        super().__init__(f"{metric}: {message}")
+        self.metric = metric
+        self.message = message
+
+
+class JudgeAuthError(JudgeError):
+    """401/403 from the judge endpoint: the session stops with one clear message."""
+
+
+class Judge(Protocol):
+    name: str  # "openai" | "lexical"
+    heuristic: bool
+
+    def describe(self) -> dict[str, Any]:
+        """name, model, base_url, prompt_versions, temperature, seed, json_mode, heuristic; never a key."""
+        ...
+
+    def supports(self, metric: str) -> bool: ...
+
+    async def judge(self, metric: str, inp: JudgeInput, *, repeat_index: int = 0) -> Verdict: ...
+
+    async def aclose(self) -> None: ...

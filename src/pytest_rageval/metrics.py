@@ -1,0 +1,151 @@
+"""The deterministic metrics of one case (SPEC section 4).
+
+Pure: no pytest, no I/O. A metric that does not apply to a case is ``None``,
+never 0. Binary metrics are ints (0/1), ``mrr``/``precision_at_k``/``ndcg_at_k``
+floats, ``abstained`` a bool (or ``None`` when unknown).
+"""
+
+from __future__ import annotations
+
+from math import log2
+from typing import Optional, Sequence, Union
+
+from pytest_rageval.anchors import GoldMatcher, in_scope, top_k
+from pytest_rageval.schema import Chunk, EvalCase, RagResponse
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "RETRIEVAL_METRICS",
+    "MetricValue",
+    "gold_marks",
+    "score_case",
+]
+
+MetricValue = Union[float, int, bool, None]
+
+RETRIEVAL_METRICS: tuple[str, ...] = (
+    "recall_at_k",
+    "recall_all_at_k",
+    "mrr",
+    "precision_at_k",
+    "ndcg_at_k",
+    "scope_miss",
+    "attribution_hit",
+    "conflict_rule",
+    "abstained",
+    "false_abstention",
+)
+
+LOWER_IS_BETTER: frozenset[str] = frozenset({"scope_miss", "false_abstention", "latency_ms"})
+
+# 1 / log2(i + 1) for 1-based positions i; grown on demand.
+_DISCOUNTS: list[float] = [1.0 / log2(i + 1) for i in range(1, 65)]
+
+
+def _discount(position: int) -> float:
+    """``1 / log2(position + 1)`` for a 1-based position."""
+    while position > len(_DISCOUNTS):
+        _DISCOUNTS.append(1.0 / log2(len(_DISCOUNTS) + 2))
+    return _DISCOUNTS[position - 1]
+
+
+def gold_marks(chunks: Sequence[Chunk], case: EvalCase, require_snippets: bool = False) -> list[bool]:
+    """Per chunk (in the given order): whether it matches any gold item of ``case``."""
+    matcher = GoldMatcher(case, require_snippets)
+    return [bool(matcher.match(chunk)) for chunk in chunks]
+
+
+def _ranking_metrics(matches: list[frozenset[str]], k: int, item_count: int) -> dict[str, MetricValue]:
+    """recall_at_k, mrr, precision_at_k and ndcg_at_k from the top-K matches."""
+    first = next((i for i, m in enumerate(matches, start=1) if m), 0)
+    hits = sum(1 for m in matches if m)
+    seen: set[str] = set()
+    dcg = 0.0
+    for position, matched in enumerate(matches, start=1):
+        if matched and not matched <= seen:
+            dcg += _discount(position)
+            seen |= matched
+    ideal = sum(_discount(i) for i in range(1, min(k, item_count) + 1))
+    return {
+        "recall_at_k": 1 if first else 0,
+        "mrr": 1.0 / first if first else 0.0,
+        "precision_at_k": hits / k,
+        "ndcg_at_k": dcg / ideal if ideal else 0.0,
+    }
+
+
+def _recall_all(case: EvalCase, matched: set[str], support_ids: tuple[str, ...]) -> int:
+    """1 when some required group (or, without groups, every support) is fully matched."""
+    groups = case.required_support_groups
+    if not groups:  # None or [] -> every gold support is required
+        return int(all(item in matched for item in support_ids))
+    return int(any(all(support_ids[i] in matched for i in group) for group in groups))
+
+
+def _conflict_rule(
+    rule: str, cited: set[str], support_ids: tuple[str, ...], acknowledges_conflict: Optional[bool]
+) -> int:
+    """Whether the recency/conflict rule is honoured by the cited gold items."""
+    if not support_ids:  # unreachable for validated cases
+        return 0
+    if rule == "cite_newer":
+        return int(support_ids[0] in cited)
+    cites_all = all(item in cited for item in support_ids)
+    if rule == "acknowledge_both":
+        return int(cites_all and acknowledges_conflict is not False)
+    return int(cites_all)  # cite_both
+
+
+def _union(matches: list[frozenset[str]]) -> set[str]:
+    out: set[str] = set()
+    for matched in matches:
+        out |= matched
+    return out
+
+
+def score_case(
+    case: EvalCase,
+    response: RagResponse,
+    *,
+    k: int,
+    require_snippets: bool = False,
+    abstained: Optional[bool] = None,
+    acknowledges_conflict: Optional[bool] = None,
+) -> dict[str, MetricValue]:
+    """The retrieval, attribution, conflict and abstention metrics of one case.
+
+    ``abstained`` overrides ``response.abstained`` when given (e.g. a judge's
+    classification). ``acknowledges_conflict`` is the judge's verdict for
+    ``acknowledge_both``; ``None`` means no judge, citations alone decide.
+    Keys are exactly :data:`RETRIEVAL_METRICS`, in that order.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    out: dict[str, MetricValue] = dict.fromkeys(RETRIEVAL_METRICS)
+    has_supports = bool(case.gold_supports)
+    has_gold = has_supports or bool(case.gold_doc_ids)
+    rule = case.recency_conflict_rule
+    matcher = GoldMatcher(case, require_snippets) if (has_gold or rule) else None
+
+    if case.answerable and matcher is not None and has_gold:
+        top = [matcher.match(chunk) for chunk in top_k(response.retrieved_chunks, k)]
+        out.update(_ranking_metrics(top, k, matcher.item_count))
+        if has_supports:
+            out["recall_all_at_k"] = _recall_all(case, _union(top), matcher.support_ids)
+            if response.selected_folders is not None:
+                folders = response.selected_folders
+                covered = any(in_scope(s.rel_path, folders) for s in case.gold_supports)
+                out["scope_miss"] = 0 if covered else 1
+
+    if matcher is not None and (rule or (case.answerable and has_gold)):
+        cited = _union([matcher.match(ref) for ref in response.references])
+        if case.answerable and has_gold:
+            out["attribution_hit"] = 1 if cited else 0
+        if rule:
+            out["conflict_rule"] = _conflict_rule(rule, cited, matcher.support_ids, acknowledges_conflict)
+
+    did_abstain = response.abstained if abstained is None else abstained
+    out["abstained"] = None if did_abstain is None else bool(did_abstain)
+    if case.answerable and did_abstain is not None:
+        out["false_abstention"] = 1 if did_abstain else 0
+    return out

@@ -1,0 +1,89 @@
+"""The pytest surface: options, ini keys, markers and fixtures.
+
+Every pytest run imports this module wherever the plugin is installed, so it
+imports nothing heavy. Without ``--rageval`` it only registers options and
+markers; with it, ``pytest_configure`` builds a ``RagevalPlugin``
+(session.py) and registers it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .session import RagevalPlugin
+
+plugin_key = pytest.StashKey["RagevalPlugin"]()
+
+INI_KEYS: tuple[tuple[str, str, str, Any], ...] = (
+    ("rageval_eval_sets", "eval-set files (globs relative to rootdir) run by `pytest --rageval` without paths", "linelist", ["eval_sets/**/*.jsonl"]),
+    ("rageval_target", "the system under test: an http(s):// URL or package.module:callable", "string", ""),
+    ("rageval_headers", "HTTP headers for the target, lines `Name: value`, ${ENV_VAR} interpolated", "linelist", []),
+    ("rageval_request_map", "request body key renames, lines `question = query`, `k = topK`", "linelist", []),
+    ("rageval_response_map", "response mapping, lines `target = source.path`", "linelist", []),
+    ("rageval_timeout", "seconds before a RAG call times out (default 60)", "string", "60"),
+    ("rageval_k", "how many retrieved chunks count (default 5)", "string", ""),
+    ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
+    ("rageval_judge", "judge: auto or none (auto means none until LLM judges land)", "string", ""),
+    ("rageval_output", "folder of run artifacts (default results)", "string", ""),
+    ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rageval", "RAG evaluation (pytest-rageval)")
+    group.addoption("--rageval", action="store_true", default=False, help="collect eval sets (*.jsonl) as tests and write run artifacts")
+    group.addoption("--rageval-target", default=None, metavar="URL|MODULE:CALLABLE", help="system under test (ini rageval_target, env RAGEVAL_TARGET)")
+    group.addoption("--rageval-k", default=None, type=int, metavar="K", help="how many retrieved chunks count (ini rageval_k, default 5)")
+    group.addoption("--rageval-output", default=None, metavar="DIR", help="folder of run artifacts (ini rageval_output, default results)")
+    group.addoption("--rageval-baseline", default=None, metavar="PATH", help="baseline metrics.json or run folder to compare with (ini rageval_baseline)")
+    group.addoption("--rageval-update-baseline", action="store_true", default=False, help="write this run's metrics.json to the baseline path instead of gating")
+    group.addoption("--rageval-allow-regressions", action="store_true", default=False, help="report baseline regressions without failing the session")
+    group.addoption("--rageval-ignore-invariants", action="store_true", default=False, help="compare with a baseline even if its eval set or judge differ")
+    group.addoption("--rageval-gate-significance", action="store_true", default=False, help="fail only drops whose 95%% paired-bootstrap interval excludes zero")
+    group.addoption("--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)")
+    group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
+    group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
+    group.addoption("--rageval-judge", default=None, choices=("auto", "none"), help="judge in use (ini rageval_judge; auto means none for now)")
+    for name, help_text, kind, default in INI_KEYS:
+        parser.addini(name, help_text, type=kind, default=default)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rageval: an eval-set case run by pytest-rageval")
+    config.addinivalue_line("markers", "judge: the outcome depends on an LLM judge verdict")
+    if not config.getoption("rageval"):
+        return
+    from .session import create_plugin
+
+    plugin = create_plugin(config)
+    config.stash[plugin_key] = plugin
+    config.pluginmanager.register(plugin, "rageval-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    plugin = config.stash.get(plugin_key, None)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin)
+        del config.stash[plugin_key]
+
+
+def _plugin(config: pytest.Config) -> "RagevalPlugin":
+    plugin = config.stash.get(plugin_key, None)
+    if plugin is None:
+        pytest.skip("pytest-rageval is not enabled: run pytest with --rageval")
+    return plugin
+
+
+@pytest.fixture(scope="session")
+def rageval_client(pytestconfig: pytest.Config) -> Any:
+    """The system under test, from ``--rageval-target``; override it in conftest.py to supply your own."""
+    return _plugin(pytestconfig).session_client()
+
+
+@pytest.fixture(scope="session")
+def rageval_judge(pytestconfig: pytest.Config) -> Any:
+    """The judge in use (None while no judge is configured)."""
+    return _plugin(pytestconfig).judge

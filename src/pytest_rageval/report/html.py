@@ -1,0 +1,716 @@
+"""The standalone ``<run_id>/report.html`` page (SPEC section 9).
+
+Standard library only, no JavaScript, no network references: the page renders
+offline and a Content-Security-Policy forbids scripts and remote loads. Every
+value that came from the RAG, the judge or the eval set goes through
+:func:`_e` (``html.escape(..., quote=True)``). Only :func:`write_report` and
+:func:`load_history` touch files; :func:`render_report` is pure.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+__all__ = ["TREND_METRICS", "load_history", "render_report", "write_report"]
+
+TREND_METRICS: tuple[str, ...] = (
+    "recall_at_k_avg",
+    "mrr_avg",
+    "groundedness_avg",
+    "correctness_avg",
+    "abstention_accuracy",
+)
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+_LOWER_IS_BETTER = frozenset({"scope_miss", "false_abstention", "latency_ms"})
+_FIRST_OUTCOMES = frozenset({"failed", "error"})
+_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+_COUNT_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("n", ("n", "total", "total_tests", "count", "cases")),
+    ("passed", ("passed",)),
+    ("failed", ("failed",)),
+    ("errors", ("errors", "error")),
+)
+_DASH = "\u2014"
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
+main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
+h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+h3{font-size:15px;margin:14px 0 6px}h4{font-size:14px;margin:12px 0 4px}
+table{border-collapse:collapse;background:#fff;margin:4px 0 8px}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#eef1f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+.meta span{margin-right:16px;white-space:nowrap}
+.warn{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px;margin:8px 0;font-weight:600}
+.badge{display:inline-block;padding:0 6px;border-radius:4px;font-size:12px;font-weight:700;color:#fff;background:#6e7781}
+.b-passed{background:#1a7f37}.b-failed{background:#cf222e}.b-error{background:#bc4c00}
+.b-skipped{background:#6e7781}.b-xfailed,.b-xpassed{background:#9a6700}.b-other{background:#6e7781}
+.b-regressed{background:#cf222e}.b-heuristic{background:#8250df}.b-gold{background:#9a6700}
+details.case{background:#fff;border:1px solid #d0d7de;border-left:5px solid #6e7781;margin:6px 0;border-radius:4px}
+details.case>summary{cursor:pointer;padding:6px 10px}
+details.case>div{padding:4px 14px 12px}
+.o-passed{border-left-color:#1a7f37!important}.o-failed{border-left-color:#cf222e!important}
+.o-error{border-left-color:#bc4c00!important}.o-xfailed,.o-xpassed{border-left-color:#9a6700!important}
+.text{white-space:pre-wrap;word-wrap:break-word;background:#f6f8fa;border:1px solid #eaeef2;padding:6px 8px;margin:2px 0 6px;max-height:24em;overflow:auto}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:4px 0}
+dl.kv dt{font-weight:600}dl.kv dd{margin:0}
+tr.miss td{background:#ffebe9}tr.gold td{background:#fff8c5}tr.regressed td{background:#ffebe9}
+.muted{color:#656d76}.tags span{background:#ddf4ff;border-radius:10px;padding:0 6px;margin-left:4px;font-size:12px}
+.errbox{background:#fff1e5;border:1px solid #bc4c00;padding:6px 8px;white-space:pre-wrap}
+.chart{display:inline-block;margin:4px 16px 12px 0;background:#fff;border:1px solid #d0d7de}
+.chart svg text{font:11px system-ui,sans-serif;fill:#57606a}
+ul.index{columns:2;margin:4px 0}
+"""
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _e(value: Any) -> str:
+    """Escape anything for HTML text or a quoted attribute; ``None`` becomes ''."""
+    if value is None:
+        return ""
+    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fmt(value: Any) -> str:
+    """A metric value: 3 decimals for floats, '—' for null, escaped text otherwise."""
+    if value is None:
+        return _DASH
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return _e(value)
+        return f"{value:.3f}"
+    if isinstance(value, (dict, list)):
+        return _e(json.dumps(value, ensure_ascii=False, default=str))
+    return _e(value)
+
+
+def _fmt_delta(value: Any) -> str:
+    """A signed delta (``+0.050``)."""
+    if _is_number(value) and math.isfinite(value):
+        return f"{value:+.3f}"
+    return _fmt(value)
+
+
+def _fmt_count(value: Any) -> str:
+    if value is None:
+        return _DASH
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return _fmt(value)
+
+
+def _heading(value: Any) -> str:
+    """A heading path as text: lists joined with ' > '."""
+    if isinstance(value, (list, tuple)):
+        return " > ".join(str(part) for part in value)
+    return "" if value is None else str(value)
+
+
+def _outcome_class(outcome: Any) -> str:
+    """A CSS-safe class suffix for an outcome (never raw input)."""
+    return outcome if outcome in _OUTCOMES else "other"
+
+
+def _badge(label: str, kind: str) -> str:
+    return f'<span class="badge b-{kind}">{_e(label)}</span>'
+
+
+def _table(headers: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
+    """A table from escaped header labels and pre-rendered ``<tr>`` rows."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    attr = f' class="{cls}"' if cls else ""
+    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _num_td(value: Any, formatter: Any = _fmt) -> str:
+    return f'<td class="num">{formatter(value)}</td>'
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _judge_info(metrics: dict) -> tuple[Optional[str], bool]:
+    """The judge's name and whether it is heuristic."""
+    judge = metrics.get("judge")
+    if isinstance(judge, dict):
+        return judge.get("name"), bool(judge.get("heuristic"))
+    if isinstance(judge, str):
+        return judge, judge == "lexical"
+    return None, False
+
+
+def _render_header(metrics: dict, title: str) -> str:
+    parts = [f"<h1>{_e(title)}</h1>", '<div class="meta">']
+    parts.append(f"<span>run <code>{_e(metrics.get('run_id') or _DASH)}</code></span>")
+    parts.append(f"<span>timestamp {_e(metrics.get('timestamp') or _DASH)}</span>")
+    for key in ("config_hash", "eval_set_hash"):
+        if metrics.get(key):
+            parts.append(f"<span>{_e(key)} <code>{_e(metrics[key])}</code></span>")
+    name, heuristic = _judge_info(metrics)
+    judge = f"<code>{_e(name)}</code>" if name else _DASH
+    if heuristic:
+        judge += " " + _badge("heuristic", "heuristic")
+    parts.append(f"<span>judge {judge}</span>")
+    if metrics.get("complete") is not False:
+        parts.append(f"<span>{_badge('complete', 'passed')}</span>")
+    parts.append("</div>")
+    if metrics.get("complete") is False:
+        parts.append(
+            '<div class="warn">incomplete run: the session was interrupted; '
+            "these numbers cover only the cases that finished.</div>"
+        )
+    parts.append(_render_counts(metrics))
+    return "".join(parts)
+
+
+def _render_counts(metrics: dict) -> str:
+    keys = ("total_tests", "passed", "failed", "errors", "skipped", "invalid_lines")
+    labels = ("total", "passed", "failed", "errors", "skipped", "invalid lines")
+    cells = "".join(_num_td(metrics.get(k), _fmt_count) for k in keys)
+    return _table(labels, [f"<tr>{cells}</tr>"], "counts")
+
+
+# --------------------------------------------------------------------------- aggregates
+
+
+def _flatten(values: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Scalars of a nested dict as ``("latency.p95_ms", value)`` pairs, in order."""
+    out: list[tuple[str, Any]] = []
+    if not isinstance(values, dict):
+        return out
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.extend(_flatten(value, name + "."))
+        else:
+            out.append((name, value))
+    return out
+
+
+def _delta_map(deltas: Optional[list[dict]]) -> dict[str, dict]:
+    return {str(d.get("name")): d for d in deltas or [] if isinstance(d, dict)}
+
+
+def _render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> str:
+    rows_data = _flatten(metrics.get("aggregate_metrics") or {})
+    if isinstance(metrics.get("judge_coverage"), dict):
+        rows_data += _flatten(metrics["judge_coverage"], "judge_coverage.")
+    by_name = _delta_map(deltas)
+    known = {name for name, _ in rows_data}
+    rows_data += [(name, d.get("new")) for name, d in by_name.items() if name not in known]
+    with_deltas = deltas is not None
+    headers = ["metric", "value"]
+    if with_deltas:
+        headers += ["baseline", "delta", "tolerance", "95% CI", "status"]
+    rows = [_aggregate_row(name, value, by_name.get(name), with_deltas) for name, value in rows_data]
+    if not rows:
+        return '<h2 id="aggregate">Aggregate metrics</h2><p class="muted">No aggregate metrics.</p>'
+    return '<h2 id="aggregate">Aggregate metrics</h2>' + _table(headers, rows, "aggregate")
+
+
+def _aggregate_row(name: str, value: Any, delta: Optional[dict], with_deltas: bool) -> str:
+    cells = f"<td><code>{_e(name)}</code></td>{_num_td(value)}"
+    if not with_deltas:
+        return f"<tr>{cells}</tr>"
+    if delta is None:
+        return f"<tr>{cells}<td></td><td></td><td></td><td></td><td></td></tr>"
+    regressed = bool(delta.get("regressed"))
+    status = _badge("REGRESSED", "regressed") if regressed else '<span class="muted">ok</span>'
+    cells += (
+        _num_td(delta.get("old"))
+        + _num_td(delta.get("delta"), _fmt_delta)
+        + _num_td(delta.get("tolerance"))
+        + _num_td(_ci_text(delta), lambda v: v)
+        + f"<td>{status}</td>"
+    )
+    cls = ' class="regressed"' if regressed else ""
+    return f"<tr{cls}>{cells}</tr>"
+
+
+def _ci_text(delta: dict) -> str:
+    low, high = delta.get("ci_low"), delta.get("ci_high")
+    if low is None and high is None:
+        return _DASH
+    return f"[{_fmt_delta(low)}, {_fmt_delta(high)}]"
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def _order_records(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
+    """Failed and errored records first, the rest after; order kept within each."""
+    first: list[dict] = []
+    rest: list[dict] = []
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        (first if record.get("outcome") in _FIRST_OUTCOMES else rest).append(record)
+    return first, rest
+
+
+def _case_label(record: dict) -> str:
+    return str(record.get("key") or record.get("test_case_id") or "(unnamed case)")
+
+
+def _render_cases(records: Iterable[dict]) -> str:
+    first, rest = _order_records(records)
+    parts = [f'<h2 id="failing">Failed and errored cases ({len(first)})</h2>']
+    if first:
+        parts.append(_render_index(first))
+        parts.extend(_render_case(r, i, open_=True) for i, r in enumerate(first))
+    else:
+        parts.append('<p class="muted">None.</p>')
+    parts.append(f'<h2 id="others">Other cases ({len(rest)})</h2>')
+    offset = len(first)
+    parts.extend(_render_case(r, offset + i, open_=False) for i, r in enumerate(rest))
+    return "".join(parts)
+
+
+def _render_index(records: list[dict]) -> str:
+    items = "".join(
+        f'<li>{_badge(str(r.get("outcome")), _outcome_class(r.get("outcome")))} '
+        f'<a href="#case-{i}"><code>{_e(_case_label(r))}</code></a></li>'
+        for i, r in enumerate(records)
+    )
+    return f'<ul class="index">{items}</ul>'
+
+
+def _render_case(record: dict, index: int, *, open_: bool) -> str:
+    outcome = record.get("outcome")
+    cls = _outcome_class(outcome)
+    body = [
+        _render_case_text(record),
+        _render_error(record),
+        _render_misses(record.get("misses")),
+        _render_case_metrics(record),
+        _render_chunks("Retrieved chunks", record.get("retrieved_chunks")),
+        _render_chunks("References", record.get("references")),
+        _render_judge(record.get("judge")),
+        _render_case_extras(record),
+    ]
+    attr = " open" if open_ else ""
+    return (
+        f'<details class="case o-{cls}" id="case-{index}"{attr}>'
+        f"<summary>{_render_summary(record)}</summary>"
+        f"<div>{''.join(body)}</div></details>"
+    )
+
+
+def _render_summary(record: dict) -> str:
+    outcome = record.get("outcome")
+    parts = [_badge(str(outcome or "unknown"), _outcome_class(outcome)), f" <code>{_e(_case_label(record))}</code>"]
+    if record.get("invalid_line"):
+        parts.append(" " + _badge("invalid line", "error"))
+    if record.get("flaky"):
+        parts.append(" " + _badge("flaky", "xfailed"))
+    if record.get("category"):
+        parts.append(f' <span class="muted">{_e(record["category"])}</span>')
+    tags = record.get("tags") or []
+    if isinstance(tags, list) and tags:
+        parts.append('<span class="tags">' + "".join(f"<span>{_e(t)}</span>" for t in tags) + "</span>")
+    return "".join(parts)
+
+
+def _text_block(label: str, value: Any) -> str:
+    return f"<h4>{_e(label)}</h4><div class=\"text\">{_e(value)}</div>"
+
+
+def _render_case_text(record: dict) -> str:
+    parts: list[str] = []
+    if record.get("file"):
+        where = f"{record['file']}:{record['line']}" if record.get("line") else record["file"]
+        parts.append(f'<div class="muted mono">{_e(where)}</div>')
+    if record.get("answerable") is False:
+        parts.append('<div class="muted">unanswerable: the system should abstain</div>')
+    if record.get("question") is not None:
+        parts.append(_text_block("Question", record["question"]))
+    if record.get("reference_answer"):
+        parts.append(_text_block("Expected answer", record["reference_answer"]))
+    facts = record.get("expected_key_facts")
+    if isinstance(facts, list) and facts:
+        items = "".join(f"<li>{_e(f)}</li>" for f in facts)
+        parts.append(f"<h4>Expected key facts</h4><ul>{items}</ul>")
+    if record.get("answer") is not None:
+        label = "Answer (empty)" if record.get("empty_response") else "Answer"
+        parts.append(_text_block(label, record["answer"]))
+    if record.get("abstain_reason"):
+        parts.append(_text_block("Abstain reason", record["abstain_reason"]))
+    return "".join(parts)
+
+
+def _render_error(record: dict) -> str:
+    error = record.get("error")
+    if not error:
+        return ""
+    if isinstance(error, dict):
+        kind, message = error.get("kind") or "error", error.get("message")
+    else:
+        kind, message = "error", error
+    return f'<h4>Error: <code>{_e(kind)}</code></h4><div class="errbox">{_e(message)}</div>'
+
+
+def _render_misses(misses: Any) -> str:
+    if not isinstance(misses, list) or not misses:
+        return ""
+    rows = [
+        f'<tr class="miss"><td><code>{_e(m.get("metric"))}</code></td>{_num_td(m.get("value"))}'
+        f'<td class="num">{_e(m.get("op"))}</td>{_num_td(m.get("threshold"))}</tr>'
+        for m in misses
+        if isinstance(m, dict)
+    ]
+    return "<h4>Missed metrics</h4>" + _table(["metric", "value", "op", "threshold"], rows)
+
+
+def _default_op(metric: str, threshold: Any) -> str:
+    if isinstance(threshold, bool) or metric == "abstained":
+        return "=="
+    return "<=" if metric in _LOWER_IS_BETTER else ">="
+
+
+def _render_case_metrics(record: dict) -> str:
+    values = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    thresholds = record.get("thresholds") if isinstance(record.get("thresholds"), dict) else {}
+    misses = record.get("misses") if isinstance(record.get("misses"), list) else []
+    missed = {str(m.get("metric")): m for m in misses if isinstance(m, dict)}
+    names = list(values) + [n for n in thresholds if n not in values]
+    if not names:
+        return ""
+    rows = [_case_metric_row(str(n), values.get(n), thresholds.get(n), missed.get(str(n))) for n in names]
+    return "<h4>Metrics</h4>" + _table(["metric", "value", "op", "threshold", "status"], rows)
+
+
+def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> str:
+    has_threshold = threshold is not None
+    op = (miss or {}).get("op") or (_default_op(name, threshold) if has_threshold else "")
+    if miss is not None:
+        status, cls = _badge("miss", "failed"), ' class="miss"'
+    elif value is None:
+        status, cls = '<span class="muted">n/a</span>', ""
+    elif has_threshold:
+        status, cls = '<span class="muted">ok</span>', ""
+    else:
+        status, cls = "", ""
+    threshold_cell = _num_td(threshold) if has_threshold else "<td></td>"
+    return (
+        f"<tr{cls}><td><code>{_e(name)}</code></td>{_num_td(value)}"
+        f'<td class="num">{_e(op)}</td>{threshold_cell}<td>{status}</td></tr>'
+    )
+
+
+def _render_chunks(label: str, chunks: Any) -> str:
+    if not isinstance(chunks, list) or not chunks:
+        return ""
+    rows = [_chunk_row(c, i) for i, c in enumerate(chunks, start=1) if isinstance(c, dict)]
+    headers = ["rank", "gold", "rel_path", "heading_path", "score_final", "text"]
+    return f"<h4>{_e(label)} ({len(rows)})</h4>" + _table(headers, rows, "chunks")
+
+
+def _chunk_row(chunk: dict, position: int) -> str:
+    gold = chunk.get("gold") is True
+    rank = chunk.get("rank") if chunk.get("rank") is not None else position
+    gold_cell = _badge("gold", "gold") if gold else ""
+    cls = ' class="gold"' if gold else ""
+    return (
+        f'<tr{cls}><td class="num">{_e(rank)}</td><td>{gold_cell}</td>'
+        f'<td class="mono">{_e(chunk.get("rel_path") or chunk.get("doc_id"))}</td>'
+        f"<td>{_e(_heading(chunk.get('heading_path')))}</td>"
+        f"{_num_td(chunk.get('score_final'))}"
+        f'<td><div class="text">{_e(chunk.get("text"))}</div></td></tr>'
+    )
+
+
+def _render_judge(judge: Any) -> str:
+    if not isinstance(judge, dict) or not judge:
+        return ""
+    parts = ["<h4>Judge verdicts</h4>"]
+    for metric, verdict in judge.items():
+        parts.append(_render_verdict(str(metric), verdict))
+    return "".join(parts)
+
+
+def _render_verdict(metric: str, verdict: Any) -> str:
+    if not isinstance(verdict, dict):
+        return f"<h4><code>{_e(metric)}</code>: {_fmt(verdict)}</h4>"
+    parts = [f"<h4><code>{_e(metric)}</code>: score {_fmt(verdict.get('score'))}</h4>"]
+    if verdict.get("reasoning"):
+        parts.append(f'<div class="text">{_e(verdict["reasoning"])}</div>')
+    for key in ("unsupported_claims", "supported_claims"):
+        claims = verdict.get(key)
+        if isinstance(claims, list) and claims:
+            items = "".join(f"<li>{_e(c)}</li>" for c in claims)
+            parts.append(f"<div>{_e(key.replace('_', ' '))}:</div><ul>{items}</ul>")
+    skip = {"score", "reasoning", "unsupported_claims", "supported_claims"}
+    extras = [(k, v) for k, v in verdict.items() if k not in skip and v not in (None, "", [], {})]
+    if extras:
+        parts.append(_kv_list(extras))
+    return "".join(parts)
+
+
+def _kv_list(pairs: Iterable[tuple[Any, Any]]) -> str:
+    items = "".join(f"<dt>{_e(k)}</dt><dd>{_kv_value(v)}</dd>" for k, v in pairs)
+    return f'<dl class="kv">{items}</dl>'
+
+
+def _kv_value(value: Any) -> str:
+    if isinstance(value, str):
+        return f'<span class="mono">{_e(value)}</span>' if len(value) < 200 else f'<div class="text">{_e(value)}</div>'
+    return _fmt(value)
+
+
+def _render_case_extras(record: dict) -> str:
+    pairs: list[tuple[str, Any]] = []
+    for key in ("params", "difficulty", "runs", "latency", "cost", "judge_cache"):
+        value = record.get(key)
+        if value not in (None, "", {}, []):
+            pairs.append((key, _compact(value)))
+    if not pairs:
+        return ""
+    return "<h4>Details</h4>" + _kv_list(pairs)
+
+
+def _compact(value: Any) -> Any:
+    """A dict as ``k=v`` text (numbers rounded); anything else unchanged."""
+    if not isinstance(value, dict):
+        return value
+    return ", ".join(f"{k}={_plain(v)}" for k, v in value.items())
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if not value.is_integer() else str(int(value))
+    return str(value)
+
+
+# --------------------------------------------------------------------------- breakdowns
+
+
+def _group_count(stats: dict, aliases: tuple[str, ...]) -> Any:
+    for alias in aliases:
+        if alias in stats:
+            return stats[alias]
+    return None
+
+
+def _is_rate_column(key: str) -> bool:
+    return "_avg" in key or "_rate" in key or "accuracy" in key
+
+
+def _rate_columns(groups: dict) -> list[str]:
+    """The *_avg/*_rate/accuracy columns that are non-null in any group, first-seen order."""
+    columns: dict[str, None] = {}
+    for stats in groups.values():
+        if not isinstance(stats, dict):
+            continue
+        for key, value in stats.items():
+            if _is_rate_column(str(key)) and _is_number(value):
+                columns.setdefault(str(key), None)
+    return list(columns)
+
+
+def _render_breakdown(label: str, anchor: str, groups: Any) -> str:
+    head = f'<h3 id="{anchor}">By {_e(label)}</h3>'
+    if not isinstance(groups, dict) or not groups:
+        return head + '<p class="muted">No groups.</p>'
+    columns = _rate_columns(groups)
+    headers = [label] + [name for name, _ in _COUNT_COLUMNS] + columns
+    rows = []
+    for name, stats in groups.items():
+        stats = stats if isinstance(stats, dict) else {}
+        cells = "".join(_num_td(_group_count(stats, aliases), _fmt_count) for _, aliases in _COUNT_COLUMNS)
+        cells += "".join(_num_td(stats.get(c)) for c in columns)
+        rows.append(f"<tr><td>{_e(name)}</td>{cells}</tr>")
+    return head + _table(headers, rows, "breakdown")
+
+
+def _render_breakdowns(metrics: dict) -> str:
+    return (
+        '<h2 id="breakdown">Breakdown</h2>'
+        + _render_breakdown("category", "by-category", metrics.get("by_category"))
+        + _render_breakdown("tag", "by-tag", metrics.get("by_tag"))
+    )
+
+
+# --------------------------------------------------------------------------- trends
+
+
+def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> list[dict]:
+    """Earlier runs (without the current one, if present) followed by the current run."""
+    current = metrics.get("run_id")
+    runs = [h for h in history or [] if isinstance(h, dict) and (current is None or h.get("run_id") != current)]
+    return runs + [metrics]
+
+
+def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
+    """``(run position, run id, value)`` for each run with a numeric value."""
+    points = []
+    for i, run in enumerate(runs):
+        aggregates = run.get("aggregate_metrics")
+        value = aggregates.get(metric) if isinstance(aggregates, dict) else None
+        if _is_number(value) and math.isfinite(value):
+            points.append((i, str(run.get("run_id") or f"run {i + 1}"), float(value)))
+    return points
+
+
+def _render_trends(metrics: dict, history: Optional[list[dict]]) -> str:
+    runs = _trend_runs(metrics, history)
+    charts = []
+    for metric in TREND_METRICS:
+        points = _series(runs, metric)
+        if len(points) >= 2:
+            charts.append(_svg_chart(metric, points, len(runs)))
+    head = '<h2 id="trends">Trends</h2>'
+    if not charts:
+        return head + '<p class="muted">Not enough earlier runs in the output folder for a trend (need 2 points).</p>'
+    note = f'<p class="muted">{len(runs)} runs, oldest left; hover a point for its run id.</p>'
+    return head + note + "".join(charts)
+
+
+def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -> str:
+    """An inline SVG line chart of one metric over runs (no script)."""
+    width, height, left, right, top, bottom = 420, 170, 56, 14, 22, 30
+    plot_w, plot_h = width - left - right, height - top - bottom
+    values = [v for _, _, v in points]
+    lo, hi = min(values), max(values)
+
+    def x(pos: int) -> float:
+        return left + (plot_w * pos / (n_runs - 1) if n_runs > 1 else plot_w / 2)
+
+    def y(value: float) -> float:
+        return top + (plot_h / 2 if hi == lo else plot_h * (hi - value) / (hi - lo))
+
+    coords = " ".join(f"{x(p):.1f},{y(v):.1f}" for p, _, v in points)
+    dots = "".join(
+        f'<circle cx="{x(p):.1f}" cy="{y(v):.1f}" r="{4 if p == n_runs - 1 else 3}" fill="#0969da">'
+        f"<title>{_e(run_id)}: {_fmt(v)}</title></circle>"
+        for p, run_id, v in points
+    )
+    axes = (
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#8c959f"/>'
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#8c959f"/>'
+        f'<text x="{left - 6}" y="{y(hi) + 4:.1f}" text-anchor="end">{_fmt(hi)}</text>'
+        + (f'<text x="{left - 6}" y="{y(lo) + 4:.1f}" text-anchor="end">{_fmt(lo)}</text>' if hi != lo else "")
+        + f'<text x="{left}" y="{height - 10}" text-anchor="start">run 1</text>'
+        f'<text x="{left + plot_w}" y="{height - 10}" text-anchor="end">run {n_runs}</text>'
+        f'<text x="{left}" y="14" text-anchor="start" style="font-weight:600;fill:#1f2328">{_e(metric)}</text>'
+    )
+    return (
+        f'<div class="chart"><svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{_e(metric)} over runs"><title>{_e(metric)}</title>{axes}'
+        f'<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>{dots}</svg></div>'
+    )
+
+
+# --------------------------------------------------------------------------- page
+
+
+def _render_nav() -> str:
+    links = (
+        ("aggregate", "aggregate"),
+        ("failing", "failed &amp; errored"),
+        ("breakdown", "breakdown"),
+        ("trends", "trends"),
+        ("others", "other cases"),
+    )
+    return '<p class="muted">' + " · ".join(f'<a href="#{a}">{t}</a>' for a, t in links) + "</p>"
+
+
+def render_report(
+    metrics: dict,
+    records: Iterable[dict],
+    *,
+    deltas: Optional[list[dict]] = None,
+    history: Optional[list[dict]] = None,
+    title: str = "pytest-rageval report",
+) -> str:
+    """The whole standalone HTML page of one run."""
+    metrics = metrics if isinstance(metrics, dict) else {}
+    parts = [
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="referrer" content="no-referrer">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)} {_e(metrics.get('run_id') or '')}</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        _render_header(metrics, title),
+        _render_nav(),
+        _render_aggregates(metrics, deltas),
+        _render_trends(metrics, history),
+        _render_breakdowns(metrics),
+        _render_cases(records),
+        '<p class="muted">Generated by pytest-rageval. Standalone page: no scripts, no network.</p>',
+        "</main></body></html>\n",
+    ]
+    return "".join(parts)
+
+
+def write_report(
+    path: Path,
+    metrics: dict,
+    records: Iterable[dict],
+    *,
+    deltas: Optional[list[dict]] = None,
+    history: Optional[list[dict]] = None,
+    title: str = "pytest-rageval report",
+) -> None:
+    """Render and write the page atomically (temp file in the same folder, then ``os.replace``)."""
+    text = render_report(metrics, records, deltas=deltas, history=history, title=title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _read_metrics(path: Path) -> Optional[dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data.setdefault("run_id", path.parent.name)
+    return data
+
+
+def load_history(output_dir: Path, *, limit: Optional[int] = 30) -> list[dict]:
+    """metrics.json of the runs in ``output_dir`` (``*/metrics.json``), oldest first.
+
+    Sorted by timestamp then run id; unreadable or non-object files are skipped;
+    only the newest ``limit`` runs are kept (all when ``limit`` is None).
+    """
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    runs = [m for m in (_read_metrics(p) for p in output_dir.glob("*/metrics.json")) if m is not None]
+    runs.sort(key=lambda m: (str(m.get("timestamp") or ""), str(m.get("run_id") or "")))
+    if limit is None:
+        return runs
+    return runs[-limit:] if limit > 0 else []

@@ -1,0 +1,217 @@
+"""Compute one case's result: ask the RAG, score it, check thresholds.
+
+``evaluate_case`` is the pure-ish async step (no pytest): it turns an
+``EvalCase`` and a client into a CaseRecord dict (docs/internals.md). Turning
+that record into a test outcome is the item's job (collect.py). ``Engine``
+owns the session's event loop in a background thread, so async clients serve
+synchronous pytest items now and many concurrent cases later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
+
+from .client import CallableClient, RagCallError, RagClient
+from .anchors import top_k as _top_k
+from .metrics import gold_marks, score_case
+from .schema import Chunk, EvalCase, RagResponse
+from .thresholds import Threshold, find_misses
+
+T = TypeVar("T")
+TRUNCATE = 200
+
+
+class Engine:
+    """An asyncio event loop running in a daemon thread for the whole session."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rageval-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the loop and wait for it; Ctrl-C cancels it."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self, *closers: Callable[[], Awaitable[Any]]) -> None:
+        """Await each closer, then stop the loop and join its thread."""
+        for closer in closers:
+            try:
+                self.run(closer())
+            except Exception:  # closing must not mask the session's outcome
+                pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What evaluate_case needs from the settings."""
+
+    k: int
+    require_snippets: bool = False
+    store_full_text: bool = False
+
+
+def as_rag_client(obj: Any) -> RagClient:
+    """Accept what a user's ``rageval_client`` fixture may return."""
+    inner = getattr(obj, "rag_client", None)
+    if inner is not None:
+        return inner
+    if hasattr(obj, "aask"):
+        return obj
+    if callable(obj):
+        return CallableClient(obj)
+    raise TypeError(
+        f"the rageval_client fixture returned {type(obj).__name__}; expected a pytest_rageval client "
+        "(HttpClient, CallableClient) or a callable fn(question, params) -> dict"
+    )
+
+
+def base_record(case: EvalCase, *, key: str, file: str, line: int) -> dict[str, Any]:
+    """The fields of a CaseRecord that come from the eval-set line alone."""
+    return {
+        "key": key,
+        "test_case_id": case.id,
+        "file": file,
+        "line": line,
+        "category": case.category,
+        "tags": list(case.tags),
+        "difficulty": case.difficulty,
+        "answerable": case.answerable,
+        "question": case.question,
+        "reference_answer": case.reference_answer,
+        "expected_key_facts": list(case.expected_key_facts),
+        "params": dict(case.params),
+        "metadata": dict(case.metadata),
+        "outcome": None,
+        "error": None,
+        "metrics": {},
+        "thresholds": {},
+        "misses": [],
+        "judge": {},
+        "judge_cache": {"hits": 0, "misses": 0},
+        "cost": {"judge_tokens": 0, "judge_cost_usd": 0.0},
+        "runs": case.runs,
+        "flaky": False,
+    }
+
+
+def _chunk_dict(chunk: Chunk, *, position: int, gold: bool, full_text: bool) -> dict[str, Any]:
+    data = chunk.model_dump(exclude_none=True)
+    text = data.get("text")
+    if isinstance(text, str) and not full_text and len(text) > TRUNCATE:
+        data["text"] = text[:TRUNCATE]
+    data["position"] = position
+    data["gold"] = gold
+    return data
+
+
+def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Metrics of a repeated case: mean of numbers, majority of booleans."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    combined: dict[str, Any] = {}
+    for name in runs[0]:
+        values = [r[name] for r in runs if r.get(name) is not None]
+        if not values:
+            combined[name] = None
+        elif isinstance(values[0], bool):
+            combined[name] = sum(values) * 2 > len(values)
+        else:
+            combined[name] = sum(values) / len(values)
+    return combined
+
+
+def fill_response(record: dict[str, Any], case: EvalCase, response: RagResponse, opts: RunOptions) -> None:
+    """Store the answer, references and top-K chunks (gold marked) in the record."""
+    top = _top_k(response.retrieved_chunks, opts.k)
+    marks = gold_marks(top, case, opts.require_snippets)
+    ref_marks = gold_marks(response.references, case, opts.require_snippets)
+    full = opts.store_full_text
+    record["answer"] = response.answer
+    record["abstained"] = response.abstained
+    record["abstain_reason"] = response.abstain_reason
+    record["empty_response"] = not response.answer.strip()
+    record["selected_folders"] = response.selected_folders
+    record["retrieved_chunks"] = [
+        _chunk_dict(c, position=i + 1, gold=m, full_text=full) for i, (c, m) in enumerate(zip(top, marks))
+    ]
+    record["references"] = [
+        _chunk_dict(c, position=i + 1, gold=m, full_text=full)
+        for i, (c, m) in enumerate(zip(response.references, ref_marks))
+    ]
+    record["judge_input"] = {
+        "question": case.question,
+        "answer": response.answer,
+        "context_chunk_ids": [c.chunk_id for c in top],
+        "context_chunks_truncated": [(c.text or "")[:TRUNCATE] for c in top],
+    }
+
+
+async def evaluate_case(
+    case: EvalCase,
+    client: RagClient,
+    opts: RunOptions,
+    thresholds: Mapping[str, Threshold],
+    *,
+    key: str,
+    file: str,
+    line: int,
+) -> dict[str, Any]:
+    """Run ``case`` (``case.runs`` times) and return its CaseRecord without an outcome.
+
+    A RAG failure after the client's retries gives a record whose ``error`` is
+    set; the item reports it as an error, not a failure.
+    """
+    record = base_record(case, key=key, file=file, line=line)
+    record["thresholds"] = dict(thresholds)
+    per_run: list[dict[str, Any]] = []
+    verdicts: list[bool] = []
+    first_response: Optional[RagResponse] = None
+    latencies: list[dict[str, float]] = []
+    for _ in range(case.runs):
+        try:
+            reply = await client.aask(case.question, k=opts.k, params=dict(case.params))
+        except RagCallError as exc:
+            record["error"] = {"kind": exc.kind, "message": exc.message}
+            return record
+        metrics = score_case(case, reply.response, k=opts.k, require_snippets=opts.require_snippets)
+        metrics["latency_ms"] = reply.latency_ms
+        per_run.append(metrics)
+        verdicts.append(not find_misses(metrics, thresholds))
+        latencies.append({"total_ms": reply.latency_ms, **_phases(reply.response.timings)})
+        if first_response is None:
+            first_response = reply.response
+    assert first_response is not None
+    fill_response(record, case, first_response, opts)
+    passed = sum(verdicts) * 2 > len(verdicts)
+    record["metrics"] = _combine(per_run)
+    record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
+    if len(per_run) > 1:
+        record["flaky"] = 0 < sum(verdicts) < len(verdicts)
+        record["repeats"] = [{"passed": v, "metrics": m} for v, m in zip(verdicts, per_run)]
+    # The misses shown are those of a run that agrees with the majority verdict.
+    representative = next(m for m, v in zip(per_run, verdicts) if v == passed)
+    record["misses"] = [] if passed else [m.as_dict() for m in find_misses(representative, thresholds)]
+    return record
+
+
+def _phases(timings: Optional[Mapping[str, float]]) -> dict[str, float]:
+    if not timings:
+        return {}
+    return {
+        (name if name.endswith("_ms") else f"{name}_ms"): float(value)
+        for name, value in timings.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }

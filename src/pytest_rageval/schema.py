@@ -1,0 +1,128 @@
+"""Pydantic models of eval-set lines and of RAG responses (SPEC sections 2-3).
+
+Pure: no pytest, no I/O. Loading files and turning validation errors into
+file/line/field messages lives in ``evalset.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+HeadingPath = Union[str, list[str]]
+
+CATEGORY_DEFAULT = "factual"
+
+
+class GoldSupport(BaseModel):
+    """An anchor of supporting content: a file and a heading prefix."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rel_path: str = Field(min_length=1)
+    heading_path: Optional[HeadingPath] = None
+    snippets: list[str] = Field(default_factory=list)
+
+
+class EvalCase(BaseModel):
+    """One eval-set line. Field names are seed 003's; aliases are accepted on input."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1, validation_alias=AliasChoices("question", "query"))
+    answerable: bool = True
+    reference_answer: Optional[str] = Field(
+        default=None, validation_alias=AliasChoices("reference_answer", "referenceAnswer")
+    )
+    expected_key_facts: list[str] = Field(default_factory=list)
+    gold_supports: list[GoldSupport] = Field(default_factory=list)
+    gold_doc_ids: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
+    )
+    required_support_groups: Optional[list[list[int]]] = None
+    recency_conflict_rule: Optional[Literal["cite_newer", "acknowledge_both", "cite_both"]] = None
+    tags: list[str] = Field(default_factory=list)
+    category: str = CATEGORY_DEFAULT
+    difficulty: Optional[str] = None
+    vaults: list[str] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list)
+    thresholds: dict[str, Union[bool, float]] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    flaky: bool = False
+    repeat: Optional[int] = Field(default=None, ge=1)
+    skip: Optional[str] = None
+    xfail: Optional[str] = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @model_validator(mode="after")
+    def _check_groups_and_rules(self) -> "EvalCase":
+        if self.required_support_groups is not None:
+            n = len(self.gold_supports)
+            for group in self.required_support_groups:
+                if not group:
+                    raise ValueError("required_support_groups: a group must not be empty")
+                for index in group:
+                    if not 0 <= index < n:
+                        raise ValueError(
+                            f"required_support_groups: index {index} is not an index into "
+                            f"gold_supports (which has {n} entries)"
+                        )
+        if self.recency_conflict_rule is not None and not self.gold_supports:
+            raise ValueError("recency_conflict_rule needs gold_supports (the first one is the newer source)")
+        return self
+
+    @property
+    def runs(self) -> int:
+        """How many times the case runs: its ``repeat``, else 3 when flaky, else 1."""
+        if self.repeat is not None:
+            return self.repeat
+        return 3 if self.flaky else 1
+
+    @property
+    def has_gold(self) -> bool:
+        return bool(self.gold_supports or self.gold_doc_ids)
+
+
+class Chunk(BaseModel):
+    """A retrieved chunk or a reference, in the default response shape (seed 003)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    chunk_id: Optional[str] = None
+    doc_id: Optional[str] = None
+    rel_path: Optional[str] = None
+    heading_path: Optional[HeadingPath] = None
+    score_vector: Optional[float] = None
+    score_lexical: Optional[float] = None
+    score_final: Optional[float] = None
+    text: Optional[str] = None
+    rank: Optional[int] = None
+
+    @field_validator("doc_id", "chunk_id", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+class RagResponse(BaseModel):
+    """What the system under test answered, normalised to the default shape."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answer: str
+    references: list[Chunk] = Field(default_factory=list)
+    retrieved_chunks: list[Chunk] = Field(default_factory=list)
+    abstained: Optional[bool] = None
+    abstain_reason: Optional[str] = None
+    selected_folders: Optional[list[str]] = None
+    timings: Optional[dict[str, float]] = None

@@ -1,0 +1,370 @@
+"""The plugin object registered with ``--rageval``: collection, case runs, artifacts, gate.
+
+Workers (pytest-xdist) and a serial session run cases; per-case data travels
+on the test report (``report.rageval_case``); only the controller (the serial
+session, or xdist's master) writes files and gates (docs/internals.md).
+"""
+
+from __future__ import annotations
+
+import glob
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from . import __version__
+from .aggregate import Aggregator
+from .artifacts import RunWriter, config_hash, content_hash, git_commit, new_run_id, write_json_atomic
+from .client import RagClient, RagConfigError, load_target, parse_headers, parse_request_map, parse_response_map
+from .collect import BadLineItem, CaseItem, EvalSetFile
+from .gate import Comparison, check_invariants, compare, load_baseline
+from .handwritten import SessionClient
+from .runner import Engine, RunOptions, as_rag_client, base_record, evaluate_case
+from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
+from .thresholds import resolve_thresholds
+
+
+def create_plugin(config: pytest.Config) -> "RagevalPlugin":
+    """Resolve settings (a bad value is a usage error, not a traceback) and build the plugin."""
+    rootdir = Path(str(config.rootpath))
+    try:
+        pyproject = read_pyproject_table(pyproject_path(config.inipath, rootdir))
+        ini = {name: config.getini(name) for name, *_ in _ini_keys()}
+        settings = build_settings(
+            rootdir=rootdir,
+            invocation_dir=Path(str(config.invocation_params.dir)),
+            option=config.option,
+            ini=ini,
+            pyproject=pyproject,
+            environ=_environ(),
+        )
+    except SettingsError as exc:
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
+    plugin = RagevalPlugin(config, settings)
+    plugin.choose_default_args()
+    return plugin
+
+
+def _ini_keys() -> tuple[tuple[str, str, str, Any], ...]:
+    from .plugin import INI_KEYS
+
+    return INI_KEYS
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+class RagevalPlugin:
+    """State of one ``--rageval`` session (held in ``config.stash``)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        self.judge: Any = None
+        self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
+        self._engine: Optional[Engine] = None
+        self._target_client: Optional[RagClient] = None
+        self._session_client: Optional[SessionClient] = None
+        self.current_item: Optional[pytest.Item] = None
+        self.aggregator = Aggregator()
+        self.eval_files: set[str] = set()
+        self.writer: Optional[RunWriter] = None
+        self.metrics: Optional[dict[str, Any]] = None
+        self.comparison: Optional[Comparison] = None
+        self.gate_notes: list[str] = []
+        self.gate_failed = False
+
+    # -- collection -------------------------------------------------------
+
+    def choose_default_args(self) -> None:
+        """``pytest --rageval`` without paths runs the eval sets of ``rageval_eval_sets``."""
+        if self.config.args_source == pytest.Config.ArgsSource.ARGS:
+            return
+        root = self.settings.rootdir
+        files: list[str] = []
+        for pattern in self.settings.eval_set_globs:
+            matches = sorted(glob.glob(str(root / pattern), recursive=True))
+            files.extend(m for m in matches if m not in files)
+        if not files:
+            raise pytest.UsageError(
+                f"pytest-rageval: no eval sets match {', '.join(self.settings.eval_set_globs)} "
+                f"(rageval_eval_sets, relative to {root}); name files or folders on the command line"
+            )
+        self.config.args = files
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path: Path) -> Optional[bool]:
+        """Never collect the run artifacts themselves (results/**/results.jsonl)."""
+        out = self.settings.output_dir
+        if collection_path == out or out in collection_path.parents:
+            return True
+        return None
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
+        if file_path.suffix == ".jsonl":
+            return EvalSetFile.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        s = self.settings
+        target = s.target or "(the rageval_client fixture)"
+        return [f"rageval: target {target}, k={s.k}, judge {s.judge}, output {s.output_dir}"]
+
+    # -- running cases ----------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine()
+        return self._engine
+
+    def target_client(self) -> RagClient:
+        """The client for the configured target; a clear error when there is none."""
+        if self._target_client is None:
+            s = self.settings
+            if not s.target:
+                raise RagConfigError(
+                    "no system under test: set --rageval-target, ini rageval_target or env RAGEVAL_TARGET, "
+                    "or override the rageval_client fixture in conftest.py"
+                )
+            import os
+
+            self._target_client = load_target(
+                s.target,
+                headers=parse_headers(s.headers_text, os.environ),
+                timeout=s.timeout,
+                request_map=parse_request_map(s.request_map_text),
+                response_map=parse_response_map(s.response_map_text),
+            )
+        return self._target_client
+
+    def session_client(self) -> SessionClient:
+        """What the ``rageval_client`` fixture returns."""
+        if self._session_client is None:
+            try:
+                client = self.target_client()
+            except (RagConfigError, ValueError) as exc:
+                pytest.fail(f"pytest-rageval: {exc}", pytrace=False)
+            self._session_client = SessionClient(client, plugin=self)
+        return self._session_client
+
+    def thresholds_for(self, case: Any) -> dict[str, Any]:
+        return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
+
+    def run_case(self, item: CaseItem) -> dict[str, Any]:
+        """Evaluate one eval-set item with the client its fixtures supplied."""
+        try:
+            client = as_rag_client(item.funcargs["rageval_client"])
+        except TypeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        file, _, _ = item.nodeid.partition("::")
+        coro = evaluate_case(
+            item.case, client, self.opts, self.thresholds_for(item.case), key=item.nodeid, file=file, line=item.line
+        )
+        return self.engine.run(coro)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
+        self.current_item = item
+        try:
+            yield
+        finally:
+            self.current_item = None
+
+    def record_handwritten(self, record: dict[str, Any]) -> None:
+        """Keep a record made by ``rageval_client.evaluate`` in a hand-written test."""
+        item = self.current_item
+        if item is not None:
+            item.stash.setdefault(handwritten_key, []).append(record)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        final = report.when == "call" or (report.when == "setup" and not report.passed)
+        if not final:
+            return
+        state = _outcome(report)
+        if isinstance(item, CaseItem):
+            record = item.record or base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line)
+            record["outcome"] = state
+            if state == "error" and not record.get("error"):
+                record["error"] = {"kind": "other", "message": _longrepr_line(report)}
+            report.rageval_case = record  # type: ignore[attr-defined]
+            for name, value in record["metrics"].items():
+                if value is not None:
+                    item.user_properties.append((f"rageval.{name}", value))
+        elif isinstance(item, BadLineItem):
+            report.rageval_case = {  # type: ignore[attr-defined]
+                "key": item.nodeid,
+                "file": item.nodeid.partition("::")[0],
+                "line": item.line,
+                "invalid_line": True,
+                "outcome": "error",
+                "error": {"kind": "invalid_line", "message": item.message},
+            }
+        else:
+            records = item.stash.get(handwritten_key, [])
+            for record in records:
+                record["outcome"] = state
+            if records:
+                report.rageval_records = records  # type: ignore[attr-defined]
+
+    # -- the controller: artifacts and gate -------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if not self.is_worker:
+            self.writer = RunWriter(self.settings.output_dir, new_run_id())
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.is_worker or self.writer is None:
+            return
+        record = getattr(report, "rageval_case", None)
+        records = [record] if record else list(getattr(report, "rageval_records", None) or [])
+        for rec in records:
+            self.writer.add(rec)
+            self.aggregator.add(rec)
+            if rec.get("file"):
+                self.eval_files.add(rec["file"])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._engine is not None:
+            closers = [self._target_client.aclose] if self._target_client is not None else []
+            self._engine.close(*closers)
+            self._engine = None
+        if self.is_worker or self.writer is None:
+            return
+        complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
+        self.metrics = self.build_metrics(complete)
+        self.writer.finish(self.metrics, self.build_config())
+        self.write_html()
+        self.gate(session)
+
+    def build_metrics(self, complete: bool) -> dict[str, Any]:
+        s = self.settings
+        root = s.rootdir
+        result = self.aggregator.result()
+        return {
+            "run_id": self.writer.run_id if self.writer else None,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "complete": complete,
+            "config_hash": config_hash(s.snapshot()),
+            "eval_set_hash": content_hash((root / f for f in self.eval_files), root),
+            "judge": {"name": s.judge if s.judge_enabled else "none", "model": None, "prompt_version": None, "temperature": None},
+            "k": s.k,
+            **result,
+        }
+
+    def build_config(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "run_id": self.writer.run_id if self.writer else None,
+            "config_hash": config_hash(s.snapshot()),
+            "eval_set_hash": self.metrics["eval_set_hash"] if self.metrics else None,
+            "eval_set_files": sorted(self.eval_files),
+            "git_commit": git_commit(s.rootdir),
+            "plugin_version": __version__,
+            "python": sys.version.split()[0],
+            "pytest": pytest.__version__,
+            "args": list(self.config.invocation_params.args),
+            "config": s.snapshot(),
+            "client": self._target_client.describe() if self._target_client is not None else None,
+        }
+
+    def write_html(self) -> None:
+        from .artifacts import read_records
+        from .report.html import load_history, write_report
+
+        assert self.writer is not None and self.metrics is not None
+        history = [m for m in load_history(self.settings.output_dir) if m.get("run_id") != self.writer.run_id]
+        write_report(
+            self.writer.run_dir / "report.html",
+            self.metrics,
+            read_records(self.writer.run_dir),
+            deltas=None,
+            history=history,
+        )
+
+    def gate(self, session: pytest.Session) -> None:
+        """Compare with the baseline, or write it; fail the session on a regression."""
+        s = self.settings
+        assert self.metrics is not None
+        if s.baseline is None:
+            if s.update_baseline:
+                self.gate_notes.append("--rageval-update-baseline needs --rageval-baseline PATH (or ini rageval_baseline)")
+                self._fail(session)
+            return
+        target = s.baseline / "metrics.json" if s.baseline.is_dir() else s.baseline
+        if s.update_baseline:
+            write_json_atomic(target, self.metrics)
+            self.gate_notes.append(f"baseline updated: {target}")
+            if self.metrics.get("failed") or self.metrics.get("errors"):
+                self.gate_notes.append(
+                    f"warning: the new baseline has {self.metrics.get('failed', 0)} failed and {self.metrics.get('errors', 0)} errored cases"
+                )
+            return
+        try:
+            baseline = load_baseline(s.baseline)
+        except ValueError as exc:
+            self.gate_notes.append(f"baseline refused: {exc}")
+            self._fail(session)
+            return
+        if baseline is None:
+            self.gate_notes.append(f"warning: baseline {s.baseline} not found; no regression gate this run")
+            return
+        differences = check_invariants(baseline, self.metrics)
+        if differences and not s.ignore_invariants:
+            self.gate_notes.append("baseline refused (use --rageval-ignore-invariants to compare anyway):")
+            self.gate_notes.extend(f"  {d}" for d in differences)
+            self._fail(session)
+            return
+        self.comparison = compare(
+            baseline,
+            self.metrics,
+            tolerances={k: v for k, v in s.gate.items() if k != "min_judge_coverage"},
+            significance=s.gate_significance,
+            min_judge_coverage=s.gate.get("min_judge_coverage", 0.95),
+        )
+        if self.comparison.regressed:
+            if s.allow_regressions:
+                self.gate_notes.append("regressions allowed (--rageval-allow-regressions): not failing the session")
+            else:
+                self._fail(session)
+
+    def _fail(self, session: pytest.Session) -> None:
+        self.gate_failed = True
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_worker or self.metrics is None:
+            return
+        from .report.terminal import summary_lines
+
+        terminalreporter.write_sep("=", "rageval summary")
+        for line in summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes, self.writer.run_dir if self.writer else None):
+            terminalreporter.write_line(line)
+
+
+handwritten_key = pytest.StashKey[list]()
+
+
+def _outcome(report: pytest.TestReport) -> str:
+    if report.when == "setup":
+        return "skipped" if report.skipped else "error"
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed"
+    return str(report.outcome)
+
+
+def _longrepr_line(report: pytest.TestReport) -> str:
+    text = str(report.longrepr or "").strip()
+    return text.splitlines()[-1] if text else "error"

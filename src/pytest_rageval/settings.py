@@ -1,0 +1,208 @@
+"""One frozen ``Settings`` resolved from CLI > ini/pyproject > env > defaults.
+
+Paths given on the command line are relative to the current directory; paths
+from ini/pyproject are relative to rootdir (SPEC section 7).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class SettingsError(ValueError):
+    """A configuration value is wrong; the message names the setting."""
+
+
+JUDGE_CHOICES = ("auto", "none")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the plugin needs to know about this run's configuration."""
+
+    rootdir: Path
+    eval_set_globs: tuple[str, ...] = ("eval_sets/**/*.jsonl",)
+    target: Optional[str] = None
+    headers_text: str = ""
+    request_map_text: str = ""
+    response_map_text: str = ""
+    timeout: float = 60.0
+    k: int = 5
+    require_snippets: bool = False
+    judge: str = "none"
+    output_dir: Path = Path("results")
+    baseline: Optional[Path] = None
+    update_baseline: bool = False
+    allow_regressions: bool = False
+    ignore_invariants: bool = False
+    gate_significance: bool = False
+    store_full_text: bool = False
+    retrieval_only: bool = False
+    thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
+    gate: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def judge_enabled(self) -> bool:
+        return self.judge != "none" and not self.retrieval_only
+
+    def snapshot(self) -> dict[str, Any]:
+        """The configuration that defines a run, for config.json and its hash.
+
+        Header values are secrets: only their names are kept.
+        """
+        header_names = sorted(
+            line.split(":", 1)[0].strip() for line in self.headers_text.splitlines() if ":" in line
+        )
+        return {
+            "target": self.target,
+            "header_names": header_names,
+            "request_map": self.request_map_text,
+            "response_map": self.response_map_text,
+            "timeout": self.timeout,
+            "k": self.k,
+            "require_snippets": self.require_snippets,
+            "judge": self.judge,
+            "retrieval_only": self.retrieval_only,
+            "store_full_text": self.store_full_text,
+            "thresholds": {
+                "global": dict(self.thresholds.global_),
+                "by_category": {c: dict(t) for c, t in self.thresholds.by_category.items()},
+                "cli": dict(self.thresholds.cli),
+            },
+            "gate": dict(self.gate),
+        }
+
+
+def read_pyproject_table(path: Optional[Path]) -> dict[str, Any]:
+    """The ``[tool.rageval]`` table of a pyproject.toml, or {} when there is none."""
+    if path is None or not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: cannot read [tool.rageval]: {exc}") from None
+    table = data.get("tool", {}).get("rageval", {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: [tool.rageval] must be a table")
+    return table
+
+
+def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
+    """``[tool.rageval.gate]``: tolerances by aggregate metric, plus min_judge_coverage."""
+    out: dict[str, float] = {}
+    for name, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"{where}.{name}: must be a number, got {value!r}")
+        if value < 0:
+            raise SettingsError(f"{where}.{name}: must not be negative, got {value!r}")
+        out[name] = float(value)
+    return out
+
+
+def _first(*values: Any) -> Any:
+    for value in values:
+        if value not in (None, "", []):
+            return value
+    return None
+
+
+def _lines(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "\n".join(str(v) for v in value)
+    return str(value or "")
+
+
+def build_settings(
+    *,
+    rootdir: Path,
+    invocation_dir: Path,
+    option: Any,
+    ini: Mapping[str, Any],
+    pyproject: Mapping[str, Any],
+    environ: Mapping[str, str],
+) -> Settings:
+    """Resolve settings. ``option`` is pytest's ``config.option`` (attribute access)."""
+
+    def cli_path(value: Optional[str]) -> Optional[Path]:
+        return None if not value else (invocation_dir / value).resolve()
+
+    def ini_path(value: Optional[str]) -> Optional[Path]:
+        return None if not value else (rootdir / value).resolve()
+
+    try:
+        k = int(_first(option.rageval_k, ini.get("rageval_k"), 5))
+    except (TypeError, ValueError):
+        raise SettingsError(f"rageval_k: must be a whole number, got {ini.get('rageval_k')!r}") from None
+    if k < 1:
+        raise SettingsError(f"--rageval-k: must be at least 1, got {k}")
+    try:
+        timeout = float(_first(ini.get("rageval_timeout"), 60.0))
+    except (TypeError, ValueError):
+        raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
+
+    judge = _first(option.rageval_judge, ini.get("rageval_judge"), "auto")
+    if judge not in JUDGE_CHOICES:
+        raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
+    judge = "none" if judge == "auto" else judge
+
+    thresholds_table = pyproject.get("thresholds", {})
+    if not isinstance(thresholds_table, Mapping):
+        raise SettingsError("[tool.rageval.thresholds] must be a table")
+    try:
+        global_, by_category = parse_threshold_table(thresholds_table, "[tool.rageval.thresholds]")
+        cli = parse_cli_thresholds(list(option.rageval_threshold or []))
+    except ThresholdError as exc:
+        raise SettingsError(str(exc)) from None
+    gate_table = pyproject.get("gate", {})
+    if not isinstance(gate_table, Mapping):
+        raise SettingsError("[tool.rageval.gate] must be a table")
+
+    globs = ini.get("rageval_eval_sets") or ["eval_sets/**/*.jsonl"]
+    output = cli_path(option.rageval_output) or ini_path(ini.get("rageval_output")) or rootdir / "results"
+    baseline = cli_path(option.rageval_baseline) or ini_path(ini.get("rageval_baseline"))
+    return Settings(
+        rootdir=rootdir,
+        eval_set_globs=tuple(globs),
+        target=_first(option.rageval_target, ini.get("rageval_target"), environ.get("RAGEVAL_TARGET")),
+        headers_text=_lines(ini.get("rageval_headers")),
+        request_map_text=_lines(ini.get("rageval_request_map")),
+        response_map_text=_lines(ini.get("rageval_response_map")),
+        timeout=timeout,
+        k=k,
+        require_snippets=bool(ini.get("rageval_require_snippets")),
+        judge=judge,
+        output_dir=output,
+        baseline=baseline,
+        update_baseline=bool(option.rageval_update_baseline),
+        allow_regressions=bool(option.rageval_allow_regressions),
+        ignore_invariants=bool(option.rageval_ignore_invariants),
+        gate_significance=bool(option.rageval_gate_significance),
+        store_full_text=bool(option.rageval_store_full_text),
+        retrieval_only=bool(option.rageval_retrieval_only),
+        thresholds=ThresholdConfig(global_, by_category, cli),
+        gate=parse_gate(gate_table, "[tool.rageval.gate]"),
+    )
+
+
+def pyproject_path(inipath: Optional[Path], rootdir: Path) -> Optional[Path]:
+    """The pyproject.toml that holds ``[tool.rageval]``: the ini file if it is one, else rootdir's."""
+    if inipath is not None and inipath.name == "pyproject.toml":
+        return inipath
+    candidate = rootdir / "pyproject.toml"
+    return candidate if candidate.is_file() else None
+
+
+def environ() -> Mapping[str, str]:
+    return os.environ

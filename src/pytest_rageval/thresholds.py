@@ -1,0 +1,200 @@
+"""Threshold resolution, pass/fail of one case, and failure messages (SPEC section 5).
+
+Pure: no pytest import. Order of precedence, lowest first: built-in defaults,
+``[tool.rageval.thresholds]``, ``[tool.rageval.thresholds.<category>]``, the
+case's ``thresholds`` field, ``--rageval-threshold``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Union
+
+from .schema import EvalCase
+
+Threshold = Union[bool, float]
+
+#: Every per-case metric a threshold may name.
+METRIC_NAMES: tuple[str, ...] = (
+    "recall_at_k",
+    "recall_all_at_k",
+    "mrr",
+    "precision_at_k",
+    "ndcg_at_k",
+    "scope_miss",
+    "attribution_hit",
+    "conflict_rule",
+    "abstained",
+    "false_abstention",
+    "latency_ms",
+    "groundedness",
+    "correctness",
+    "faithfulness",
+    "relevancy",
+    "completeness",
+    "reasoning_quality",
+)
+LOWER_IS_BETTER = frozenset({"scope_miss", "false_abstention", "latency_ms"})
+EQUALITY = frozenset({"abstained"})
+JUDGE_METRICS = frozenset(
+    {"groundedness", "correctness", "faithfulness", "relevancy", "completeness", "reasoning_quality"}
+)
+
+
+class ThresholdError(ValueError):
+    """A threshold names an unknown metric or has a value of the wrong type."""
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One metric that missed its threshold."""
+
+    metric: str
+    value: Any
+    threshold: Threshold
+    op: str
+
+    def describe(self) -> str:
+        shown = "not measured" if self.value is None else _fmt(self.value)
+        return f"{self.metric} = {shown} (needs {self.op} {_fmt(self.threshold)})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "value": self.value, "threshold": self.threshold, "op": self.op}
+
+
+@dataclass(frozen=True)
+class ThresholdConfig:
+    """Configured thresholds: global, per category, and command-line overrides."""
+
+    global_: Mapping[str, Threshold]
+    by_category: Mapping[str, Mapping[str, Threshold]]
+    cli: Mapping[str, Threshold]
+
+    @classmethod
+    def empty(cls) -> "ThresholdConfig":
+        return cls({}, {}, {})
+
+
+def op_for(metric: str) -> str:
+    """The comparison a threshold on ``metric`` means."""
+    if metric in EQUALITY:
+        return "=="
+    return "<=" if metric in LOWER_IS_BETTER else ">="
+
+
+def check_metric_name(metric: str, where: str) -> None:
+    """Raise ThresholdError naming ``where`` when ``metric`` is not a known metric."""
+    if metric not in METRIC_NAMES:
+        close = difflib.get_close_matches(metric, METRIC_NAMES, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ThresholdError(f"{where}: unknown metric '{metric}'{hint}")
+
+
+def coerce_threshold(metric: str, value: Any, where: str) -> Threshold:
+    """Validate one threshold value: a bool for ``abstained``, a number otherwise."""
+    check_metric_name(metric, where)
+    if metric in EQUALITY:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ThresholdError(f"{where}: threshold of '{metric}' must be true or false, got {value!r}")
+    if isinstance(value, bool):
+        raise ThresholdError(f"{where}: threshold of '{metric}' must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ThresholdError(f"{where}: threshold of '{metric}' must be a number, got {value!r}") from None
+
+
+def parse_threshold_table(table: Mapping[str, Any], where: str) -> tuple[dict[str, Threshold], dict[str, dict[str, Threshold]]]:
+    """Split ``[tool.rageval.thresholds]`` into global values and per-category sub-tables."""
+    global_: dict[str, Threshold] = {}
+    by_category: dict[str, dict[str, Threshold]] = {}
+    for name, value in table.items():
+        if isinstance(value, Mapping):
+            by_category[name] = {
+                m: coerce_threshold(m, v, f"{where}.{name}") for m, v in value.items()
+            }
+        else:
+            global_[name] = coerce_threshold(name, value, where)
+    return global_, by_category
+
+
+def parse_cli_thresholds(items: list[str]) -> dict[str, Threshold]:
+    """Parse repeated ``--rageval-threshold METRIC=VALUE`` options."""
+    out: dict[str, Threshold] = {}
+    for item in items:
+        metric, sep, value = item.partition("=")
+        if not sep or not metric.strip() or not value.strip():
+            raise ThresholdError(f"--rageval-threshold: expected METRIC=VALUE, got {item!r}")
+        out[metric.strip()] = coerce_threshold(metric.strip(), value.strip(), "--rageval-threshold")
+    return out
+
+
+def default_thresholds(case: EvalCase, *, judge: bool) -> dict[str, Threshold]:
+    """SPEC section 5 defaults for every metric the configuration does not name."""
+    out: dict[str, Threshold] = {}
+    if case.answerable and case.has_gold:
+        out["recall_at_k"] = 1.0
+    if not case.answerable:
+        out["abstained"] = True
+    if case.recency_conflict_rule is not None:
+        out["conflict_rule"] = 1.0
+    if judge:
+        out["groundedness"] = 3.0
+        if case.answerable:
+            out["correctness"] = 3.0
+    return out
+
+
+def resolve_thresholds(case: EvalCase, config: ThresholdConfig, *, judge: bool) -> dict[str, Threshold]:
+    """The thresholds that apply to ``case``, merged in order of precedence."""
+    merged = default_thresholds(case, judge=judge)
+    merged.update(config.global_)
+    merged.update(config.by_category.get(case.category, {}))
+    merged.update(case.thresholds)
+    merged.update(config.cli)
+    if not judge:
+        merged = {m: v for m, v in merged.items() if m not in JUDGE_METRICS}
+    return merged
+
+
+def find_misses(metrics: Mapping[str, Any], thresholds: Mapping[str, Threshold]) -> list[Miss]:
+    """Every metric that misses its threshold.
+
+    A metric that does not apply (null) is not checked, except ``abstained``,
+    which applies to every case: unknown abstention misses an abstention threshold.
+    """
+    misses: list[Miss] = []
+    for metric, threshold in thresholds.items():
+        value = metrics.get(metric)
+        op = op_for(metric)
+        if value is None:
+            if metric in EQUALITY:
+                misses.append(Miss(metric, None, threshold, op))
+            continue
+        if op == "==":
+            ok = bool(value) == bool(threshold)
+        elif op == "<=":
+            ok = value <= threshold + 1e-12
+        else:
+            ok = value >= threshold - 1e-12
+        if not ok:
+            misses.append(Miss(metric, value, threshold, op))
+    return misses
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}" if value == int(value) else f"{value:.3f}".rstrip("0")
+    return str(value)
+
+
+def shorten(text: Optional[str], limit: int = 300) -> str:
+    """One-line excerpt of ``text`` for messages."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,91 @@
+"""A loopback HTTP server speaking seed 003's ask API, scripted per question, for tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional, Union
+
+Reply = Union[dict, tuple]  # a JSON body, or (status, body[, headers])
+Responder = Callable[[dict], Reply]
+
+
+def chunk(rel_path: str, heading: Any, rank: Optional[int] = None, *, doc_id: Optional[str] = None, text: str = "text") -> dict:
+    """A retrieved chunk in the default response shape."""
+    data: dict[str, Any] = {"chunk_id": f"{rel_path}#{heading}#{rank}", "rel_path": rel_path, "heading_path": heading, "text": text}
+    if rank is not None:
+        data["rank"] = rank
+    if doc_id is not None:
+        data["doc_id"] = doc_id
+    return data
+
+
+def answer(text: str, chunks: list[dict], *, references: Optional[list[dict]] = None, abstained: Optional[bool] = False,
+           folders: Optional[list[str]] = None) -> dict:
+    """A full ask-API response body."""
+    body: dict[str, Any] = {"answer": text, "references": references if references is not None else chunks[:1]}
+    if abstained is not None:
+        body["abstained"] = abstained
+    debug: dict[str, Any] = {"retrieved_chunks": chunks}
+    if folders is not None:
+        debug["folder_selection"] = {"selected_folders": folders}
+    body["debug"] = debug
+    return body
+
+
+class AskServer:
+    """``with AskServer(responder) as srv: srv.url`` — records every request body and query."""
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except json.JSONDecodeError:
+                    body = {}
+                with server._lock:
+                    server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
+                reply = server.responder(body)
+                status, payload, headers = 200, reply, {}
+                if isinstance(reply, tuple):
+                    status, payload = reply[0], reply[1]
+                    headers = reply[2] if len(reply) > 2 else {}
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/api/v1/ask"
+
+    def questions(self) -> list[str]:
+        with self._lock:
+            return [r["body"].get("question") for r in self.requests]
+
+    def __enter__(self) -> "AskServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

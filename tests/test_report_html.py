@@ -1,0 +1,345 @@
+"""Tests of the standalone report.html (pytest_rageval.report.html)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_rageval.report.html import load_history, render_report, write_report
+
+PAYLOAD = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def _record(key: str, outcome: str, **extra: object) -> dict:
+    record = {
+        "key": f"eval_sets/demo.jsonl::{key}",
+        "test_case_id": key,
+        "file": "eval_sets/demo.jsonl",
+        "line": 1,
+        "category": "factual",
+        "tags": ["demo"],
+        "answerable": True,
+        "question": f"What about {key}?",
+        "answer": f"Answer for {key}.",
+        "retrieved_chunks": [],
+        "references": [],
+        "metrics": {"recall_at_k": 1, "mrr": 1.0},
+        "thresholds": {"recall_at_k": 1},
+        "misses": [],
+        "outcome": outcome,
+        "error": None,
+        "latency": {"total_ms": 12.5},
+        "judge": {},
+    }
+    record.update(extra)
+    return record
+
+
+@pytest.fixture
+def records() -> list[dict]:
+    passed = _record("pass-001", "passed")
+    failed = _record(
+        "fail-001",
+        "failed",
+        reference_answer="The embeddings use granite-278m.",
+        expected_key_facts=["granite-278m"],
+        metrics={"recall_at_k": 0, "mrr": 0.25, "groundedness": 1.5},
+        thresholds={"recall_at_k": 1, "mrr": 0.5, "groundedness": 3},
+        misses=[
+            {"metric": "mrr", "value": 0.25, "threshold": 0.5, "op": ">="},
+            {"metric": "groundedness", "value": 1.5, "threshold": 3, "op": ">="},
+        ],
+        retrieved_chunks=[
+            {"rank": 1, "rel_path": "notes/other.md", "heading_path": "# Other", "score_final": 0.91, "text": "x"},
+            {
+                "rank": 2,
+                "rel_path": "notes/setup.md",
+                "heading_path": ["# Setup", "## Embeddings"],
+                "score_final": 0.8,
+                "text": "granite-278m embeddings",
+                "gold": True,
+            },
+        ],
+        judge={
+            "groundedness": {
+                "score": 1.5,
+                "reasoning": "The answer invents a model name.",
+                "unsupported_claims": ["uses ada-002"],
+            }
+        },
+    )
+    errored = _record(
+        "err-001",
+        "error",
+        metrics={},
+        error={"kind": "timeout", "message": "RAG call timed out after 30s"},
+    )
+    skipped = _record("skip-001", "skipped", metrics={})
+    evil = _record(
+        "evil-001",
+        "passed",
+        question=f"Q {PAYLOAD}",
+        answer=f"A {PAYLOAD}",
+        tags=[PAYLOAD],
+        category=PAYLOAD,
+        retrieved_chunks=[
+            {
+                "rank": 1,
+                "rel_path": f"{PAYLOAD}.md",
+                "heading_path": f"# {PAYLOAD}",
+                "score_final": 0.5,
+                "text": f"chunk {PAYLOAD}",
+                "gold": True,
+            }
+        ],
+        judge={"groundedness": {"score": 4, "reasoning": f"R {PAYLOAD}", "unsupported_claims": [PAYLOAD]}},
+    )
+    evil_err = _record(
+        "evil-err",
+        "error",
+        question=PAYLOAD,
+        error={"kind": "http", "message": f"500 {PAYLOAD}"},
+    )
+    # passed first in input order on purpose: the report must reorder
+    return [passed, evil, skipped, failed, errored, evil_err]
+
+
+@pytest.fixture
+def metrics() -> dict:
+    return {
+        "run_id": "20240101-000003",
+        "timestamp": "2024-01-01T00:00:03Z",
+        "complete": True,
+        "config_hash": "cfg",
+        "eval_set_hash": "evs",
+        "total_tests": 5,
+        "passed": 2,
+        "failed": 1,
+        "errors": 2,
+        "skipped": 1,
+        "invalid_lines": 0,
+        "judge": {"name": "lexical", "heuristic": True},
+        "aggregate_metrics": {
+            "recall_at_k_avg": 0.5,
+            "mrr_avg": 0.625,
+            "groundedness_avg": None,
+            "abstention_accuracy": None,
+            "latency": {"p50_ms": 10.0, "p95_ms": 20.0, "total_ms": 60.0},
+            "cost": {"judge_total_tokens": 0, "judge_total_usd": 0.0},
+            "operational_metrics": {"error_rate": 0.4, "timeout_rate": 0.2, "empty_response_rate": 0.0},
+            "judge_cache": {"hits": 3, "misses": 1},
+        },
+        "by_category": {
+            "factual": {"n": 4, "passed": 2, "failed": 1, "errors": 1, "recall_at_k_avg": 0.5, "groundedness_avg": None},
+            PAYLOAD: {"n": 1, "passed": 0, "failed": 0, "errors": 1, "recall_at_k_avg": None, "groundedness_avg": None},
+        },
+        "by_tag": {"demo": {"n": 5, "passed": 2, "failed": 1, "errors": 2, "mrr_avg": 0.625}},
+        "cases": {},
+    }
+
+
+def _history(n: int) -> list[dict]:
+    return [
+        {
+            "run_id": f"20240101-00000{i}",
+            "timestamp": f"2024-01-01T00:00:0{i}Z",
+            "aggregate_metrics": {"recall_at_k_avg": 0.5 + 0.1 * i, "mrr_avg": 0.6, "groundedness_avg": None},
+        }
+        for i in range(n)
+    ]
+
+
+def test_failed_and_errored_come_first(metrics: dict, records: list[dict]) -> None:
+    page = render_report(metrics, records)
+    first_bad = min(page.index("fail-001"), page.index("err-001"), page.index("evil-err"))
+    last_bad = max(page.index("fail-001"), page.index("err-001"), page.index("evil-err"))
+    assert last_bad < page.index("pass-001")
+    assert last_bad < page.index("skip-001")
+    assert first_bad < page.index("evil-001")
+    # failed/errored <details> are open, the others collapsed
+    assert re.search(r'<details class="case o-failed" id="case-\d+" open>', page)
+    assert re.search(r'<details class="case o-passed" id="case-\d+">', page)
+
+
+def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
+    page = render_report(metrics, records)
+    fail = page[page.index('class="case o-failed"') :]
+    fail = fail[: fail.index("</details>")]
+    assert "Missed metrics" in fail
+    assert re.search(r"<code>mrr</code></td><td class=\"num\">0\.250</td><td class=\"num\">&gt;=</td>"
+                     r"<td class=\"num\">0\.500</td>", fail)
+    assert re.search(r"<code>groundedness</code></td><td class=\"num\">1\.500</td>.*?<td class=\"num\">3</td>", fail)
+    assert "The embeddings use granite-278m." in fail  # expected answer
+    assert "granite-278m</li>" in fail  # key facts
+    assert "# Setup &gt; ## Embeddings" in fail
+    assert fail.count(">gold</span>") == 1
+    assert "The answer invents a model name." in fail
+    assert "uses ada-002" in fail
+    assert "RAG call timed out after 30s" in page
+    assert "timeout" in page
+
+
+def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) -> None:
+    deltas = [
+        {"name": "recall_at_k_avg", "old": 0.9, "new": 0.5, "delta": -0.4, "tolerance": 0.05,
+         "regressed": True, "ci_low": -0.6, "ci_high": -0.2},
+        {"name": "mrr_avg", "old": 0.6, "new": 0.625, "delta": 0.025, "tolerance": 0.05,
+         "regressed": False, "ci_low": None, "ci_high": None},
+    ]
+    page = render_report(metrics, records, deltas=deltas)
+    assert "20240101-000003" in page and "2024-01-01T00:00:03Z" in page
+    assert "lexical" in page and ">heuristic</span>" in page
+    assert "incomplete run" not in page
+    assert "latency.p95_ms" in page and "operational_metrics.error_rate" in page
+    assert "judge_cache.hits" in page
+    assert page.count("REGRESSED") == 1
+    assert "-0.400" in page and "[-0.600, -0.200]" in page and "+0.025" in page
+    # null aggregate shows a dash, not 0
+    assert re.search(r"<code>groundedness_avg</code></td><td class=\"num\">\u2014</td>", page)
+    # breakdowns: groundedness_avg is null in every group -> no column
+    breakdown = page[page.index('id="breakdown"') : page.index('id="failing"')]
+    assert "recall_at_k_avg" in breakdown and "mrr_avg" in breakdown
+    assert "groundedness_avg" not in breakdown
+    assert "<th>errors</th>" in breakdown
+
+    incomplete = render_report({**metrics, "complete": False}, records)
+    assert "incomplete run" in incomplete
+
+
+def test_script_payload_is_escaped_everywhere(metrics: dict, records: list[dict]) -> None:
+    history = _history(2) + [{"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z",
+                              "aggregate_metrics": {"recall_at_k_avg": 0.1}}]
+    page = render_report({**metrics, "run_id": PAYLOAD}, records, history=history, title=PAYLOAD)
+    assert "<script" not in page.lower()
+    assert ESCAPED in page
+    # question, answer, chunk text, heading, error message, reasoning all present (escaped)
+    for text in (f"Q {ESCAPED}", f"A {ESCAPED}", f"chunk {ESCAPED}", f"# {ESCAPED}", f"500 {ESCAPED}", f"R {ESCAPED}"):
+        assert text in page
+    assert "Content-Security-Policy" in page
+    assert "default-src &#x27;none&#x27;" in page or "default-src 'none'" in page
+
+
+def test_attribute_quotes_escaped(metrics: dict) -> None:
+    record = _record("q", "failed", tags=['x" onmouseover="alert(1)'], question="a'b\"c")
+    page = render_report(metrics, [record])
+    assert 'onmouseover="alert' not in page
+    assert "&quot; onmouseover=&quot;alert(1)" in page
+
+
+def test_no_external_resources(metrics: dict, records: list[dict]) -> None:
+    page = render_report(metrics, records, history=_history(3))
+    assert not re.search(r"""(?:src|href|action|xlink:href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
+    assert "http://" not in page and "https://" not in page
+    assert "@import" not in page and "url(" not in page
+    assert "<script" not in page.lower()
+
+
+def test_trends_chart(metrics: dict, records: list[dict]) -> None:
+    page = render_report(metrics, records, history=_history(3))
+    assert "<svg" in page
+    trends = page[page.index('id="trends"') : page.index('id="breakdown"')]
+    assert trends.count("<svg") == 2  # recall_at_k_avg and mrr_avg; groundedness has no points
+    assert "<title>20240101-000001: 0.600</title>" in trends
+    assert "run 4" in trends  # 3 earlier runs + the current one
+    assert "polyline" in trends
+
+    # the current run already in history is not counted twice
+    again = render_report(metrics, records, history=_history(3) + [metrics])
+    assert "run 4" in again and "run 5" not in again
+
+    alone = render_report(metrics, records)
+    assert "<svg" not in alone
+
+
+def test_empty_inputs_render() -> None:
+    page = render_report({}, [])
+    assert page.startswith("<!DOCTYPE html>")
+    assert "</html>" in page
+
+
+def test_many_cases_render(metrics: dict) -> None:
+    records = [_record(f"c{i:05d}", "failed" if i % 7 == 0 else "passed",
+                       retrieved_chunks=[{"rank": r, "rel_path": "a.md", "text": "t" * 200} for r in range(1, 6)])
+               for i in range(5000)]
+    page = render_report(metrics, iter(records))
+    assert page.count('<details class="case') == 5000
+
+
+def test_load_history(tmp_path: Path) -> None:
+    for name, ts in (("run-b", "2024-01-02T00:00:00Z"), ("run-a", "2024-01-01T00:00:00Z"),
+                     ("run-c", "2024-01-02T00:00:00Z")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(
+            json.dumps({"run_id": name, "timestamp": ts, "aggregate_metrics": {}}), encoding="utf-8")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "metrics.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "array").mkdir()
+    (tmp_path / "array" / "metrics.json").write_text("[1, 2]", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "latest").write_text("run-c", encoding="utf-8")
+
+    runs = load_history(tmp_path)
+    assert [r["run_id"] for r in runs] == ["run-a", "run-b", "run-c"]
+    assert [r["run_id"] for r in load_history(tmp_path, limit=2)] == ["run-b", "run-c"]
+    assert load_history(tmp_path / "missing") == []
+
+
+def test_write_report_is_atomic(tmp_path: Path, metrics: dict, records: list[dict]) -> None:
+    target = tmp_path / "run" / "report.html"
+    write_report(target, metrics, records, history=_history(2))
+    text = target.read_text(encoding="utf-8")
+    assert text == render_report(metrics, records, history=_history(2))
+    assert os.listdir(target.parent) == ["report.html"]
+    assert target.stat().st_mode & 0o644 == 0o644  # not mkstemp's private 0600
+
+    write_report(target, {**metrics, "run_id": "second"}, [])
+    assert "second" in target.read_text(encoding="utf-8")
+    assert os.listdir(target.parent) == ["report.html"]
+
+
+def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "report.html"
+    target.write_text("old", encoding="utf-8")
+
+    def boom(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        write_report(target, metrics, [])
+    assert target.read_text(encoding="utf-8") == "old"
+    assert os.listdir(tmp_path) == ["report.html"]
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed")
+def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, records: list[dict]) -> None:
+    page = tmp_path / "report.html"
+    write_report(page, metrics, records, history=_history(3))
+    profile = tmp_path / "profile"
+    cmd = [
+        str(_chromium()), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+        "--dump-dom", page.as_uri(),
+    ]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.skip("chromium did not finish in time")
+    if result.returncode != 0 or "<html" not in result.stdout:
+        pytest.skip(f"chromium could not render: {result.stderr[-500:]}")
+    dom = result.stdout
+    assert ESCAPED in dom  # serialised back as text, i.e. it was parsed as text
+    assert "<script" not in dom.lower()
+    assert "<svg" in dom
+    assert "fail-001" in dom
