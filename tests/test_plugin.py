@@ -1,0 +1,378 @@
+"""The pytest surface as users meet it, end to end with pytester and loopback servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ask_server import AskServer, answer, chunk
+
+GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
+
+
+def latest_metrics(root: Path, output: str = "results") -> dict:
+    run = (root / output / "latest").read_text().strip()
+    return json.loads((root / output / run / "metrics.json").read_text())
+
+
+def write_set(pytester: pytest.Pytester, name: str, cases: list[Any]) -> None:
+    lines = [c if isinstance(c, str) else json.dumps(c) for c in cases]
+    pytester.makefile(".jsonl", **{name: "\n".join(lines) + "\n"})
+
+
+class Ranked:
+    """A server whose gold chunk sits at ``rank`` (1 = top): rank 2 halves mrr, recall stays 1."""
+
+    def __init__(self) -> None:
+        self.rank = 1
+
+    def __call__(self, body: dict) -> Any:
+        gold = chunk("docs/a.md", "# A > ## Part", self.rank)
+        other = chunk("docs/b.md", "# B", 2 if self.rank == 1 else 1)
+        return answer("A answer.", [gold, other], references=[gold])
+
+
+def test_installed_but_not_enabled_changes_nothing(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/x", [{"id": "a", "question": "q"}])
+    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "results").exists()
+    assert "rageval:" not in result.stdout.str() and "rageval summary" not in result.stdout.str()
+
+
+def test_bad_lines_are_error_items_naming_file_line_and_field(pytester: pytest.Pytester) -> None:
+    write_set(
+        pytester,
+        "eval_sets/bad",
+        [
+            {"id": "ok1", "question": "q1", "gold_supports": [GOLD]},
+            '{"id": "broken", "question": ',
+            {"id": "noq"},
+            {"id": "typo", "question": "q", "gold_suports": [GOLD]},
+            {"id": "ok1", "question": "dup"},
+            {"id": "ok2", "question": "q2", "gold_supports": [GOLD]},
+        ],
+    )
+    write_set(pytester, "eval_sets/good", [{"id": "fine", "question": "q3", "gold_supports": [GOLD]}])
+    with AskServer(Ranked()) as server:
+        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}")
+    result.assert_outcomes(passed=3, errors=4)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines_random(
+        [
+            "*eval_sets/bad.jsonl:2: invalid JSON*",
+            "*eval_sets/bad.jsonl:3: field 'question': required field is missing*",
+            "*eval_sets/bad.jsonl:4: unknown key 'gold_suports' (did you mean 'gold_supports'?)*",
+            "*eval_sets/bad.jsonl:5: field 'id': duplicate id 'ok1' (first used on line 1)*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    metrics = latest_metrics(pytester.path)
+    assert metrics["invalid_lines"] == 4 and metrics["total_tests"] == 3 and metrics["errors"] == 0
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_gate_fails_on_mrr_drop_even_when_every_case_passes(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(4)])
+    system = Ranked()
+    with AskServer(system) as server:
+        base = ["--rageval", f"--rageval-target={server.url}", "--rageval-baseline=baseline.json", *xdist]
+        made = pytester.runpytest(*base, "--rageval-update-baseline")
+        assert made.ret == 0 and (pytester.path / "baseline.json").exists()
+        made.stdout.fnmatch_lines(["*baseline updated*"])
+
+        same = pytester.runpytest(*base)
+        assert same.ret == 0, same.stdout.str()
+
+        system.rank = 2
+        worse = pytester.runpytest(*base)
+        worse.assert_outcomes(passed=4)
+        assert worse.ret == 1
+        worse.stdout.fnmatch_lines(["*REGRESSION*", "*mrr_avg: 1.000 → 0.500*REGRESSED*"])
+
+        allowed = pytester.runpytest(*base, "--rageval-allow-regressions")
+        assert allowed.ret == 0
+        allowed.stdout.fnmatch_lines(["*mrr_avg*REGRESSED*", "*regressions allowed*"])
+
+
+def test_gate_names_cases_that_flipped(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD], "thresholds": {"mrr": 1}}])
+    system = Ranked()
+    with AskServer(system) as server:
+        base = ["--rageval", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
+        pytester.runpytest(*base, "--rageval-update-baseline")
+        system.rank = 2
+        result = pytester.runpytest(*base)
+    result.stdout.fnmatch_lines(["*flipped from pass to fail*", "*eval_sets/s.jsonl::c1*"])
+
+
+def test_baseline_of_another_eval_set_is_refused_unless_ignored(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD]}])
+    with AskServer(Ranked()) as server:
+        base = ["--rageval", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
+        pytester.runpytest(*base, "--rageval-update-baseline")
+        write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1 changed", "gold_supports": [GOLD]}])
+        refused = pytester.runpytest(*base)
+        assert refused.ret == 1
+        refused.stdout.fnmatch_lines(["*baseline refused*", "*eval_set_hash differs*"])
+        assert pytester.runpytest(*base, "--rageval-ignore-invariants").ret == 0
+
+
+def test_missing_baseline_is_a_warning(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD]}])
+    with AskServer(Ranked()) as server:
+        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--rageval-baseline=nope.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*baseline*nope.json not found*"])
+
+
+def test_k_selects_by_id_tag_and_category_and_markers_are_registered(pytester: pytest.Pytester) -> None:
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [
+            {"id": "alpha", "question": "q1", "tags": ["billing"], "gold_supports": [GOLD]},
+            {"id": "beta", "question": "q2", "category": "multi_hop", "gold_supports": [GOLD]},
+            {"id": "gamma", "question": "q3", "gold_supports": [GOLD]},
+        ],
+    )
+    with AskServer(Ranked()) as server:
+        target = f"--rageval-target={server.url}"
+        pytester.runpytest("--rageval", target, "-k", "billing").assert_outcomes(passed=1)
+        pytester.runpytest("--rageval", target, "-k", "multi_hop").assert_outcomes(passed=1)
+        pytester.runpytest("--rageval", target, "-k", "gamma or alpha").assert_outcomes(passed=2)
+        pytester.runpytest("--rageval", target, "--strict-markers", "-m", "rageval and not judge").assert_outcomes(passed=3)
+        assert len(server.requests) == 7
+
+
+def test_explicit_file_and_folder_paths_and_artifacts_are_not_collected(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "sets/one", [{"id": "a", "question": "q1", "gold_supports": [GOLD]}])
+    write_set(pytester, "sets/two", [{"id": "b", "question": "q2", "gold_supports": [GOLD]}])
+    with AskServer(Ranked()) as server:
+        target = f"--rageval-target={server.url}"
+        pytester.runpytest("--rageval", target, "sets/one.jsonl").assert_outcomes(passed=1)
+        pytester.runpytest("--rageval", target, "sets").assert_outcomes(passed=2)
+        # The run folders now hold results.jsonl files; a run over "." must not collect them.
+        pytester.runpytest("--rageval", target, ".").assert_outcomes(passed=2)
+
+
+def test_no_eval_sets_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--rageval")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no eval sets match eval_sets/**/*.jsonl*"])
+
+
+def test_unknown_threshold_metric_in_pyproject_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
+    pytester.makepyprojecttoml("[tool.rageval.thresholds]\nrecal_at_k = 1\n")
+    result = pytester.runpytest("--rageval")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"])
+
+
+def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
+    result = pytester.runpytest("--rageval")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no system under test: set --rageval-target*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_cli_threshold_overrides_everything(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD], "thresholds": {"mrr": 0.1}}])
+    system = Ranked()
+    system.rank = 2
+    with AskServer(system) as server:
+        target = f"--rageval-target={server.url}"
+        pytester.runpytest("--rageval", target).assert_outcomes(passed=1)
+        failed = pytester.runpytest("--rageval", target, "--rageval-threshold", "mrr=0.9")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*mrr = 0.5 (needs >= 0.9)*"])
+
+
+def test_callable_targets_sync_and_async_and_k(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        myrag="""
+        import asyncio
+        def ask(question, params):
+            chunks = [{"rel_path": "docs/b.md", "heading_path": "# B", "rank": i} for i in range(1, 4)]
+            chunks.append({"rel_path": "docs/a.md", "heading_path": "# A", "rank": 4})
+            return {"answer": "x", "references": chunks[-1:], "abstained": False,
+                    "debug": {"retrieved_chunks": chunks[: params["k"]]}}
+        async def aask(question, params):
+            await asyncio.sleep(0)
+            return ask(question, params)
+        """
+    )
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}])
+    pytester.runpytest("--rageval", "--rageval-target=myrag:ask").assert_outcomes(passed=1)
+    pytester.runpytest("--rageval", "--rageval-target=myrag:aask", "--rageval-k=3").assert_outcomes(failed=1)
+    assert latest_metrics(pytester.path)["aggregate_metrics"]["recall_at_k_avg"] == 0
+
+
+def test_conftest_override_of_rageval_client(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+        @pytest.fixture(scope="session")
+        def rageval_client():
+            def ask(question, params):
+                return {"answer": "mine", "references": [],
+                        "debug": {"retrieved_chunks": [{"rel_path": "docs/a.md", "heading_path": "# A"}]}}
+            return ask
+        """
+    )
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}])
+    pytester.runpytest("--rageval").assert_outcomes(passed=1)
+
+
+def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester) -> None:
+    def seed001(body: dict) -> Any:
+        assert "query" in body and "topK" in body
+        return {"answer": "It was executed.", "citations": [
+            {"proposal_id": "abc-123", "stage": "tally", "url": "u", "snippet": "Status: executed"},
+            {"proposal_id": "def-456", "stage": "forum", "url": "u", "snippet": "..."},
+        ]}
+
+    pytester.makeini(
+        """
+        [pytest]
+        rageval_request_map =
+            question = query
+            k = topK
+        rageval_response_map =
+            references = citations
+            references.doc_id = proposal_id
+            references.text = snippet
+            retrieved_chunks = citations
+            retrieved_chunks.doc_id = proposal_id
+            retrieved_chunks.text = snippet
+        """
+    )
+    write_set(pytester, "eval_sets/s", [{"id": "q4", "query": "Status of STIP?", "expectedProposalIds": ["abc-123"]}])
+    with AskServer(seed001) as server:
+        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}")
+    result.assert_outcomes(passed=1)
+    case = next(iter(latest_metrics(pytester.path)["cases"].values()))
+    assert case["metrics"]["mrr"] == 1 and case["metrics"]["attribution_hit"] == 1
+
+
+def test_header_secret_reaches_server_but_no_artifact(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-token-value-123"
+    monkeypatch.setenv("MY_RAG_TOKEN", secret)
+    pytester.makeini("[pytest]\nrageval_headers =\n    Authorization: Bearer ${MY_RAG_TOKEN}\n")
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}, {"id": "b", "question": "boom"}])
+
+    def respond(body: dict) -> Any:
+        if body["question"] == "boom":
+            return (401, {"error": "bad token"})
+        return Ranked()(body)
+
+    with AskServer(respond) as server:
+        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--junitxml=junit.xml")
+        assert server.requests[0]["headers"]["Authorization"] == f"Bearer {secret}"
+    result.assert_outcomes(passed=1, errors=1)
+    assert secret not in result.stdout.str()
+    for path in pytester.path.rglob("*"):
+        if path.is_file() and path.suffix in {".json", ".jsonl", ".html", ".xml", ""}:
+            assert secret not in path.read_text(errors="replace"), path
+
+
+def test_handwritten_test_with_assert_metrics_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_hand="""
+        import pytest
+        from pytest_rageval import assert_metrics
+
+        def test_good(rageval_client):
+            result = rageval_client.evaluate(question="q-good", gold_supports=[{"rel_path": "docs/a.md", "heading_path": "# A"}])
+            assert_metrics(result, recall_at_k=1, mrr=1)
+
+        def test_bad(rageval_client):
+            result = rageval_client.evaluate(id="strict", question="q-bad", gold_supports=[{"rel_path": "docs/a.md"}])
+            assert_metrics(result, mrr=1, precision_at_k=0.9)
+        """
+    )
+    system = Ranked()
+    with AskServer(system) as server:
+        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}", "test_hand.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*precision_at_k = 0.2 (needs >= 0.9)*"])
+    metrics = latest_metrics(pytester.path)
+    assert metrics["cases"]["test_hand.py::test_good::test_good"]["outcome"] == "passed"
+    assert metrics["cases"]["test_hand.py::test_bad::strict"]["outcome"] == "failed"
+
+
+def test_handwritten_fixture_without_rageval_skips(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hand="def test_x(rageval_client):\n    pass\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*run pytest with --rageval*"])
+
+
+def test_flaky_case_passes_on_majority_and_is_reported(pytester: pytest.Pytester) -> None:
+    calls = {"n": 0}
+
+    def respond(body: dict) -> Any:
+        calls["n"] += 1
+        system = Ranked()
+        system.rank = 1 if calls["n"] != 2 else 3  # second of three runs misses mrr >= 1
+        return system(body)
+
+    write_set(pytester, "eval_sets/s", [{"id": "f", "question": "q", "gold_supports": [GOLD], "flaky": True, "thresholds": {"mrr": 1}}])
+    with AskServer(respond) as server:
+        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}")
+    result.assert_outcomes(passed=1)
+    assert calls["n"] == 3
+    metrics = latest_metrics(pytester.path)
+    assert metrics["flaky"] == 1
+
+
+def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
+    long_text = "x" * 500
+
+    def respond(body: dict) -> Any:
+        gold = chunk("docs/a.md", "# A", 1, text=long_text)
+        return answer("A.", [gold])
+
+    write_set(pytester, "eval_sets/s", [
+        {"id": "a", "question": "q", "gold_supports": [GOLD]},
+        {"id": "x", "question": "q", "gold_supports": [{"rel_path": "nope.md"}], "xfail": "known gap"},
+    ])
+    with AskServer(respond) as server:
+        target = f"--rageval-target={server.url}"
+        short = pytester.runpytest("--rageval", target, "--html=report.html", "--self-contained-html")
+        short.assert_outcomes(passed=1, xfailed=1)
+        assert (pytester.path / "report.html").exists()
+        run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+        record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
+        assert len(record["retrieved_chunks"][0]["text"]) == 200
+        assert (run / "report.html").exists() and (run / "config.json").exists()
+        full = pytester.runpytest("--rageval", target, "--rageval-store-full-text", "-p", "no:html")
+        full.assert_outcomes(passed=1, xfailed=1)
+        run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+        record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
+        assert len(record["retrieved_chunks"][0]["text"]) == 500
+
+
+def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    schema = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "schema"], capture_output=True, text=True, check=True)
+    assert "gold_supports" in json.loads(schema.stdout)["properties"]
+    write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(3)])
+    system = Ranked()
+    with AskServer(system) as server:
+        pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--rageval-output=a")
+        system.rank = 2
+        pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--rageval-output=b")
+    run_a = pytester.path / "a" / (pytester.path / "a" / "latest").read_text().strip()
+    run_b = pytester.path / "b" / (pytester.path / "b" / "latest").read_text().strip()
+    cmd = [sys.executable, "-m", "pytest_rageval.cli", "compare", str(run_a), str(run_b)]
+    compared = subprocess.run(cmd, capture_output=True, text=True)
+    assert compared.returncode == 1 and "mrr_avg" in compared.stdout
+    same = subprocess.run(cmd[:-1] + [str(run_a)], capture_output=True, text=True)
+    assert same.returncode == 0
