@@ -1,0 +1,99 @@
+"""The demo RAG's ``ask``: retrieve, decide whether to abstain, answer with references.
+
+When to abstain is decided in ``abstention`` (``abstain_reason`` is then
+``"no_relevant_context"``).
+
+The response has seed 003's default shape (SPEC section 3)::
+
+    {"answer", "references", "abstained", "abstain_reason",
+     "debug": {"retrieved_chunks": [...], "folder_selection": {"selected_folders": [...]}},
+     "timings": {"retrieval_ms", "generation_ms"}}
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from pytest_rageval.demo.abstention import COVERAGE_DEPTH, should_abstain
+from pytest_rageval.demo.answerer import REFUSAL, compose
+from pytest_rageval.demo.retrieval import Hit, default_corpus, retrieve
+
+DEFAULT_K = 5
+MAX_K = 100
+ABSTAIN_REASON = "no_relevant_context"
+
+
+def _k_from(params: Mapping[str, Any]) -> int:
+    """Retrieval depth: ``top_k`` when given (a config-matrix knob), else ``k``, else 5.
+
+    Rejects non-integers and values below 1; caps at ``MAX_K``.
+    """
+    value = params.get("top_k")
+    if value is None:
+        value = params.get("k")
+    if value is None:
+        return DEFAULT_K
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"k must be a positive integer, got {value!r}")
+    return min(value, MAX_K)
+
+
+def chunk_dict(hit: Hit) -> dict[str, Any]:
+    """A hit in the default chunk shape."""
+    chunk = hit.chunk
+    score = round(hit.score, 6)
+    return {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "rel_path": chunk.rel_path,
+        "heading_path": chunk.heading_path,
+        "score_vector": None,
+        "score_lexical": score,
+        "score_final": score,
+        "text": chunk.text,
+        "rank": hit.rank,
+    }
+
+
+def ask(question: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Answer ``question`` from the bundled notes.
+
+    ``params``: ``k`` (default 5) or ``top_k`` (wins over ``k``), the number of
+    chunks retrieved; other keys are accepted and ignored. Thread-safe.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    k = _k_from(params or {})
+    corpus = default_corpus()
+
+    started = time.perf_counter()
+    # at least COVERAGE_DEPTH deep, so that whether to abstain does not depend on k
+    retrieval = retrieve(question, max(k, COVERAGE_DEPTH), corpus)
+    hits = retrieval.hits[:k]
+    retrieved_at = time.perf_counter()
+
+    abstained = should_abstain(question, retrieval, corpus)
+    if abstained:
+        answer, references = REFUSAL, []
+    else:
+        extract = compose(retrieval.terms, hits, corpus.index.idf)
+        answer = extract.answer
+        references = [chunk_dict(hit) for hit in extract.sources]
+        abstained = not references
+    finished = time.perf_counter()
+
+    return {
+        "answer": answer,
+        "references": references,
+        "abstained": abstained,
+        "abstain_reason": ABSTAIN_REASON if abstained else None,
+        "debug": {
+            "retrieved_chunks": [chunk_dict(hit) for hit in hits],
+            "folder_selection": {"selected_folders": list(retrieval.selected_folders)},
+        },
+        "timings": {
+            "retrieval_ms": round((retrieved_at - started) * 1000.0, 3),
+            "generation_ms": round((finished - retrieved_at) * 1000.0, 3),
+        },
+    }
