@@ -145,7 +145,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester, xdist: list[str]) -> None:
     with AskServer(respond) as server:
-        result = project.runpytest("--rageval", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *xdist)
+        result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *xdist)
     result.assert_outcomes(passed=8, failed=6, errors=1, skipped=1)
     assert "q-skip" not in server.questions()  # nothing is sent for a skipped case
     assert server.questions().count("q-boom") == 3  # the 500 is retried twice
@@ -194,7 +194,7 @@ def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester, 
 
 def test_serial_and_xdist_give_identical_metrics(project: pytest.Pytester) -> None:
     def run(server: AskServer, *extra: str) -> dict:
-        project.runpytest("--rageval", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *extra)
+        project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *extra)
         latest = (project.path / "results" / "latest").read_text().strip()
         data = json.loads((project.path / "results" / latest / "metrics.json").read_text())
         for volatile in ("run_id", "timestamp"):
@@ -212,7 +212,7 @@ def test_serial_and_xdist_give_identical_metrics(project: pytest.Pytester) -> No
 
 def test_failure_message_names_every_miss_and_marks_gold(project: pytest.Pytester) -> None:
     with AskServer(respond) as server:
-        result = project.runpytest("--rageval", f"--rageval-target={server.url}", "-k", "groups_partial or scope")
+        result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-k", "groups_partial or scope")
     result.stdout.fnmatch_lines(
         [
             "*[[]groups_partial[]] q-groups-partial*",

@@ -60,7 +60,7 @@ def test_bad_lines_are_error_items_naming_file_line_and_field(pytester: pytest.P
     )
     write_set(pytester, "eval_sets/good", [{"id": "fine", "question": "q3", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(passed=3, errors=4)
     assert result.ret != 0
     result.stdout.fnmatch_lines_random(
@@ -81,7 +81,7 @@ def test_gate_fails_on_mrr_drop_even_when_every_case_passes(pytester: pytest.Pyt
     write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(4)])
     system = Ranked()
     with AskServer(system) as server:
-        base = ["--rageval", f"--rageval-target={server.url}", "--rageval-baseline=baseline.json", *xdist]
+        base = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=baseline.json", *xdist]
         made = pytester.runpytest(*base, "--rageval-update-baseline")
         assert made.ret == 0 and (pytester.path / "baseline.json").exists()
         made.stdout.fnmatch_lines(["*baseline updated*"])
@@ -104,7 +104,7 @@ def test_gate_names_cases_that_flipped(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD], "thresholds": {"mrr": 1}}])
     system = Ranked()
     with AskServer(system) as server:
-        base = ["--rageval", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
+        base = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
         pytester.runpytest(*base, "--rageval-update-baseline")
         system.rank = 2
         result = pytester.runpytest(*base)
@@ -114,7 +114,7 @@ def test_gate_names_cases_that_flipped(pytester: pytest.Pytester) -> None:
 def test_baseline_of_another_eval_set_is_refused_unless_ignored(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        base = ["--rageval", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
+        base = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
         pytester.runpytest(*base, "--rageval-update-baseline")
         write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1 changed", "gold_supports": [GOLD]}])
         refused = pytester.runpytest(*base)
@@ -126,7 +126,7 @@ def test_baseline_of_another_eval_set_is_refused_unless_ignored(pytester: pytest
 def test_missing_baseline_is_a_warning(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--rageval-baseline=nope.json")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=nope.json")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*baseline*nope.json not found*"])
 
@@ -143,10 +143,10 @@ def test_k_selects_by_id_tag_and_category_and_markers_are_registered(pytester: p
     )
     with AskServer(Ranked()) as server:
         target = f"--rageval-target={server.url}"
-        pytester.runpytest("--rageval", target, "-k", "billing").assert_outcomes(passed=1)
-        pytester.runpytest("--rageval", target, "-k", "multi_hop").assert_outcomes(passed=1)
-        pytester.runpytest("--rageval", target, "-k", "gamma or alpha").assert_outcomes(passed=2)
-        pytester.runpytest("--rageval", target, "--strict-markers", "-m", "rageval and not judge").assert_outcomes(passed=3)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "billing").assert_outcomes(passed=1)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "multi_hop").assert_outcomes(passed=1)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "gamma or alpha").assert_outcomes(passed=2)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "--strict-markers", "-m", "rageval and not judge").assert_outcomes(passed=3)
         assert len(server.requests) == 7
 
 
@@ -155,14 +155,14 @@ def test_explicit_file_and_folder_paths_and_artifacts_are_not_collected(pytester
     write_set(pytester, "sets/two", [{"id": "b", "question": "q2", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
         target = f"--rageval-target={server.url}"
-        pytester.runpytest("--rageval", target, "sets/one.jsonl").assert_outcomes(passed=1)
-        pytester.runpytest("--rageval", target, "sets").assert_outcomes(passed=2)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "sets/one.jsonl").assert_outcomes(passed=1)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "sets").assert_outcomes(passed=2)
         # The run folders now hold results.jsonl files; a run over "." must not collect them.
-        pytester.runpytest("--rageval", target, ".").assert_outcomes(passed=2)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, ".").assert_outcomes(passed=2)
 
 
 def test_no_eval_sets_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--rageval")
+    result = pytester.runpytest("--rageval", "--rageval-judge=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no eval sets match eval_sets/**/*.jsonl*"])
 
@@ -170,14 +170,14 @@ def test_no_eval_sets_is_a_usage_error(pytester: pytest.Pytester) -> None:
 def test_unknown_threshold_metric_in_pyproject_is_a_usage_error(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
     pytester.makepyprojecttoml("[tool.rageval.thresholds]\nrecal_at_k = 1\n")
-    result = pytester.runpytest("--rageval")
+    result = pytester.runpytest("--rageval", "--rageval-judge=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"])
 
 
 def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
-    result = pytester.runpytest("--rageval")
+    result = pytester.runpytest("--rageval", "--rageval-judge=none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no system under test: set --rageval-target*"])
     assert "Traceback" not in result.stdout.str()
@@ -189,8 +189,8 @@ def test_cli_threshold_overrides_everything(pytester: pytest.Pytester) -> None:
     system.rank = 2
     with AskServer(system) as server:
         target = f"--rageval-target={server.url}"
-        pytester.runpytest("--rageval", target).assert_outcomes(passed=1)
-        failed = pytester.runpytest("--rageval", target, "--rageval-threshold", "mrr=0.9")
+        pytester.runpytest("--rageval", "--rageval-judge=none", target).assert_outcomes(passed=1)
+        failed = pytester.runpytest("--rageval", "--rageval-judge=none", target, "--rageval-threshold", "mrr=0.9")
     failed.assert_outcomes(failed=1)
     failed.stdout.fnmatch_lines(["*mrr = 0.5 (needs >= 0.9)*"])
 
@@ -210,8 +210,8 @@ def test_callable_targets_sync_and_async_and_k(pytester: pytest.Pytester) -> Non
         """
     )
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}])
-    pytester.runpytest("--rageval", "--rageval-target=myrag:ask").assert_outcomes(passed=1)
-    pytester.runpytest("--rageval", "--rageval-target=myrag:aask", "--rageval-k=3").assert_outcomes(failed=1)
+    pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask").assert_outcomes(passed=1)
+    pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=myrag:aask", "--rageval-k=3").assert_outcomes(failed=1)
     assert latest_metrics(pytester.path)["aggregate_metrics"]["recall_at_k_avg"] == 0
 
 
@@ -228,7 +228,7 @@ def test_conftest_override_of_rageval_client(pytester: pytest.Pytester) -> None:
         """
     )
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}])
-    pytester.runpytest("--rageval").assert_outcomes(passed=1)
+    pytester.runpytest("--rageval", "--rageval-judge=none").assert_outcomes(passed=1)
 
 
 def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester) -> None:
@@ -256,7 +256,7 @@ def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester
     )
     write_set(pytester, "eval_sets/s", [{"id": "q4", "query": "Status of STIP?", "expectedProposalIds": ["abc-123"]}])
     with AskServer(seed001) as server:
-        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(passed=1)
     case = next(iter(latest_metrics(pytester.path)["cases"].values()))
     assert case["metrics"]["mrr"] == 1 and case["metrics"]["attribution_hit"] == 1
@@ -274,7 +274,7 @@ def test_header_secret_reaches_server_but_no_artifact(pytester: pytest.Pytester,
         return Ranked()(body)
 
     with AskServer(respond) as server:
-        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--junitxml=junit.xml")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--junitxml=junit.xml")
         assert server.requests[0]["headers"]["Authorization"] == f"Bearer {secret}"
     result.assert_outcomes(passed=1, errors=1)
     assert secret not in result.stdout.str()
@@ -300,7 +300,7 @@ def test_handwritten_test_with_assert_metrics_is_recorded(pytester: pytest.Pytes
     )
     system = Ranked()
     with AskServer(system) as server:
-        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}", "test_hand.py")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "test_hand.py")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*precision_at_k = 0.2 (needs >= 0.9)*"])
     metrics = latest_metrics(pytester.path)
@@ -326,7 +326,7 @@ def test_flaky_case_passes_on_majority_and_is_reported(pytester: pytest.Pytester
 
     write_set(pytester, "eval_sets/s", [{"id": "f", "question": "q", "gold_supports": [GOLD], "flaky": True, "thresholds": {"mrr": 1}}])
     with AskServer(respond) as server:
-        result = pytester.runpytest("--rageval", f"--rageval-target={server.url}")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(passed=1)
     assert calls["n"] == 3
     metrics = latest_metrics(pytester.path)
@@ -346,14 +346,14 @@ def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
     ])
     with AskServer(respond) as server:
         target = f"--rageval-target={server.url}"
-        short = pytester.runpytest("--rageval", target, "--html=report.html", "--self-contained-html")
+        short = pytester.runpytest("--rageval", "--rageval-judge=none", target, "--html=report.html", "--self-contained-html")
         short.assert_outcomes(passed=1, xfailed=1)
         assert (pytester.path / "report.html").exists()
         run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
         record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
         assert len(record["retrieved_chunks"][0]["text"]) == 200
         assert (run / "report.html").exists() and (run / "config.json").exists()
-        full = pytester.runpytest("--rageval", target, "--rageval-store-full-text", "-p", "no:html")
+        full = pytester.runpytest("--rageval", "--rageval-judge=none", target, "--rageval-store-full-text", "-p", "no:html")
         full.assert_outcomes(passed=1, xfailed=1)
         run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
         record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
@@ -366,9 +366,9 @@ def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path:
     write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(3)])
     system = Ranked()
     with AskServer(system) as server:
-        pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--rageval-output=a")
+        pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-output=a")
         system.rank = 2
-        pytester.runpytest("--rageval", f"--rageval-target={server.url}", "--rageval-output=b")
+        pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-output=b")
     run_a = pytester.path / "a" / (pytester.path / "a" / "latest").read_text().strip()
     run_b = pytester.path / "b" / (pytester.path / "b" / "latest").read_text().strip()
     cmd = [sys.executable, "-m", "pytest_rageval.cli", "compare", str(run_a), str(run_b)]

@@ -40,10 +40,21 @@ class EvalSetFile(pytest.File):
                 item: pytest.Item = BadLineItem.from_parent(self, name=f"line{good.line}", message=problem, line=good.line)
             else:
                 item = CaseItem.from_parent(self, name=good.case.id, callobj=_case_function, case=good.case, line=good.line)
+                if judge_dependent(self.config, good.case):
+                    item.add_marker(pytest.mark.judge)
             entries.append((good.line, item))
         entries.sort(key=lambda pair: pair[0])
         for _, item in entries:
             yield item
+
+
+def judge_dependent(config: pytest.Config, case: EvalCase) -> bool:
+    """A case whose thresholds name a judge metric (its outcome depends on a verdict)."""
+    from .plugin import plugin_key
+    from .thresholds import JUDGE_METRICS
+
+    plugin = config.stash.get(plugin_key, None)
+    return plugin is not None and plugin.judge_setup is not None and any(m in JUDGE_METRICS for m in plugin.thresholds_for(case))
 
 
 def _relative(path: Any, root: Any) -> str:

@@ -76,8 +76,11 @@ class SessionClient:
         item = self._plugin.current_item
         key = f"{item.nodeid}::{model.id}" if item is not None else model.id
         file = item.nodeid.partition("::")[0] if item is not None else ""
-        record = self._plugin.engine.run(
-            evaluate_case(model, self.rag_client, self._plugin.opts, self._plugin.thresholds_for(model), key=key, file=file, line=0)
+        plugin = self._plugin
+        record = plugin.evaluate(
+            evaluate_case(
+                model, self.rag_client, plugin.opts, plugin.thresholds_for(model), key=key, file=file, line=0, judge=plugin.judge_setup
+            )
         )
         self._plugin.record_handwritten(record)
         return CaseResult(record)

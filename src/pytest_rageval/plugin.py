@@ -26,7 +26,11 @@ INI_KEYS: tuple[tuple[str, str, str, Any], ...] = (
     ("rageval_timeout", "seconds before a RAG call times out (default 60)", "string", "60"),
     ("rageval_k", "how many retrieved chunks count (default 5)", "string", ""),
     ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
-    ("rageval_judge", "judge: auto or none (auto means none until LLM judges land)", "string", ""),
+    ("rageval_judge", "judge: auto (openai with a model, else lexical), openai, lexical or none", "string", ""),
+    ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),
+    ("rageval_judge_base_url", "base URL of the OpenAI-compatible judge (env OPENAI_BASE_URL)", "string", ""),
+    ("rageval_judge_json_mode", "json_schema (default), json_object or text", "string", ""),
+    ("rageval_cache_dir", "judge cache folder (default .rageval_cache)", "string", ""),
     ("rageval_output", "folder of run artifacts (default results)", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
 )
@@ -46,7 +50,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)")
     group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
-    group.addoption("--rageval-judge", default=None, choices=("auto", "none"), help="judge in use (ini rageval_judge; auto means none for now)")
+    group.addoption("--rageval-judge", default=None, choices=("auto", "openai", "lexical", "none"), help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
+    group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
+    group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")
+    group.addoption("--rageval-cache-dir", default=None, metavar="DIR", help="judge cache folder (ini rageval_cache_dir, default .rageval_cache)")
+    group.addoption("--rageval-no-cache", action="store_true", default=False, help="neither read nor write the judge cache")
+    group.addoption("--rageval-clear-cache", action="store_true", default=False, help="empty the judge cache before the run")
+    group.addoption("--rageval-judge-check", action="store_true", default=False, help="first check that the judge tells a faithful from a hallucinated answer")
+    group.addoption("--rageval-dry-run", action="store_true", default=False, help="print the planned RAG and judge requests, tokens and cost; send none")
+    group.addoption("--rageval-max-judge-cost", default=None, type=float, metavar="USD", help="stop judging once this much is spent (per process)")
+    group.addoption("--rageval-spot-check", default=0, type=int, metavar="N", help="re-judge N random cases with --rageval-spot-check-model")
+    group.addoption("--rageval-spot-check-model", default=None, metavar="MODEL", help="second judge model for the spot check")
     for name, help_text, kind, default in INI_KEYS:
         parser.addini(name, help_text, type=kind, default=default)
 
@@ -85,5 +99,5 @@ def rageval_client(pytestconfig: pytest.Config) -> Any:
 
 @pytest.fixture(scope="session")
 def rageval_judge(pytestconfig: pytest.Config) -> Any:
-    """The judge in use (None while no judge is configured)."""
-    return _plugin(pytestconfig).judge
+    """The judge in use (None without one); ``rageval_judge.judge(metric, question=..., answer=..., contexts=[...])``."""
+    return _plugin(pytestconfig).session_judge()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
+from .judges.base import SCALES, Judge, JudgeAuthError
+from .judges.judging import Budget, judge_case, judge_input, verdict_dict
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case
 from .schema import Chunk, EvalCase, RagResponse
@@ -61,6 +63,16 @@ class RunOptions:
     k: int
     require_snippets: bool = False
     store_full_text: bool = False
+
+
+@dataclass
+class JudgeSetup:
+    """The judge in use, the metrics it scores, and whether a cache sits in front of it."""
+
+    judge: Judge
+    metrics: tuple[str, ...]
+    cached: bool = False
+    budget: Budget = field(default_factory=Budget)
 
 
 def as_rag_client(obj: Any) -> RagClient:
@@ -168,35 +180,64 @@ async def evaluate_case(
     key: str,
     file: str,
     line: int,
+    judge: Optional[JudgeSetup] = None,
 ) -> dict[str, Any]:
     """Run ``case`` (``case.runs`` times) and return its CaseRecord without an outcome.
 
-    A RAG failure after the client's retries gives a record whose ``error`` is
-    set; the item reports it as an error, not a failure.
+    A RAG or judge failure after retries gives a record whose ``error`` is set;
+    the item reports it as an error, not a failure. A judge that refuses the
+    API key raises ``JudgeAuthError`` so the session can stop once.
     """
     record = base_record(case, key=key, file=file, line=line)
     record["thresholds"] = dict(thresholds)
     per_run: list[dict[str, Any]] = []
     verdicts: list[bool] = []
-    first_response: Optional[RagResponse] = None
     latencies: list[dict[str, float]] = []
-    for _ in range(case.runs):
+    attempted: list[str] = []
+    for run in range(case.runs):
         try:
             reply = await client.aask(case.question, k=opts.k, params=dict(case.params))
         except RagCallError as exc:
             record["error"] = {"kind": exc.kind, "message": exc.message}
             return record
-        metrics = score_case(case, reply.response, k=opts.k, require_snippets=opts.require_snippets)
+        response = reply.response
+        if run == 0:
+            fill_response(record, case, response, opts)
+        scores: dict[str, Any] = {}
+        classified: Optional[bool] = None
+        acknowledges: Optional[bool] = None
+        if judge is not None:
+            top = _top_k(response.retrieved_chunks, opts.k)
+            outcome = await judge_case(
+                judge.judge, judge.metrics, case, response, judge_input(case, response, top), repeat_index=run, budget=judge.budget
+            )
+            attempted.extend(m for m in outcome.attempted if m not in attempted)
+            _account(record, outcome.verdicts.values(), cached=judge.cached)
+            if run == 0:
+                record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}
+            if outcome.error is not None:
+                if isinstance(outcome.error, JudgeAuthError):
+                    raise outcome.error
+                record["judge_attempted"] = attempted
+                record["error"] = {"kind": "judge", "message": str(outcome.error)}
+                return record
+            classified = outcome.abstained
+            ack = outcome.verdicts.get("conflict_ack")
+            acknowledges = ack.label if ack is not None else None
+            scores = {m: v.score for m, v in outcome.verdicts.items() if m in SCALES}
+        metrics = score_case(
+            case, response, k=opts.k, require_snippets=opts.require_snippets, abstained=classified, acknowledges_conflict=acknowledges
+        )
         metrics["latency_ms"] = reply.latency_ms
+        metrics.update(scores)
         per_run.append(metrics)
         verdicts.append(not find_misses(metrics, thresholds))
-        latencies.append({"total_ms": reply.latency_ms, **_phases(reply.response.timings)})
-        if first_response is None:
-            first_response = reply.response
-    assert first_response is not None
-    fill_response(record, case, first_response, opts)
+        latencies.append({"total_ms": reply.latency_ms, **_phases(response.timings)})
+    if judge is not None:
+        record["judge_attempted"] = attempted
     passed = sum(verdicts) * 2 > len(verdicts)
     record["metrics"] = _combine(per_run)
+    record["abstained"] = record["metrics"].get("abstained")
     record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
     if len(per_run) > 1:
         record["flaky"] = 0 < sum(verdicts) < len(verdicts)
@@ -205,6 +246,16 @@ async def evaluate_case(
     representative = next(m for m, v in zip(per_run, verdicts) if v == passed)
     record["misses"] = [] if passed else [m.as_dict() for m in find_misses(representative, thresholds)]
     return record
+
+
+def _account(record: dict[str, Any], verdicts: Any, *, cached: bool) -> None:
+    """Add judge tokens, cost and cache hits/misses of ``verdicts`` to the record."""
+    for verdict in verdicts:
+        if not verdict.cached:  # a cached verdict cost nothing this run
+            record["cost"]["judge_tokens"] += verdict.prompt_tokens + verdict.completion_tokens
+            record["cost"]["judge_cost_usd"] += verdict.cost_usd
+        if cached:
+            record["judge_cache"]["hits" if verdict.cached else "misses"] += 1
 
 
 def _phases(timings: Optional[Mapping[str, float]]) -> dict[str, float]:

@@ -22,7 +22,9 @@ from .client import RagClient, RagConfigError, load_target, parse_headers, parse
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
 from .handwritten import SessionClient
-from .runner import Engine, RunOptions, as_rag_client, base_record, evaluate_case
+from .judges.base import JudgeAuthError
+from .judges.factory import SessionJudge, build_judge, judge_info
+from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
 
@@ -45,6 +47,10 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     plugin = RagevalPlugin(config, settings)
     plugin.choose_default_args()
+    if settings.clear_cache and not plugin.is_worker:
+        from .judges.cache import JudgeCache
+
+        plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
     return plugin
 
 
@@ -67,7 +73,7 @@ class RagevalPlugin:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
-        self.judge: Any = None
+        self.judge_setup: Optional[JudgeSetup] = build_judge(settings, _environ())
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
         self._engine: Optional[Engine] = None
         self._target_client: Optional[RagClient] = None
@@ -115,7 +121,9 @@ class RagevalPlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
         target = s.target or "(the rageval_client fixture)"
-        return [f"rageval: target {target}, k={s.k}, judge {s.judge}, output {s.output_dir}"]
+        info = judge_info(self.judge_setup.judge if self.judge_setup else None)
+        judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
+        return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
 
     # -- running cases ----------------------------------------------------
 
@@ -155,6 +163,25 @@ class RagevalPlugin:
             self._session_client = SessionClient(client, plugin=self)
         return self._session_client
 
+    def session_judge(self) -> Optional[SessionJudge]:
+        """What the ``rageval_judge`` fixture returns."""
+        return SessionJudge(self.judge_setup, self.engine.run) if self.judge_setup else None
+
+    def judge_for(self, fixture_value: Any) -> Optional[JudgeSetup]:
+        """The judge setup behind the ``rageval_judge`` fixture's value (which a conftest may override)."""
+        if fixture_value is None:
+            return None
+        if isinstance(fixture_value, SessionJudge):
+            return fixture_value.setup
+        return JudgeSetup(fixture_value, self.settings.judge_metrics)
+
+    def evaluate(self, coro: Any) -> dict[str, Any]:
+        """Run one case's coroutine; a judge that refuses the API key stops the session once."""
+        try:
+            return self.engine.run(coro)
+        except JudgeAuthError as exc:
+            pytest.exit(f"pytest-rageval: {exc.message}", returncode=pytest.ExitCode.USAGE_ERROR)
+
     def thresholds_for(self, case: Any) -> dict[str, Any]:
         return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
 
@@ -166,9 +193,16 @@ class RagevalPlugin:
             pytest.fail(str(exc), pytrace=False)
         file, _, _ = item.nodeid.partition("::")
         coro = evaluate_case(
-            item.case, client, self.opts, self.thresholds_for(item.case), key=item.nodeid, file=file, line=item.line
+            item.case,
+            client,
+            self.opts,
+            self.thresholds_for(item.case),
+            key=item.nodeid,
+            file=file,
+            line=item.line,
+            judge=self.judge_for(item.funcargs["rageval_judge"]),
         )
-        return self.engine.run(coro)
+        return self.evaluate(coro)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
@@ -238,6 +272,8 @@ class RagevalPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._engine is not None:
             closers = [self._target_client.aclose] if self._target_client is not None else []
+            if self.judge_setup is not None:
+                closers.append(self.judge_setup.judge.aclose)
             self._engine.close(*closers)
             self._engine = None
         if self.is_worker or self.writer is None:
@@ -258,7 +294,7 @@ class RagevalPlugin:
             "complete": complete,
             "config_hash": config_hash(s.snapshot()),
             "eval_set_hash": content_hash((root / f for f in self.eval_files), root),
-            "judge": {"name": s.judge if s.judge_enabled else "none", "model": None, "prompt_version": None, "temperature": None},
+            "judge": judge_info(self.judge_setup.judge if self.judge_setup else None),
             "k": s.k,
             **result,
         }
@@ -277,6 +313,7 @@ class RagevalPlugin:
             "args": list(self.config.invocation_params.args),
             "config": s.snapshot(),
             "client": self._target_client.describe() if self._target_client is not None else None,
+            "judge": self.judge_setup.judge.describe() if self.judge_setup is not None else None,
         }
 
     def write_html(self) -> None:

@@ -6,7 +6,6 @@ from ini/pyproject are relative to rootdir (SPEC section 7).
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ class SettingsError(ValueError):
     """A configuration value is wrong; the message names the setting."""
 
 
-JUDGE_CHOICES = ("auto", "none")
+JUDGE_CHOICES = ("auto", "openai", "lexical", "none")
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,19 @@ class Settings:
     retrieval_only: bool = False
     thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
     gate: Mapping[str, float] = field(default_factory=dict)
+    judge_model: Optional[str] = None
+    judge_base_url: Optional[str] = None
+    judge_json_mode: str = "json_schema"
+    judge_metrics: tuple[str, ...] = ("groundedness", "correctness")
+    judge_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    cache_dir: Path = Path(".rageval_cache")
+    no_cache: bool = False
+    clear_cache: bool = False
+    judge_check: bool = False
+    dry_run: bool = False
+    max_judge_cost: Optional[float] = None
+    spot_check: int = 0
+    spot_check_model: Optional[str] = None
 
     @property
     def judge_enabled(self) -> bool:
@@ -73,6 +85,9 @@ class Settings:
             "k": self.k,
             "require_snippets": self.require_snippets,
             "judge": self.judge,
+            "judge_model": self.judge_model,
+            "judge_base_url": self.judge_base_url,
+            "judge_metrics": list(self.judge_metrics),
             "retrieval_only": self.retrieval_only,
             "store_full_text": self.store_full_text,
             "thresholds": {
@@ -152,10 +167,25 @@ def build_settings(
     except (TypeError, ValueError):
         raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
 
+    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"))
     judge = _first(option.rageval_judge, ini.get("rageval_judge"), "auto")
     if judge not in JUDGE_CHOICES:
         raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
-    judge = "none" if judge == "auto" else judge
+    if judge == "auto":
+        judge = "openai" if judge_model else "lexical"
+    if judge == "openai" and not judge_model:
+        raise SettingsError("--rageval-judge openai needs a model: --rageval-judge-model or ini rageval_judge_model")
+    json_mode = _first(ini.get("rageval_judge_json_mode"), "json_schema")
+    if json_mode not in ("json_schema", "json_object", "text"):
+        raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
+    judge_table = pyproject.get("judge", {})
+    if not isinstance(judge_table, Mapping):
+        raise SettingsError("[tool.rageval.judge] must be a table")
+    judge_metrics = _judge_metrics(judge_table.get("metrics"))
+    prices = _prices(judge_table.get("prices", {}))
+    spot_check = int(option.rageval_spot_check or 0)
+    if spot_check and not option.rageval_spot_check_model:
+        raise SettingsError("--rageval-spot-check needs --rageval-spot-check-model (the second judge model)")
 
     thresholds_table = pyproject.get("thresholds", {})
     if not isinstance(thresholds_table, Mapping):
@@ -193,7 +223,46 @@ def build_settings(
         retrieval_only=bool(option.rageval_retrieval_only),
         thresholds=ThresholdConfig(global_, by_category, cli),
         gate=parse_gate(gate_table, "[tool.rageval.gate]"),
+        judge_model=judge_model,
+        judge_base_url=_first(option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), environ.get("OPENAI_BASE_URL")),
+        judge_json_mode=json_mode,
+        judge_metrics=judge_metrics,
+        judge_prices=prices,
+        cache_dir=cli_path(option.rageval_cache_dir) or ini_path(ini.get("rageval_cache_dir")) or rootdir / ".rageval_cache",
+        no_cache=bool(option.rageval_no_cache),
+        clear_cache=bool(option.rageval_clear_cache),
+        judge_check=bool(option.rageval_judge_check),
+        dry_run=bool(option.rageval_dry_run),
+        max_judge_cost=option.rageval_max_judge_cost,
+        spot_check=spot_check,
+        spot_check_model=option.rageval_spot_check_model,
     )
+
+
+def _judge_metrics(value: Any) -> tuple[str, ...]:
+    """``[tool.rageval.judge] metrics``: which judge metrics to score (default groundedness, correctness)."""
+    from .judges.base import SCALES
+
+    if value is None:
+        return ("groundedness", "correctness")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError("[tool.rageval.judge] metrics: must be a list of metric names")
+    for name in value:
+        if name not in SCALES:
+            raise SettingsError(f"[tool.rageval.judge] metrics: unknown judge metric {name!r} (one of {', '.join(SCALES)})")
+    return tuple(value)
+
+
+def _prices(table: Any) -> dict[str, tuple[float, float]]:
+    """``[tool.rageval.judge.prices]``: model = [USD per 1M prompt tokens, USD per 1M completion tokens]."""
+    if not isinstance(table, Mapping):
+        raise SettingsError("[tool.rageval.judge.prices] must be a table of model = [prompt, completion]")
+    out: dict[str, tuple[float, float]] = {}
+    for model, pair in table.items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, (int, float)) for p in pair)):
+            raise SettingsError(f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens]")
+        out[model] = (float(pair[0]), float(pair[1]))
+    return out
 
 
 def pyproject_path(inipath: Optional[Path], rootdir: Path) -> Optional[Path]:
@@ -202,7 +271,3 @@ def pyproject_path(inipath: Optional[Path], rootdir: Path) -> Optional[Path]:
         return inipath
     candidate = rootdir / "pyproject.toml"
     return candidate if candidate.is_file() else None
-
-
-def environ() -> Mapping[str, str]:
-    return os.environ

@@ -1,0 +1,112 @@
+"""Judge one case: which judge metrics apply, one request each, verdicts into the record.
+
+Pure apart from the judge it is given: no pytest. Exactly one judge call per
+judge metric per case, whatever K is; the abstention classifier runs only when
+the response has no ``abstained`` field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from ..schema import Chunk, EvalCase, RagResponse
+from .base import Judge, JudgeError, JudgeInput, Verdict
+
+
+@dataclass
+class Budget:
+    """Spending cap for judge calls in this process (``--rageval-max-judge-cost``)."""
+
+    limit_usd: Optional[float] = None
+    spent_usd: float = 0.0
+
+    def check(self, metric: str) -> None:
+        if self.limit_usd is not None and self.spent_usd >= self.limit_usd:
+            raise JudgeError(metric, f"judge budget of ${self.limit_usd:g} is spent (--rageval-max-judge-cost); not judged")
+
+    def add(self, verdict: Verdict) -> None:
+        self.spent_usd += verdict.cost_usd
+
+
+@dataclass
+class CaseVerdicts:
+    """What judging one case produced."""
+
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    attempted: list[str] = field(default_factory=list)
+    abstained: Optional[bool] = None  # from the classifier, when it ran
+    error: Optional[JudgeError] = None
+
+
+def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> JudgeInput:
+    """The judge's view of a case: question, answer, top-K texts in rank order, reference, key facts."""
+    return JudgeInput(
+        question=case.question,
+        answer=response.answer,
+        contexts=tuple(c.text or "" for c in top),
+        context_ids=tuple(c.chunk_id for c in top),
+        reference_answer=case.reference_answer,
+        key_facts=tuple(case.expected_key_facts),
+    )
+
+
+def applicable(metric: str, case: EvalCase, abstained: Optional[bool]) -> bool:
+    """Whether a judge metric applies (SPEC section 4)."""
+    if metric in ("groundedness", "faithfulness", "relevancy", "reasoning_quality"):
+        return abstained is not True
+    if metric in ("correctness", "completeness"):
+        return case.answerable
+    return False
+
+
+async def judge_case(
+    judge: Judge,
+    metrics: Sequence[str],
+    case: EvalCase,
+    response: RagResponse,
+    inp: JudgeInput,
+    *,
+    repeat_index: int = 0,
+    budget: Optional[Budget] = None,
+) -> CaseVerdicts:
+    """Run every applicable judge metric once; the first JudgeError stops and is returned."""
+    out = CaseVerdicts()
+    budget = budget or Budget()
+
+    async def one(metric: str) -> Verdict:
+        budget.check(metric)
+        verdict = await judge.judge(metric, inp, repeat_index=repeat_index)
+        budget.add(verdict)
+        return verdict
+
+    abstained = response.abstained
+    try:
+        if abstained is None and judge.supports("abstention"):
+            out.attempted.append("abstention")
+            verdict = await one("abstention")
+            out.verdicts["abstention"] = verdict
+            abstained = out.abstained = bool(verdict.label)
+        wanted = [m for m in metrics if applicable(m, case, abstained) and judge.supports(m)]
+        if case.recency_conflict_rule == "acknowledge_both" and judge.supports("conflict_ack"):
+            wanted.append("conflict_ack")
+        out.attempted.extend(wanted)
+        results = await asyncio.gather(*(one(m) for m in wanted), return_exceptions=True)
+    except JudgeError as exc:
+        out.error = exc
+        return out
+    for metric, result in zip(wanted, results):
+        if isinstance(result, JudgeError):
+            out.error = out.error or result
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            out.verdicts[metric] = result
+    return out
+
+
+def verdict_dict(verdict: Verdict) -> dict[str, Any]:
+    """A verdict as stored in results.jsonl: everything but the zero/empty fields."""
+    data = verdict.model_dump()
+    return {k: v for k, v in data.items() if v not in (None, [], "") or k in ("score", "label")}

@@ -1,0 +1,440 @@
+"""The LLM judge for any OpenAI-compatible endpoint, through the ``openai`` SDK (SPEC section 6).
+
+One chat.completions request per metric per case::
+
+    model, temperature, seed, messages (prompts.build_messages), max_tokens,
+    response_format = {"type": "json_schema", "json_schema": {"name": <metric>,
+                       "schema": RESPONSE_SCHEMAS[metric], "strict": true}}   (json_schema mode)
+                    | {"type": "json_object"}                                 (json_object mode)
+                    | absent                                                  (text mode)
+
+The SDK's own retries are off (``max_retries=0``); this module retries 408/409/
+429/5xx answers, timeouts and connection errors itself, with exponential backoff
+(``backoff`` doubling, capped at ``max_backoff``) that honours ``Retry-After``
+(seconds or HTTP date) and ``retry-after-ms``. A server that rejects the
+json_schema response format (HTTP 400/422/500 naming response_format or
+json_schema, or llama.cpp's 500 "Input should be 'text' or 'json_object'") gets
+the same request once more in the next mode (json_schema -> json_object ->
+text); the judge keeps that mode for the rest of its life.
+
+Answers are parsed strictly: ``json.loads`` of the message content (a ```json
+fence is stripped) validated by the metric's pydantic model. A 0-1 metric's score
+in (1, 100] is divided by 100; any score still outside its scale is malformed.
+A malformed, non-JSON or truncated (finish_reason "length") answer is re-asked
+at most ``max_reasks`` times, then JudgeError. 401/403 raise JudgeAuthError.
+The API key never appears in messages, reprs, ``describe()`` or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import threading
+from datetime import datetime, timezone
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel, ValidationError
+
+from . import prompts
+from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
+
+__all__ = ["JSON_MODES", "OpenAIJudge", "parse_answer", "resolve_api_key", "retry_after_seconds"]
+
+log = logging.getLogger(__name__)
+
+JSON_MODES = ("json_schema", "json_object", "text")
+PLACEHOLDER_KEY = "no-key"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_REJECT_STATUSES = frozenset({400, 422, 500})
+_LLAMA_CPP_REJECTION = "'text' or 'json_object'"
+
+
+def resolve_api_key(environ: Mapping[str, str]) -> str:
+    """RAGEVAL_JUDGE_API_KEY, else OPENAI_API_KEY, else the placeholder ``no-key``."""
+    for name in ("RAGEVAL_JUDGE_API_KEY", "OPENAI_API_KEY"):
+        value = (environ.get(name) or "").strip()
+        if value:
+            return value
+    return PLACEHOLDER_KEY
+
+
+def retry_after_seconds(headers: Any) -> Optional[float]:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date), or None."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+_FENCE = re.compile(r"^```[ \t]*(?:json)?[ \t]*\n?(.*?)\n?[ \t]*```$", re.DOTALL | re.IGNORECASE)
+_THINK = re.compile(r"^<think>.*?</think>", re.DOTALL)
+
+
+def _strip_fence(text: str) -> str:
+    """The text without a leading ``<think>`` block and without a surrounding ```json fence."""
+    text = _THINK.sub("", text.strip(), count=1).strip()
+    found = _FENCE.match(text)
+    return found.group(1).strip() if found else text
+
+
+def _normalise(metric: str, field: str, value: float, high: float) -> float:
+    """A 0-1 value in (1, 100] divided by 100; raise ValueError when outside [0, high] afterwards."""
+    if high == 1.0 and 1.0 < value <= 100.0:
+        value = value / 100.0
+    if not 0.0 <= value <= high:
+        raise ValueError(f"{field} {value:g} is outside the {metric} scale 0-{high:g}")
+    return value
+
+
+def parse_answer(metric: str, content: str) -> Verdict:
+    """A Verdict from the judge's raw answer text; ValueError saying what is wrong otherwise."""
+    text = _strip_fence(content or "")
+    if not text:
+        raise ValueError("the answer was empty")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the answer is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"the answer is JSON {type(data).__name__}, not an object")
+    try:
+        answer = prompts.ANSWER_MODELS[metric].model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"the JSON does not match the {metric} schema ({problems})") from None
+    return _verdict(metric, answer, content)
+
+
+def _verdict(metric: str, answer: BaseModel, raw: str) -> Verdict:
+    values = answer.model_dump()
+    verdict = Verdict(metric=metric, raw=raw, reasoning=str(values.get("reasoning") or ""))
+    if metric in ("faithfulness", "relevancy"):
+        verdict.label = bool(values["passing"])
+        verdict.score = 1.0 if verdict.label else 0.0
+    elif metric in SCALES:
+        verdict.score = _normalise(metric, "score", float(values["score"]), SCALES[metric][1])
+        verdict.supported_claims = list(values.get("supported_claims") or [])
+        verdict.unsupported_claims = list(values.get("unsupported_claims") or [])
+    elif metric == "abstention":
+        verdict.label = bool(values["abstained"])
+        if values.get("confidence") is not None:
+            confidence = _normalise(metric, "confidence", float(values["confidence"]), 1.0)
+            verdict.reasoning = f"confidence {confidence:g}"
+    elif metric == "conflict_ack":
+        verdict.label = bool(values["acknowledges_conflict"])
+    return verdict
+
+
+def _error_text(exc: Any) -> str:
+    """The error message a server put in its body (OpenAI or llama.cpp shape), else the SDK's message."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+        return json.dumps(body)[:2000]
+    if isinstance(body, str):
+        return body
+    return str(getattr(exc, "message", "") or exc)
+
+
+def _rejects_mode(mode: str, status: int, text: str) -> bool:
+    """True when an error answer says the server does not take this response_format mode."""
+    if mode == "text" or status not in _REJECT_STATUSES:
+        return False
+    low = text.lower()
+    if mode == "json_schema":
+        return "response_format" in low or "json_schema" in low or _LLAMA_CPP_REJECTION in low
+    return ("response_format" in low or "json_object" in low) and _LLAMA_CPP_REJECTION not in low
+
+
+class _Attempt:
+    """What one ask produced: the message text, whether it was cut off, and its token usage."""
+
+    def __init__(self, completion: Any) -> None:
+        choice = completion.choices[0]
+        self.content = choice.message.content or ""
+        self.refusal = getattr(choice.message, "refusal", None)
+        self.truncated = choice.finish_reason == "length"
+        usage = getattr(completion, "usage", None)
+        self.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+class OpenAIJudge:
+    """Judge metrics with an OpenAI-compatible chat endpoint (implements ``judges.base.Judge``)."""
+
+    name = "openai"
+    heuristic = False
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        json_mode: str = "json_schema",
+        temperature: float = 0.0,
+        seed: int = 7,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        max_reasks: int = 2,
+        prices: Optional[Mapping[str, tuple[float, float]]] = None,
+        max_tokens: Optional[int] = 1024,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+    ) -> None:
+        if not model:
+            raise ValueError("a judge model is required")
+        if json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, not {json_mode!r}")
+        if max_retries < 0 or max_reasks < 0 or backoff < 0 or max_backoff < 0:
+            raise ValueError("max_retries, max_reasks, backoff and max_backoff must be >= 0")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self.json_mode = json_mode
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.max_reasks = int(max_reasks)
+        self.prices = dict(prices or {})
+        self.max_tokens = max_tokens
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.__key = api_key if api_key else resolve_api_key(os.environ)
+        self._mode = json_mode
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._client_loop: Optional[asyncio.AbstractEventLoop] = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self._mode!r})"
+
+    @property
+    def json_mode_in_use(self) -> str:
+        """The response-format mode requests use now (after any fallback)."""
+        return self._mode
+
+    def describe(self) -> dict[str, Any]:
+        """name, model, base_url, prompt versions, temperature, seed, json_mode, heuristic; never the key."""
+        return {
+            "name": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "prompt_version": prompts.prompt_version(),
+            "prompt_versions": dict(prompts.PROMPT_VERSIONS),
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "json_mode": self.json_mode,
+            "max_tokens": self.max_tokens,
+            "heuristic": False,
+        }
+
+    def supports(self, metric: str) -> bool:
+        return metric in ALL_METRICS
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (when it belongs to the running loop)."""
+        client, loop = self._client, self._client_loop
+        self._client, self._client_loop = None, None
+        if client is None:
+            return
+        if loop is _running_loop():
+            await client.close()
+        elif loop is not None and loop.is_running() and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(client.close(), loop)
+
+    # ------------------------------------------------------------------ judging
+
+    async def judge(self, metric: str, inp: JudgeInput, *, repeat_index: int = 0) -> Verdict:
+        """One verdict for ``metric``: one request, plus its retries and re-asks."""
+        if not self.supports(metric):
+            raise JudgeError(metric, f"the openai judge has no prompt for metric {metric!r}")
+        messages = prompts.build_messages(metric, inp)
+        prompt_tokens = completion_tokens = 0
+        problem, raw = "", ""
+        asks = self.max_reasks + 1
+        for ask in range(1, asks + 1):
+            attempt = await self._ask(metric, messages)
+            prompt_tokens += attempt.prompt_tokens
+            completion_tokens += attempt.completion_tokens
+            raw = attempt.content
+            problem, verdict = self._check(metric, attempt)
+            if verdict is not None:
+                verdict.attempts = ask
+                verdict.prompt_tokens, verdict.completion_tokens = prompt_tokens, completion_tokens
+                verdict.cost_usd = self.cost(prompt_tokens, completion_tokens)
+                return verdict
+            log.debug("rageval judge: %s answer unusable (%s); ask %d of %d", metric, problem, ask, asks)
+            messages = [*messages, {"role": "assistant", "content": raw}, {"role": "user", "content": _reask(problem)}]
+        raise JudgeError(
+            metric,
+            self._scrub(f"unusable judge answer after {asks} attempts: {problem}; last raw answer: {_shorten(raw)!r}"),
+        )
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Estimated USD from the price table (0 for a model not in it)."""
+        price = self.prices.get(self.model)
+        if not price:
+            return 0.0
+        return (prompt_tokens * float(price[0]) + completion_tokens * float(price[1])) / 1_000_000
+
+    @staticmethod
+    def _check(metric: str, attempt: _Attempt) -> tuple[str, Optional[Verdict]]:
+        if attempt.truncated:
+            return "the answer was cut off (finish_reason=length)", None
+        if not attempt.content.strip() and attempt.refusal:
+            return f"the model refused: {_shorten(attempt.refusal, 200)}", None
+        try:
+            return "", parse_answer(metric, attempt.content)
+        except ValueError as exc:
+            return str(exc), None
+
+    # ------------------------------------------------------------------ transport
+
+    def _client_now(self) -> Any:
+        """The AsyncOpenAI client of the running loop, created on first use there."""
+        loop = _running_loop()
+        if self._client is None or self._client_loop is not loop:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url, api_key=self.__key, timeout=self.timeout, max_retries=0
+            )
+            self._client_loop = loop
+        return self._client
+
+    def _request(self, metric: str, messages: list[dict[str, str]], mode: str) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        if mode == "json_schema":
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": metric, "schema": prompts.RESPONSE_SCHEMAS[metric], "strict": True},
+            }
+        elif mode == "json_object":
+            request["response_format"] = {"type": "json_object"}
+        return request
+
+    def _fall_back(self, mode: str) -> str:
+        """Move past ``mode`` (once, even under concurrent calls); the mode to use now."""
+        with self._lock:
+            if self._mode == mode:
+                self._mode = JSON_MODES[JSON_MODES.index(mode) + 1]
+                log.warning("rageval judge: %s rejected response_format %s; using %s from now on",
+                            self.base_url, mode, self._mode)
+            return self._mode
+
+    async def _ask(self, metric: str, messages: list[dict[str, str]]) -> _Attempt:
+        """One chat completion, with retries of transient failures and response-format fallback."""
+        import openai
+
+        retries = 0
+        mode = self._mode
+        while True:
+            try:
+                completion = await self._client_now().chat.completions.create(**self._request(metric, messages, mode))
+                return _Attempt(completion)
+            except openai.APIStatusError as exc:
+                status, text = exc.status_code, _error_text(exc)
+                if _rejects_mode(mode, status, text):
+                    mode = self._fall_back(mode)
+                    continue
+                if status in (401, 403):
+                    raise JudgeAuthError(
+                        metric,
+                        f"judge endpoint refused the API key (HTTP {status}) at {self.base_url}; "
+                        "set RAGEVAL_JUDGE_API_KEY",
+                    ) from None
+                failure = f"HTTP {status}: {_shorten(text, 200)}"
+                transient = status in _RETRY_STATUSES or status >= 500
+                headers = exc.response.headers if exc.response is not None else None
+            except openai.APIConnectionError as exc:
+                kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+                failure, transient, headers = f"{kind} ({_shorten(str(exc), 200)})", True, None
+            except (AttributeError, IndexError, TypeError, openai.APIResponseValidationError) as exc:
+                raise JudgeError(
+                    metric, self._scrub(f"judge endpoint {self.base_url} returned an invalid chat completion: {exc}")
+                ) from None
+            if not transient or retries >= self.max_retries:
+                tries = retries + 1
+                raise JudgeError(
+                    metric,
+                    self._scrub(f"judge request to {self.base_url} failed after {tries} attempt"
+                                f"{'s' if tries != 1 else ''}: {failure}"),
+                )
+            delay = self._delay(retries, headers)
+            retries += 1
+            log.debug("rageval judge: %s; retry %d of %d in %.2f s", self._scrub(failure), retries,
+                      self.max_retries, delay)
+            await asyncio.sleep(delay)
+
+    def _delay(self, retries: int, headers: Any) -> float:
+        """Retry-After when the server sent one, else exponential backoff with a little jitter; capped."""
+        after = retry_after_seconds(headers)
+        if after is not None:
+            return min(after, self.max_backoff)
+        base = self.backoff * (2**retries)
+        return min(base * (1.0 + 0.1 * random.random()), self.max_backoff)
+
+    def _scrub(self, text: str) -> str:
+        """The text with the API key masked (servers sometimes echo it)."""
+        key = self.__key
+        if key and key != PLACEHOLDER_KEY and len(key) >= 4:
+            text = text.replace(key, "***")
+        return text
+
+
+def _reask(problem: str) -> str:
+    return (
+        f"Your previous reply could not be used: {problem}. Reply again with exactly one JSON object in the "
+        "form the instructions give, and nothing else. Keep the reasoning short."
+    )
+
+
+def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+

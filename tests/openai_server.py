@@ -1,0 +1,268 @@
+"""A loopback OpenAI-compatible chat server for tests (no mocks of the SDK).
+
+``with OpenAIServer(responder) as srv:`` serves ``POST /v1/chat/completions`` on
+127.0.0.1 (any other path: 404), records every request in ``srv.requests``
+(``{"path", "body", "headers"}``; header names lower-cased) and answers with
+``responder(body, headers) -> (status, headers, body)``. ``srv.base_url`` is
+``http://127.0.0.1:PORT/v1``. The responder can be swapped at any time
+(``srv.responder = ...``). Works for in-process tests and for pytester
+subprocess runs (pass ``srv.base_url`` on the command line).
+
+Ready responders: ``verdicts`` (a fixed answer per metric), ``content`` (always
+the same message text), ``truncated``, ``fail_times`` (N errors first, optionally
+with Retry-After), ``reject_json_schema`` (llama.cpp's 500), ``sequence``.
+Run ``python tests/openai_server.py`` to serve ``verdicts()`` by hand.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Mapping, Optional, Union
+
+Body = Union[dict, list, str, bytes]
+Reply = tuple[int, dict, Body]
+Responder = Callable[[dict, dict], Reply]
+
+#: A plausible answer for every judge metric (used by ``verdicts()`` for metrics not given).
+DEFAULT_VERDICTS: dict[str, dict[str, Any]] = {
+    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [],
+                     "score": 4},
+    "correctness": {"reasoning": "Matches the reference.", "score": 4},
+    "faithfulness": {"reasoning": "Supported by the context.", "passing": True},
+    "relevancy": {"reasoning": "Addresses the question.", "passing": True},
+    "completeness": {"reasoning": "Covers the question.", "score": 0.8},
+    "reasoning_quality": {"reasoning": "Clear and logical.", "score": 0.8},
+    "abstention": {"abstained": False, "confidence": 0.9},
+    "conflict_ack": {"reasoning": "Mentions both sources.", "acknowledges_conflict": True},
+}
+
+LLAMA_CPP_REJECTION = {"error": {"code": 500, "message": "Input should be 'text' or 'json_object'", "type": "server_error"}}
+
+_ids = itertools.count(1)
+_MARKER = re.compile(r"\[prompt ([a-z_]+)/v\d+\]")
+
+
+# --------------------------------------------------------------------------- reply helpers
+
+
+def completion(content: Optional[str], *, model: str = "judge-model", finish_reason: str = "stop",
+               prompt_tokens: Optional[int] = 100, completion_tokens: Optional[int] = 20) -> dict:
+    """A chat.completion body; ``prompt_tokens=None`` leaves ``usage`` out."""
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+    }
+    if prompt_tokens is not None:
+        completion_tokens = completion_tokens or 0
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                         "total_tokens": prompt_tokens + completion_tokens}
+    return body
+
+
+def ok(content: str, **kwargs: Any) -> Reply:
+    """A 200 reply carrying ``content`` as the assistant message."""
+    return 200, {}, completion(content, **kwargs)
+
+
+def error(status: int, message: str, *, type_: str = "server_error", headers: Optional[dict] = None) -> Reply:
+    """An error reply in OpenAI's ``{"error": {...}}`` shape."""
+    return status, dict(headers or {}), {"error": {"message": message, "type": type_, "code": status}}
+
+
+def metric_of(body: Mapping[str, Any]) -> Optional[str]:
+    """The judge metric of a request: the json_schema name, else the prompt's version marker."""
+    fmt = body.get("response_format") or {}
+    name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, Mapping) else None
+    if name:
+        return str(name)
+    for message in body.get("messages") or []:
+        found = _MARKER.search(str(message.get("content") or ""))
+        if found:
+            return found.group(1)
+    return None
+
+
+def user_text(body: Mapping[str, Any]) -> str:
+    """The first user message of a request."""
+    return next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+
+
+# --------------------------------------------------------------------------- responders
+
+
+def verdicts(answers: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Responder:
+    """Answer each metric with ``answers[metric]`` (a dict is sent as JSON, a str as is), else its default."""
+    table: dict[str, Any] = {**DEFAULT_VERDICTS, **(answers or {})}
+
+    def respond(body: dict, headers: dict) -> Reply:
+        metric = metric_of(body)
+        if metric not in table:
+            return error(400, f"test server: no verdict for metric {metric!r}", type_="invalid_request_error")
+        answer = table[metric]
+        return ok(answer if isinstance(answer, str) else json.dumps(answer), **kwargs)
+
+    return respond
+
+
+def content(text: str, **kwargs: Any) -> Responder:
+    """Always answer with this message text (e.g. not JSON)."""
+    return lambda body, headers: ok(text, **kwargs)
+
+
+def truncated(text: str = '{"reasoning": "The answer is supported by', **kwargs: Any) -> Responder:
+    """Always answer with a cut-off message (finish_reason "length")."""
+    return lambda body, headers: ok(text, finish_reason="length", **kwargs)
+
+
+def sequence(*responders: Responder) -> Responder:
+    """The i-th request goes to ``responders[i]``; the last one answers everything after."""
+    lock, calls = threading.Lock(), itertools.count()
+
+    def respond(body: dict, headers: dict) -> Reply:
+        with lock:
+            index = next(calls)
+        return responders[min(index, len(responders) - 1)](body, headers)
+
+    return respond
+
+
+def fail_times(n: int, status: int = 429, *, then: Optional[Responder] = None, retry_after: Optional[str] = None,
+               message: str = "Rate limit reached") -> Responder:
+    """The first ``n`` requests get ``status`` (with ``Retry-After`` when given), later ones go to ``then``."""
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    failing: Responder = lambda body, hdrs: error(status, message, type_="rate_limit_error", headers=headers)  # noqa: E731
+    return sequence(*([failing] * n), then or verdicts())
+
+
+def reject_json_schema(then: Optional[Responder] = None) -> Responder:
+    """Answer json_schema requests like llama.cpp's server (500); pass the others to ``then``."""
+    after = then or verdicts()
+
+    def respond(body: dict, headers: dict) -> Reply:
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":
+            return 500, {}, LLAMA_CPP_REJECTION
+        return after(body, headers)
+
+    return respond
+
+
+def slow(seconds: float, then: Optional[Responder] = None) -> Responder:
+    """Sleep before answering (for timeouts)."""
+    after = then or verdicts()
+
+    def respond(body: dict, headers: dict) -> Reply:
+        time.sleep(seconds)
+        return after(body, headers)
+
+    return respond
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many concurrent judge calls: the default backlog of 5 stalls connects for 1 s
+
+
+class OpenAIServer:
+    """``with OpenAIServer(responder) as srv: srv.base_url`` — a loopback chat-completions endpoint."""
+
+    def __init__(self, responder: Optional[Responder] = None) -> None:
+        self.responder: Responder = responder or verdicts()
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._httpd = _HTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True)
+        self._started = False
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
+                    self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {"_raw": raw.decode("utf-8", "replace")}
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with server._lock:
+                    server.requests.append({"path": self.path, "body": body, "headers": headers})
+                self._send(*server.responder(body, headers))
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+            def _send(self, status: int, headers: dict, payload: Body) -> None:
+                if isinstance(payload, bytes):
+                    data, ctype = payload, "application/octet-stream"
+                elif isinstance(payload, str):
+                    data, ctype = payload.encode(), "text/plain; charset=utf-8"
+                else:
+                    data, ctype = json.dumps(payload).encode(), "application/json"
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies of all requests so far."""
+        with self._lock:
+            return [r["body"] for r in self.requests]
+
+    def metrics(self) -> list[Optional[str]]:
+        """The judge metric of each request so far."""
+        return [metric_of(b) for b in self.bodies()]
+
+    def start(self) -> "OpenAIServer":
+        if not self._started:
+            self._thread.start()
+            self._started = True
+        return self
+
+    def stop(self) -> None:
+        if self._started:
+            self._httpd.shutdown()
+            self._started = False
+        self._httpd.server_close()
+
+    def __enter__(self) -> "OpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    with OpenAIServer() as srv:
+        print(srv.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass

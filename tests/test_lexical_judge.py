@@ -1,0 +1,328 @@
+"""The offline lexical judge on seed 000's worked example (SPEC section 6, ``lexical``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from pytest_rageval.judges.base import ALL_METRICS, CLASSIFIERS, SCALES, Judge, JudgeError, JudgeInput, Verdict
+from pytest_rageval.judges.lexical import LEXICAL_METRICS, LexicalJudge, content_tokens, is_refusal, split_claims
+
+# --------------------------------------------------------------------------- seed 000
+
+QUESTION = "What is the status of the STIP proposal and who proposed it?"
+CHUNK_TALLY = """# Arbitrum Short-Term Incentive Program (STIP)
+
+Author: Arbitrum Foundation
+Category: Incentives
+Created: 2023-10-15
+
+## Tally On-chain Vote
+Status: executed
+On-chain ID: 47832
+Voting Start: 2023-11-01
+Voting End: 2023-11-15
+URL: https://www.tally.xyz/gov/arbitrum/proposal/47832
+Options: For, Against, Abstain"""
+CHUNK_SNAPSHOT = """# Arbitrum Short-Term Incentive Program (STIP)
+
+## Snapshot Temperature Check
+Status: closed
+Voting Start: 2023-10-20
+Voting End: 2023-10-27
+URL: https://snapshot.org/#/arbitrumfoundation.eth/proposal/0xabc123
+Options: For, Against, Abstain"""
+CHUNK_FORUM = """The STIP program allocated 50 million ARB tokens to incentivize
+protocol growth on Arbitrum. Delegates raised concerns about the
+lack of accountability metrics and the short timeline for
+distributing funds. Some argued the amount was too large given
+market conditions.
+
+Post by: dk3 (@dk3)
+Posted: 2023-10-18"""
+CONTEXTS = (CHUNK_TALLY, CHUNK_SNAPSHOT, CHUNK_FORUM)
+
+FAITHFUL = """The STIP (Short-Term Incentive Program) proposal was authored by
+the Arbitrum Foundation. It has been executed after passing both the Snapshot
+temperature check and the Tally on-chain vote. The program allocated
+50 million ARB tokens for protocol incentives."""
+HALLUCINATED = """The STIP proposal was authored by Offchain Labs and requested 100 million
+ARB tokens. It was vetoed by the Security Council."""
+REFERENCE = (
+    "The STIP proposal was proposed by the Arbitrum Foundation. Its current status is 'executed' "
+    "\u2014 it passed the Tally on-chain vote after clearing the Snapshot temperature check."
+)
+KEY_FACTS = ("Arbitrum Foundation", "executed", "50 million ARB")
+
+
+def judge(metric: str, answer: str, **kw: object) -> Verdict:
+    """One lexical verdict over seed 000's question and contexts (overridable)."""
+    fields: dict[str, object] = {"question": QUESTION, "answer": answer, "contexts": CONTEXTS, **kw}
+    return asyncio.run(LexicalJudge().judge(metric, JudgeInput(**fields)))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def test_describe_and_supports() -> None:
+    j: Judge = LexicalJudge()  # checked statically: Judge is not runtime_checkable
+    assert j.name == "lexical" and j.heuristic is True
+    info = j.describe()
+    assert info == {
+        "name": "lexical",
+        "model": "lexical-heuristic",
+        "base_url": None,
+        "prompt_versions": {m: "lexical/v1" for m in LEXICAL_METRICS},
+        "temperature": 0.0,
+        "seed": None,
+        "json_mode": None,
+        "heuristic": True,
+    }
+    assert {m for m in ALL_METRICS if j.supports(m)} == set(ALL_METRICS) - {"reasoning_quality"}
+    assert not j.supports("nonsense")
+    assert asyncio.run(j.aclose()) is None
+
+
+def test_reasoning_quality_raises_judge_error() -> None:
+    with pytest.raises(JudgeError, match="the lexical judge does not score reasoning_quality") as info:
+        judge("reasoning_quality", FAITHFUL)
+    assert info.value.metric == "reasoning_quality"
+
+
+@pytest.mark.parametrize("metric", LEXICAL_METRICS)
+@pytest.mark.parametrize("answer", [FAITHFUL, HALLUCINATED, "", "I don't know."])
+def test_every_verdict_is_a_costless_heuristic_on_scale(metric: str, answer: str) -> None:
+    v = judge(metric, answer, key_facts=KEY_FACTS, reference_answer=REFERENCE)
+    assert v.metric == metric
+    assert v.reasoning.endswith("(heuristic)")
+    assert (v.prompt_tokens, v.completion_tokens, v.cost_usd) == (0, 0, 0.0)
+    raw = json.loads(v.raw)
+    assert raw["metric"] == metric
+    assert v.raw == json.dumps(raw, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    if metric in CLASSIFIERS:
+        assert v.score is None and isinstance(v.label, bool)
+    else:
+        low, high = SCALES[metric]
+        assert v.score is not None and low <= v.score <= high
+
+
+@pytest.mark.parametrize("metric", LEXICAL_METRICS)
+def test_deterministic(metric: str) -> None:
+    first = judge(metric, HALLUCINATED, key_facts=KEY_FACTS, reference_answer=REFERENCE)
+    again = asyncio.run(
+        LexicalJudge().judge(
+            metric,
+            JudgeInput(QUESTION, HALLUCINATED, CONTEXTS, key_facts=KEY_FACTS, reference_answer=REFERENCE),
+            repeat_index=3,
+        )
+    )
+    assert first == again
+
+
+# --------------------------------------------------------------------------- groundedness / faithfulness
+
+
+def test_faithful_answer_is_grounded() -> None:
+    v = judge("groundedness", FAITHFUL)
+    assert v.score is not None and v.score >= 4
+    assert v.unsupported_claims == []
+    assert len(v.supported_claims) == 3
+    assert v.reasoning.startswith("3 of 3 claims share >=60% of their content words")
+    f = judge("faithfulness", FAITHFUL)
+    assert (f.score, f.label) == (1.0, True)
+
+
+def test_hallucinated_answer_is_not_grounded() -> None:
+    v = judge("groundedness", HALLUCINATED)
+    assert v.score is not None and v.score <= 1
+    assert v.supported_claims == []
+    assert "It was vetoed by the Security Council." in v.unsupported_claims
+    assert any("Offchain Labs" in claim and "100 million" in claim for claim in v.unsupported_claims)
+    f = judge("faithfulness", HALLUCINATED)
+    assert (f.score, f.label) == (0.0, False)
+    assert "It was vetoed by the Security Council." in f.unsupported_claims
+
+
+def test_a_wrong_number_makes_a_claim_unsupported() -> None:
+    right = judge("groundedness", "The STIP program allocated 50 million ARB tokens.")
+    wrong = judge("groundedness", "The STIP program allocated 70 million ARB tokens.")
+    assert (right.score, wrong.score) == (5.0, 0.0)
+
+
+def test_mixed_answer_scores_in_between() -> None:
+    v = judge(
+        "groundedness",
+        "The STIP proposal was authored by the Arbitrum Foundation. It was vetoed by the Security Council.",
+    )
+    assert v.score == 2.5
+    assert v.unsupported_claims == ["It was vetoed by the Security Council."]
+    assert judge("faithfulness", v.supported_claims[0] + " It was vetoed by the Security Council.").label is False
+
+
+def test_claims_are_supported_across_chunks_but_not_without_context() -> None:
+    assert judge("groundedness", FAITHFUL, contexts=(CHUNK_TALLY, CHUNK_FORUM)).score == pytest.approx(3.3)
+    empty = judge("groundedness", FAITHFUL, contexts=())
+    assert empty.score == 0.0 and "no retrieved context" in empty.reasoning
+
+
+def test_empty_answer_has_no_claims() -> None:
+    v = judge("groundedness", "  \n")
+    assert v.score == 0.0
+    assert v.reasoning == "empty answer: no claims to check (heuristic)"
+
+
+def test_claims_ignore_citations_and_split_bullets() -> None:
+    answer = (
+        "Here is what I found:\n"
+        "- The STIP proposal was executed [1].\n"
+        "- It allocated 50 million ARB tokens (source: forum post); delegates raised concerns.\n\n"
+        "Sources: [1] tally.md"
+    )
+    assert split_claims(answer) == [
+        "The STIP proposal was executed.",
+        "It allocated 50 million ARB tokens",
+        "delegates raised concerns.",
+    ]
+    assert judge("groundedness", answer).score == 5.0
+
+
+def test_tokens_keep_numbers_and_normalise_words() -> None:
+    tokens = content_tokens("The Foundation's proposals were voted on 2023-11-15 (ID 47832).")
+    assert {"2023", "11", "15", "47832"} <= tokens
+    assert content_tokens("proposal") <= tokens and content_tokens("voting") <= tokens
+    assert not tokens & {"the", "were", "on"}
+
+
+# --------------------------------------------------------------------------- correctness / completeness
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (FAITHFUL, 5.0),
+        ("The STIP proposal has been executed.", 1.7),
+        (HALLUCINATED, 0.0),
+    ],
+)
+def test_correctness_with_key_facts(answer: str, expected: float) -> None:
+    v = judge("correctness", answer, key_facts=KEY_FACTS)
+    assert v.score == expected
+    completeness = judge("completeness", answer, key_facts=KEY_FACTS)
+    assert completeness.score == pytest.approx(expected / 5, abs=0.01)
+
+
+def test_correctness_partial_names_missing_facts() -> None:
+    v = judge("correctness", "The STIP proposal has been executed.", key_facts=KEY_FACTS)
+    assert 0 < v.score < 5  # type: ignore[operator]
+    assert "1 of 3 key facts" in v.reasoning and "Arbitrum Foundation" in v.reasoning
+
+
+def test_correctness_with_reference_answer() -> None:
+    good = judge("correctness", FAITHFUL, reference_answer=REFERENCE)
+    bad = judge("correctness", HALLUCINATED, reference_answer=REFERENCE)
+    same = judge("correctness", REFERENCE, reference_answer=REFERENCE)
+    assert same.score == 5.0
+    assert good.score >= 3 > bad.score  # type: ignore[operator]
+    assert "token F1 with the reference answer" in good.reasoning
+    both = judge("correctness", FAITHFUL, reference_answer=REFERENCE, key_facts=KEY_FACTS)
+    assert both.score == pytest.approx((5.0 + good.score) / 2, abs=0.06)  # type: ignore[operator]
+
+
+def test_correctness_fallback_says_so() -> None:
+    v = judge("correctness", FAITHFUL)
+    assert v.score is not None and v.score >= 4
+    assert v.reasoning.startswith("no reference answer or key facts")
+    assert judge("correctness", "I don't know.").score == 0.0
+    assert judge("correctness", "").reasoning == "empty answer (heuristic)"
+
+
+def test_completeness_without_key_facts_uses_the_question() -> None:
+    assert judge("completeness", FAITHFUL).score == pytest.approx(0.667)
+    assert judge("completeness", "Bananas are yellow.").score == 0.0
+    assert judge("completeness", "I could not find the STIP proposal status.").score == 0.0
+
+
+# --------------------------------------------------------------------------- relevancy
+
+
+def test_relevancy() -> None:
+    on_topic = judge("relevancy", FAITHFUL)
+    assert (on_topic.score, on_topic.label) == (1.0, True)
+    assert judge("relevancy", HALLUCINATED).label is True  # on topic, however wrong (seed 000 scenario A)
+    assert judge("relevancy", "The Treasury Management proposal is in the Snapshot phase.").label is False
+    refusal = judge("relevancy", "I could not find the status of the STIP proposal.")
+    assert (refusal.score, refusal.label) == (0.0, False)
+    assert "refusal" in refusal.reasoning
+
+
+# --------------------------------------------------------------------------- abstention
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I could not find this in the notes.",
+        "The notes do not mention it",
+        "I don't know.",
+        "I\u2019m not sure which proposal you mean.",
+        "There is no information about the STIP in the provided context.",
+        "Not enough information to answer.",
+        "I am unable to answer that.",
+        "I can't answer that from the documents.",
+        "The context has insufficient information.",
+        "The budget is not mentioned in the documents.",
+        "No relevant documents were retrieved.",
+        "",
+        "   ",
+    ],
+)
+def test_refusals(answer: str) -> None:
+    assert is_refusal(answer)
+    v = judge("abstention", answer)
+    assert v.label is True and v.score is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The proposal was not executed",
+        "The proposal does not include a budget.",
+        "Delegates said the funding was insufficient.",
+        FAITHFUL,
+        HALLUCINATED,
+    ],
+)
+def test_non_refusals(answer: str) -> None:
+    assert not is_refusal(answer)
+    v = judge("abstention", answer)
+    assert v.label is False and v.score is None
+
+
+# --------------------------------------------------------------------------- conflict_ack
+
+
+def test_conflict_acknowledged() -> None:
+    v = judge("conflict_ack", "Earlier posts said 2024-01, but the later update says 2024-03")
+    assert v.label is True and v.score is None
+    assert json.loads(v.raw)["dates"] == [[2024, 1, None], [2024, 3, None]]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The migration is scheduled for 2024-03.",
+        "The STIP proposal was executed in November 2023.",
+        "It passed but funding was delayed.",
+    ],
+)
+def test_conflict_not_acknowledged(answer: str) -> None:
+    assert judge("conflict_ack", answer).label is False
+
+
+def test_conflict_acknowledged_by_two_dates_alone() -> None:
+    two_sources = "The forum post gives 2024-01; the governance page gives March 2024."
+    assert judge("conflict_ack", two_sources).label is True
+    # the same date written two ways is one date
+    assert judge("conflict_ack", "It ended on 2023-11-15 (November 15, 2023).").label is False
