@@ -125,7 +125,7 @@ def test_identical_rerun_makes_no_judge_request(project: pytest.Pytester, worker
     _, metrics = latest(project.path)
     assert metrics["aggregate_metrics"]["judge_cache"] == {"hits": 5, "misses": 0}
     assert metrics["aggregate_metrics"]["cost"]["judge_total_tokens"] == 0
-    second.stdout.fnmatch_lines(["*cache hits 5, misses 0*"])
+    second.stdout.fnmatch_lines(["*judge: openai (judge-model); cache hits 5, misses 0; 0 tokens*"])
 
 
 def test_changing_model_or_base_url_misses_the_cache(project: pytest.Pytester) -> None:
@@ -190,6 +190,38 @@ def test_judge_marker_and_retrieval_only(project: pytest.Pytester) -> None:
     retrieval.assert_outcomes(passed=3, failed=1)  # mars: no abstained field and no judge -> abstention unknown
     _, metrics = latest(project.path)
     assert metrics["judge"]["name"] == "none" and metrics["aggregate_metrics"]["groundedness_avg"] is None
+
+
+def test_spot_check_reports_disagreement(project: pytest.Pytester) -> None:
+    def second_opinion(body: dict, headers: dict) -> Any:
+        if body["model"] == "judge-model":
+            return judge_responder(body, headers)
+        # The second model agrees on correctness and on q-good, but sees q-low's groundedness as 4 (primary said 1).
+        metric = metric_of(body)
+        text = user_text(body)
+        if metric == "groundedness":
+            return ok(json.dumps({"reasoning": "fine", "score": 4, "supported_claims": [], "unsupported_claims": []}))
+        return judge_responder(body, headers)
+
+    with AskServer(rag) as ragsrv, OpenAIServer(second_opinion) as judge:
+        result = run(project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-spot-check=5",
+                     "--rageval-spot-check-model=judge-model-b")
+        models = sorted({b["model"] for b in judge.bodies()})
+    assert models == ["judge-model", "judge-model-b"]
+    _, metrics = latest(project.path)
+    reliability = metrics["aggregate_metrics"]["judge_reliability"]
+    assert reliability["spot_check_n"] == 2 and reliability["disagreement_rate"] == pytest.approx(0.5)
+    result.stdout.fnmatch_lines(["*judge spot check (judge-model-b): 2 cases, disagreement rate 0.500*"])
+
+
+def test_max_judge_cost_stops_judging(project: pytest.Pytester) -> None:
+    project.makepyprojecttoml('[tool.rageval.judge.prices]\n"judge-model" = [1000000.0, 1000000.0]\n')
+    with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
+        result = run(project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-max-judge-cost=1", "--rageval-no-cache")
+    # The first case's two verdicts cost far more than $1; the second case is not judged and errors saying why.
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*judge budget of $1 is spent (--rageval-max-judge-cost)*"])
+    assert len(judge.requests) == 2
 
 
 def test_lexical_is_the_offline_default(project: pytest.Pytester) -> None:

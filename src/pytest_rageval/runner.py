@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
 from .judges.base import SCALES, Judge, JudgeAuthError
-from .judges.judging import Budget, judge_case, judge_input, verdict_dict
+from .judges.judging import Budget, disagrees, judge_case, judge_input, verdict_dict
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case
 from .schema import Chunk, EvalCase, RagResponse
@@ -169,6 +169,8 @@ def fill_response(record: dict[str, Any], case: EvalCase, response: RagResponse,
         "context_chunk_ids": [c.chunk_id for c in top],
         "context_chunks_truncated": [(c.text or "")[:TRUNCATE] for c in top],
     }
+    if full:
+        record["judge_input"]["contexts"] = [c.text or "" for c in top]
 
 
 async def evaluate_case(
@@ -181,6 +183,7 @@ async def evaluate_case(
     file: str,
     line: int,
     judge: Optional[JudgeSetup] = None,
+    spot_check: Optional[JudgeSetup] = None,
 ) -> dict[str, Any]:
     """Run ``case`` (``case.runs`` times) and return its CaseRecord without an outcome.
 
@@ -221,6 +224,8 @@ async def evaluate_case(
                 record["judge_attempted"] = attempted
                 record["error"] = {"kind": "judge", "message": str(outcome.error)}
                 return record
+            if spot_check is not None and run == 0:
+                await _spot_check(record, spot_check, case, response, top, outcome.verdicts)
             classified = outcome.abstained
             ack = outcome.verdicts.get("conflict_ack")
             acknowledges = ack.label if ack is not None else None
@@ -246,6 +251,20 @@ async def evaluate_case(
     representative = next(m for m, v in zip(per_run, verdicts) if v == passed)
     record["misses"] = [] if passed else [m.as_dict() for m in find_misses(representative, thresholds)]
     return record
+
+
+async def _spot_check(record: dict[str, Any], setup: JudgeSetup, case: EvalCase, response: RagResponse,
+                      top: list[Chunk], primary: Mapping[str, Any]) -> None:
+    """Re-judge with the second model; store both scores and whether they disagree."""
+    second = await judge_case(setup.judge, setup.metrics, case, response, judge_input(case, response, top), budget=setup.budget)
+    _account(record, second.verdicts.values(), cached=setup.cached)
+    pairs = {m: (primary[m], v) for m, v in second.verdicts.items() if m in primary and m in SCALES}
+    record["spot_check"] = {
+        "model": setup.judge.describe().get("model"),
+        "scores": {m: [a.score, b.score] for m, (a, b) in pairs.items()},
+        "disagrees": any(disagrees(a, b) for a, b in pairs.values()) if pairs else None,
+        "error": str(second.error) if second.error else None,
+    }
 
 
 def _account(record: dict[str, Any], verdicts: Any, *, cached: bool) -> None:

@@ -8,6 +8,7 @@ session, or xdist's master) writes files and gates (docs/internals.md).
 from __future__ import annotations
 
 import glob
+import random
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -74,6 +75,13 @@ class RagevalPlugin:
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
         self.judge_setup: Optional[JudgeSetup] = build_judge(settings, _environ())
+        self.spot_setup: Optional[JudgeSetup] = (
+            build_judge(settings, _environ(), model=settings.spot_check_model)
+            if settings.spot_check and self.judge_setup is not None
+            else None
+        )
+        self.spot_ids: frozenset[str] = frozenset()
+        self.spot_results: list[bool] = []
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
         self._engine: Optional[Engine] = None
         self._target_client: Optional[RagClient] = None
@@ -117,6 +125,14 @@ class RagevalPlugin:
         if file_path.suffix == ".jsonl":
             return EvalSetFile.from_parent(parent, path=file_path)
         return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Choose the spot-check sample: the same on every xdist worker (seeded, over sorted node ids)."""
+        if self.spot_setup is None:
+            return
+        ids = sorted(item.nodeid for item in items if isinstance(item, CaseItem) and item.case.skip is None)
+        self.spot_ids = frozenset(random.Random(0).sample(ids, min(self.settings.spot_check, len(ids))))
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -201,6 +217,7 @@ class RagevalPlugin:
             file=file,
             line=item.line,
             judge=self.judge_for(item.funcargs["rageval_judge"]),
+            spot_check=self.spot_setup if item.nodeid in self.spot_ids else None,
         )
         return self.evaluate(coro)
 
@@ -267,13 +284,17 @@ class RagevalPlugin:
             self.aggregator.add(rec)
             if rec.get("file"):
                 self.eval_files.add(rec["file"])
+            spot = rec.get("spot_check") or {}
+            if spot.get("disagrees") is not None:
+                self.spot_results.append(bool(spot["disagrees"]))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._engine is not None:
             closers = [self._target_client.aclose] if self._target_client is not None else []
-            if self.judge_setup is not None:
-                closers.append(self.judge_setup.judge.aclose)
+            for setup in (self.judge_setup, self.spot_setup):
+                if setup is not None:
+                    closers.append(setup.judge.aclose)
             self._engine.close(*closers)
             self._engine = None
         if self.is_worker or self.writer is None:
@@ -288,6 +309,13 @@ class RagevalPlugin:
         s = self.settings
         root = s.rootdir
         result = self.aggregator.result()
+        if self.spot_setup is not None:
+            n = len(self.spot_results)
+            result["aggregate_metrics"]["judge_reliability"] = {
+                "disagreement_rate": sum(self.spot_results) / n if n else None,
+                "spot_check_n": n,
+                "model": self.settings.spot_check_model,
+            }
         return {
             "run_id": self.writer.run_id if self.writer else None,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),

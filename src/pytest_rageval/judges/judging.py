@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from ..schema import Chunk, EvalCase, RagResponse
-from .base import Judge, JudgeError, JudgeInput, Verdict
+from .base import SCALES, Judge, JudgeError, JudgeInput, Verdict
 
 
 @dataclass
@@ -104,6 +104,14 @@ async def judge_case(
         else:
             out.verdicts[metric] = result
     return out
+
+
+def disagrees(first: Verdict, second: Verdict) -> bool:
+    """Seed 003's spot-check rule: scores more than one point apart on 0-5 (0.2 on 0-1), or different labels."""
+    if first.score is not None and second.score is not None:
+        low, high = SCALES.get(first.metric, (0.0, 5.0))
+        return abs(first.score - second.score) > (high - low) / 5 + 1e-9
+    return first.label != second.label
 
 
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:

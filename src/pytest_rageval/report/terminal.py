@@ -98,9 +98,7 @@ def summary_lines(
         f"{metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, {metrics.get('errors', 0)} errors, "
         f"{metrics.get('skipped', 0)} skipped, {metrics.get('invalid_lines', 0)} invalid lines"
     )
-    judge = metrics.get("judge", {}).get("name", "none")
-    cache = agg.get("judge_cache") or {}
-    lines = [f"cases: {counts}; judge: {judge} (cache hits {cache.get('hits', 0)}, misses {cache.get('misses', 0)}); k={settings.k}"]
+    lines = [f"cases: {counts}; k={settings.k}", _judge_line(metrics)]
     if not metrics.get("complete", True):
         lines.append("run INCOMPLETE: metrics cover the finished cases only")
     for name in SUMMARY_METRICS:
@@ -123,6 +121,16 @@ def summary_lines(
     ops = agg.get("operational_metrics") or {}
     if ops.get("error_rate"):
         lines.append(f"  error rate {ops['error_rate']:.3f}, timeout rate {ops.get('timeout_rate') or 0:.3f}")
+    for metric, cov in sorted((agg.get("judge_coverage") or {}).items()):
+        if cov.get("coverage") is not None and cov["coverage"] < 1:
+            lines.append(f"  judge coverage of {metric}: {cov['scored']}/{cov['attempted']} scored ({cov['coverage']:.3f})")
+    reliability = agg.get("judge_reliability")
+    if reliability:
+        rate = reliability.get("disagreement_rate")
+        lines.append(
+            f"  judge spot check ({reliability.get('model')}): {reliability['spot_check_n']} cases, "
+            f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}"
+        )
     if comparison is not None:
         from ..gate import format_comparison
 
@@ -134,6 +142,22 @@ def summary_lines(
     if run_dir is not None:
         lines.append(f"run: {run_dir} (metrics.json, results.jsonl, report.html)")
     return lines
+
+
+def _judge_line(metrics: Mapping[str, Any]) -> str:
+    """The judge in use, its cache hits and misses, tokens and estimated cost."""
+    info = metrics.get("judge") or {}
+    name = info.get("name") or "none"
+    if name == "none":
+        return "judge: none"
+    agg = metrics.get("aggregate_metrics", {})
+    cache = agg.get("judge_cache") or {}
+    cost = agg.get("cost") or {}
+    label = f"{name} ({info.get('model')}{'; heuristic scores' if info.get('heuristic') else ''})"
+    return (
+        f"judge: {label}; cache hits {cache.get('hits', 0)}, misses {cache.get('misses', 0)}; "
+        f"{cost.get('judge_total_tokens', 0)} tokens, ~${cost.get('judge_total_usd', 0.0):.4f}"
+    )
 
 
 def _is_notable(line: str, comparison: "Comparison") -> bool:
