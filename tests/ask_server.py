@@ -34,6 +34,11 @@ def answer(text: str, chunks: list[dict], *, references: Optional[list[dict]] = 
     return body
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default (5) stalls bursts of concurrent connects for a second
+    daemon_threads = True
+
+
 class AskServer:
     """``with AskServer(responder) as srv: srv.url`` — records every request body and query."""
 
@@ -70,8 +75,8 @@ class AskServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:

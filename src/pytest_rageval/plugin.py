@@ -50,6 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)")
     group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
+    group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help="cases in flight at once in this process, RAG and judge requests included (default 8)")
     group.addoption("--rageval-judge", default=None, choices=("auto", "openai", "lexical", "none"), help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
     group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")

@@ -10,6 +10,7 @@ synchronous pytest items now and many concurrent cases later.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
@@ -27,24 +28,34 @@ TRUNCATE = 200
 
 
 class Engine:
-    """An asyncio event loop running in a daemon thread for the whole session."""
+    """An asyncio event loop in a daemon thread for the whole session.
 
-    def __init__(self) -> None:
+    ``submit`` starts a coroutine at once, at most ``concurrency`` of them
+    running together; the caller waits on the returned future.
+    """
+
+    def __init__(self, concurrency: int = 1) -> None:
         self._loop = asyncio.new_event_loop()
+        self._slots = asyncio.Semaphore(max(1, concurrency))
         self._thread = threading.Thread(target=self._loop.run_forever, name="rageval-loop", daemon=True)
         self._thread.start()
 
+    def submit(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
+        """Start ``coro`` on the loop, bounded by the concurrency slots."""
+
+        async def bounded() -> T:
+            async with self._slots:
+                return await coro
+
+        return asyncio.run_coroutine_threadsafe(bounded(), self._loop)
+
     def run(self, coro: Awaitable[T]) -> T:
-        """Run ``coro`` on the loop and wait for it; Ctrl-C cancels it."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()
-            raise
+        """Run ``coro`` on the loop (not counted against the slots) and wait; Ctrl-C cancels it."""
+        return wait(asyncio.run_coroutine_threadsafe(coro, self._loop))  # type: ignore[arg-type]
 
     def close(self, *closers: Callable[[], Awaitable[Any]]) -> None:
-        """Await each closer, then stop the loop and join its thread."""
+        """Cancel what is still running, await each closer, stop the loop and join its thread."""
+        self._loop.call_soon_threadsafe(self._cancel_all)
         for closer in closers:
             try:
                 self.run(closer())
@@ -54,6 +65,19 @@ class Engine:
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
+
+    def _cancel_all(self) -> None:
+        for task in asyncio.all_tasks(self._loop):
+            task.cancel()
+
+
+def wait(future: "concurrent.futures.Future[T]") -> T:
+    """Wait for a future of the engine; an interrupt (Ctrl-C) cancels it."""
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
 
 
 @dataclass(frozen=True)

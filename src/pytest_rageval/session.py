@@ -7,6 +7,7 @@ session, or xdist's master) writes files and gates (docs/internals.md).
 
 from __future__ import annotations
 
+import concurrent.futures
 import glob
 import random
 import sys
@@ -25,7 +26,8 @@ from .gate import Comparison, check_invariants, compare, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
-from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
+from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case, wait
+from .schedule import NOTHING, Lookahead, cached_fixture, is_own_fixture, skipped_by_marks
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
 
@@ -81,6 +83,9 @@ class RagevalPlugin:
             else None
         )
         self.spot_ids: frozenset[str] = frozenset()
+        self._started: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
+        self._done: set[str] = set()
+        self._lookahead: Optional[Lookahead] = None
         self.spot_results: list[bool] = []
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
         self._engine: Optional[Engine] = None
@@ -146,7 +151,7 @@ class RagevalPlugin:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine()
+            self._engine = Engine(self.settings.concurrency)
         return self._engine
 
     def target_client(self) -> RagClient:
@@ -191,10 +196,10 @@ class RagevalPlugin:
             return fixture_value.setup
         return JudgeSetup(fixture_value, self.settings.judge_metrics)
 
-    def evaluate(self, coro: Any) -> dict[str, Any]:
-        """Run one case's coroutine; a judge that refuses the API key stops the session once."""
+    def evaluate(self, work: Any) -> dict[str, Any]:
+        """Wait for one case's future (or run its coroutine); a refused judge key stops the session once."""
         try:
-            return self.engine.run(coro)
+            return wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
             pytest.exit(f"pytest-rageval: {exc.message}", returncode=pytest.ExitCode.USAGE_ERROR)
 
@@ -202,32 +207,72 @@ class RagevalPlugin:
         return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
 
     def run_case(self, item: CaseItem) -> dict[str, Any]:
-        """Evaluate one eval-set item with the client its fixtures supplied."""
-        try:
-            client = as_rag_client(item.funcargs["rageval_client"])
-        except TypeError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        file, _, _ = item.nodeid.partition("::")
-        coro = evaluate_case(
+        """The record of one eval-set item: its prefetched result, else run now with its fixtures."""
+        future = self._started.pop(item.nodeid, None)
+        if future is None:
+            try:
+                client = as_rag_client(item.funcargs["rageval_client"])
+            except TypeError as exc:
+                pytest.fail(str(exc), pytrace=False)
+            future = self.engine.submit(self._case_coro(item, client, self.judge_for(item.funcargs["rageval_judge"])))
+        return self.evaluate(future)
+
+    def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Any:
+        return evaluate_case(
             item.case,
             client,
             self.opts,
             self.thresholds_for(item.case),
             key=item.nodeid,
-            file=file,
+            file=item.nodeid.partition("::")[0],
             line=item.line,
-            judge=self.judge_for(item.funcargs["rageval_judge"]),
+            judge=judge,
             spot_check=self.spot_setup if item.nodeid in self.spot_ids else None,
         )
-        return self.evaluate(coro)
+
+    def _early_fixtures(self, item: CaseItem) -> Optional[tuple[RagClient, Optional[JudgeSetup]]]:
+        """The client and judge of ``item`` if known before its setup (else it runs in setup)."""
+        values = []
+        for name, own in (("rageval_client", self.session_client), ("rageval_judge", self.session_judge)):
+            value = cached_fixture(item, name)
+            if value is NOTHING and is_own_fixture(item, name):
+                try:
+                    value = own()
+                except BaseException:  # a configuration error: setup reports it cleanly
+                    return None
+            if value is NOTHING:
+                return None
+            values.append(value)
+        try:
+            return as_rag_client(values[0]), self.judge_for(values[1])
+        except TypeError:
+            return None
+
+    def prefetch(self, session: pytest.Session, item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
+        """Start the cases of the next items so that up to ``concurrency`` are in flight."""
+        if self.settings.concurrency <= 1:
+            return
+        if self._lookahead is None:
+            self._lookahead = Lookahead(self.config, session.items)
+        for upcoming in self._lookahead.upcoming(item, nextitem, 2 * self.settings.concurrency):
+            if not isinstance(upcoming, CaseItem) or upcoming.nodeid in self._started or upcoming.nodeid in self._done:
+                continue
+            if skipped_by_marks(upcoming):
+                continue
+            fixtures = self._early_fixtures(upcoming)
+            if fixtures is None:
+                continue
+            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures))
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
         self.current_item = item
+        self.prefetch(item.session, item, nextitem)
         try:
             yield
         finally:
             self.current_item = None
+            self._done.add(item.nodeid)
 
     def record_handwritten(self, record: dict[str, Any]) -> None:
         """Keep a record made by ``rageval_client.evaluate`` in a hand-written test."""

@@ -63,6 +63,7 @@ class Settings:
     max_judge_cost: Optional[float] = None
     spot_check: int = 0
     spot_check_model: Optional[str] = None
+    concurrency: int = 8
 
     @property
     def judge_enabled(self) -> bool:
@@ -236,7 +237,16 @@ def build_settings(
         max_judge_cost=option.rageval_max_judge_cost,
         spot_check=spot_check,
         spot_check_model=option.rageval_spot_check_model,
+        concurrency=_concurrency(option.rageval_concurrency),
     )
+
+
+def _concurrency(value: Optional[int]) -> int:
+    if value is None:
+        return 8
+    if value < 1:
+        raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
+    return value
 
 
 def _judge_metrics(value: Any) -> tuple[str, ...]:

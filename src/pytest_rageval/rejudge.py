@@ -1,0 +1,283 @@
+"""``rageval judge RUN``: judge a finished run later from its stored judge inputs (seed 003, SPEC section 10).
+
+Every record of ``RUN/results.jsonl`` that carries ``judge_input``, has no
+error and is neither skipped nor an invalid line is judged again with
+``judging.judge_case``, exactly as ``runner.evaluate_case`` judges a case: the
+verdicts go to ``record["judge"]``, the scale scores to ``record["metrics"]``,
+the attempted metrics to ``record["judge_attempted"]``, tokens, cost and cache
+hits to ``record["cost"]`` / ``record["judge_cache"]`` (they describe this
+judging, replacing the old numbers); misses and the pass/fail outcome are
+recomputed against the thresholds stored in the record. A judge failure makes
+the record an error of kind ``judge`` (marked ``"rejudge": true`` so a later
+re-judge retries it). results.jsonl is then rewritten atomically and
+metrics.json recomputed with the Aggregator, keeping the run's identity fields.
+
+Contexts are ``judge_input["contexts"]`` (full text, stored with
+``--rageval-store-full-text``) or else the 200-character excerpts in
+``judge_input["context_chunks_truncated"]``; the result says when verdicts were
+made on excerpts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from .aggregate import Aggregator
+from .artifacts import dumps, read_records, write_json_atomic, write_text_atomic
+from .judges.base import SCALES, JudgeAuthError, JudgeInput
+from .judges.factory import judge_info
+from .judges.judging import CaseVerdicts, judge_case, verdict_dict
+from .runner import TRUNCATE, JudgeSetup
+from .schema import EvalCase, RagResponse
+from .thresholds import find_misses
+
+__all__ = ["CONCURRENCY", "KEPT_RUN_FIELDS", "RejudgeResult", "rejudge_run"]
+
+CONCURRENCY = 8
+#: Top-level metrics.json fields carried over from the original run.
+KEPT_RUN_FIELDS = ("run_id", "timestamp", "complete", "config_hash", "eval_set_hash")
+
+
+@dataclass
+class RejudgeResult:
+    """What a re-judge did; ``lines`` is the human summary."""
+
+    judged: int
+    errors: int
+    truncated_contexts: bool
+    lines: list[str] = field(default_factory=list)
+    left_alone: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    judge_tokens: int = 0
+    judge_cost_usd: float = 0.0
+
+
+@dataclass
+class _Job:
+    record: dict[str, Any]
+    case: EvalCase
+    response: RagResponse
+    inp: JudgeInput
+    truncated: bool
+
+
+def _judgeable(record: Mapping[str, Any]) -> bool:
+    """Has a judge input, is no skipped/invalid line, and has no error other than an earlier re-judge failure."""
+    if not isinstance(record.get("judge_input"), Mapping):
+        return False
+    if record.get("invalid_line") or record.get("outcome") == "skipped":
+        return False
+    error = record.get("error")
+    return not error or (isinstance(error, Mapping) and error.get("kind") == "judge" and bool(error.get("rejudge")))
+
+
+def _case(record: Mapping[str, Any], question: str) -> EvalCase:
+    """The minimal EvalCase judge_case needs, rebuilt from the record."""
+    case = EvalCase.model_validate(
+        {
+            "id": str(record.get("test_case_id") or record.get("key") or "case"),
+            "question": question,
+            "answerable": record.get("answerable", True) is not False,
+            "reference_answer": record.get("reference_answer"),
+            "expected_key_facts": list(record.get("expected_key_facts") or []),
+        }
+    )
+    rule = record.get("recency_conflict_rule")
+    if rule:
+        # the rule needs gold_supports to validate; judging only reads the rule itself
+        case = case.model_copy(update={"recency_conflict_rule": rule})
+    return case
+
+
+def _job(record: dict[str, Any], k: Optional[int]) -> _Job:
+    stored = record["judge_input"]
+    question = str(stored.get("question") or record.get("question") or "")
+    answer = str(stored.get("answer") if stored.get("answer") is not None else record.get("answer") or "")
+    full = stored.get("contexts")
+    if isinstance(full, list):
+        contexts = [str(t or "") for t in full]
+        truncated = False
+    else:
+        contexts = [str(t or "") for t in stored.get("context_chunks_truncated") or []]
+        # an excerpt shorter than the cut is the whole chunk
+        truncated = any(len(t) >= TRUNCATE for t in contexts)
+    ids = list(stored.get("context_chunk_ids") or [])
+    if k is not None:
+        contexts = contexts[:k]
+    ids = (ids + [None] * len(contexts))[: len(contexts)]
+    inp = JudgeInput(
+        question=question,
+        answer=answer,
+        contexts=tuple(contexts),
+        context_ids=tuple(None if i is None else str(i) for i in ids),
+        reference_answer=record.get("reference_answer"),
+        key_facts=tuple(str(f) for f in record.get("expected_key_facts") or []),
+    )
+    # The RAG's own abstained flag: when an abstention verdict exists, the old flag came from the classifier.
+    old_judge = record.get("judge") or {}
+    abstained = None if "abstention" in old_judge else record.get("abstained")
+    response = RagResponse(answer=answer, abstained=abstained if isinstance(abstained, bool) else None)
+    return _Job(record, _case(record, question), response, inp, truncated)
+
+
+def _account(record: dict[str, Any], outcome: CaseVerdicts, *, cached: bool) -> None:
+    """Tokens, cost and cache hits of this judging (runner._account, starting from zero)."""
+    cost = {"judge_tokens": 0, "judge_cost_usd": 0.0}
+    cache = {"hits": 0, "misses": 0}
+    for verdict in outcome.verdicts.values():
+        if not verdict.cached:
+            cost["judge_tokens"] += verdict.prompt_tokens + verdict.completion_tokens
+            cost["judge_cost_usd"] += verdict.cost_usd
+        if cached:
+            cache["hits" if verdict.cached else "misses"] += 1
+    record["cost"] = cost
+    record["judge_cache"] = cache
+
+
+def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
+    """Write the verdicts into the record the way runner.evaluate_case does."""
+    record = job.record
+    record.pop("spot_check", None)  # compared the old verdicts with another model
+    record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}
+    record["judge_attempted"] = list(outcome.attempted)
+    _account(record, outcome, cached=setup.cached)
+    metrics: dict[str, Any] = dict(record.get("metrics") or {})
+    for metric in SCALES:
+        metrics.pop(metric, None)
+    if outcome.error is not None:
+        record["metrics"] = metrics
+        record["error"] = {"kind": "judge", "message": str(outcome.error), "rejudge": True}
+        record["outcome"] = "error"
+        record["misses"] = []
+        return
+    if outcome.abstained is not None:  # the classifier ran: abstention metrics follow it (metrics.score_case)
+        metrics["abstained"] = outcome.abstained
+        if job.case.answerable:
+            metrics["false_abstention"] = 1 if outcome.abstained else 0
+        record["abstained"] = outcome.abstained
+    ack = outcome.verdicts.get("conflict_ack")
+    if ack is not None and ack.label is False and metrics.get("conflict_rule") is not None:
+        metrics["conflict_rule"] = 0  # acknowledge_both needs the acknowledgement
+    metrics.update({m: v.score for m, v in outcome.verdicts.items() if m in SCALES})
+    record["metrics"] = metrics
+    record["error"] = None
+    misses = find_misses(metrics, record.get("thresholds") or {})
+    record["misses"] = [m.as_dict() for m in misses]
+    old = record.get("outcome")
+    if old in ("passed", "failed", "error", None):
+        record["outcome"] = "failed" if misses else "passed"
+    elif old in ("xfailed", "xpassed"):
+        record["outcome"] = "xfailed" if misses else "xpassed"
+
+
+async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = None) -> RejudgeResult:
+    """Judge ``run_dir``'s stored judge inputs with ``setup`` and rewrite results.jsonl and metrics.json.
+
+    ``k`` judges only the first K stored contexts of each case. A JudgeAuthError
+    (401/403) propagates before anything is written.
+    """
+    run_dir = Path(run_dir)
+    records = list(read_records(run_dir))
+    jobs = [_job(r, k) for r in records if _judgeable(r)]
+    semaphore = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(job: _Job) -> CaseVerdicts:
+        async with semaphore:
+            return await judge_case(setup.judge, setup.metrics, job.case, job.response, job.inp, budget=setup.budget)
+
+    outcomes = await asyncio.gather(*(one(job) for job in jobs))
+    for job, outcome in zip(jobs, outcomes):
+        if isinstance(outcome.error, JudgeAuthError):
+            raise outcome.error
+    for job, outcome in zip(jobs, outcomes):
+        _apply(job, outcome, setup)
+
+    write_text_atomic(run_dir / "results.jsonl", "".join(dumps(r) + "\n" for r in records))
+    old_metrics = _read_json(run_dir / "metrics.json")
+    aggregator = Aggregator()
+    for record in records:
+        aggregator.add(record)
+    metrics: dict[str, Any] = {name: old_metrics.get(name) for name in KEPT_RUN_FIELDS}
+    metrics["run_id"] = metrics["run_id"] or run_dir.name
+    metrics["judge"] = judge_info(setup.judge)
+    metrics["k"] = old_metrics.get("k")
+    metrics["rejudged_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    metrics.update(aggregator.result())
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    _update_config(run_dir / "config.json", setup, metrics["rejudged_at"])
+    return _result(records, jobs, outcomes, metrics, setup, k)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _update_config(path: Path, setup: JudgeSetup, when: str) -> None:
+    """Record the new judge (and its prompt versions) in config.json, when the run has one."""
+    config = _read_json(path)
+    if not config:
+        return
+    config["judge"] = setup.judge.describe()
+    config["rejudged_at"] = when
+    write_json_atomic(path, config)
+
+
+def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[CaseVerdicts],
+            metrics: Mapping[str, Any], setup: JudgeSetup, k: Optional[int]) -> RejudgeResult:
+    errors = sum(1 for o in outcomes if o.error is not None)
+    judged = len(jobs) - errors
+    truncated = [j for j in jobs if j.truncated]
+    hits = sum(int(j.record["judge_cache"]["hits"]) for j in jobs)
+    misses = sum(int(j.record["judge_cache"]["misses"]) for j in jobs)
+    tokens = sum(int(j.record["cost"]["judge_tokens"]) for j in jobs)
+    usd = sum(float(j.record["cost"]["judge_cost_usd"]) for j in jobs)
+    left = len(records) - len(jobs)
+    judge = metrics.get("judge") or {}
+    who = f"{judge.get('name')}" + (f" ({judge.get('model')})" if judge.get("model") else "")
+    lines = [f"re-judged {judged} of {len(records)} records with the {who} judge"
+             + (f", {errors} judge error{'s' if errors != 1 else ''}" if errors else "")
+             + (f"; {left} left alone (errored, skipped, invalid or without judge input)" if left else "")]
+    spent = f"judge: ~{tokens:,} tokens, ${usd:.4f}" if tokens or usd else "judge: no tokens spent"
+    if setup.cached:
+        spent += f"; cache {hits} hits, {misses} misses"
+    lines.append(spent)
+    agg = metrics.get("aggregate_metrics") or {}
+    shown = [f"{name} {agg[name]:.2f}" for name in ("groundedness_avg", "correctness_avg")
+             if isinstance(agg.get(name), (int, float))]
+    if shown:
+        lines.append("now " + ", ".join(shown))
+    if jobs and not any(set(j.record.get("thresholds") or {}) & set(SCALES) for j in jobs):
+        lines.append("the run stored no judge-metric thresholds, so pass/fail did not change with the verdicts")
+    if k is not None:
+        lines.append(f"judged on at most the top {k} stored contexts of each case")
+    if any(int(j.record.get("runs") or 1) > 1 for j in jobs):
+        lines.append("repeated cases were judged once, on their first run's answer")
+    if truncated:
+        lines.append(
+            f"warning: {len(truncated)} of {len(jobs)} records stored only {TRUNCATE}-character context excerpts, "
+            "so their verdicts were made on excerpts; re-run with --rageval-store-full-text for faithful re-judging"
+        )
+    for job, outcome in zip(jobs, outcomes):
+        if outcome.error is not None:
+            lines.append(f"error: {job.record.get('key') or job.case.id}: {outcome.error}")
+    return RejudgeResult(
+        judged=judged,
+        errors=errors,
+        truncated_contexts=bool(truncated),
+        lines=lines,
+        left_alone=left,
+        cache_hits=hits,
+        cache_misses=misses,
+        judge_tokens=tokens,
+        judge_cost_usd=usd,
+    )

@@ -1,0 +1,87 @@
+"""Which eval cases to start early, so up to N are in flight while items report one by one.
+
+pytest runs items one after another. Before each item, the plugin looks ahead
+at the items this process will run next (the session's list; under
+pytest-xdist, the indices the controller has sent this worker) and starts the
+cases among them whose work needs nothing from their own setup. Each item's
+setup then waits for its own result, so reports stay per item and in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence
+
+import pytest
+
+NOTHING = object()
+
+
+def skipped_by_marks(item: pytest.Item) -> bool:
+    """Whether pytest will skip ``item`` (skip/skipif/xfail(run=False)): then nothing may be sent for it."""
+    try:
+        from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+
+        if evaluate_skip_marks(item) is not None:
+            return True
+        xfailed = evaluate_xfail_marks(item)
+        return xfailed is not None and not xfailed.run
+    except Exception:  # a private API changed or a condition raised: let setup decide
+        return True
+
+
+def cached_fixture(item: pytest.Item, name: str) -> Any:
+    """The fixture's value if it is computed already (session scope), else NOTHING."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    if not defs:
+        return NOTHING
+    fixturedef = defs[-1]
+    cached = getattr(fixturedef, "cached_result", None)
+    if fixturedef.scope == "session" and cached is not None and len(cached) == 3 and cached[2] is None:
+        return cached[0]
+    return NOTHING
+
+
+def is_own_fixture(item: pytest.Item, name: str) -> bool:
+    """Whether ``name`` resolves to the plugin's own fixture (not a conftest override)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    return bool(defs) and getattr(defs[-1].func, "__module__", "") == "pytest_rageval.plugin"
+
+
+def _xdist_pending(config: pytest.Config) -> Optional[list[int]]:
+    """Indices this xdist worker has been sent but not started, or None when unknown."""
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if type(plugin).__name__ == "WorkerInteractor" and queue is not None and hasattr(queue, "lock"):
+            try:
+                with queue.lock() as pending:
+                    return [i for i in pending if isinstance(i, int)]
+            except Exception:
+                return None
+    return None
+
+
+class Lookahead:
+    """Yields the items that follow the current one in this process's run order."""
+
+    def __init__(self, config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+        self.config = config
+        self.items = items
+        self.position = {id(item): i for i, item in enumerate(items)}
+        self.worker = hasattr(config, "workerinput")
+
+    def upcoming(self, item: pytest.Item, nextitem: Optional[pytest.Item], window: int) -> Iterator[pytest.Item]:
+        """``item``, then up to ``window`` items this process will run after it."""
+        yield item
+        if not self.worker:
+            start = self.position.get(id(item))
+            if start is not None:
+                yield from self.items[start + 1 : start + 1 + window]
+            return
+        if nextitem is not None:
+            yield nextitem
+        pending = _xdist_pending(self.config) or []
+        for index in pending[: max(0, window - 1)]:
+            if 0 <= index < len(self.items):
+                yield self.items[index]
