@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 
 def new_run_id(now: Optional[datetime] = None) -> str:
@@ -84,20 +84,47 @@ def read_records(run_dir: Path) -> Iterable[dict[str, Any]]:
                 continue
 
 
-def content_hash(paths: Iterable[Path], root: Path) -> str:
-    """sha256 over the sorted (relative path, file digest) pairs of ``paths``."""
-    outer = hashlib.sha256()
-    for path in sorted(set(paths)):
+def file_digests(names: Iterable[str], root: Path) -> dict[str, str]:
+    """sha256 of each eval-set file, by its path relative to ``root``."""
+    out: dict[str, str] = {}
+    for name in sorted(set(names)):
         try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[name] = hashlib.sha256((root / name).read_bytes()).hexdigest()
         except OSError:
-            digest = "missing"
-        try:
-            name = path.relative_to(root).as_posix()
-        except ValueError:
-            name = path.as_posix()
-        outer.update(f"{name}\0{digest}\n".encode())
+            out[name] = "missing"
+    return out
+
+
+def eval_set_hash(digests: Mapping[str, str]) -> str:
+    """One hash over the sorted (path, digest) pairs: the eval set's identity."""
+    outer = hashlib.sha256()
+    for name in sorted(digests):
+        outer.update(f"{name}\0{digests[name]}\n".encode())
     return outer.hexdigest()
+
+
+def compose_metrics(
+    *,
+    run_id: str,
+    complete: bool,
+    config_hash: str,
+    digests: Mapping[str, str],
+    judge: Mapping[str, Any],
+    k: int,
+    aggregated: Mapping[str, Any],
+    timestamp: Optional[str] = None,
+) -> dict[str, Any]:
+    """metrics.json: the run's identity, then the aggregates (seed 003's format)."""
+    return {
+        "run_id": run_id,
+        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "complete": complete,
+        "config_hash": config_hash,
+        "eval_set_hash": eval_set_hash(digests),
+        "judge": dict(judge),
+        "k": k,
+        **aggregated,
+    }
 
 
 def config_hash(snapshot: dict[str, Any]) -> str:

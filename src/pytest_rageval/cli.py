@@ -69,6 +69,22 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from .artifacts import read_records
+    from .merge import MergeError, merge_runs
+    from .report.html import write_report
+
+    try:
+        run_dir, metrics, notes = merge_runs([Path(r) for r in args.runs], Path(args.output))
+    except MergeError as exc:
+        raise SystemExit(f"rageval: {exc}") from None
+    write_report(run_dir / "report.html", metrics, read_records(run_dir))
+    for note in notes:
+        print(note)
+    print(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
     p.add_argument("run")
     p.set_defaults(func=_report)
+    p = sub.add_parser("merge", help="join shard runs (--rageval-shard I/N) into one run")
+    p.add_argument("runs", nargs="+")
+    p.add_argument("-o", "--output", default="results", help="output folder of the merged run (default results)")
+    p.set_defaults(func=_merge)
     p = sub.add_parser("history", help="aggregate metrics over the runs in an output folder")
     p.add_argument("dir", nargs="?", default="results")
     p.add_argument("--limit", type=int, default=30)

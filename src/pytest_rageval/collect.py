@@ -112,7 +112,8 @@ class CaseItem(pytest.Function):
             pytest.fail(format_failure(self.record), pytrace=False)
 
     def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, self.line - 1, f"{self.path.name}::{self.case.id}"
+        # pytest shows the domain after the file, reading dots as "::": keep it the bare id.
+        return self.path, self.line - 1, self.case.id
 
 
 class BadLineItem(pytest.Item):
@@ -131,4 +132,4 @@ class BadLineItem(pytest.Item):
         pass
 
     def reportinfo(self) -> tuple[Any, int, str]:
-        return self.path, self.line - 1, f"{self.path.name}:{self.line}"
+        return self.path, self.line - 1, self.name

@@ -51,6 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
     group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help="cases in flight at once in this process, RAG and judge requests included (default 8)")
+    group.addoption("--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs")
+    group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")
     group.addoption("--rageval-judge", default=None, choices=("auto", "openai", "lexical", "none"), help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
     group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")

@@ -85,3 +85,10 @@ class Lookahead:
         for index in pending[: max(0, window - 1)]:
             if 0 <= index < len(self.items):
                 yield self.items[index]
+
+
+def in_shard(nodeid: str, index: int, count: int) -> bool:
+    """Whether a case belongs to share ``index`` (1-based) of ``count``: a stable hash of its node id."""
+    import hashlib
+
+    return int(hashlib.sha256(nodeid.encode()).hexdigest()[:16], 16) % count == index - 1

@@ -11,7 +11,6 @@ import concurrent.futures
 import glob
 import random
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,7 +18,7 @@ import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, config_hash, content_hash, git_commit, new_run_id, write_json_atomic
+from .artifacts import RunWriter, compose_metrics, read_records, config_hash, file_digests, git_commit, new_run_id, write_json_atomic
 from .client import RagClient, RagConfigError, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
@@ -27,7 +26,7 @@ from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case, wait
-from .schedule import NOTHING, Lookahead, cached_fixture, is_own_fixture, skipped_by_marks
+from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, skipped_by_marks
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
 
@@ -48,6 +47,8 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
+    if settings.resume is not None and not (settings.resume / "results.jsonl").is_file():
+        raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     plugin = RagevalPlugin(config, settings)
     plugin.choose_default_args()
     if settings.clear_cache and not plugin.is_worker:
@@ -86,6 +87,8 @@ class RagevalPlugin:
         self._started: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
         self._done: set[str] = set()
         self._lookahead: Optional[Lookahead] = None
+        self._resumed: Optional[list[dict[str, Any]]] = None
+        self._previous_sigterm: Any = None
         self.spot_results: list[bool] = []
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
         self._engine: Optional[Engine] = None
@@ -94,6 +97,7 @@ class RagevalPlugin:
         self.current_item: Optional[pytest.Item] = None
         self.aggregator = Aggregator()
         self.eval_files: set[str] = set()
+        self.digests: dict[str, str] = {}
         self.writer: Optional[RunWriter] = None
         self.metrics: Optional[dict[str, Any]] = None
         self.comparison: Optional[Comparison] = None
@@ -132,8 +136,22 @@ class RagevalPlugin:
         return None
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Choose the spot-check sample: the same on every xdist worker (seeded, over sorted node ids)."""
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Keep this shard's cases and those a resumed run lacks; choose the spot-check sample.
+
+        Every xdist worker computes the same result (hashes and seeds over node ids).
+        """
+        s = self.settings
+        done = self.resumed_keys()
+        if s.shard is not None or done:
+            keep, drop = [], []
+            for item in items:
+                eval_item = isinstance(item, (CaseItem, BadLineItem))
+                out_of_shard = eval_item and s.shard is not None and not in_shard(item.nodeid, *s.shard)
+                (drop if out_of_shard or item.nodeid in done else keep).append(item)
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = keep
         if self.spot_setup is None:
             return
         ids = sorted(item.nodeid for item in items if isinstance(item, CaseItem) and item.case.skip is None)
@@ -315,23 +333,45 @@ class RagevalPlugin:
 
     # -- the controller: artifacts and gate -------------------------------
 
+    def resumed_keys(self) -> set[str]:
+        """Keys of the cases the run being resumed has already finished."""
+        if self.settings.resume is None:
+            return set()
+        if self._resumed is None:
+            self._resumed = list(read_records(self.settings.resume))
+        return {r["key"] for r in self._resumed if r.get("key")}
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if not self.is_worker:
+        if self.is_worker:
+            return
+        resume = self.settings.resume
+        if resume is not None:
+            self.writer = RunWriter(resume.parent, resume.name)
+            self.resumed_keys()
+            for record in self._resumed or []:
+                self._accept(record, write=False)
+        else:
             self.writer = RunWriter(self.settings.output_dir, new_run_id())
+        self._previous_sigterm = _interrupt_on_sigterm()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.is_worker or self.writer is None:
             return
         record = getattr(report, "rageval_case", None)
-        records = [record] if record else list(getattr(report, "rageval_records", None) or [])
-        for rec in records:
+        for rec in [record] if record else list(getattr(report, "rageval_records", None) or []):
+            self._accept(rec, write=True)
+
+    def _accept(self, rec: dict[str, Any], *, write: bool) -> None:
+        """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
+        assert self.writer is not None
+        if write:
             self.writer.add(rec)
-            self.aggregator.add(rec)
-            if rec.get("file"):
-                self.eval_files.add(rec["file"])
-            spot = rec.get("spot_check") or {}
-            if spot.get("disagrees") is not None:
-                self.spot_results.append(bool(spot["disagrees"]))
+        self.aggregator.add(rec)
+        if rec.get("file"):
+            self.eval_files.add(rec["file"])
+        spot = rec.get("spot_check") or {}
+        if spot.get("disagrees") is not None:
+            self.spot_results.append(bool(spot["disagrees"]))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -344,6 +384,7 @@ class RagevalPlugin:
             self._engine = None
         if self.is_worker or self.writer is None:
             return
+        _restore_sigterm(self._previous_sigterm)
         complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
         self.metrics = self.build_metrics(complete)
         self.writer.finish(self.metrics, self.build_config())
@@ -352,25 +393,25 @@ class RagevalPlugin:
 
     def build_metrics(self, complete: bool) -> dict[str, Any]:
         s = self.settings
-        root = s.rootdir
         result = self.aggregator.result()
         if self.spot_setup is not None:
             n = len(self.spot_results)
             result["aggregate_metrics"]["judge_reliability"] = {
                 "disagreement_rate": sum(self.spot_results) / n if n else None,
                 "spot_check_n": n,
-                "model": self.settings.spot_check_model,
+                "model": s.spot_check_model,
             }
-        return {
-            "run_id": self.writer.run_id if self.writer else None,
-            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "complete": complete,
-            "config_hash": config_hash(s.snapshot()),
-            "eval_set_hash": content_hash((root / f for f in self.eval_files), root),
-            "judge": judge_info(self.judge_setup.judge if self.judge_setup else None),
-            "k": s.k,
-            **result,
-        }
+        assert self.writer is not None
+        self.digests = file_digests(self.eval_files, s.rootdir)
+        return compose_metrics(
+            run_id=self.writer.run_id,
+            complete=complete,
+            config_hash=config_hash(s.snapshot()),
+            digests=self.digests,
+            judge=judge_info(self.judge_setup.judge if self.judge_setup else None),
+            k=s.k,
+            aggregated=result,
+        )
 
     def build_config(self) -> dict[str, Any]:
         s = self.settings
@@ -378,7 +419,7 @@ class RagevalPlugin:
             "run_id": self.writer.run_id if self.writer else None,
             "config_hash": config_hash(s.snapshot()),
             "eval_set_hash": self.metrics["eval_set_hash"] if self.metrics else None,
-            "eval_set_files": sorted(self.eval_files),
+            "eval_set_files": self.digests,
             "git_commit": git_commit(s.rootdir),
             "plugin_version": __version__,
             "python": sys.version.split()[0],
@@ -465,6 +506,27 @@ class RagevalPlugin:
 
 
 handwritten_key = pytest.StashKey[list]()
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _outcome(report: pytest.TestReport) -> str:

@@ -64,6 +64,8 @@ class Settings:
     spot_check: int = 0
     spot_check_model: Optional[str] = None
     concurrency: int = 8
+    shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
+    resume: Optional[Path] = None
 
     @property
     def judge_enabled(self) -> bool:
@@ -238,7 +240,23 @@ def build_settings(
         spot_check=spot_check,
         spot_check_model=option.rageval_spot_check_model,
         concurrency=_concurrency(option.rageval_concurrency),
+        shard=_shard(option.rageval_shard),
+        resume=cli_path(option.rageval_resume),
     )
+
+
+def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:
+    """``--rageval-shard I/N``: this job runs share I (1-based) of N."""
+    if not value:
+        return None
+    index, sep, count = value.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not sep or not 1 <= i <= n:
+        raise SettingsError(f"--rageval-shard: expected I/N with 1 <= I <= N (e.g. 2/4), got {value!r}")
+    return i, n
 
 
 def _concurrency(value: Optional[int]) -> int:

@@ -1,0 +1,66 @@
+"""``rageval merge RUN...``: join shard runs into one run whose metrics equal an unsharded run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from .aggregate import Aggregator
+from .artifacts import RunWriter, compose_metrics, new_run_id, read_records
+
+
+class MergeError(ValueError):
+    """A run folder cannot be merged; the message names it."""
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MergeError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise MergeError(f"{path}: not a JSON object")
+    return data
+
+
+def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[str, Any], list[str]]:
+    """Merge the runs into a new run folder under ``output_dir``; returns (folder, metrics, notes)."""
+    if not run_dirs:
+        raise MergeError("name at least one run folder")
+    notes: list[str] = []
+    metrics = [_read_json(d / "metrics.json") for d in run_dirs]
+    configs = [_read_json(d / "config.json") for d in run_dirs]
+    if len({m.get("config_hash") for m in metrics}) > 1:
+        notes.append("warning: the runs were made with different configurations (config_hash differs)")
+    if len({json.dumps(m.get("judge"), sort_keys=True) for m in metrics}) > 1:
+        notes.append("warning: the runs used different judges")
+    records: dict[str, dict[str, Any]] = {}
+    for run_dir in run_dirs:
+        for record in read_records(run_dir):
+            records[record.get("key") or f"{record.get('file')}::{record.get('test_case_id')}"] = record
+    digests: dict[str, str] = {}
+    for config in configs:
+        files = config.get("eval_set_files") or {}
+        if isinstance(files, dict):
+            digests.update(files)
+    aggregator = Aggregator()
+    for record in records.values():
+        aggregator.add(record)
+    run_id = new_run_id()
+    merged = compose_metrics(
+        run_id=run_id,
+        complete=all(bool(m.get("complete")) for m in metrics),
+        config_hash=str(metrics[0].get("config_hash")),
+        digests=digests,
+        judge=metrics[0].get("judge") or {},
+        k=int(metrics[0].get("k") or 0),
+        aggregated=aggregator.result(),
+    )
+    writer = RunWriter(output_dir, run_id)
+    for record in records.values():
+        writer.add(record)
+    config = dict(configs[0])
+    config.update(run_id=run_id, merged_from=[str(d) for d in run_dirs], eval_set_files=digests, eval_set_hash=merged["eval_set_hash"])
+    writer.finish(merged, config)
+    return writer.run_dir, merged, notes
