@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, python, run_timed, table  # noqa: E402
+from common import child_env, load_note, python, run_timed, table  # noqa: E402
 from servers import JudgeServer, RagServer, eval_line  # noqa: E402
 
 #: aggregate_metrics keys that measure time and so differ between any two runs.
@@ -83,10 +83,18 @@ def main() -> int:
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rageval-bench-") as tmp, \
             RagServer(latency=rag_s, max_requests=budget) as rag, JudgeServer(latency=judge_s, max_requests=budget) as judge:
-        root = Path(tmp)
-        write_project(root, n, rag.url)
+        root = Path(tmp) / "project"
         print(f"N={n} cases, RAG {args.rag_latency_ms:g} ms, judge {args.judge_latency_ms:g} ms x 2 requests per case; "
-              f"project {root}", flush=True)
+              f"{load_note()}", flush=True)
+        # Warm-up on a 3-case project: bytecode and assertion-rewrite caches, so no run pays for them.
+        warm = Path(tmp) / "warm"
+        write_project(warm, 3, rag.url)
+        for extra in (["--rageval-concurrency", "2"], ["-n", str(args.workers)] if args.workers else []):
+            if extra:
+                run_timed([python(), "-m", "pytest", "--rageval", "-q", "-p", "no:cacheprovider", "--rageval-judge", "openai",
+                           "--rageval-judge-model", "bench-judge", "--rageval-judge-base-url", judge.base_url,
+                           "--rageval-no-cache", *extra], cwd=warm, env=child_env(), timeout=120)
+        write_project(root, n, rag.url)
         for c, workers in runs:
             rag.reset()
             judge.reset()
@@ -132,6 +140,7 @@ def main() -> int:
           "and per-case outcomes/metrics equal to the first run's, latency excluded")
     for note in notes:
         print("note:", note)
+    print(f"after: {load_note()}")
     return 0
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -188,6 +189,8 @@ def main() -> int:
         if args.cache_demo:
             w = str(args.workers or 3)
             cache_file = de_dir / ".deepeval" / ".deepeval-cache.json"
+            shutil.rmtree(de_dir / ".deepeval", ignore_errors=True)  # `deepeval test run` writes its cache even without -c
+            shutil.rmtree(rv_dir / ".rageval_cache", ignore_errors=True)
             run(f"cache: -n {w} -c (fills the cache)", "DeepEval", de_cmd + ["-n", w, "-c"], de_dir, de_env)
             entries = _deepeval_cache_entries(cache_file)
             run("cache: serial -c re-run", "DeepEval", de_cmd + ["-c"], de_dir, de_env)

@@ -234,3 +234,46 @@ def test_lexical_is_the_offline_default(project: pytest.Pytester) -> None:
     _, metrics = latest(project.path)
     assert metrics["judge"]["name"] == "lexical" and metrics["judge"]["heuristic"] is True
     assert metrics["cases"]["eval_sets/j.jsonl::mars"]["metrics"]["abstained"] is True  # refusal pattern
+
+
+def test_dry_run_sends_nothing_and_prints_the_plan(project: pytest.Pytester) -> None:
+    with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
+        result = run(project, ragsrv.url, judge.base_url, "--rageval-dry-run", "-n", "2")
+        assert len(ragsrv.requests) == 0 and len(judge.requests) == 0
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*dry run: 4 RAG requests, * judge requests (groundedness *, correctness *)*nothing was sent*"])
+    assert not (project.path / "results").exists()
+
+
+def test_judge_check_stops_a_judge_that_cannot_tell_answers_apart(project: pytest.Pytester) -> None:
+    always_four = lambda body, headers: ok(json.dumps(  # noqa: E731
+        {"reasoning": "fine", "score": 4, "supported_claims": [], "unsupported_claims": []}))
+    with AskServer(rag) as ragsrv, OpenAIServer(always_four) as judge:
+        result = run(project, ragsrv.url, judge.base_url, "--rageval-judge-check", "--rageval-no-cache")
+        assert len(ragsrv.requests) == 0
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*faithful 4.0 vs hallucinated 4.0 on groundedness*", "*judge check failed*"])
+    with AskServer(rag) as ragsrv:
+        ok_run = project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge-check", "-k", "good")
+    ok_run.stdout.fnmatch_lines(["*judge check passed*"])
+
+
+def test_rageval_judge_rejudges_a_stored_run_through_the_cache(project: pytest.Pytester) -> None:
+    import subprocess
+    import sys
+
+    with AskServer(rag) as ragsrv:
+        run(project, ragsrv.url, "http://unused", "--rageval-retrieval-only", "--rageval-store-full-text", "-k", "good or low")
+    run_dir, before = latest(project.path)
+    assert before["aggregate_metrics"]["groundedness_avg"] is None
+    with OpenAIServer(judge_responder) as judge:
+        cmd = [sys.executable, "-m", "pytest_rageval.cli", "judge", str(run_dir), "--judge", "openai", "--model", "judge-model",
+               "--base-url", judge.base_url]
+        first = subprocess.run(cmd, cwd=project.path, capture_output=True, text=True)
+        sent = len(judge.requests)
+        again = subprocess.run(cmd, cwd=project.path, capture_output=True, text=True)
+        assert len(judge.requests) == sent == 4, (first.stdout, first.stderr)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr
+    after = json.loads((run_dir / "metrics.json").read_text())
+    assert after["aggregate_metrics"]["groundedness_avg"] == pytest.approx((4 + 1) / 2)
+    assert after["judge"]["name"] == "openai" and after["run_id"] == before["run_id"]

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -85,6 +85,42 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judge(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    from .judges.factory import build_judge
+    from .rejudge import rejudge_run
+    from .settings import Settings
+
+    if args.judge == "openai" and not args.model:
+        raise SystemExit("rageval: --judge openai needs --model")
+    settings = Settings(
+        rootdir=Path.cwd(),
+        judge=args.judge,
+        judge_model=args.model,
+        judge_base_url=args.base_url or os.environ.get("OPENAI_BASE_URL"),
+        judge_json_mode=args.json_mode,
+        judge_metrics=tuple(args.metrics.split(",")),
+        cache_dir=Path(args.cache_dir),
+        no_cache=args.no_cache,
+    )
+    setup = build_judge(settings, os.environ)
+    assert setup is not None
+
+    async def run() -> Any:
+        try:
+            return await rejudge_run(Path(args.run), setup, k=args.k)
+        finally:
+            await setup.judge.aclose()
+
+    result = asyncio.run(run())
+    for line in result.lines:
+        print(line)
+    _report(argparse.Namespace(run=args.run))
+    return 1 if result.errors else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
     p.add_argument("run")
     p.set_defaults(func=_report)
+    p = sub.add_parser("judge", help="re-judge a stored run from its stored judge inputs (through the judge cache)")
+    p.add_argument("run")
+    p.add_argument("--judge", choices=("lexical", "openai"), default="lexical")
+    p.add_argument("--model", help="judge model (with --judge openai)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
+    p.add_argument("--json-mode", choices=("json_schema", "json_object", "text"), default="json_schema")
+    p.add_argument("--metrics", default="groundedness,correctness", help="comma-separated judge metrics")
+    p.add_argument("--cache-dir", default=".rageval_cache")
+    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--k", type=int, default=None, help="judge only the first K stored contexts")
+    p.set_defaults(func=_judge)
     p = sub.add_parser("merge", help="join shard runs (--rageval-shard I/N) into one run")
     p.add_argument("runs", nargs="+")
     p.add_argument("-o", "--output", default="results", help="output folder of the merged run (default results)")

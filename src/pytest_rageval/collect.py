@@ -31,6 +31,8 @@ class EvalSetFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         display = _relative(self.path, self.config.rootpath)
         loaded = load_eval_file(self.path, display=display)
+        # One fixture closure serves every case of the file (as pytest does for a parametrized function).
+        fixtureinfo = self.session._fixturemanager.getfixtureinfo(node=self, func=_case_function, cls=None)
         entries: list[tuple[int, pytest.Item]] = []
         for bad in loaded.bad:
             entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
@@ -39,7 +41,9 @@ class EvalSetFile(pytest.File):
             if problem:
                 item: pytest.Item = BadLineItem.from_parent(self, name=f"line{good.line}", message=problem, line=good.line)
             else:
-                item = CaseItem.from_parent(self, name=good.case.id, callobj=_case_function, case=good.case, line=good.line)
+                item = CaseItem.from_parent(
+                    self, name=good.case.id, callobj=_case_function, fixtureinfo=fixtureinfo, case=good.case, line=good.line
+                )
                 if judge_dependent(self.config, good.case):
                     item.add_marker(pytest.mark.judge)
             entries.append((good.line, item))

@@ -68,7 +68,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(name, help_text, type=kind, default=default)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("rageval") and config.getoption("rageval_dry_run") and hasattr(config.option, "dist"):
+        config.option.dist = "no"  # a dry run plans in this process; no xdist workers are started
     config.addinivalue_line("markers", "rageval: an eval-set case run by pytest-rageval")
     config.addinivalue_line("markers", "judge: the outcome depends on an LLM judge verdict")
     if not config.getoption("rageval"):

@@ -135,6 +135,15 @@ class RagevalPlugin:
             return EvalSetFile.from_parent(parent, path=file_path)
         return None
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The collected items live for the whole session: keep the cyclic GC from rescanning them.
+
+        With 50,000 cases, pytest's end-of-session ``gc.collect`` passes alone cost seconds otherwise.
+        """
+        import gc
+
+        gc.freeze()
+
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Keep this shard's cases and those a resumed run lacks; choose the spot-check sample.
@@ -152,6 +161,8 @@ class RagevalPlugin:
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
+        if s.dry_run:
+            self.dry_run(config, items)
         if self.spot_setup is None:
             return
         ids = sorted(item.nodeid for item in items if isinstance(item, CaseItem) and item.case.skip is None)
@@ -333,6 +344,40 @@ class RagevalPlugin:
 
     # -- the controller: artifacts and gate -------------------------------
 
+    def dry_run(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Print the planned requests, tokens and cost, and stop before anything is sent."""
+        from .judges.estimate import plan
+        from .judges.factory import DEFAULT_PRICES
+
+        s = self.settings
+        lexical = s.judge == "lexical"
+        result = plan(
+            [item.case for item in items if isinstance(item, CaseItem)],
+            k=s.k,
+            metrics=s.judge_metrics,
+            judge_enabled=s.judge_enabled,
+            model=None if lexical else s.judge_model,
+            prices={**DEFAULT_PRICES, **s.judge_prices},
+            lexical=lexical,
+        )
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", "rageval dry run")
+            for line in result.lines:
+                reporter.write_line(line)
+        pytest.exit("rageval dry run: nothing was sent", returncode=pytest.ExitCode.OK)
+
+    def check_judge(self) -> None:
+        """``--rageval-judge-check``: the judge must tell seed 000's faithful answer from the hallucinated one."""
+        from .judges.calibration import check_judge
+
+        if self.judge_setup is None:
+            raise pytest.UsageError("pytest-rageval: --rageval-judge-check needs a judge (not --rageval-judge none)")
+        result = self.evaluate(check_judge(self.judge_setup.judge))
+        if not result.passed:
+            pytest.exit("pytest-rageval: " + "\n".join(result.lines), returncode=pytest.ExitCode.TESTS_FAILED)
+        self.gate_notes.extend(result.lines)
+
     def resumed_keys(self) -> set[str]:
         """Keys of the cases the run being resumed has already finished."""
         if self.settings.resume is None:
@@ -342,8 +387,10 @@ class RagevalPlugin:
         return {r["key"] for r in self._resumed if r.get("key")}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.is_worker:
+        if self.is_worker or self.settings.dry_run:
             return
+        if self.settings.judge_check:
+            self.check_judge()
         resume = self.settings.resume
         if resume is not None:
             self.writer = RunWriter(resume.parent, resume.name)
