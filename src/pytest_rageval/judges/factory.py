@@ -41,6 +41,7 @@ def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Opti
         json_mode=settings.judge_json_mode,
         timeout=settings.timeout,
         prices={**DEFAULT_PRICES, **settings.judge_prices},
+        max_in_flight=settings.concurrency,
     )
     cache = None if settings.no_cache else JudgeCache(settings.cache_dir)
     return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))

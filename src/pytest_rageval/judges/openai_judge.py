@@ -41,6 +41,7 @@ from typing import Any, Mapping, Optional
 from pydantic import BaseModel, ValidationError
 
 from . import prompts
+from .ratelimit import EndpointLimiter
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 
 __all__ = ["JSON_MODES", "OpenAIJudge", "parse_answer", "resolve_api_key", "retry_after_seconds"]
@@ -216,6 +217,7 @@ class OpenAIJudge:
         max_tokens: Optional[int] = 1024,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        max_in_flight: int = 8,
     ) -> None:
         if not model:
             raise ValueError("a judge model is required")
@@ -240,6 +242,7 @@ class OpenAIJudge:
         self._lock = threading.Lock()
         self._client: Any = None
         self._client_loop: Optional[asyncio.AbstractEventLoop] = None
+        self.limiter = EndpointLimiter(max_in_flight)
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self._mode!r})"
@@ -373,7 +376,8 @@ class OpenAIJudge:
         mode = self._mode
         while True:
             try:
-                completion = await self._client_now().chat.completions.create(**self._request(metric, messages, mode))
+                async with self.limiter.slot():
+                    completion = await self._client_now().chat.completions.create(**self._request(metric, messages, mode))
                 return _Attempt(completion)
             except openai.APIStatusError as exc:
                 status, text = exc.status_code, _error_text(exc)
@@ -407,7 +411,10 @@ class OpenAIJudge:
             retries += 1
             log.debug("rageval judge: %s; retry %d of %d in %.2f s", self._scrub(failure), retries,
                       self.max_retries, delay)
-            await asyncio.sleep(delay)
+            if failure.startswith("HTTP 429"):
+                self.limiter.pause(delay)  # every request to this endpoint waits, not just this one
+            else:
+                await asyncio.sleep(delay)
 
     def _delay(self, retries: int, headers: Any) -> float:
         """Retry-After when the server sent one, else exponential backoff with a little jitter; capped."""
