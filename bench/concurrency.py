@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -107,7 +108,11 @@ def main() -> int:
             ideal = n * (rag_s + 2 * judge_s) / slots
             floor = n * (rag_s + judge_s) / slots  # a case's two judge requests may overlap
             timeout = args.timeout or 2 * ideal + 60
+            before_children, before_self = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
             res = run_timed(cmd, cwd=root, env=child_env(), timeout=timeout)
+            after_children, after_self = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+            cpu_pytest = (after_children.ru_utime + after_children.ru_stime) - (before_children.ru_utime + before_children.ru_stime)
+            cpu_servers = (after_self.ru_utime + after_self.ru_stime) - (before_self.ru_utime + before_self.ru_stime)
             metrics = latest_metrics(root)
             label = f"C={c}" + (f" -n {workers}" if workers else "")
             if args.show_output or res.returncode != 0:
@@ -128,16 +133,18 @@ def main() -> int:
             bar = 1.5 * ideal + 3
             rows.append([label, f"{res.wall:.1f}", f"{ideal:.1f}", f"{res.wall / ideal:.2f}", f"{bar:.1f}",
                          "yes" if res.wall <= bar else "NO", f"{floor:.1f}", f"{judge.judge_requests()}/{2 * n}",
-                         f"{rag.kinds['ask']}/{n}", judge.max_in_flight, res.returncode, same])
+                         f"{rag.kinds['ask']}/{n}", judge.max_in_flight, f"{cpu_pytest:.1f}", f"{cpu_servers:.1f}",
+                         res.returncode, same])
             print(f"{label}: {res.wall:.1f} s (ideal {ideal:.1f} s)", flush=True)
             if judge.unknown:
                 notes.append(f"{label}: judge saw unrecognised prompts, e.g. {judge.unknown[0][:200]!r}")
     print()
     print(table(["run", "wall s", "ideal s", "ratio", "bar s", "<= bar", "floor s", "judge req", "rag req",
-                 "max judge in flight", "exit", "identical"], rows))
+                 "judge in flight", "cpu pytest s", "cpu servers s", "exit", "identical"], rows))
     print("\nideal = N*(rag + 2*judge)/(C*workers); bar = 1.5*ideal + 3 s; floor = N*(rag + judge)/(C*workers), "
           "the critical path when a case's two judge requests overlap; identical = metrics.json aggregate_metrics "
-          "and per-case outcomes/metrics equal to the first run's, latency excluded")
+          "and per-case outcomes/metrics equal to the first run's, latency excluded; judge in flight = most judge requests "
+          "the server held at once; cpu = CPU seconds (user+sys) of the pytest processes and of this script's servers")
     for note in notes:
         print("note:", note)
     print(f"after: {load_note()}")
