@@ -79,7 +79,8 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
         "*groundedness judge: The budget figure is invented.*",
         "*unsupported: The budget was 900M ARB.*",
     ])
-    result.stdout.fnmatch_lines(["*ERROR*j.jsonl::broken*", "*unusable judge answer after 3 attempts*"])
+    result.stdout.fnmatch_lines(["*[[]broken[]] judge failed: groundedness: unusable judge answer after 3 attempts*",
+                                 "*ERROR eval_sets/j.jsonl::broken*"])
     # "NO. Although the context says yes" is asked three times (two re-asks), then the case errors.
     broken = [b for b in judge.bodies() if "q-broken" in user_text(b) and metric_of(b) == "groundedness"]
     assert len(broken) == 3

@@ -106,7 +106,8 @@ class CaseItem(pytest.Function):
         self.record = self.plugin.run_case(self)
         error = self.record.get("error")
         if error:
-            pytest.fail(f"{self.record['file']}:{self.line} [{self.case.id}] RAG call failed ({error['kind']}): {error['message']}", pytrace=False)
+            what = "judge failed" if error["kind"] == "judge" else f"RAG call failed ({error['kind']})"
+            pytest.fail(f"{self.record['file']}:{self.line} [{self.case.id}] {what}: {error['message']}", pytrace=False)
 
     def runtest(self) -> None:
         from .report.terminal import format_failure

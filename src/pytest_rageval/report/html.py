@@ -3,7 +3,7 @@
 Standard library only, no JavaScript, no network references: the page renders
 offline and a Content-Security-Policy forbids scripts and remote loads. Every
 value that came from the RAG, the judge or the eval set goes through
-:func:`_e` (``html.escape(..., quote=True)``). Only :func:`write_report` and
+:func:`escape` (``html.escape(..., quote=True)``). Only :func:`write_report` and
 :func:`load_history` touch files; :func:`render_report` is pure.
 """
 
@@ -17,7 +17,16 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-__all__ = ["TREND_METRICS", "load_history", "render_report", "write_report"]
+__all__ = [
+    "CSS",
+    "TREND_METRICS",
+    "escape",
+    "load_history",
+    "render_aggregates",
+    "render_case_body",
+    "render_report",
+    "write_report",
+]
 
 TREND_METRICS: tuple[str, ...] = (
     "recall_at_k_avg",
@@ -40,7 +49,7 @@ _COUNT_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 _DASH = "\u2014"
 
-_CSS = """
+CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
 main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
@@ -75,7 +84,7 @@ ul.index{columns:2;margin:4px 0}
 # --------------------------------------------------------------------------- formatting
 
 
-def _e(value: Any) -> str:
+def escape(value: Any) -> str:
     """Escape anything for HTML text or a quoted attribute; ``None`` becomes ''."""
     if value is None:
         return ""
@@ -96,11 +105,11 @@ def _fmt(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            return _e(value)
+            return escape(value)
         return f"{value:.3f}"
     if isinstance(value, (dict, list)):
-        return _e(json.dumps(value, ensure_ascii=False, default=str))
-    return _e(value)
+        return escape(json.dumps(value, ensure_ascii=False, default=str))
+    return escape(value)
 
 
 def _fmt_delta(value: Any) -> str:
@@ -131,12 +140,12 @@ def _outcome_class(outcome: Any) -> str:
 
 
 def _badge(label: str, kind: str) -> str:
-    return f'<span class="badge b-{kind}">{_e(label)}</span>'
+    return f'<span class="badge b-{kind}">{escape(label)}</span>'
 
 
 def _table(headers: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
     """A table from escaped header labels and pre-rendered ``<tr>`` rows."""
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     attr = f' class="{cls}"' if cls else ""
     return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -159,14 +168,14 @@ def _judge_info(metrics: dict) -> tuple[Optional[str], bool]:
 
 
 def _render_header(metrics: dict, title: str) -> str:
-    parts = [f"<h1>{_e(title)}</h1>", '<div class="meta">']
-    parts.append(f"<span>run <code>{_e(metrics.get('run_id') or _DASH)}</code></span>")
-    parts.append(f"<span>timestamp {_e(metrics.get('timestamp') or _DASH)}</span>")
+    parts = [f"<h1>{escape(title)}</h1>", '<div class="meta">']
+    parts.append(f"<span>run <code>{escape(metrics.get('run_id') or _DASH)}</code></span>")
+    parts.append(f"<span>timestamp {escape(metrics.get('timestamp') or _DASH)}</span>")
     for key in ("config_hash", "eval_set_hash"):
         if metrics.get(key):
-            parts.append(f"<span>{_e(key)} <code>{_e(metrics[key])}</code></span>")
+            parts.append(f"<span>{escape(key)} <code>{escape(metrics[key])}</code></span>")
     name, heuristic = _judge_info(metrics)
-    judge = f"<code>{_e(name)}</code>" if name else _DASH
+    judge = f"<code>{escape(name)}</code>" if name else _DASH
     if heuristic:
         judge += " " + _badge("heuristic", "heuristic")
     parts.append(f"<span>judge {judge}</span>")
@@ -210,7 +219,7 @@ def _delta_map(deltas: Optional[list[dict]]) -> dict[str, dict]:
     return {str(d.get("name")): d for d in deltas or [] if isinstance(d, dict)}
 
 
-def _render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> str:
+def render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> str:
     rows_data = _flatten(metrics.get("aggregate_metrics") or {})
     if isinstance(metrics.get("judge_coverage"), dict):
         rows_data += _flatten(metrics["judge_coverage"], "judge_coverage.")
@@ -228,7 +237,7 @@ def _render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> str:
 
 
 def _aggregate_row(name: str, value: Any, delta: Optional[dict], with_deltas: bool) -> str:
-    cells = f"<td><code>{_e(name)}</code></td>{_num_td(value)}"
+    cells = f"<td><code>{escape(name)}</code></td>{_num_td(value)}"
     if not with_deltas:
         return f"<tr>{cells}</tr>"
     if delta is None:
@@ -288,15 +297,24 @@ def _render_cases(records: Iterable[dict]) -> str:
 def _render_index(records: list[dict]) -> str:
     items = "".join(
         f'<li>{_badge(str(r.get("outcome")), _outcome_class(r.get("outcome")))} '
-        f'<a href="#case-{i}"><code>{_e(_case_label(r))}</code></a></li>'
+        f'<a href="#case-{i}"><code>{escape(_case_label(r))}</code></a></li>'
         for i, r in enumerate(records)
     )
     return f'<ul class="index">{items}</ul>'
 
 
 def _render_case(record: dict, index: int, *, open_: bool) -> str:
-    outcome = record.get("outcome")
-    cls = _outcome_class(outcome)
+    cls = _outcome_class(record.get("outcome"))
+    attr = " open" if open_ else ""
+    return (
+        f'<details class="case o-{cls}" id="case-{index}"{attr}>'
+        f"<summary>{_render_summary(record)}</summary>"
+        f"<div>{render_case_body(record)}</div></details>"
+    )
+
+
+def render_case_body(record: dict) -> str:
+    """A case's detail: texts, error, misses, metric table, chunks (gold marked), judge verdicts."""
     body = [
         _render_case_text(record),
         _render_error(record),
@@ -307,38 +325,33 @@ def _render_case(record: dict, index: int, *, open_: bool) -> str:
         _render_judge(record.get("judge")),
         _render_case_extras(record),
     ]
-    attr = " open" if open_ else ""
-    return (
-        f'<details class="case o-{cls}" id="case-{index}"{attr}>'
-        f"<summary>{_render_summary(record)}</summary>"
-        f"<div>{''.join(body)}</div></details>"
-    )
+    return "".join(body)
 
 
 def _render_summary(record: dict) -> str:
     outcome = record.get("outcome")
-    parts = [_badge(str(outcome or "unknown"), _outcome_class(outcome)), f" <code>{_e(_case_label(record))}</code>"]
+    parts = [_badge(str(outcome or "unknown"), _outcome_class(outcome)), f" <code>{escape(_case_label(record))}</code>"]
     if record.get("invalid_line"):
         parts.append(" " + _badge("invalid line", "error"))
     if record.get("flaky"):
         parts.append(" " + _badge("flaky", "xfailed"))
     if record.get("category"):
-        parts.append(f' <span class="muted">{_e(record["category"])}</span>')
+        parts.append(f' <span class="muted">{escape(record["category"])}</span>')
     tags = record.get("tags") or []
     if isinstance(tags, list) and tags:
-        parts.append('<span class="tags">' + "".join(f"<span>{_e(t)}</span>" for t in tags) + "</span>")
+        parts.append('<span class="tags">' + "".join(f"<span>{escape(t)}</span>" for t in tags) + "</span>")
     return "".join(parts)
 
 
 def _text_block(label: str, value: Any) -> str:
-    return f"<h4>{_e(label)}</h4><div class=\"text\">{_e(value)}</div>"
+    return f"<h4>{escape(label)}</h4><div class=\"text\">{escape(value)}</div>"
 
 
 def _render_case_text(record: dict) -> str:
     parts: list[str] = []
     if record.get("file"):
         where = f"{record['file']}:{record['line']}" if record.get("line") else record["file"]
-        parts.append(f'<div class="muted mono">{_e(where)}</div>')
+        parts.append(f'<div class="muted mono">{escape(where)}</div>')
     if record.get("answerable") is False:
         parts.append('<div class="muted">unanswerable: the system should abstain</div>')
     if record.get("question") is not None:
@@ -347,7 +360,7 @@ def _render_case_text(record: dict) -> str:
         parts.append(_text_block("Expected answer", record["reference_answer"]))
     facts = record.get("expected_key_facts")
     if isinstance(facts, list) and facts:
-        items = "".join(f"<li>{_e(f)}</li>" for f in facts)
+        items = "".join(f"<li>{escape(f)}</li>" for f in facts)
         parts.append(f"<h4>Expected key facts</h4><ul>{items}</ul>")
     if record.get("answer") is not None:
         label = "Answer (empty)" if record.get("empty_response") else "Answer"
@@ -365,15 +378,15 @@ def _render_error(record: dict) -> str:
         kind, message = error.get("kind") or "error", error.get("message")
     else:
         kind, message = "error", error
-    return f'<h4>Error: <code>{_e(kind)}</code></h4><div class="errbox">{_e(message)}</div>'
+    return f'<h4>Error: <code>{escape(kind)}</code></h4><div class="errbox">{escape(message)}</div>'
 
 
 def _render_misses(misses: Any) -> str:
     if not isinstance(misses, list) or not misses:
         return ""
     rows = [
-        f'<tr class="miss"><td><code>{_e(m.get("metric"))}</code></td>{_num_td(m.get("value"))}'
-        f'<td class="num">{_e(m.get("op"))}</td>{_num_td(m.get("threshold"))}</tr>'
+        f'<tr class="miss"><td><code>{escape(m.get("metric"))}</code></td>{_num_td(m.get("value"))}'
+        f'<td class="num">{escape(m.get("op"))}</td>{_num_td(m.get("threshold"))}</tr>'
         for m in misses
         if isinstance(m, dict)
     ]
@@ -411,8 +424,8 @@ def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]
         status, cls = "", ""
     threshold_cell = _num_td(threshold) if has_threshold else "<td></td>"
     return (
-        f"<tr{cls}><td><code>{_e(name)}</code></td>{_num_td(value)}"
-        f'<td class="num">{_e(op)}</td>{threshold_cell}<td>{status}</td></tr>'
+        f"<tr{cls}><td><code>{escape(name)}</code></td>{_num_td(value)}"
+        f'<td class="num">{escape(op)}</td>{threshold_cell}<td>{status}</td></tr>'
     )
 
 
@@ -421,7 +434,7 @@ def _render_chunks(label: str, chunks: Any) -> str:
         return ""
     rows = [_chunk_row(c, i) for i, c in enumerate(chunks, start=1) if isinstance(c, dict)]
     headers = ["rank", "gold", "rel_path", "heading_path", "score_final", "text"]
-    return f"<h4>{_e(label)} ({len(rows)})</h4>" + _table(headers, rows, "chunks")
+    return f"<h4>{escape(label)} ({len(rows)})</h4>" + _table(headers, rows, "chunks")
 
 
 def _chunk_row(chunk: dict, position: int) -> str:
@@ -430,11 +443,11 @@ def _chunk_row(chunk: dict, position: int) -> str:
     gold_cell = _badge("gold", "gold") if gold else ""
     cls = ' class="gold"' if gold else ""
     return (
-        f'<tr{cls}><td class="num">{_e(rank)}</td><td>{gold_cell}</td>'
-        f'<td class="mono">{_e(chunk.get("rel_path") or chunk.get("doc_id"))}</td>'
-        f"<td>{_e(_heading(chunk.get('heading_path')))}</td>"
+        f'<tr{cls}><td class="num">{escape(rank)}</td><td>{gold_cell}</td>'
+        f'<td class="mono">{escape(chunk.get("rel_path") or chunk.get("doc_id"))}</td>'
+        f"<td>{escape(_heading(chunk.get('heading_path')))}</td>"
         f"{_num_td(chunk.get('score_final'))}"
-        f'<td><div class="text">{_e(chunk.get("text"))}</div></td></tr>'
+        f'<td><div class="text">{escape(chunk.get("text"))}</div></td></tr>'
     )
 
 
@@ -449,15 +462,15 @@ def _render_judge(judge: Any) -> str:
 
 def _render_verdict(metric: str, verdict: Any) -> str:
     if not isinstance(verdict, dict):
-        return f"<h4><code>{_e(metric)}</code>: {_fmt(verdict)}</h4>"
-    parts = [f"<h4><code>{_e(metric)}</code>: score {_fmt(verdict.get('score'))}</h4>"]
+        return f"<h4><code>{escape(metric)}</code>: {_fmt(verdict)}</h4>"
+    parts = [f"<h4><code>{escape(metric)}</code>: score {_fmt(verdict.get('score'))}</h4>"]
     if verdict.get("reasoning"):
-        parts.append(f'<div class="text">{_e(verdict["reasoning"])}</div>')
+        parts.append(f'<div class="text">{escape(verdict["reasoning"])}</div>')
     for key in ("unsupported_claims", "supported_claims"):
         claims = verdict.get(key)
         if isinstance(claims, list) and claims:
-            items = "".join(f"<li>{_e(c)}</li>" for c in claims)
-            parts.append(f"<div>{_e(key.replace('_', ' '))}:</div><ul>{items}</ul>")
+            items = "".join(f"<li>{escape(c)}</li>" for c in claims)
+            parts.append(f"<div>{escape(key.replace('_', ' '))}:</div><ul>{items}</ul>")
     skip = {"score", "reasoning", "unsupported_claims", "supported_claims"}
     extras = [(k, v) for k, v in verdict.items() if k not in skip and v not in (None, "", [], {})]
     if extras:
@@ -466,13 +479,13 @@ def _render_verdict(metric: str, verdict: Any) -> str:
 
 
 def _kv_list(pairs: Iterable[tuple[Any, Any]]) -> str:
-    items = "".join(f"<dt>{_e(k)}</dt><dd>{_kv_value(v)}</dd>" for k, v in pairs)
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{_kv_value(v)}</dd>" for k, v in pairs)
     return f'<dl class="kv">{items}</dl>'
 
 
 def _kv_value(value: Any) -> str:
     if isinstance(value, str):
-        return f'<span class="mono">{_e(value)}</span>' if len(value) < 200 else f'<div class="text">{_e(value)}</div>'
+        return f'<span class="mono">{escape(value)}</span>' if len(value) < 200 else f'<div class="text">{escape(value)}</div>'
     return _fmt(value)
 
 
@@ -527,7 +540,7 @@ def _rate_columns(groups: dict) -> list[str]:
 
 
 def _render_breakdown(label: str, anchor: str, groups: Any) -> str:
-    head = f'<h3 id="{anchor}">By {_e(label)}</h3>'
+    head = f'<h3 id="{anchor}">By {escape(label)}</h3>'
     if not isinstance(groups, dict) or not groups:
         return head + '<p class="muted">No groups.</p>'
     columns = _rate_columns(groups)
@@ -537,7 +550,7 @@ def _render_breakdown(label: str, anchor: str, groups: Any) -> str:
         stats = stats if isinstance(stats, dict) else {}
         cells = "".join(_num_td(_group_count(stats, aliases), _fmt_count) for _, aliases in _COUNT_COLUMNS)
         cells += "".join(_num_td(stats.get(c)) for c in columns)
-        rows.append(f"<tr><td>{_e(name)}</td>{cells}</tr>")
+        rows.append(f"<tr><td>{escape(name)}</td>{cells}</tr>")
     return head + _table(headers, rows, "breakdown")
 
 
@@ -600,7 +613,7 @@ def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -
     coords = " ".join(f"{x(p):.1f},{y(v):.1f}" for p, _, v in points)
     dots = "".join(
         f'<circle cx="{x(p):.1f}" cy="{y(v):.1f}" r="{4 if p == n_runs - 1 else 3}" fill="#0969da">'
-        f"<title>{_e(run_id)}: {_fmt(v)}</title></circle>"
+        f"<title>{escape(run_id)}: {_fmt(v)}</title></circle>"
         for p, run_id, v in points
     )
     axes = (
@@ -610,11 +623,11 @@ def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -
         + (f'<text x="{left - 6}" y="{y(lo) + 4:.1f}" text-anchor="end">{_fmt(lo)}</text>' if hi != lo else "")
         + f'<text x="{left}" y="{height - 10}" text-anchor="start">run 1</text>'
         f'<text x="{left + plot_w}" y="{height - 10}" text-anchor="end">run {n_runs}</text>'
-        f'<text x="{left}" y="14" text-anchor="start" style="font-weight:600;fill:#1f2328">{_e(metric)}</text>'
+        f'<text x="{left}" y="14" text-anchor="start" style="font-weight:600;fill:#1f2328">{escape(metric)}</text>'
     )
     return (
         f'<div class="chart"><svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{_e(metric)} over runs"><title>{_e(metric)}</title>{axes}'
+        f'role="img" aria-label="{escape(metric)} over runs"><title>{escape(metric)}</title>{axes}'
         f'<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>{dots}</svg></div>'
     )
 
@@ -648,11 +661,11 @@ def render_report(
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="referrer" content="no-referrer">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)} {_e(metrics.get('run_id') or '')}</title>",
-        f"<style>{_CSS}</style></head><body><main>",
+        f"<title>{escape(title)} {escape(metrics.get('run_id') or '')}</title>",
+        f"<style>{CSS}</style></head><body><main>",
         _render_header(metrics, title),
         _render_nav(),
-        _render_aggregates(metrics, deltas),
+        render_aggregates(metrics, deltas),
         _render_trends(metrics, history),
         _render_breakdowns(metrics),
         _render_cases(records),

@@ -1,0 +1,137 @@
+"""pytest-html glue (SPEC section 9): per-case extras and the summary's aggregate table.
+
+Imported and registered only when pytest-html is loaded
+(``config.pluginmanager.hasplugin("html")``), so the plugin works without it.
+The HTML comes from :mod:`.html` (the standalone report's helpers, which
+escape everything that came from the RAG, the judge or the eval set).
+
+Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
+
+- ``pytest_runtest_makereport``: the session plugin's wrapper (plain
+  ``hookwrapper``) sets ``report.rageval_case`` after its ``yield``. A wrapper's
+  code after ``yield`` runs only after every wrapper inside it has finished, so
+  :class:`HtmlExtras` is ``tryfirst`` (outermost) to see the record; a
+  ``trylast`` wrapper would be innermost and see nothing. pytest-html's own
+  wrapper is also ``tryfirst``; whichever of the two runs later, both keep the
+  extras already on the report.
+- ``pytest_html_results_summary`` is called from pytest-html's ``trylast``
+  ``pytest_sessionfinish``, after the session plugin's ``tryfirst`` one has
+  built ``metrics`` and the baseline ``comparison``.
+- Under xdist, reports are made on workers; ``report.extras`` (plain dicts)
+  travels to the controller with the rest of the report's ``__dict__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .html import CSS, escape, render_aggregates, render_case_body
+from .terminal import SUMMARY_METRICS
+
+if TYPE_CHECKING:
+    from ..session import RagevalPlugin
+
+__all__ = ["HtmlExtras", "HtmlSummary", "MAIN_METRICS", "case_html", "main_aggregates", "register", "scoped_css", "summary_html"]
+
+SCOPE = ".rageval"
+#: the aggregates in the summary table (regressed ones are added when a baseline is compared)
+MAIN_METRICS: tuple[str, ...] = (*SUMMARY_METRICS, "latency_p50_ms", "latency_p95_ms")
+
+
+class HtmlExtras:
+    """Attach each case's detail to its report as one pytest-html ``extras`` entry (workers too)."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        record = getattr(report, "rageval_case", None)
+        if not isinstance(record, dict):
+            return
+        from pytest_html import extras
+
+        report.extras = [*getattr(report, "extras", []), extras.html(case_html(record))]  # type: ignore[attr-defined]
+
+
+class HtmlSummary:
+    """Add the aggregate table, baseline deltas and the report.html path to pytest-html's summary (controller only)."""
+
+    def __init__(self, plugin: "RagevalPlugin") -> None:
+        self.plugin = plugin
+
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session) -> None:
+        summary.append(f"<style>{scoped_css(CSS)}</style>")
+        if self.plugin.metrics is not None:
+            summary.append(summary_html(self.plugin))
+
+
+def register(config: pytest.Config, plugin: "RagevalPlugin") -> None:
+    """Register the pytest-html hooks; the summary only where pytest-html writes its report."""
+    config.pluginmanager.register(HtmlExtras(), "rageval-html-extras")
+    if not plugin.is_worker:
+        config.pluginmanager.register(HtmlSummary(plugin), "rageval-html-summary")
+
+
+def case_html(record: dict[str, Any]) -> str:
+    """One case's extra: question, expectations, answer, chunks, metric table, judge, error."""
+    return f'<div class="rageval">{render_case_body(record)}</div>'
+
+
+def summary_html(plugin: "RagevalPlugin") -> str:
+    """The rageval section of pytest-html's summary."""
+    metrics = plugin.metrics or {}
+    comparison = plugin.comparison
+    deltas = None
+    if comparison is not None:
+        deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in MAIN_METRICS or d.regressed]
+    parts = ['<div class="rageval" id="rageval-summary"><h2>rageval</h2>']
+    if metrics.get("run_id"):
+        parts.append(f"<p>run <code>{escape(metrics['run_id'])}</code>{_judge_text(metrics)}</p>")
+    if metrics.get("complete") is False:
+        parts.append('<div class="warn">incomplete run: these numbers cover only the cases that finished.</div>')
+    parts.append(render_aggregates({"aggregate_metrics": main_aggregates(metrics)}, deltas))
+    if comparison is not None:
+        verdict = "REGRESSION" if comparison.regressed else "no regression"
+        parts.append(f"<p>baseline: <strong>{verdict}</strong></p>")
+    if plugin.writer is not None:
+        path = plugin.writer.run_dir / "report.html"
+        parts.append(f'<p>rageval report: <a href="{escape(path.resolve().as_uri())}"><code>{escape(path)}</code></a></p>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def main_aggregates(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The MAIN_METRICS of a metrics.json that have a value, named as in baseline deltas."""
+    agg = dict(metrics.get("aggregate_metrics") or {})
+    latency = agg.get("latency")
+    if isinstance(latency, dict):
+        agg.update({f"latency_{key}": latency.get(key) for key in ("p50_ms", "p95_ms")})
+    return {name: agg[name] for name in MAIN_METRICS if agg.get(name) is not None}
+
+
+def _judge_text(metrics: dict[str, Any]) -> str:
+    judge = metrics.get("judge")
+    name = judge.get("name") if isinstance(judge, dict) else judge
+    if not name:
+        return ""
+    model = judge.get("model") if isinstance(judge, dict) else None
+    return f", judge <code>{escape(name)}</code>" + (f" ({escape(model)})" if model else "")
+
+
+def scoped_css(css: str, scope: str = SCOPE) -> str:
+    """The standalone report's CSS limited to ``scope`` (``body`` becomes the scope itself)."""
+    rules = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        scoped = []
+        for selector in selectors.split(","):
+            selector = selector.strip()
+            if selector == "main":
+                continue
+            scoped.append(scope if selector == "body" else f"{scope} {selector}")
+        if scoped:
+            rules.append(f"{','.join(scoped)}{{{body}}}")
+    return "\n".join(rules)
