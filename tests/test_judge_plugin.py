@@ -201,7 +201,6 @@ def test_spot_check_reports_disagreement(project: pytest.Pytester) -> None:
             return judge_responder(body, headers)
         # The second model agrees on correctness and on q-good, but sees q-low's groundedness as 4 (primary said 1).
         metric = metric_of(body)
-        text = user_text(body)
         if metric == "groundedness":
             return ok(json.dumps({"reasoning": "fine", "score": 4, "supported_claims": [], "unsupported_claims": []}))
         return judge_responder(body, headers)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any

@@ -17,6 +17,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
+from .judges.base import SCALES
+
 __all__ = [
     "AVG_METRICS",
     "RATE_METRICS",
@@ -49,14 +51,7 @@ RATE_METRICS: dict[str, str] = {
 }
 
 #: metrics a judge produces; used to infer attempts when a record has no ``judge_attempted``
-JUDGE_METRICS: tuple[str, ...] = (
-    "groundedness",
-    "correctness",
-    "faithfulness",
-    "relevancy",
-    "completeness",
-    "reasoning_quality",
-)
+JUDGE_METRICS: tuple[str, ...] = tuple(SCALES)
 
 _MEAN_METRICS: tuple[tuple[str, str], ...] = (*AVG_METRICS.items(), *RATE_METRICS.items())
 _OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import email.utils
 import functools
 import importlib
 import inspect
@@ -59,12 +58,12 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
 
 __all__ = [
@@ -456,26 +455,6 @@ def _one_line(text: str, limit: int) -> str:
     return text[:limit] + ("..." if len(text) > limit else "") if text else "(empty body)"
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or HTTP-date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
 def _set_path(body: dict[str, Any], path: str, value: Any) -> None:
     parts = path.split(".")
     current = body
@@ -610,7 +589,7 @@ class HttpClient:
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
         if response is not None:
-            after = _retry_after(response.headers.get("Retry-After"))
+            after = retry_after_seconds(response.headers)
             if after is not None:
                 return min(after, self.max_backoff)
         return min(self.backoff * 2**attempt, self.max_backoff)

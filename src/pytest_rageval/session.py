@@ -51,6 +51,10 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     plugin = RagevalPlugin(config, settings)
     plugin.choose_default_args()
+    if config.pluginmanager.hasplugin("html"):  # pytest-html loaded: per-case extras, summary table
+        from .report.pytest_html import register
+
+        register(config, plugin)
     if settings.clear_cache and not plugin.is_worker:
         from .judges.cache import JudgeCache
 

@@ -11,35 +11,16 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
+from .judges.base import SCALES
+from .metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS
 from .schema import EvalCase
 
 Threshold = Union[bool, float]
 
 #: Every per-case metric a threshold may name.
-METRIC_NAMES: tuple[str, ...] = (
-    "recall_at_k",
-    "recall_all_at_k",
-    "mrr",
-    "precision_at_k",
-    "ndcg_at_k",
-    "scope_miss",
-    "attribution_hit",
-    "conflict_rule",
-    "abstained",
-    "false_abstention",
-    "latency_ms",
-    "groundedness",
-    "correctness",
-    "faithfulness",
-    "relevancy",
-    "completeness",
-    "reasoning_quality",
-)
-LOWER_IS_BETTER = frozenset({"scope_miss", "false_abstention", "latency_ms"})
+METRIC_NAMES: tuple[str, ...] = (*RETRIEVAL_METRICS, "latency_ms", *SCALES)
 EQUALITY = frozenset({"abstained"})
-JUDGE_METRICS = frozenset(
-    {"groundedness", "correctness", "faithfulness", "relevancy", "completeness", "reasoning_quality"}
-)
+JUDGE_METRICS = frozenset(SCALES)
 
 
 class ThresholdError(ValueError):

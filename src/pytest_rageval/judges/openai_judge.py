@@ -28,19 +28,18 @@ The API key never appears in messages, reprs, ``describe()`` or logs.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import os
 import random
 import re
 import threading
-from datetime import datetime, timezone
 from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, ValidationError
 
 from . import prompts
+from ..retry import retry_after_seconds
 from .ratelimit import EndpointLimiter
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 
@@ -63,34 +62,6 @@ def resolve_api_key(environ: Mapping[str, str]) -> str:
         if value:
             return value
     return PLACEHOLDER_KEY
-
-
-def retry_after_seconds(headers: Any) -> Optional[float]:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date), or None."""
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = (headers.get("retry-after") or "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def _shorten(text: str, limit: int = 300) -> str:

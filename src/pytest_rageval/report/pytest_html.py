@@ -88,9 +88,8 @@ def summary_html(plugin: "RagevalPlugin") -> str:
     deltas = None
     if comparison is not None:
         deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in MAIN_METRICS or d.regressed]
-    parts = ['<div class="rageval" id="rageval-summary"><h2>rageval</h2>']
-    if metrics.get("run_id"):
-        parts.append(f"<p>run <code>{escape(metrics['run_id'])}</code>{_judge_text(metrics)}</p>")
+    run = f" run <code>{escape(metrics['run_id'])}</code>" if metrics.get("run_id") else ""
+    parts = [f'<div class="rageval" id="rageval-summary"><p><strong>rageval</strong>{run}{_judge_text(metrics)}</p>']
     if metrics.get("complete") is False:
         parts.append('<div class="warn">incomplete run: these numbers cover only the cases that finished.</div>')
     parts.append(render_aggregates({"aggregate_metrics": main_aggregates(metrics)}, deltas))

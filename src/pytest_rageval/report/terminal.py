@@ -32,7 +32,7 @@ def format_failure(record: Mapping[str, Any]) -> str:
     lines.append(f"answer: {shorten(record.get('answer'), 300) or '(empty)'}")
     chunks = record.get("retrieved_chunks") or []
     if chunks:
-        lines.append(f"top retrieved (* = gold):")
+        lines.append("top retrieved (* = gold):")
         for chunk in chunks[:TOP_ANCHORS]:
             mark = "*" if chunk.get("gold") else " "
             lines.append(f"  {chunk.get('position', '?'):>2} {mark} {_anchor(chunk)}")
