@@ -33,7 +33,7 @@ CASES = [
 
 
 class System:
-    """Gold on top for 'good'; second with a script answer for 'bad'; HTTP 500 for 'boom'."""
+    """Gold on top for 'good'; second with a script answer for 'bad'; a body that is not JSON for 'boom'."""
 
     def __init__(self) -> None:
         self.good_rank = 1
@@ -43,7 +43,7 @@ class System:
         gold = chunk("docs/a.md", "# A > ## Part", 1, text="gold text")
         other = chunk("docs/b.md", "# B", 1, text="other text")
         if question.startswith("Explode"):
-            return 500, {"detail": "kaputt"}
+            return 200, "kaputt, not JSON"
         if question.startswith("Where"):
             gold["rank"], other["rank"] = 2, 1
             return answer(PAYLOAD, [other, gold])
@@ -91,16 +91,17 @@ def check_page(root: Path) -> str:
     assert "In docs/a.md." in bad and "gold is in docs/a.md" in bad  # expected answer and key facts
     assert ESCAPED in bad and PAYLOAD not in bad  # the answer, as text
     missed = re.search(r'<tr class="miss"><td><code>mrr</code></td><td class="num">0\.500</td>'
-                       r'<td class="num">&gt;=</td><td class="num">1</td>', bad)
+                       r'<td class="num">&gt;=</td><td class="num">1\.000</td>', bad)
     assert missed, bad  # the missed metric, its value, op and threshold
-    assert bad.index("docs/b.md") < bad.index("docs/a.md")  # retrieved chunks in rank order ...
+    retrieved = bad[bad.index("Retrieved chunks"):]
+    assert retrieved.index("docs/b.md") < retrieved.index("docs/a.md")  # retrieved chunks in rank order ...
     assert re.search(r'<tr class="gold"><td class="num">2</td><td><span class="badge b-gold">gold</span></td>'
                      r'<td class="mono">docs/a.md</td>', bad)  # ... gold marked
 
     boom = extras_html(tests, "boom")
-    assert "Error: <code>http</code>" in boom and "500" in boom
+    assert "Error: <code>invalid_response</code>" in boom, boom
     good = extras_html(tests, "good")
-    assert "What is A?" in good and "miss" not in good.replace("misses", "")
+    assert "What is A?" in good and 'class="miss"' not in good
 
     summary = page[page.index('id="rageval-summary"'):]
     summary = summary[: summary.index("</div>")]
@@ -139,6 +140,17 @@ def test_summary_shows_baseline_deltas(pytester: pytest.Pytester) -> None:
     assert row, summary
     assert "REGRESSED" in row.group(1) and "-0.250" in row.group(1)  # mrr 1 -> 0.5 on one of two scored cases
     assert "baseline: <strong>REGRESSION</strong>" in summary
+
+
+def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
+    write_set(pytester)
+    with AskServer(System()) as server:
+        pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html")
+    page = (pytester.path / "report.html").read_text(encoding="utf-8")
+    bad = extras_html(report_tests(page), "bad")
+    verdicts = bad[bad.index("<h4>Judge verdicts</h4>"):]
+    assert "<code>groundedness</code>: score 0.000" in verdicts and "claims share" in verdicts  # score, reasoning
+    assert f"unsupported claims:</div><ul><li>{ESCAPED}</li></ul>" in verdicts and PAYLOAD not in page
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
