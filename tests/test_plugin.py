@@ -94,6 +94,8 @@ def test_gate_fails_on_mrr_drop_even_when_every_case_passes(pytester: pytest.Pyt
         worse.assert_outcomes(passed=4)
         assert worse.ret == 1
         worse.stdout.fnmatch_lines(["*REGRESSION*", "*mrr_avg: 1.000 → 0.500*REGRESSED*"])
+        run_dir = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+        assert "REGRESSED" in (run_dir / "report.html").read_text()  # the standalone page shows the deltas too
 
         allowed = pytester.runpytest(*base, "--rageval-allow-regressions")
         assert allowed.ret == 0

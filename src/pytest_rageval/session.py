@@ -8,6 +8,8 @@ session, or xdist's master) writes files and gates (docs/internals.md).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import os
 import glob
 import random
 import sys
@@ -18,7 +20,7 @@ import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, compose_metrics, read_records, config_hash, file_digests, git_commit, new_run_id, write_json_atomic
+from .artifacts import RunWriter, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, write_json_atomic
 from .client import RagClient, RagConfigError, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
@@ -27,6 +29,7 @@ from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case, wait
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, skipped_by_marks
+from .plugin import INI_KEYS
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
 
@@ -36,14 +39,14 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
     rootdir = Path(str(config.rootpath))
     try:
         pyproject = read_pyproject_table(pyproject_path(config.inipath, rootdir))
-        ini = {name: config.getini(name) for name, *_ in _ini_keys()}
+        ini = {name: config.getini(name) for name, *_ in INI_KEYS}
         settings = build_settings(
             rootdir=rootdir,
             invocation_dir=Path(str(config.invocation_params.dir)),
             option=config.option,
             ini=ini,
             pyproject=pyproject,
-            environ=_environ(),
+            environ=os.environ,
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
@@ -62,18 +65,6 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
     return plugin
 
 
-def _ini_keys() -> tuple[tuple[str, str, str, Any], ...]:
-    from .plugin import INI_KEYS
-
-    return INI_KEYS
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
-
-
 class RagevalPlugin:
     """State of one ``--rageval`` session (held in ``config.stash``)."""
 
@@ -81,9 +72,9 @@ class RagevalPlugin:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
-        self.judge_setup: Optional[JudgeSetup] = build_judge(settings, _environ())
+        self.judge_setup: Optional[JudgeSetup] = build_judge(settings, os.environ)
         self.spot_setup: Optional[JudgeSetup] = (
-            build_judge(settings, _environ(), model=settings.spot_check_model)
+            build_judge(settings, os.environ, model=settings.spot_check_model)
             if settings.spot_check and self.judge_setup is not None
             else None
         )
@@ -196,8 +187,6 @@ class RagevalPlugin:
                     "no system under test: set --rageval-target, ini rageval_target or env RAGEVAL_TARGET, "
                     "or override the rageval_client fixture in conftest.py"
                 )
-            import os
-
             self._target_client = load_target(
                 s.target,
                 headers=parse_headers(s.headers_text, os.environ),
@@ -439,8 +428,8 @@ class RagevalPlugin:
         complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
         self.metrics = self.build_metrics(complete)
         self.writer.finish(self.metrics, self.build_config())
-        self.write_html()
         self.gate(session)
+        self.write_html()
 
     def build_metrics(self, complete: bool) -> dict[str, Any]:
         s = self.settings
@@ -482,7 +471,6 @@ class RagevalPlugin:
         }
 
     def write_html(self) -> None:
-        from .artifacts import read_records
         from .report.html import load_history, write_report
 
         assert self.writer is not None and self.metrics is not None
@@ -491,7 +479,7 @@ class RagevalPlugin:
             self.writer.run_dir / "report.html",
             self.metrics,
             read_records(self.writer.run_dir),
-            deltas=None,
+            deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
             history=history,
         )
 
