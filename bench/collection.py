@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, load_note, python, run_with_rss, table  # noqa: E402
+from common import child_env, load_note, source_state, python, run_with_rss, table  # noqa: E402
 from servers import eval_line  # noqa: E402
 
 PARAM_TEST = '''import pytest
@@ -48,7 +49,7 @@ def main() -> int:
     args = parser.parse_args()
     n = args.lines
 
-    print(f"N={n}; {load_note()}", flush=True)
+    print(f"N={n}; {load_note()}; {source_state()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="rageval-bench-collect-") as tmp:
         root = Path(tmp)
         (root / "eval_sets").mkdir()
@@ -85,6 +86,11 @@ def main() -> int:
     print(table(["collect", "best s", "worst s", "peak RSS MiB", "pytest says"], rows))
     ratio = ev[0] / par[0]
     print(f"\nratio eval set / parametrize: {ratio:.2f}  (bar <= 2: {'yes' if ratio <= 2 else 'NO'})")
+    phase = [re.search(r"in ([0-9.]+)s", b[2]) for b in (ev, par)]
+    if all(phase):
+        a, b = (float(m.group(1)) for m in phase)
+        print(f"collection phase only (pytest's own 'collected in'): {a:.2f} s / {b:.2f} s = {a / b:.2f} "
+              f"(wall also holds start-up and the end of the session: garbage collection and interpreter exit)")
     print(f"RSS ratio: {max(r[1] for r in results['eval set (--rageval)']) / max(r[1] for r in results['parametrize']):.2f}")
     print(f"after: {load_note()}")
     return 0

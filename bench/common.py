@@ -122,3 +122,15 @@ def load_note() -> str:
     if one > 0.5 * (os.cpu_count() or 1):
         note += "  <- other work is running: numbers are noisier than usual"
     return note
+
+
+def source_state() -> str:
+    """Which pytest-rageval is measured: the repo's commit, and whether src/ has uncommitted changes."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "pytest-rageval (no git)"
+    return f"pytest-rageval at {commit or '?'}{' + uncommitted changes in src/' if dirty else ''}"

@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, load_note, python, run_timed, table  # noqa: E402
+from common import child_env, load_note, source_state, python, run_timed, table  # noqa: E402
 from servers import JudgeServer, RagServer, eval_line  # noqa: E402
 
 #: aggregate_metrics keys that measure time and so differ between any two runs.
@@ -86,7 +86,7 @@ def main() -> int:
             RagServer(latency=rag_s, max_requests=budget) as rag, JudgeServer(latency=judge_s, max_requests=budget) as judge:
         root = Path(tmp) / "project"
         print(f"N={n} cases, RAG {args.rag_latency_ms:g} ms, judge {args.judge_latency_ms:g} ms x 2 requests per case; "
-              f"{load_note()}", flush=True)
+              f"{load_note()}; {source_state()}", flush=True)
         # Warm-up on a 3-case project: bytecode and assertion-rewrite caches, so no run pays for them.
         warm = Path(tmp) / "warm"
         write_project(warm, 3, rag.url)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, load_note, python, run_timed, table  # noqa: E402
+from common import child_env, load_note, source_state, python, run_timed, table  # noqa: E402
 
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
@@ -51,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10, help="runs of each, best kept (10)")
     args = parser.parse_args()
-    print(load_note(), flush=True)
+    print(f"{load_note()}; {source_state()}", flush=True)
     env = child_env()
     with tempfile.TemporaryDirectory(prefix="rageval-bench-startup-") as tmp:
         root = Path(tmp)

@@ -165,7 +165,7 @@ def test_failed_and_errored_come_first(metrics: dict, records: list[dict]) -> No
     assert first_bad < page.index("evil-001")
     # failed/errored <details> are open, the others collapsed
     assert re.search(r'<details class="case o-failed" id="case-\d+" open>', page)
-    assert re.search(r'<details class="case o-passed" id="case-\d+">', page)
+    assert re.search(r'<details class="case o-passed" id="case-r\d+">', page)
 
 
 def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
@@ -269,7 +269,11 @@ def test_many_cases_render(metrics: dict) -> None:
                        retrieved_chunks=[{"rank": r, "rel_path": "a.md", "text": "t" * 200} for r in range(1, 6)])
                for i in range(5000)]
     page = render_report(metrics, iter(records))
-    assert page.count('<details class="case') == 5000
+    failed = sum(1 for i in range(5000) if i % 7 == 0)
+    # Every failed case in full; the other cases in full up to the limit, then one line each.
+    assert page.count('<details class="case o-failed"') == failed
+    assert page.count('<details class="case o-passed"') == 500
+    assert page.count('class="case o-passed compact"') == 5000 - failed - 500
 
 
 def test_load_history(tmp_path: Path) -> None:
@@ -343,3 +347,16 @@ def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, r
     assert "<script" not in dom.lower()
     assert "<svg" in dom
     assert "fail-001" in dom
+
+
+def test_beyond_the_detail_limit_other_cases_are_one_line_each(metrics: dict, records: list[dict]) -> None:
+    from pytest_rageval.report import html as report_html
+
+    passed = next(r for r in records if r.get("outcome") == "passed")
+    failed = next(r for r in records if r.get("outcome") == "failed")
+    many = [dict(passed, key=f"p{i}") for i in range(report_html.DETAIL_LIMIT + 50)] + [failed]
+    page = render_report(metrics, many)
+    assert page.count('<details class="case o-passed"') == report_html.DETAIL_LIMIT
+    assert page.count('class="case o-passed compact"') == 50
+    assert page.count('<details class="case o-failed"') == 1
+    assert page.index('<details class="case o-failed"') < page.index('<details class="case o-passed"')

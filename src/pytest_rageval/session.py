@@ -316,9 +316,9 @@ class RagevalPlugin:
             if state == "error" and not record.get("error"):
                 record["error"] = {"kind": "other", "message": _longrepr_line(report)}
             report.rageval_case = record  # type: ignore[attr-defined]
-            for name, value in record["metrics"].items():
-                if value is not None:
-                    item.user_properties.append((f"rageval.{name}", value))
+            item.record = None  # the report carries it from here on
+            if self.config.getoption("xmlpath", None):  # JUnit XML asked for: metrics as properties
+                item.user_properties.extend((f"rageval.{n}", v) for n, v in record["metrics"].items() if v is not None)
         elif isinstance(item, BadLineItem):
             report.rageval_case = {  # type: ignore[attr-defined]
                 "key": item.nodeid,
@@ -400,6 +400,11 @@ class RagevalPlugin:
         record = getattr(report, "rageval_case", None)
         for rec in [record] if record else list(getattr(report, "rageval_records", None) or []):
             self._accept(rec, write=True)
+        # Streamed to disk and folded into the aggregates: pytest keeps every report until the end,
+        # so drop the record from it to keep memory flat on long runs.
+        for name in ("rageval_case", "rageval_records"):
+            if hasattr(report, name):
+                delattr(report, name)
 
     def _accept(self, rec: dict[str, Any], *, write: bool) -> None:
         """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""

@@ -265,15 +265,8 @@ def _ci_text(delta: dict) -> str:
 # --------------------------------------------------------------------------- cases
 
 
-def _order_records(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
-    """Failed and errored records first, the rest after; order kept within each."""
-    first: list[dict] = []
-    rest: list[dict] = []
-    for record in records:
-        if not isinstance(record, dict):
-            continue
-        (first if record.get("outcome") in _FIRST_OUTCOMES else rest).append(record)
-    return first, rest
+#: Passed and skipped cases shown in full; beyond this many, one line each (failed and errored: always in full).
+DETAIL_LIMIT = 500
 
 
 def _case_label(record: dict) -> str:
@@ -281,29 +274,39 @@ def _case_label(record: dict) -> str:
 
 
 def _render_cases(records: Iterable[dict]) -> str:
-    first, rest = _order_records(records)
+    """Failed and errored cases first, then the others; rendered while reading, so records are not all kept."""
+    first: list[str] = []
+    index: list[tuple[str, str]] = []
+    rest: list[str] = []
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        if record.get("outcome") in _FIRST_OUTCOMES:
+            index.append((str(record.get("outcome")), _case_label(record)))
+            first.append(_render_case(record, len(first), open_=True))
+        elif len(rest) < DETAIL_LIMIT:
+            rest.append(_render_case(record, f"r{len(rest)}", open_=False))
+        else:
+            cls = _outcome_class(record.get("outcome"))
+            rest.append(f'<div class="case o-{cls} compact">{_render_summary(record)}</div>')
     parts = [f'<h2 id="failing">Failed and errored cases ({len(first)})</h2>']
-    if first:
-        parts.append(_render_index(first))
-        parts.extend(_render_case(r, i, open_=True) for i, r in enumerate(first))
-    else:
-        parts.append('<p class="muted">None.</p>')
+    parts.append(_render_index(index) + "".join(first) if first else '<p class="muted">None.</p>')
     parts.append(f'<h2 id="others">Other cases ({len(rest)})</h2>')
-    offset = len(first)
-    parts.extend(_render_case(r, offset + i, open_=False) for i, r in enumerate(rest))
+    if len(rest) > DETAIL_LIMIT:
+        parts.append(f'<p class="muted">The first {DETAIL_LIMIT} in full, the rest one line each (results.jsonl has every detail).</p>')
+    parts.extend(rest)
     return "".join(parts)
 
 
-def _render_index(records: list[dict]) -> str:
+def _render_index(entries: list[tuple[str, str]]) -> str:
     items = "".join(
-        f'<li>{_badge(str(r.get("outcome")), _outcome_class(r.get("outcome")))} '
-        f'<a href="#case-{i}"><code>{escape(_case_label(r))}</code></a></li>'
-        for i, r in enumerate(records)
+        f'<li>{_badge(outcome, _outcome_class(outcome))} <a href="#case-{i}"><code>{escape(label)}</code></a></li>'
+        for i, (outcome, label) in enumerate(entries)
     )
     return f'<ul class="index">{items}</ul>'
 
 
-def _render_case(record: dict, index: int, *, open_: bool) -> str:
+def _render_case(record: dict, index: Any, *, open_: bool) -> str:
     cls = _outcome_class(record.get("outcome"))
     attr = " open" if open_ else ""
     return (

@@ -70,7 +70,12 @@ class HtmlSummary:
 
 
 def register(config: pytest.Config, plugin: "RagevalPlugin") -> None:
-    """Register the pytest-html hooks; the summary only where pytest-html writes its report."""
+    """Register the pytest-html hooks when a report is asked for (``--html``); the summary only on the controller.
+
+    Without ``--html`` nothing is rendered: pytest keeps every report to the end of the session.
+    """
+    if not config.getoption("htmlpath", None):
+        return
     config.pluginmanager.register(HtmlExtras(), "rageval-html-extras")
     if not plugin.is_worker:
         config.pluginmanager.register(HtmlSummary(plugin), "rageval-html-summary")
