@@ -58,7 +58,7 @@ table{border-collapse:collapse;background:#fff;margin:4px 0 8px}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#eef1f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-.meta span{margin-right:16px;white-space:nowrap}
+.meta{display:flex;flex-wrap:wrap;row-gap:4px}.meta span{margin-right:16px;white-space:nowrap}
 .warn{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px;margin:8px 0;font-weight:600}
 .badge{display:inline-block;padding:0 6px;border-radius:4px;font-size:12px;font-weight:700;color:#fff;background:#6e7781}
 .b-passed{background:#1a7f37}.b-failed{background:#cf222e}.b-error{background:#bc4c00}
@@ -173,9 +173,11 @@ def _render_header(metrics: dict, title: str) -> str:
     parts.append(f"<span>timestamp {escape(metrics.get('timestamp') or _DASH)}</span>")
     for key in ("config_hash", "eval_set_hash"):
         if metrics.get(key):
-            parts.append(f"<span>{escape(key)} <code>{escape(metrics[key])}</code></span>")
+            full = str(metrics[key])
+            parts.append(f'<span>{escape(key)} <code title="{escape(full)}">{escape(full[:12])}</code></span>')
     name, heuristic = _judge_info(metrics)
-    judge = f"<code>{escape(name)}</code>" if name else _DASH
+    model = (metrics.get("judge") or {}).get("model") if isinstance(metrics.get("judge"), dict) else None
+    judge = f"<code>{escape(name)}</code>" + (f" ({escape(model)})" if model else "") if name else _DASH
     if heuristic:
         judge += " " + _badge("heuristic", "heuristic")
     parts.append(f"<span>judge {judge}</span>")
