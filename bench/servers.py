@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 Reply = tuple[int, dict, Any]  # (status, headers, JSON-able body)
 

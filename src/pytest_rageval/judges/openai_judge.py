@@ -38,6 +38,8 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, ValidationError
 
+import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
+
 from . import prompts
 from ..retry import retry_after_seconds
 from .ratelimit import EndpointLimiter
@@ -304,8 +306,6 @@ class OpenAIJudge:
         """The AsyncOpenAI client of the running loop, created on first use there."""
         loop = _running_loop()
         if self._client is None or self._client_loop is not loop:
-            import openai
-
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, api_key=self.__key, timeout=self.timeout, max_retries=0
             )
@@ -341,8 +341,6 @@ class OpenAIJudge:
 
     async def _ask(self, metric: str, messages: list[dict[str, str]]) -> _Attempt:
         """One chat completion, with retries of transient failures and response-format fallback."""
-        import openai
-
         retries = 0
         mode = self._mode
         while True:
