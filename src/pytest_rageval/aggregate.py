@@ -77,7 +77,7 @@ def percentile(sorted_values: list[float], q: float) -> Optional[float]:
     return a + (b - a) * frac
 
 
-def _num(value: Any) -> Optional[float]:
+def as_number(value: Any) -> Optional[float]:
     """A finite metric value as float (bools as 1/0); None for null or non-numbers."""
     if value is None or isinstance(value, str):
         return None
@@ -166,12 +166,12 @@ def _values(answerable: bool, metrics: Mapping[str, Any]) -> _Values:
     """The per-case values the groups average, computed once per record."""
     means = []
     for key, metric in _MEAN_METRICS:
-        value = _num(metrics.get(metric))
+        value = as_number(metrics.get(metric))
         if value is not None:
             means.append((key, value))
-    abstained = _num(metrics.get("abstained"))
+    abstained = as_number(metrics.get("abstained"))
     if answerable and abstained is None:
-        abstained = _num(metrics.get("false_abstention"))
+        abstained = as_number(metrics.get("false_abstention"))
     return tuple(means), abstained
 
 
@@ -303,11 +303,11 @@ class Aggregator:
 
         self._add_judge_coverage(record, outcome, metrics)
         if outcome not in _UNSCORED:
-            latency = _num(metrics.get("latency_ms"))
+            latency = as_number(metrics.get("latency_ms"))
             if latency is None:
                 latency_block = record.get("latency")
                 if isinstance(latency_block, Mapping):
-                    latency = _num(latency_block.get("total_ms"))
+                    latency = as_number(latency_block.get("total_ms"))
             if latency is not None:
                 self._latencies.append(latency)
                 self._latency_total.add(latency)
@@ -323,26 +323,26 @@ class Aggregator:
     def _add_cost(self, record: Mapping[str, Any]) -> None:
         cost = record.get("cost")
         if isinstance(cost, Mapping):
-            tokens = _num(cost.get("judge_tokens"))
+            tokens = as_number(cost.get("judge_tokens"))
             if tokens is not None:
                 self._judge_tokens += int(tokens)
-            usd = _num(cost.get("judge_cost_usd"))
+            usd = as_number(cost.get("judge_cost_usd"))
             if usd is not None:
                 self._judge_usd.add(usd)
         cache = record.get("judge_cache")
         if isinstance(cache, Mapping):
-            self._cache_hits += int(_num(cache.get("hits")) or 0)
-            self._cache_misses += int(_num(cache.get("misses")) or 0)
+            self._cache_hits += int(as_number(cache.get("hits")) or 0)
+            self._cache_misses += int(as_number(cache.get("misses")) or 0)
 
     def _add_judge_coverage(self, record: Mapping[str, Any], outcome: str, metrics: Mapping[str, Any]) -> None:
         attempted = record.get("judge_attempted")
         if attempted is None:
             # no attempt list: count the judge metrics that were scored as attempted
-            attempted = [m for m in JUDGE_METRICS if _num(metrics.get(m)) is not None]
+            attempted = [m for m in JUDGE_METRICS if as_number(metrics.get(m)) is not None]
         for metric in dict.fromkeys(attempted):
             entry = self._coverage.setdefault(str(metric), [0, 0])
             entry[1] += 1
-            if outcome != "error" and _num(metrics.get(metric)) is not None:
+            if outcome != "error" and as_number(metrics.get(metric)) is not None:
                 entry[0] += 1
 
     def result(self) -> dict[str, Any]:

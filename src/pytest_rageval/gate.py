@@ -9,14 +9,13 @@ or flipped cases.
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from .aggregate import AVG_METRICS, RATE_METRICS, percentile
+from .aggregate import AVG_METRICS, RATE_METRICS, as_number, percentile
 
 __all__ = [
     "DEFAULT_TOLERANCES",
@@ -240,17 +239,6 @@ def _numpy_means(values: list[float], samples: int, seed: int) -> Optional[list[
     return out
 
 
-def _num(value: Any) -> Optional[float]:
-    if value is None or isinstance(value, str):
-        return None
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, (int, float)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    return None
-
-
 def _unanswerable(case: Mapping[str, Any]) -> bool:
     return case.get("answerable") is False
 
@@ -258,7 +246,7 @@ def _unanswerable(case: Mapping[str, Any]) -> bool:
 def _metric_getter(metric: str) -> Callable[[Mapping[str, Any]], Optional[float]]:
     def get(case: Mapping[str, Any]) -> Optional[float]:
         metrics = case.get("metrics") or {}
-        return _num(metrics.get(metric))
+        return as_number(metrics.get(metric))
 
     return get
 
@@ -317,17 +305,17 @@ def _scalars(metrics_json: Mapping[str, Any]) -> dict[str, Optional[float]]:
     out: dict[str, Optional[float]] = {}
     for key, value in agg.items():
         if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-            out[key] = _num(value)
+            out[key] = as_number(value)
     operational = agg.get("operational_metrics")
     if isinstance(operational, Mapping):
         for key in ("error_rate", "timeout_rate", "empty_response_rate"):
             if key in operational:
-                out[key] = _num(operational.get(key))
+                out[key] = as_number(operational.get(key))
     latency = agg.get("latency")
     if isinstance(latency, Mapping):
         for key in ("p50_ms", "p95_ms"):
             if key in latency:
-                out[f"latency_{key}"] = _num(latency.get(key))
+                out[f"latency_{key}"] = as_number(latency.get(key))
     return out
 
 
@@ -452,7 +440,7 @@ def compare(
         coverage = (current.get("aggregate_metrics") or {}).get("judge_coverage") or {}
         for metric in sorted(coverage):
             entry = coverage[metric]
-            value = _num(entry.get("coverage")) if isinstance(entry, Mapping) else None
+            value = as_number(entry.get("coverage")) if isinstance(entry, Mapping) else None
             if value is not None and value < min_judge_coverage - _SLACK:
                 coverage_failures.append(
                     f"judge coverage of {metric} {_ratio(value, min_judge_coverage)} < "
