@@ -8,48 +8,17 @@ import json
 import pytest
 
 from pytest_rageval.judges.base import ALL_METRICS, CLASSIFIERS, SCALES, Judge, JudgeError, JudgeInput, Verdict
+from pytest_rageval.judges.calibration import CALIBRATION_CASES
 from pytest_rageval.judges.lexical import LEXICAL_METRICS, LexicalJudge, content_tokens, is_refusal, split_claims
 
 # --------------------------------------------------------------------------- seed 000
 
-QUESTION = "What is the status of the STIP proposal and who proposed it?"
-CHUNK_TALLY = """# Arbitrum Short-Term Incentive Program (STIP)
-
-Author: Arbitrum Foundation
-Category: Incentives
-Created: 2023-10-15
-
-## Tally On-chain Vote
-Status: executed
-On-chain ID: 47832
-Voting Start: 2023-11-01
-Voting End: 2023-11-15
-URL: https://www.tally.xyz/gov/arbitrum/proposal/47832
-Options: For, Against, Abstain"""
-CHUNK_SNAPSHOT = """# Arbitrum Short-Term Incentive Program (STIP)
-
-## Snapshot Temperature Check
-Status: closed
-Voting Start: 2023-10-20
-Voting End: 2023-10-27
-URL: https://snapshot.org/#/arbitrumfoundation.eth/proposal/0xabc123
-Options: For, Against, Abstain"""
-CHUNK_FORUM = """The STIP program allocated 50 million ARB tokens to incentivize
-protocol growth on Arbitrum. Delegates raised concerns about the
-lack of accountability metrics and the short timeline for
-distributing funds. Some argued the amount was too large given
-market conditions.
-
-Post by: dk3 (@dk3)
-Posted: 2023-10-18"""
-CONTEXTS = (CHUNK_TALLY, CHUNK_SNAPSHOT, CHUNK_FORUM)
-
-FAITHFUL = """The STIP (Short-Term Incentive Program) proposal was authored by
-the Arbitrum Foundation. It has been executed after passing both the Snapshot
-temperature check and the Tally on-chain vote. The program allocated
-50 million ARB tokens for protocol incentives."""
-HALLUCINATED = """The STIP proposal was authored by Offchain Labs and requested 100 million
-ARB tokens. It was vetoed by the Security Council."""
+STIP = CALIBRATION_CASES[0]  # seed 000's question, three chunks, faithful and hallucinated answers
+QUESTION = STIP.question
+CONTEXTS = STIP.contexts
+CHUNK_TALLY, CHUNK_SNAPSHOT, CHUNK_FORUM = CONTEXTS
+FAITHFUL = STIP.faithful_answer
+HALLUCINATED = STIP.hallucinated_answer
 REFERENCE = (
     "The STIP proposal was proposed by the Arbitrum Foundation. Its current status is 'executed' "
     "\u2014 it passed the Tally on-chain vote after clearing the Snapshot temperature check."
