@@ -5,12 +5,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import dump_dom, needs_chromium
 from ask_server import AskServer, answer, chunk
 
 pytest.importorskip("pytest_html")
@@ -180,28 +179,14 @@ def test_without_html_option_nothing_is_rendered(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(["*EXTRAS [[]0, 0, 0[]]*"])
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
 
-
-@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed")
+@needs_chromium
 def test_headless_browser_shows_payload_as_text(pytester: pytest.Pytester, tmp_path: Path) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
         pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--html=report.html", "--self-contained-html")
     page = pytester.path / "report.html"
-    cmd = [
-        str(_chromium()), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-        "--dump-dom", page.as_uri(),
-    ]
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.skip("chromium did not finish in time")
-    if result.returncode != 0 or "<html" not in result.stdout:
-        pytest.skip(f"chromium could not render: {result.stderr[-500:]}")
-    dom = result.stdout
+    dom = dump_dom(page, tmp_path / "profile")
     assert 'class="rageval"' in dom  # app.js inserted the extras
     assert ESCAPED in dom and PAYLOAD not in dom  # serialised back as text, i.e. parsed as text
     assert "<b>chunk</b>" not in dom

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from browser import dump_dom, needs_chromium
 
 from pytest_rageval.report.html import load_history, render_report, write_report
 
@@ -322,27 +321,12 @@ def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict, monk
     assert os.listdir(tmp_path) == ["report.html"]
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
 
-
-@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed")
+@needs_chromium
 def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, records: list[dict]) -> None:
     page = tmp_path / "report.html"
     write_report(page, metrics, records, history=_history(3))
-    profile = tmp_path / "profile"
-    cmd = [
-        str(_chromium()), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-        "--dump-dom", page.as_uri(),
-    ]
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.skip("chromium did not finish in time")
-    if result.returncode != 0 or "<html" not in result.stdout:
-        pytest.skip(f"chromium could not render: {result.stderr[-500:]}")
-    dom = result.stdout
+    dom = dump_dom(page, tmp_path / "profile")
     assert ESCAPED in dom  # serialised back as text, i.e. it was parsed as text
     assert "<script" not in dom.lower()
     assert "<svg" in dom
