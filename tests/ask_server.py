@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Optional, Union
+
+from loopback import LoopbackServer
 
 Reply = Union[dict, tuple]  # a JSON body, or (status, body[, headers])
 Responder = Callable[[dict], Reply]
@@ -32,11 +34,6 @@ def answer(text: str, chunks: list[dict], *, references: Optional[list[dict]] = 
         debug["folder_selection"] = {"selected_folders": folders}
     body["debug"] = debug
     return body
-
-
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 128  # the default (5) stalls bursts of concurrent connects for a second
-    daemon_threads = True
 
 
 class AskServer:
@@ -75,7 +72,7 @@ class AskServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = LoopbackServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property

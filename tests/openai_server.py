@@ -21,8 +21,10 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Mapping, Optional, Union
+
+from loopback import LoopbackServer
 
 Body = Union[dict, list, str, bytes]
 Reply = tuple[int, dict, Body]
@@ -169,11 +171,6 @@ def slow(seconds: float, then: Optional[Responder] = None) -> Responder:
 # --------------------------------------------------------------------------- server
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # many concurrent judge calls: the default backlog of 5 stalls connects for 1 s
-
-
 class OpenAIServer:
     """``with OpenAIServer(responder) as srv: srv.base_url`` — a loopback chat-completions endpoint."""
 
@@ -181,7 +178,7 @@ class OpenAIServer:
         self.responder: Responder = responder or verdicts()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._httpd = _HTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = LoopbackServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True)
         self._started = False
 

@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -117,13 +118,21 @@ def _run_and_interrupt(project: Path, url: str, sig: int) -> tuple[subprocess.Po
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupted_run_keeps_finished_cases_and_resumes(pytester: pytest.Pytester, sig: int) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": cases(20)})
-    with AskServer(slow(0.25)) as server:
+    interrupted = threading.Event()
+
+    def respond(body: dict) -> Any:
+        if int(body["question"][1:]) >= 8:
+            interrupted.wait(timeout=30)  # the run cannot finish before the signal, however loaded the machine
+        return slow(0.1)(body)
+
+    with AskServer(respond) as server:
         proc, run_dir = _run_and_interrupt(pytester.path, server.url, sig)
+        interrupted.set()
         assert proc.returncode != 0
         metrics = json.loads((run_dir / "metrics.json").read_text())
         finished = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
         assert metrics["complete"] is False
-        assert 4 <= len(finished) < 20 and metrics["total_tests"] == len(finished)
+        assert 4 <= len(finished) <= 8 and metrics["total_tests"] == len(finished)
         asked_before = len(server.requests)
 
         resumed = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", f"--rageval-resume={run_dir}")
@@ -146,4 +155,5 @@ def test_exitfirst_stops_marks_incomplete_and_cancels_the_rest(pytester: pytest.
     result.assert_outcomes(passed=4, failed=1)  # c000-c003 pass, c004 is the first failure
     metrics = json.loads((latest(pytester.path / "results") / "metrics.json").read_text())
     assert metrics["complete"] is False
-    assert asked <= 2 + 2 * 4  # what was in flight, never the whole set
+    # c000-c004, plus at most the look-ahead window (2 x concurrency) started while c004 ran; never the whole set
+    assert asked <= 5 + 2 * 4

@@ -271,7 +271,7 @@ class RagevalPlugin:
             return None
 
     def prefetch(self, session: pytest.Session, item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
-        """Start the cases of the next items so that up to ``concurrency`` are in flight."""
+        """Start the cases of the next ``2 x concurrency`` items (the engine runs ``concurrency`` at a time)."""
         if self.settings.concurrency <= 1:
             return
         if self._lookahead is None:
