@@ -92,7 +92,12 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
     assert metrics["judge"] == {"name": "openai", "model": "judge-model", "prompt_version": metrics["judge"]["prompt_version"],
                                 "temperature": 0.0, "heuristic": False}
     assert "groundedness/v1" in metrics["judge"]["prompt_version"]
-    assert agg["cost"]["judge_total_tokens"] > 0
+    # Every request was paid for (100 + 20 tokens each), the three unusable answers to q-broken included.
+    assert agg["cost"]["judge_total_tokens"] == 120 * len(judge.requests)
+    assert agg["judge_cache"]["misses"] == len(judge.requests) - 2  # the two re-asks belong to one call
+    run_dir, _ = latest(project.path)
+    records = {r["test_case_id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    assert records["broken"]["outcome"] == "error" and records["broken"]["metrics"]["recall_at_k"] == 1
     # The unanswerable case had no `abstained` field: one abstention request classified it.
     assert metrics["cases"]["eval_sets/j.jsonl::mars"]["metrics"]["abstained"] is True
     assert [metric_of(b) for b in judge.bodies() if "q-mars" in user_text(b)] == ["abstention"]

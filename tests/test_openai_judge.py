@@ -26,6 +26,7 @@ from openai_server import (
 )
 
 from pytest_rageval.judges.base import ALL_METRICS, JudgeAuthError, JudgeError, JudgeInput, Verdict
+from pytest_rageval.judges.judging import Budget, CaseVerdicts, judge_case
 from pytest_rageval.judges.openai_judge import OpenAIJudge, parse_answer, resolve_api_key, retry_after_seconds
 from pytest_rageval.judges.prompts import (
     ANSWER_MODELS,
@@ -34,6 +35,7 @@ from pytest_rageval.judges.prompts import (
     build_messages,
     escape_data,
 )
+from pytest_rageval.schema import EvalCase, RagResponse
 
 KEY = "sk-test-very-secret-123"
 INPUT = JudgeInput(
@@ -159,6 +161,46 @@ def test_tokens_of_reasks_add_up() -> None:
         (verdict,) = run(make_judge(srv, prices={"judge-model": (1.0, 1.0)}), "correctness")
     assert verdict.attempts == 2 and (verdict.prompt_tokens, verdict.completion_tokens) == (200, 40)
     assert verdict.cost_usd == pytest.approx(240 / 1e6)
+
+
+def test_a_failed_verdict_still_counts_its_paid_tokens() -> None:
+    with OpenAIServer(content("not json")) as srv:
+        err = judge_error(make_judge(srv, prices={"judge-model": (1.0, 1.0)}), "correctness")
+    assert (err.prompt_tokens, err.completion_tokens) == (300, 60)  # three asks of 100 + 20
+    assert err.cost_usd == pytest.approx(360 / 1e6)
+
+
+def test_failed_calls_count_towards_the_budget_and_the_tally() -> None:
+    """--rageval-max-judge-cost also stops on money spent on answers that were never usable."""
+    with OpenAIServer(content("not json")) as srv:
+        judge = make_judge(srv, prices={"judge-model": (1.0, 1.0)}, max_reasks=0)
+        budget = Budget(limit_usd=150 / 1e6)  # more than one failed ask (120 tokens), less than two
+
+        async def main() -> list[CaseVerdicts]:
+            try:
+                case = EvalCase(id="c", question=INPUT.question, reference_answer="x")
+                response = RagResponse(answer=INPUT.answer, abstained=False)
+                return [await judge_case(judge, ["correctness"], case, response, INPUT, budget=budget) for _ in range(3)]
+            finally:
+                await judge.aclose()
+
+        first, second, third = asyncio.run(main())
+        assert len(srv.requests) == 2
+    assert "not valid JSON" in str(first.error) and first.spent(cached=True) == {
+        "judge_tokens": 120, "judge_cost_usd": pytest.approx(120 / 1e6), "hits": 0, "misses": 1}
+    assert "not valid JSON" in str(second.error)
+    assert "budget" in str(third.error) and third.spent(cached=True)["judge_tokens"] == 0
+    assert budget.spent_usd == pytest.approx(240 / 1e6)
+
+
+def test_a_key_echoed_inside_a_verdict_is_masked() -> None:
+    def echo(body: dict, headers: dict) -> Any:
+        return ok(json.dumps({"reasoning": f"you sent {headers.get('authorization')}", "score": 4}))
+
+    with OpenAIServer(echo) as srv:
+        (verdict,) = run(make_judge(srv), "correctness")
+    assert KEY not in verdict.reasoning and KEY not in verdict.raw
+    assert verdict.reasoning == "you sent Bearer ***" and verdict.score == 4.0
 
 
 # --------------------------------------------------------------------------- parsing and re-asks

@@ -81,9 +81,17 @@ def record(case_id: str, answer: str, *, full_text: bool, outcome: str = "passed
 
 
 def errored_record() -> dict[str, Any]:
-    """A judge error from the original run: judge input stored, metrics never computed."""
-    rec = record("err-001", STIP.faithful_answer, full_text=True, outcome="error", metrics={}, judge_attempted=["groundedness"])
+    """A judge error from the original run: judge input and retrieval metrics stored, no verdict."""
+    rec = record("err-001", STIP.faithful_answer, full_text=True, outcome="error", judge_attempted=["groundedness"])
     rec["error"] = {"kind": "judge", "message": "groundedness: unusable judge answer after 3 attempts"}
+    rec["judge_input"]["question"] = rec["question"] = "Who proposed STIP, and when?"  # a case of its own
+    return rec
+
+
+def rag_errored_record() -> dict[str, Any]:
+    """A RAG failure: nothing was answered, so there is nothing to judge."""
+    rec = record("rag-001", "", full_text=True, outcome="error", metrics={})
+    rec["error"] = {"kind": "http", "message": "HTTP 500 after 2 retries"}
     return rec
 
 
@@ -102,6 +110,7 @@ def three_records() -> list[dict[str, Any]]:
         record("fact-001", STIP.faithful_answer, full_text=True),
         record("fact-002", STIP.hallucinated_answer, full_text=False),
         errored_record(),
+        rag_errored_record(),
     ]
 
 
@@ -148,9 +157,9 @@ def test_lexical_rejudge_fills_records_and_metrics(tmp_path: Path) -> None:
 
     result = rejudge(run, JudgeSetup(LexicalJudge(), METRICS))
 
-    assert (result.judged, result.errors, result.left_alone) == (2, 0, 1)
+    assert (result.judged, result.errors, result.left_alone) == (3, 0, 1)
     after = {r["test_case_id"]: r for r in read_records(run)}
-    assert list(after) == ["fact-001", "fact-002", "err-001"]  # order kept
+    assert list(after) == ["fact-001", "fact-002", "err-001", "rag-001"]  # order kept
     good, bad = after["fact-001"], after["fact-002"]
     assert good["metrics"]["groundedness"] == 5.0 and good["judge"]["groundedness"]["score"] == 5.0
     assert good["metrics"]["correctness"] > 3.0 and "correctness" in good["judge"]
@@ -161,18 +170,21 @@ def test_lexical_rejudge_fills_records_and_metrics(tmp_path: Path) -> None:
     assert bad["outcome"] == "failed"
     assert {m["metric"] for m in bad["misses"]} == {"groundedness", "correctness"}
     assert "(heuristic)" in bad["judge"]["groundedness"]["reasoning"]
-    # the errored record is untouched, byte for byte
-    assert after["err-001"] == records[2]
+    # the case whose judging failed in the pytest run is judged now; the RAG failure is untouched, byte for byte
+    mended = after["err-001"]
+    assert mended["error"] is None and mended["outcome"] == "passed" and mended["metrics"]["groundedness"] == 5.0
+    assert mended["metrics"]["recall_at_k"] == 1.0
+    assert after["rag-001"] == records[3]
 
     metrics = metrics_json(run)
     for name in ("run_id", "timestamp", "complete", "config_hash", "eval_set_hash", "k"):
         assert metrics[name] == before[name]
     assert metrics["judge"]["name"] == "lexical" and metrics["judge"]["heuristic"] is True
     agg = metrics["aggregate_metrics"]
-    assert agg["groundedness_avg"] == pytest.approx(2.5)
+    assert agg["groundedness_avg"] == pytest.approx(10 / 3)
     assert agg["correctness_avg"] is not None
-    assert agg["judge_coverage"]["groundedness"] == {"scored": 2, "attempted": 3, "coverage": pytest.approx(2 / 3)}
-    assert (metrics["passed"], metrics["failed"], metrics["errors"]) == (1, 1, 1)
+    assert agg["judge_coverage"]["groundedness"] == {"scored": 3, "attempted": 3, "coverage": 1.0}
+    assert (metrics["passed"], metrics["failed"], metrics["errors"]) == (2, 1, 1)
     assert metrics["cases"]["eval_sets/stip.jsonl::fact-002"]["outcome"] == "failed"
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     assert config["judge"]["name"] == "lexical" and "rejudged_at" in config
@@ -180,7 +192,7 @@ def test_lexical_rejudge_fills_records_and_metrics(tmp_path: Path) -> None:
     # fact-002 stored only 200-character excerpts of its chunks
     assert result.truncated_contexts is True
     assert any("200-character" in line and "--rageval-store-full-text" in line for line in result.lines)
-    assert result.lines[0].startswith("re-judged 2 of 3 records with the lexical")
+    assert result.lines[0].startswith("re-judged 3 of 4 records with the lexical")
 
 
 def test_full_text_runs_give_no_truncation_warning(tmp_path: Path) -> None:
@@ -232,12 +244,12 @@ def test_openai_rejudge_twice_second_time_from_cache(tmp_path: Path) -> None:
     cache_dir = tmp_path / ".rageval_cache"
     with OpenAIServer(by_answer) as srv:
         first = rejudge(run, openai_setup(srv, cache_dir))
-        assert sorted(srv.metrics()) == ["correctness", "correctness", "groundedness", "groundedness"]
+        assert sorted(srv.metrics()) == ["correctness"] * 3 + ["groundedness"] * 3
         texts = [user_text(b) for b in srv.bodies()]
         after_first = {r["test_case_id"]: r for r in read_records(run)}
 
         second = rejudge(run, openai_setup(srv, cache_dir))
-        assert len(srv.requests) == 4  # the second re-judge sent nothing
+        assert len(srv.requests) == 6  # the second re-judge sent nothing
 
     # full text went to the judge for fact-001, 200-character excerpts for fact-002
     faithful = [t for t in texts if "Offchain Labs" not in t]
@@ -245,8 +257,8 @@ def test_openai_rejudge_twice_second_time_from_cache(tmp_path: Path) -> None:
     assert all("dk3 (@dk3)" in t for t in faithful)
     assert all("dk3 (@dk3)" not in t and "The STIP program allocated 50 million" in t for t in hallucinated)
 
-    assert first.judged == 2 and first.cache_misses == 4 and first.cache_hits == 0
-    assert first.judge_tokens == 4 * 120 and first.judge_cost_usd == pytest.approx(4 * (100 * 1.0 + 20 * 2.0) / 1e6)
+    assert first.judged == 3 and first.cache_misses == 6 and first.cache_hits == 0
+    assert first.judge_tokens == 6 * 120 and first.judge_cost_usd == pytest.approx(6 * (100 * 1.0 + 20 * 2.0) / 1e6)
     good = after_first["fact-001"]
     assert good["metrics"]["groundedness"] == 5.0 and good["metrics"]["correctness"] == 5.0
     assert good["judge_cache"] == {"hits": 0, "misses": 2}
@@ -254,18 +266,19 @@ def test_openai_rejudge_twice_second_time_from_cache(tmp_path: Path) -> None:
     assert after_first["fact-002"]["metrics"]["groundedness"] == 1.0
     assert after_first["fact-002"]["outcome"] == "failed"
 
-    assert second.judged == 2 and second.cache_hits == 4 and second.cache_misses == 0
+    assert second.judged == 3 and second.cache_hits == 6 and second.cache_misses == 0
     assert second.judge_tokens == 0 and second.judge_cost_usd == 0.0
     after_second = {r["test_case_id"]: r for r in read_records(run)}
     assert after_second["fact-001"]["judge_cache"] == {"hits": 2, "misses": 0}
     assert after_second["fact-001"]["judge"]["groundedness"]["cached"] is True
     assert after_second["fact-001"]["metrics"] == good["metrics"]
-    assert after_second["err-001"] == records[2]
+    assert after_second["err-001"]["outcome"] == "passed"  # its judging failed in the pytest run; it is judged now
+    assert after_second["rag-001"] == records[3]
     metrics = metrics_json(run)
     assert metrics["judge"] == {"name": "openai", "model": "judge-model", "prompt_version": metrics["judge"]["prompt_version"],
                                 "temperature": 0.0, "heuristic": False}
-    assert metrics["aggregate_metrics"]["judge_cache"] == {"hits": 4, "misses": 0}
-    assert metrics["aggregate_metrics"]["groundedness_avg"] == pytest.approx(3.0)
+    assert metrics["aggregate_metrics"]["judge_cache"] == {"hits": 6, "misses": 0}
+    assert metrics["aggregate_metrics"]["groundedness_avg"] == pytest.approx(11 / 3)
     assert metrics["run_id"] == RUN_FIELDS["run_id"]
 
 
@@ -284,7 +297,7 @@ def test_judge_failure_makes_an_error_that_a_later_rejudge_retries(tmp_path: Pat
         result = rejudge(run, openai_setup(srv, max_reasks=0))
     assert (result.judged, result.errors) == (0, 1)
     (rec,) = read_records(run)
-    assert rec["outcome"] == "error" and rec["error"]["kind"] == "judge" and rec["error"]["rejudge"] is True
+    assert rec["outcome"] == "error" and rec["error"]["kind"] == "judge"
     assert "not valid JSON" in rec["error"]["message"]
     assert "groundedness" not in rec["metrics"] and rec["metrics"]["recall_at_k"] == 1.0
     assert metrics_json(run)["errors"] == 1

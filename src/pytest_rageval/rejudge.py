@@ -1,15 +1,15 @@
 """``rageval judge RUN``: judge a finished run later from its stored judge inputs (seed 003, SPEC section 10).
 
 Every record of ``RUN/results.jsonl`` that carries ``judge_input``, has no
-error and is neither skipped nor an invalid line is judged again with
+error but a judge failure and is neither skipped nor an invalid line is judged again with
 ``judging.judge_case``, exactly as ``runner.evaluate_case`` judges a case: the
 verdicts go to ``record["judge"]``, the scale scores to ``record["metrics"]``,
 the attempted metrics to ``record["judge_attempted"]``, tokens, cost and cache
 hits to ``record["cost"]`` / ``record["judge_cache"]`` (they describe this
 judging, replacing the old numbers); misses and the pass/fail outcome are
-recomputed against the thresholds stored in the record. A judge failure makes
-the record an error of kind ``judge`` (marked ``"rejudge": true`` so a later
-re-judge retries it). results.jsonl is then rewritten atomically and
+recomputed against the thresholds stored in the record. A record whose judging
+failed (in the pytest run or an earlier re-judge) is judged again; a judge
+failure makes the record an error of kind ``judge``. results.jsonl is then rewritten atomically and
 metrics.json recomputed with the Aggregator, keeping the run's identity fields.
 
 Contexts are ``judge_input["contexts"]`` (full text, stored with
@@ -68,13 +68,13 @@ class _Job:
 
 
 def _judgeable(record: Mapping[str, Any]) -> bool:
-    """Has a judge input, is no skipped/invalid line, and has no error other than an earlier re-judge failure."""
+    """Has a judge input, is no skipped/invalid line, and has no error but a judge failure (which judging may mend)."""
     if not isinstance(record.get("judge_input"), Mapping):
         return False
     if record.get("invalid_line") or record.get("outcome") == "skipped":
         return False
     error = record.get("error")
-    return not error or (isinstance(error, Mapping) and error.get("kind") == "judge" and bool(error.get("rejudge")))
+    return not error or (isinstance(error, Mapping) and error.get("kind") == "judge")
 
 
 def _case(record: Mapping[str, Any], question: str) -> EvalCase:
@@ -126,33 +126,21 @@ def _job(record: dict[str, Any], k: Optional[int]) -> _Job:
     return _Job(record, _case(record, question), response, inp, truncated)
 
 
-def _account(record: dict[str, Any], outcome: CaseVerdicts, *, cached: bool) -> None:
-    """Tokens, cost and cache hits of this judging (runner._account, starting from zero)."""
-    cost = {"judge_tokens": 0, "judge_cost_usd": 0.0}
-    cache = {"hits": 0, "misses": 0}
-    for verdict in outcome.verdicts.values():
-        if not verdict.cached:
-            cost["judge_tokens"] += verdict.prompt_tokens + verdict.completion_tokens
-            cost["judge_cost_usd"] += verdict.cost_usd
-        if cached:
-            cache["hits" if verdict.cached else "misses"] += 1
-    record["cost"] = cost
-    record["judge_cache"] = cache
-
-
 def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
     """Write the verdicts into the record the way runner.evaluate_case does."""
     record = job.record
     record.pop("spot_check", None)  # compared the old verdicts with another model
     record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}
     record["judge_attempted"] = list(outcome.attempted)
-    _account(record, outcome, cached=setup.cached)
+    spent = outcome.spent(cached=setup.cached)  # this judging's numbers replace the old ones
+    record["cost"] = {"judge_tokens": spent["judge_tokens"], "judge_cost_usd": spent["judge_cost_usd"]}
+    record["judge_cache"] = {"hits": spent["hits"], "misses": spent["misses"]}
     metrics: dict[str, Any] = dict(record.get("metrics") or {})
     for metric in SCALES:
         metrics.pop(metric, None)
     if outcome.error is not None:
         record["metrics"] = metrics
-        record["error"] = {"kind": "judge", "message": str(outcome.error), "rejudge": True}
+        record["error"] = {"kind": "judge", "message": str(outcome.error)}
         record["outcome"] = "error"
         record["misses"] = []
         return

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
 from .judges.base import SCALES, Judge, JudgeAuthError
-from .judges.judging import Budget, disagrees, judge_case, judge_input, verdict_dict
+from .judges.judging import Budget, CaseVerdicts, disagrees, judge_case, judge_input, verdict_dict
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case
 from .schema import Chunk, EvalCase, RagResponse
@@ -240,12 +240,15 @@ async def evaluate_case(
                 judge.judge, judge.metrics, case, response, judge_input(case, response, top), repeat_index=run, budget=judge.budget
             )
             attempted.extend(m for m in outcome.attempted if m not in attempted)
-            _account(record, outcome.verdicts.values(), cached=judge.cached)
+            _account(record, outcome, cached=judge.cached)
             if run == 0:
                 record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}
             if outcome.error is not None:
                 if isinstance(outcome.error, JudgeAuthError):
                     raise outcome.error
+                # The retrieval metrics still hold (results.jsonl shows them; `rageval judge` completes the case).
+                record["metrics"] = score_case(case, response, k=opts.k, require_snippets=opts.require_snippets)
+                record["metrics"]["latency_ms"] = reply.latency_ms
                 record["judge_attempted"] = attempted
                 record["error"] = {"kind": "judge", "message": str(outcome.error)}
                 return record
@@ -282,7 +285,7 @@ async def _spot_check(record: dict[str, Any], setup: JudgeSetup, case: EvalCase,
                       top: list[Chunk], primary: Mapping[str, Any]) -> None:
     """Re-judge with the second model; store both scores and whether they disagree."""
     second = await judge_case(setup.judge, setup.metrics, case, response, judge_input(case, response, top), budget=setup.budget)
-    _account(record, second.verdicts.values(), cached=setup.cached)
+    _account(record, second, cached=setup.cached)
     pairs = {m: (primary[m], v) for m, v in second.verdicts.items() if m in primary and m in SCALES}
     record["spot_check"] = {
         "model": setup.judge.describe().get("model"),
@@ -292,14 +295,13 @@ async def _spot_check(record: dict[str, Any], setup: JudgeSetup, case: EvalCase,
     }
 
 
-def _account(record: dict[str, Any], verdicts: Any, *, cached: bool) -> None:
-    """Add judge tokens, cost and cache hits/misses of ``verdicts`` to the record."""
-    for verdict in verdicts:
-        if not verdict.cached:  # a cached verdict cost nothing this run
-            record["cost"]["judge_tokens"] += verdict.prompt_tokens + verdict.completion_tokens
-            record["cost"]["judge_cost_usd"] += verdict.cost_usd
-        if cached:
-            record["judge_cache"]["hits" if verdict.cached else "misses"] += 1
+def _account(record: dict[str, Any], outcome: CaseVerdicts, *, cached: bool) -> None:
+    """Add the judge tokens, cost and cache hits/misses of ``outcome`` (failed calls included) to the record."""
+    spent = outcome.spent(cached=cached)
+    record["cost"]["judge_tokens"] += spent["judge_tokens"]
+    record["cost"]["judge_cost_usd"] += spent["judge_cost_usd"]
+    record["judge_cache"]["hits"] += spent["hits"]
+    record["judge_cache"]["misses"] += spent["misses"]
 
 
 def _phases(timings: Optional[Mapping[str, float]]) -> dict[str, float]:

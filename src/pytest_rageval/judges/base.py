@@ -65,10 +65,15 @@ class Verdict(BaseModel):
 class JudgeError(Exception):
     """A judge call failed after retries and re-asks; that case becomes an error."""
 
-    def __init__(self, metric: str, message: str) -> None:
+    def __init__(self, metric: str, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0,
+                 cost_usd: float = 0.0) -> None:
         super().__init__(f"{metric}: {message}")
         self.metric = metric
         self.message = message
+        # What the failed call spent (a re-asked answer is paid for): counted like a verdict's.
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.cost_usd = cost_usd
 
 
 class JudgeAuthError(JudgeError):

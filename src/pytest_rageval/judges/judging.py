@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from ..schema import Chunk, EvalCase, RagResponse
 from .base import SCALES, Judge, JudgeError, JudgeInput, Verdict
@@ -26,8 +26,9 @@ class Budget:
         if self.limit_usd is not None and self.spent_usd >= self.limit_usd:
             raise JudgeError(metric, f"judge budget of ${self.limit_usd:g} is spent (--rageval-max-judge-cost); not judged")
 
-    def add(self, verdict: Verdict) -> None:
-        self.spent_usd += verdict.cost_usd
+    def add(self, spent: Union[Verdict, JudgeError]) -> None:
+        """Count what a call spent, whether it gave a verdict or failed after paid re-asks."""
+        self.spent_usd += spent.cost_usd
 
 
 @dataclass
@@ -38,6 +39,19 @@ class CaseVerdicts:
     attempted: list[str] = field(default_factory=list)
     abstained: Optional[bool] = None  # from the classifier, when it ran
     error: Optional[JudgeError] = None
+    failures: list[JudgeError] = field(default_factory=list)  # every failed call, for tokens and cost
+
+    def spent(self, *, cached: bool) -> dict[str, Any]:
+        """Tokens, cost and cache hits/misses of this judging; a failed call is a paid cache miss."""
+        tokens, usd, hits, misses = 0, 0.0, 0, 0
+        for call in [*self.verdicts.values(), *self.failures]:
+            hit = isinstance(call, Verdict) and call.cached
+            if not hit:  # a cached verdict cost nothing this run
+                tokens += call.prompt_tokens + call.completion_tokens
+                usd += call.cost_usd
+            hits, misses = hits + hit, misses + (not hit)
+        return {"judge_tokens": tokens, "judge_cost_usd": usd,
+                "hits": hits if cached else 0, "misses": misses if cached else 0}
 
 
 def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> JudgeInput:
@@ -77,7 +91,12 @@ async def judge_case(
 
     async def one(metric: str) -> Verdict:
         budget.check(metric)
-        verdict = await judge.judge(metric, inp, repeat_index=repeat_index)
+        try:
+            verdict = await judge.judge(metric, inp, repeat_index=repeat_index)
+        except JudgeError as exc:
+            budget.add(exc)
+            out.failures.append(exc)
+            raise
         budget.add(verdict)
         return verdict
 

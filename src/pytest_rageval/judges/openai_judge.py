@@ -268,7 +268,7 @@ class OpenAIJudge:
             attempt = await self._ask(metric, messages)
             prompt_tokens += attempt.prompt_tokens
             completion_tokens += attempt.completion_tokens
-            raw = attempt.content
+            attempt.content = raw = self._scrub(attempt.content)  # a server echoing the key must not store it
             problem, verdict = self._check(metric, attempt)
             if verdict is not None:
                 verdict.attempts = ask
@@ -279,7 +279,10 @@ class OpenAIJudge:
             messages = [*messages, {"role": "assistant", "content": raw}, {"role": "user", "content": _reask(problem)}]
         raise JudgeError(
             metric,
-            self._scrub(f"unusable judge answer after {asks} attempts: {problem}; last raw answer: {_shorten(raw)!r}"),
+            f"unusable judge answer after {asks} attempts: {problem}; last raw answer: {_shorten(raw)!r}",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=self.cost(prompt_tokens, completion_tokens),
         )
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
