@@ -177,10 +177,14 @@ def test_server_rejecting_json_schema_falls_back_and_completes(project: pytest.P
     assert modes.count("json_object") == 4
 
 
-def test_refused_key_stops_the_session_with_one_message(project: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_refused_key_stops_the_session_with_one_message(project: pytest.Pytester, xdist: list[str]) -> None:
     refuse = lambda body, headers: error(401, "Incorrect API key provided", type_="invalid_request_error")  # noqa: E731
     with AskServer(rag) as ragsrv, OpenAIServer(refuse) as judge:
-        result = run(project, ragsrv.url, judge.base_url)
+        result = run(project, ragsrv.url, judge.base_url, *xdist)
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*no case ran: no run folder written*"])  # every judge call was refused
+    assert not (project.path / "results").exists()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["*judge endpoint refused the API key (HTTP 401)*"])
     # Only what was already in flight was sent (4 cases x 2 metrics at most); one message, no per-case failures.

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import IO, Any, Iterable, Mapping, Optional
 
 
 def new_run_id(now: Optional[datetime] = None) -> str:
@@ -50,8 +50,7 @@ class RunWriter:
         self.output_dir = output_dir
         self.run_id = run_id
         self.run_dir = output_dir / run_id
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._results = (self.run_dir / "results.jsonl").open("a", encoding="utf-8")
+        self._results: Optional[IO[str]] = None  # opened with the first record: a run that ran nothing leaves no folder
 
     @property
     def results_path(self) -> Path:
@@ -59,12 +58,17 @@ class RunWriter:
 
     def add(self, record: dict[str, Any]) -> None:
         """Append one CaseRecord and flush it, so an interrupted run keeps it."""
+        if self._results is None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._results = self.results_path.open("a", encoding="utf-8")
         self._results.write(dumps(record) + "\n")
         self._results.flush()
 
     def finish(self, metrics: dict[str, Any], config: dict[str, Any]) -> None:
         """Close results.jsonl and write metrics.json, config.json and ``latest``."""
-        self._results.close()
+        if self._results is not None:
+            self._results.close()
+        self.results_path.touch()
         write_json_atomic(self.run_dir / "metrics.json", metrics)
         write_json_atomic(self.run_dir / "config.json", config)
         write_text_atomic(self.output_dir / "latest", self.run_id + "\n")

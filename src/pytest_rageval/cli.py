@@ -16,21 +16,48 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usage_error(message: str) -> SystemExit:
+    """Exit status 2 (like argparse): what was asked cannot be done, which is not a regression."""
+    print(f"rageval: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 def _load(path: str) -> dict:
     from .gate import load_baseline
 
     try:
         data = load_baseline(Path(path))
     except ValueError as exc:
-        raise SystemExit(f"rageval: {exc}") from None
+        raise _usage_error(str(exc)) from None
     if data is None:
-        raise SystemExit(f"rageval: no metrics.json at {path}")
+        raise _usage_error(f"no metrics.json at {path}")
     return data
+
+
+def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
+    """``[tool.rageval.gate]`` of ``pyproject`` or of the nearest pyproject.toml above the current folder."""
+    from .settings import SettingsError, parse_gate, read_pyproject_table
+
+    if pyproject is not None:
+        path: Optional[Path] = Path(pyproject)
+        if not path.is_file():
+            raise _usage_error(f"--pyproject {pyproject}: no such file")
+    else:
+        here = Path.cwd()
+        path = next((d / "pyproject.toml" for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
+    try:
+        table = read_pyproject_table(path).get("gate", {})
+        if not isinstance(table, dict):
+            raise SettingsError(f"{path}: [tool.rageval.gate] must be a table")
+        return parse_gate(table, "[tool.rageval.gate]")
+    except SettingsError as exc:
+        raise _usage_error(str(exc)) from None
 
 
 def _compare(args: argparse.Namespace) -> int:
     from .gate import check_invariants, compare, format_comparison
 
+    gate = _gate_table(args.pyproject)
     base, new = _load(args.base), _load(args.new)
     differences = check_invariants(base, new)
     if differences and not args.ignore_invariants:
@@ -38,7 +65,13 @@ def _compare(args: argparse.Namespace) -> int:
         for difference in differences:
             print(f"  {difference}")
         return 2
-    comparison = compare(base, new, significance=args.significance)
+    comparison = compare(
+        base,
+        new,
+        tolerances={k: v for k, v in gate.items() if k != "min_judge_coverage"},
+        significance=args.significance,
+        min_judge_coverage=gate.get("min_judge_coverage", 0.95),
+    )
     for line in format_comparison(comparison, max_cases=args.max_cases):
         print(line)
     print("REGRESSION" if comparison.regressed else "no regression")
@@ -77,7 +110,7 @@ def _merge(args: argparse.Namespace) -> int:
     try:
         run_dir, metrics, notes = merge_runs([Path(r) for r in args.runs], Path(args.output))
     except MergeError as exc:
-        raise SystemExit(f"rageval: {exc}") from None
+        raise _usage_error(str(exc)) from None
     write_report(run_dir / "report.html", metrics, read_records(run_dir))
     for note in notes:
         print(note)
@@ -89,12 +122,13 @@ def _judge(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from .judges.base import JudgeAuthError
     from .judges.factory import build_judge
     from .rejudge import rejudge_run
     from .settings import Settings
 
     if args.judge == "openai" and not args.model:
-        raise SystemExit("rageval: --judge openai needs --model")
+        raise _usage_error("--judge openai needs --model")
     settings = Settings(
         rootdir=Path.cwd(),
         judge=args.judge,
@@ -114,7 +148,10 @@ def _judge(args: argparse.Namespace) -> int:
         finally:
             await setup.judge.aclose()
 
-    result = asyncio.run(run())
+    try:
+        result = asyncio.run(run())
+    except JudgeAuthError as exc:
+        raise _usage_error(exc.message) from None
     for line in result.lines:
         print(line)
     _report(argparse.Namespace(run=args.run))
@@ -125,12 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schema", help="print the JSON Schema of an eval-set line").set_defaults(func=_schema)
-    p = sub.add_parser("compare", help="compare two runs (metrics.json or run folders); exit 1 on regression")
+    p = sub.add_parser("compare", help="compare two runs (metrics.json or run folders); exit 1 on regression, "
+                                       "2 when they cannot be compared")
     p.add_argument("base")
     p.add_argument("new")
     p.add_argument("--ignore-invariants", action="store_true")
     p.add_argument("--significance", action="store_true", help="fail only drops whose 95%% interval excludes zero")
     p.add_argument("--max-cases", type=int, default=20)
+    p.add_argument("--pyproject", help="pyproject.toml whose [tool.rageval.gate] sets the tolerances "
+                                       "(default: the nearest one above the current folder)")
     p.set_defaults(func=_compare)
     p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
     p.add_argument("run")

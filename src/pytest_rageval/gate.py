@@ -19,6 +19,8 @@ from .aggregate import AVG_METRICS, RATE_METRICS, as_number, percentile
 
 __all__ = [
     "DEFAULT_TOLERANCES",
+    "GATE_NAMES",
+    "gate_name",
     "LOWER_IS_BETTER",
     "MetricDelta",
     "Comparison",
@@ -319,23 +321,32 @@ def _scalars(metrics_json: Mapping[str, Any]) -> dict[str, Optional[float]]:
     return out
 
 
-def _known_names() -> set[str]:
-    return set(_ORDER)
+#: every name a ``[tool.rageval.gate]`` table may set
+GATE_NAMES: frozenset[str] = frozenset(_ORDER) | LOWER_IS_BETTER | {"min_judge_coverage"}
+
+
+def gate_name(key: str) -> str:
+    """The aggregate a gate key means (``recall_at_k`` means ``recall_at_k_avg``); ValueError with a did-you-mean."""
+    for name in (key, key + "_avg", key + "_rate"):
+        if name in GATE_NAMES:
+            return name
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(GATE_NAMES), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown metric {key!r}{hint}")
 
 
 def _resolve_tolerances(tolerances: Optional[Mapping[str, Any]]) -> dict[str, Optional[float]]:
     """DEFAULT_TOLERANCES updated by ``tolerances``; ``recall_at_k`` means ``recall_at_k_avg``; None disables."""
     resolved: dict[str, Optional[float]] = dict(DEFAULT_TOLERANCES)
-    known = _known_names()
     for key, value in (tolerances or {}).items():
         if key == "min_judge_coverage":
             continue
-        name = key
-        if name not in known:
-            for suffix in ("_avg", "_rate"):
-                if name + suffix in known:
-                    name = name + suffix
-                    break
+        try:
+            name = gate_name(key)
+        except ValueError:
+            name = key  # not a known aggregate: it compares only if both runs have it
         if value is None:
             resolved[name] = None
             continue

@@ -91,6 +91,7 @@ class RagevalPlugin:
         self._session_client: Optional[SessionClient] = None
         self.current_item: Optional[pytest.Item] = None
         self.aggregator = Aggregator()
+        self.accepted = 0  # records folded in (resumed ones included)
         self.eval_files: set[str] = set()
         self.digests: dict[str, str] = {}
         self.writer: Optional[RunWriter] = None
@@ -98,6 +99,8 @@ class RagevalPlugin:
         self.comparison: Optional[Comparison] = None
         self.gate_notes: list[str] = []
         self.gate_failed = False
+        self.session: Optional[pytest.Session] = None
+        self.stop_message: Optional[str] = None  # why this process or a worker stopped the whole session
 
     # -- collection -------------------------------------------------------
 
@@ -223,7 +226,22 @@ class RagevalPlugin:
         try:
             return wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
-            pytest.exit(f"pytest-rageval: {exc.message}", returncode=pytest.ExitCode.USAGE_ERROR)
+            message = f"pytest-rageval: {exc.message}"
+        self.stop_message = message
+        if self.is_worker:
+            # xdist takes an exiting worker for a crash unless it says it should stop; the controller
+            # then stops every worker and shows the message once (pytest_testnodedown below).
+            self.config.workeroutput["rageval_stop"] = message  # type: ignore[attr-defined]
+            if self.session is not None:
+                self.session.shouldstop = message
+        pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """On the xdist controller: a worker stopped the session (a refused judge key)."""
+        stop = getattr(node, "workeroutput", {}).get("rageval_stop")
+        if stop:
+            self.stop_message = stop
 
     def thresholds_for(self, case: Any) -> dict[str, Any]:
         return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
@@ -312,6 +330,8 @@ class RagevalPlugin:
         state = _outcome(report)
         if isinstance(item, CaseItem):
             record = item.record or base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line)
+            if record.get("error"):  # the RAG or judge call failed: an error in metrics.json, even under xfail
+                state = "error"
             record["outcome"] = state
             if state == "error" and not record.get("error"):
                 record["error"] = {"kind": "other", "message": _longrepr_line(report)}
@@ -380,7 +400,8 @@ class RagevalPlugin:
         return {r["key"] for r in self._resumed if r.get("key")}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.is_worker or self.settings.dry_run:
+        self.session = session
+        if self.is_worker or self.settings.dry_run or self.config.option.collectonly:
             return
         if self.settings.judge_check:
             self.check_judge()
@@ -409,6 +430,7 @@ class RagevalPlugin:
     def _accept(self, rec: dict[str, Any], *, write: bool) -> None:
         """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
         assert self.writer is not None
+        self.accepted += 1
         if write:
             self.writer.add(rec)
         self.aggregator.add(rec)
@@ -430,7 +452,13 @@ class RagevalPlugin:
         if self.is_worker or self.writer is None:
             return
         _restore_sigterm(self._previous_sigterm)
-        complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
+        if self.stop_message:  # the same exit status as a serial run that stopped on it
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if not self.accepted and self.settings.resume is None:
+            self.gate_notes.append("no case ran: no run folder written, no baseline compared")
+            return
+        complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
+                    and not self.stop_message)
         self.metrics = self.build_metrics(complete)
         self.writer.finish(self.metrics, self.build_config())
         self.gate(session)
@@ -497,7 +525,9 @@ class RagevalPlugin:
                 self.gate_notes.append("--rageval-update-baseline needs --rageval-baseline PATH (or ini rageval_baseline)")
                 self._fail(session)
             return
-        target = s.baseline / "metrics.json" if s.baseline.is_dir() else s.baseline
+        # A folder, or a new path not naming a .json file, gets metrics.json inside.
+        is_folder = s.baseline.is_dir() or (not s.baseline.exists() and s.baseline.suffix != ".json")
+        target = s.baseline / "metrics.json" if is_folder else s.baseline
         if s.update_baseline:
             write_json_atomic(target, self.metrics)
             self.gate_notes.append(f"baseline updated: {target}")
@@ -540,7 +570,11 @@ class RagevalPlugin:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or self.metrics is None:
+        if self.is_worker or self.writer is None:
+            return
+        if self.metrics is None:
+            for note in self.gate_notes:
+                terminalreporter.write_line(f"rageval: {note}")
             return
         from .report.terminal import summary_lines
 
@@ -574,10 +608,10 @@ def _restore_sigterm(previous: Any) -> None:
 
 
 def _outcome(report: pytest.TestReport) -> str:
-    if report.when == "setup":
-        return "skipped" if report.skipped else "error"
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
+    if report.when == "setup":
+        return "skipped" if report.skipped else "error"
     return str(report.outcome)
 
 

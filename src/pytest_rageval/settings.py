@@ -119,8 +119,14 @@ def read_pyproject_table(path: Optional[Path]) -> dict[str, Any]:
 
 def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
     """``[tool.rageval.gate]``: tolerances by aggregate metric, plus min_judge_coverage."""
+    from .gate import gate_name
+
     out: dict[str, float] = {}
     for name, value in table.items():
+        try:
+            gate_name(name)
+        except ValueError as exc:
+            raise SettingsError(f"{where}.{name}: {exc}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SettingsError(f"{where}.{name}: must be a number, got {value!r}")
         if value < 0:
