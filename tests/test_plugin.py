@@ -169,12 +169,16 @@ def test_no_eval_sets_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*no eval sets match eval_sets/**/*.jsonl*"])
 
 
-def test_unknown_threshold_metric_in_pyproject_is_a_usage_error(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize(("table", "message"), [
+    ("[tool.rageval.thresholds]\nrecal_at_k = 1\n", "*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"),
+    ("[tool.rageval.gate]\nmrr_avgg = 0.5\n", "*[[]tool.rageval.gate[]].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)*"),
+], ids=["threshold", "gate"])
+def test_unknown_metric_in_pyproject_is_a_usage_error(pytester: pytest.Pytester, table: str, message: str) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
-    pytester.makepyprojecttoml("[tool.rageval.thresholds]\nrecal_at_k = 1\n")
+    pytester.makepyprojecttoml(table)
     result = pytester.runpytest("--rageval", "--rageval-judge=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"])
+    result.stderr.fnmatch_lines([message])
 
 
 def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -> None:
@@ -386,14 +390,6 @@ def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path:
     # Not comparable is 2, not 1: a missing run is no regression.
     missing = subprocess.run(cmd[:-1] + [str(pytester.path / "nothere")], capture_output=True, text=True)
     assert missing.returncode == 2 and "no metrics.json at" in missing.stderr
-
-
-def test_unknown_gate_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
-    pytester.makepyprojecttoml("[tool.rageval.gate]\nmrr_avgg = 0.5\n")
-    result = pytester.runpytest("--rageval", "--rageval-judge=none")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*[[]tool.rageval.gate[]].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)*"])
 
 
 def test_collect_only_and_runs_without_cases_write_nothing(pytester: pytest.Pytester) -> None:
