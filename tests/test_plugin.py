@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +190,22 @@ def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -
     assert "Traceback" not in result.stdout.str()
 
 
+def test_an_unimportable_target_is_one_line_per_case_and_a_malformed_one_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
+    missing = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=nomod:ask")
+    missing.assert_outcomes(errors=1)
+    missing.stdout.fnmatch_lines(["pytest-rageval: rageval_target 'nomod:ask': cannot import module 'nomod'*"])
+    assert "During handling" not in missing.stdout.str() and "direct cause" not in missing.stdout.str()
+    for bad in ("ftp://example.com/ask", "myrag: ask"):
+        usage = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={bad}")
+        assert usage.ret == pytest.ExitCode.USAGE_ERROR
+        usage.stderr.fnmatch_lines([f"*rageval_target {bad!r}: expected an http(s):// URL or 'package.module:callable'"])
+    pytester.makeini("[pytest]\nrageval_timeout = 0\n")
+    zero = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=nomod:ask")
+    assert zero.ret == pytest.ExitCode.USAGE_ERROR
+    zero.stderr.fnmatch_lines(["*rageval_timeout: must be more than 0 seconds, got '0'"])
+
+
 def test_cli_threshold_overrides_everything(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD], "thresholds": {"mrr": 0.1}}])
     system = Ranked()
@@ -219,6 +236,12 @@ def test_callable_targets_sync_and_async_and_k(pytester: pytest.Pytester) -> Non
     pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask").assert_outcomes(passed=1)
     pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=myrag:aask", "--rageval-k=3").assert_outcomes(failed=1)
     assert latest_metrics(pytester.path)["aggregate_metrics"]["recall_at_k_avg"] == 0
+    # Run from a subfolder: the ini target `myrag:ask` is still found in rootdir.
+    pytester.makeini("[pytest]\nrageval_target = myrag:ask\nrageval_eval_sets = eval_sets/*.jsonl\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider"]
+    from_sub = subprocess.run(cmd, cwd=pytester.mkdir("sub"), env=env, capture_output=True, text=True)
+    assert from_sub.returncode == 0 and "1 passed" in from_sub.stdout, from_sub.stdout
 
 
 def test_conftest_override_of_rageval_client(pytester: pytest.Pytester) -> None:

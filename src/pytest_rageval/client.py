@@ -53,12 +53,11 @@ import functools
 import importlib
 import inspect
 import logging
-import os
 import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -775,21 +774,22 @@ class CallableClient:
 # --------------------------------------------------------------------------- targets
 
 
-def _import_module(module_name: str, spec: str) -> Any:
+def _import_module(module_name: str, spec: str, folders: Sequence[str]) -> Any:
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         top = module_name.split(".")[0]
-        cwd = os.getcwd()
-        # Plain `pytest` does not put the working directory on sys.path; try it once.
-        if exc.name == top and cwd not in sys.path and "" not in sys.path:
-            sys.path.insert(0, cwd)
+        # Plain `pytest` puts neither the working directory nor rootdir on sys.path; try each once.
+        for folder in dict.fromkeys(folders):
+            if exc.name != top or folder in sys.path:
+                continue
+            sys.path.insert(0, folder)
             try:
                 return importlib.import_module(module_name)
             except ModuleNotFoundError:
-                sys.path.remove(cwd)
+                sys.path.remove(folder)
             except Exception:
-                sys.path.remove(cwd)
+                sys.path.remove(folder)
                 raise
         missing = exc.name or module_name
         if module_name == missing or module_name.startswith(missing + "."):
@@ -806,21 +806,33 @@ def _import_module(module_name: str, spec: str) -> Any:
         ) from exc
 
 
-def load_target(spec: str, **http_options: Any) -> RagClient:
-    """A client for ``http(s)://...`` or ``package.module:callable``.
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
-    ``http_options`` are HttpClient's keyword arguments; a callable target uses
-    only ``response_map`` and ``timeout`` of them.
-    """
+
+def check_target(spec: str) -> str:
+    """``spec`` stripped if it is an http(s):// URL or 'package.module:callable'; RagConfigError otherwise."""
     spec = (spec or "").strip()
     if spec.lower().startswith(("http://", "https://")):
-        return HttpClient(spec, **http_options)
+        return spec
     module_name, colon, attr_path = spec.partition(":")
-    if not colon or not module_name or not attr_path:
-        raise RagConfigError(
-            f"rageval_target {spec!r}: expected an http(s):// URL or 'package.module:callable'"
-        )
-    module = _import_module(module_name, spec)
+    if "://" in spec or not colon or not _DOTTED.match(module_name) or not _DOTTED.match(attr_path):
+        raise RagConfigError(f"rageval_target {spec!r}: expected an http(s):// URL or 'package.module:callable'")
+    return spec
+
+
+def load_target(spec: str, *, folders: Sequence[str] = (), **http_options: Any) -> RagClient:
+    """A client for ``http(s)://...`` or ``package.module:callable``.
+
+    ``folders`` are tried on sys.path when the module is not importable as is
+    (the working directory and rootdir). ``http_options`` are HttpClient's
+    keyword arguments; a callable target uses only ``response_map`` and
+    ``timeout`` of them.
+    """
+    spec = check_target(spec)
+    if spec.lower().startswith(("http://", "https://")):
+        return HttpClient(spec, **http_options)
+    module_name, _, attr_path = spec.partition(":")
+    module = _import_module(module_name, spec, folders)
     target: Any = module
     for part in attr_path.split("."):
         if not hasattr(target, part):

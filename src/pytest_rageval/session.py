@@ -21,7 +21,7 @@ import pytest
 from . import __version__
 from .aggregate import Aggregator
 from .artifacts import RunWriter, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, write_json_atomic
-from .client import RagClient, RagConfigError, load_target, parse_headers, parse_request_map, parse_response_map
+from .client import RagClient, RagConfigError, check_target, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
 from .handwritten import SessionClient
@@ -50,6 +50,11 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
+    if settings.target:
+        try:
+            check_target(settings.target)
+        except RagConfigError as exc:
+            raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     if settings.resume is not None and not (settings.resume / "results.jsonl").is_file():
         raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     plugin = RagevalPlugin(config, settings)
@@ -192,6 +197,7 @@ class RagevalPlugin:
                 )
             self._target_client = load_target(
                 s.target,
+                folders=[os.getcwd(), str(s.rootdir)],
                 headers=parse_headers(s.headers_text, os.environ),
                 timeout=s.timeout,
                 request_map=parse_request_map(s.request_map_text),
@@ -205,8 +211,11 @@ class RagevalPlugin:
             try:
                 client = self.target_client()
             except (RagConfigError, ValueError) as exc:
-                pytest.fail(f"pytest-rageval: {exc}", pytrace=False)
-            self._session_client = SessionClient(client, plugin=self)
+                problem = str(exc)
+            else:
+                self._session_client = SessionClient(client, plugin=self)
+                return self._session_client
+            pytest.fail(f"pytest-rageval: {problem}", pytrace=False)  # outside `except`: no chained traceback
         return self._session_client
 
     def session_judge(self) -> Optional[SessionJudge]:

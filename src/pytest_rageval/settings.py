@@ -175,6 +175,8 @@ def build_settings(
         timeout = float(_first(ini.get("rageval_timeout"), 60.0))
     except (TypeError, ValueError):
         raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
+    if not timeout > 0:
+        raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {ini.get('rageval_timeout')!r}")
 
     judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"))
     judge = _first(option.rageval_judge, ini.get("rageval_judge"), "auto")
