@@ -457,3 +457,24 @@ def test_a_failed_rag_call_under_xfail_counts_as_an_error(pytester: pytest.Pytes
     assert (metrics["passed"], metrics["errors"], metrics["skipped"], metrics["total_tests"]) == (1, 1, 0, 2)
     assert metrics["cases"]["eval_sets/s.jsonl::down"]["outcome"] == "error"
     assert metrics["aggregate_metrics"]["operational_metrics"]["error_rate"] == 0.5
+
+
+def test_results_jsonl_carries_seed_003_case_keys(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [
+        {"id": "hit", "question": "q1", "gold_supports": [GOLD]},
+        {"id": "mars", "question": "q-mars", "answerable": False},
+    ])
+    with AskServer(Ranked()) as server:  # answers everything, so the unanswerable case hallucinates
+        pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--rageval-k=3")
+    run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+    records = {r["test_case_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+    hit, mars = records["hit"], records["mars"]
+    assert hit["retrieval_metrics"]["recall_at_k"] == 1 and hit["retrieval_metrics"]["mrr"] == 1.0
+    assert hit["retrieval_metrics"]["attribution_hit"] == 1 and "abstained" not in hit["retrieval_metrics"]
+    assert set(hit["groundedness"]) == {"score", "reasoning", "unsupported_claims", "supported_claims"}
+    assert hit["groundedness"]["score"] == hit["metrics"]["groundedness"]
+    assert set(hit["correctness"]) == {"score", "reasoning"} and "correctness" not in mars  # unanswerable: not judged
+    assert hit["abstention"] == {"abstained": False, "hallucinated": False}
+    assert mars["abstention"] == {"abstained": False, "hallucinated": True}
+    assert hit["config"]["k"] == 3 and hit["config"]["judge"] == "lexical"
+    assert hit["config"]["config_hash"] == json.loads((run / "metrics.json").read_text())["config_hash"]

@@ -162,6 +162,7 @@ def test_lexical_rejudge_fills_records_and_metrics(tmp_path: Path) -> None:
     assert list(after) == ["fact-001", "fact-002", "err-001", "rag-001"]  # order kept
     good, bad = after["fact-001"], after["fact-002"]
     assert good["metrics"]["groundedness"] == 5.0 and good["judge"]["groundedness"]["score"] == 5.0
+    assert good["groundedness"]["score"] == 5.0 and good["config"]["judge"] == "lexical"  # seed 003's keys follow
     assert good["metrics"]["correctness"] > 3.0 and "correctness" in good["judge"]
     assert good["metrics"]["recall_at_k"] == 1.0  # retrieval metrics kept
     assert good["judge_attempted"] == ["groundedness", "correctness"]

@@ -43,6 +43,52 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def case_config(*, k: int, config_hash: str, judge: Mapping[str, Any]) -> dict[str, Any]:
+    """Seed 003's per-case ``config``: what a case's numbers depend on (judge from ``judges.factory.judge_info``)."""
+    return {
+        "k": k,
+        "config_hash": config_hash,
+        "judge": judge.get("name"),
+        "judge_model": judge.get("model"),
+        "judge_prompt_version": judge.get("prompt_version"),
+        "judge_temperature": judge.get("temperature"),
+    }
+
+
+def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with seed 003's "Results JSONL Format" keys, derived from ``metrics`` and ``judge``.
+
+    ``retrieval_metrics`` (the deterministic metrics), ``groundedness`` and
+    ``correctness`` (score, reasoning, claims; only when judged), ``abstention``
+    ``{abstained, hallucinated}`` (hallucinated: an unanswerable case answered)
+    and ``config``. Invalid-line records get none of them.
+    """
+    if record.get("invalid_line"):
+        return record
+    metrics = record.get("metrics") or {}
+    judge = record.get("judge") or {}
+    record["retrieval_metrics"] = {name: metrics.get(name) for name in _SEED_RETRIEVAL if name in metrics}
+    for name, fields in (("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")),
+                         ("correctness", ("score", "reasoning"))):
+        verdict = judge.get(name)
+        if isinstance(verdict, Mapping):
+            record[name] = {f: verdict.get(f, [] if f.endswith("claims") else None) for f in fields}
+        else:
+            record.pop(name, None)
+    abstained = metrics.get("abstained", record.get("abstained"))
+    answered = abstained is False
+    record["abstention"] = {
+        "abstained": abstained,
+        "hallucinated": (answered and record.get("answerable") is False) if abstained is not None else None,
+    }
+    record["config"] = dict(config)
+    return record
+
+
+_SEED_RETRIEVAL = ("recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss",
+                   "attribution_hit", "conflict_rule")
+
+
 class RunWriter:
     """Writes one run's folder; results.jsonl is appended and flushed per case."""
 

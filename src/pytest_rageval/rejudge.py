@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from .aggregate import Aggregator
-from .artifacts import dumps, read_records, write_json_atomic, write_text_atomic
+from .artifacts import case_config, dumps, read_records, with_seed_keys, write_json_atomic, write_text_atomic
 from .judges.base import SCALES, JudgeAuthError, JudgeInput
 from .judges.factory import judge_info
 from .judges.judging import CaseVerdicts, judge_case, verdict_dict
@@ -183,8 +183,11 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     for job, outcome in zip(jobs, outcomes):
         if isinstance(outcome.error, JudgeAuthError):
             raise outcome.error
+    judge = judge_info(setup.judge)
     for job, outcome in zip(jobs, outcomes):
         _apply(job, outcome, setup)
+        old = job.record.get("config") or {}
+        with_seed_keys(job.record, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
 
     write_text_atomic(run_dir / "results.jsonl", "".join(dumps(r) + "\n" for r in records))
     old_metrics = _read_json(run_dir / "metrics.json")
@@ -193,7 +196,7 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
         aggregator.add(record)
     metrics: dict[str, Any] = {name: old_metrics.get(name) for name in KEPT_RUN_FIELDS}
     metrics["run_id"] = metrics["run_id"] or run_dir.name
-    metrics["judge"] = judge_info(setup.judge)
+    metrics["judge"] = judge
     metrics["k"] = old_metrics.get("k")
     metrics["rejudged_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     metrics.update(aggregator.result())

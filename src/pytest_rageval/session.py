@@ -20,7 +20,7 @@ import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, write_json_atomic
+from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, with_seed_keys, write_json_atomic
 from .client import RagClient, RagConfigError, check_target, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
@@ -97,6 +97,7 @@ class RagevalPlugin:
         self.current_item: Optional[pytest.Item] = None
         self.aggregator = Aggregator()
         self.accepted = 0  # records folded in (resumed ones included)
+        self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
         self.eval_files: set[str] = set()
         self.digests: dict[str, str] = {}
         self.writer: Optional[RunWriter] = None
@@ -422,6 +423,11 @@ class RagevalPlugin:
                 self._accept(record, write=False)
         else:
             self.writer = RunWriter(self.settings.output_dir, new_run_id())
+        self.case_config = case_config(
+            k=self.settings.k,
+            config_hash=config_hash(self.settings.snapshot()),
+            judge=judge_info(self.judge_setup.judge if self.judge_setup else None),
+        )
         self._previous_sigterm = _interrupt_on_sigterm()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -441,7 +447,7 @@ class RagevalPlugin:
         assert self.writer is not None
         self.accepted += 1
         if write:
-            self.writer.add(rec)
+            self.writer.add(with_seed_keys(rec, self.case_config))
         self.aggregator.add(rec)
         if rec.get("file"):
             self.eval_files.add(rec["file"])
