@@ -218,6 +218,26 @@ def test_blank_question_and_bad_literal(tmp_path: Path) -> None:
     ]
 
 
+def test_wrong_types_are_not_coerced_and_ids_fit_node_ids(tmp_path: Path) -> None:
+    """"no" is not false and "2" is not 2: a line means what it says or it is an invalid field."""
+    result = load(
+        tmp_path,
+        line(id="a", question="q", answerable="no"),
+        line(id="b", question="q", answerable=0),
+        line(id="c", question="q", flaky="yes", repeat="2"),
+        line(id="d", question="q", thresholds={"mrr": 1}, repeat=2),
+        line(id="e::f", question="q"),
+    )
+    assert [b.message for b in result.bad] == [
+        f"{DISPLAY}:1: field 'answerable': Input should be a valid boolean",
+        f"{DISPLAY}:2: field 'answerable': Input should be a valid boolean",
+        f"{DISPLAY}:3: field 'flaky': Input should be a valid boolean; field 'repeat': Input should be a valid integer",
+        f"{DISPLAY}:5: field 'id': must not contain '::' (it would split the test's node id)",
+    ]
+    (loaded,) = result.cases
+    assert loaded.case.thresholds == {"mrr": 1.0} and loaded.case.runs == 2
+
+
 def test_threshold_values_and_nested_non_objects(tmp_path: Path) -> None:
     bad = only_bad(load(tmp_path, line(id="a", question="q", thresholds={"mrr": "high"}, gold_supports=["a.md"])))
     assert bad.message == (

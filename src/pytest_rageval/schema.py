@@ -18,7 +18,7 @@ CATEGORY_DEFAULT = "factual"
 class GoldSupport(BaseModel):
     """An anchor of supporting content: a file and a heading prefix."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     rel_path: str = Field(min_length=1)
     heading_path: Optional[HeadingPath] = None
@@ -28,7 +28,7 @@ class GoldSupport(BaseModel):
 class EvalCase(BaseModel):
     """One eval-set line. Field names are seed 003's; aliases are accepted on input."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)  # "yes" is no bool, "2" no int
 
     id: str = Field(min_length=1)
     question: str = Field(min_length=1, validation_alias=AliasChoices("question", "query"))
@@ -56,6 +56,13 @@ class EvalCase(BaseModel):
     skip: Optional[str] = None
     xfail: Optional[str] = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _id_fits_a_node_id(cls, value: str) -> str:
+        if "::" in value:
+            raise ValueError("must not contain '::' (it would split the test's node id)")
+        return value
 
     @field_validator("question")
     @classmethod

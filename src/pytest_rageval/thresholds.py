@@ -171,7 +171,7 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:g}" if value == int(value) else f"{value:.3f}".rstrip("0")
+        return f"{value:g}"  # six significant digits: 0.0001 stays 0.0001, 5.005 stays 5.005
     return str(value)
 
 
