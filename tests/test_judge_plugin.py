@@ -281,7 +281,10 @@ def test_rageval_judge_rejudges_a_stored_run_through_the_cache(project: pytest.P
         first = subprocess.run(cmd, cwd=project.path, capture_output=True, text=True)
         sent = len(judge.requests)
         again = subprocess.run(cmd, cwd=project.path, capture_output=True, text=True)
+        # Without --judge: the run's own judge again (model and endpoint from config.json), so all cache hits.
+        default = subprocess.run(cmd[:5], cwd=project.path, capture_output=True, text=True)
         assert len(judge.requests) == sent == 4, (first.stdout, first.stderr)
+    assert default.returncode == 0 and "openai (judge-model)" in default.stdout and "4 hits" in default.stdout, default.stdout
     assert first.returncode == 0 and again.returncode == 0, first.stderr
     after = json.loads((run_dir / "metrics.json").read_text())
     assert after["aggregate_metrics"]["groundedness_avg"] == pytest.approx((4 + 1) / 2)

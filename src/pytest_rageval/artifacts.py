@@ -134,6 +134,15 @@ def read_records(run_dir: Path) -> Iterable[dict[str, Any]]:
                 continue
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``, or {} when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def file_digests(names: Iterable[str], root: Path) -> dict[str, str]:
     """sha256 of each eval-set file, by its path relative to ``root``."""
     out: dict[str, str] = {}

@@ -122,20 +122,28 @@ def _judge(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from .artifacts import read_json_object
     from .judges.base import JudgeAuthError
     from .judges.factory import build_judge
     from .rejudge import rejudge_run
     from .settings import Settings
 
-    if args.judge == "openai" and not args.model:
+    # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.
+    used = read_json_object(Path(args.run) / "config.json")
+    used_judge = used.get("judge") if isinstance(used.get("judge"), dict) else {}
+    same = args.judge in (None, "openai") and used_judge.get("name") == "openai"
+    judge = args.judge or ("openai" if same else "lexical")
+    model = args.model or (used_judge.get("model") if same else None)
+    if judge == "openai" and not model:
         raise _usage_error("--judge openai needs --model")
+    run_metrics = (used.get("config") or {}).get("judge_metrics") if isinstance(used.get("config"), dict) else None
     settings = Settings(
         rootdir=Path.cwd(),
-        judge=args.judge,
-        judge_model=args.model,
-        judge_base_url=args.base_url or os.environ.get("OPENAI_BASE_URL"),
-        judge_json_mode=args.json_mode,
-        judge_metrics=tuple(args.metrics.split(",")),
+        judge=judge,
+        judge_model=model,
+        judge_base_url=args.base_url or (used_judge.get("base_url") if same else None) or os.environ.get("OPENAI_BASE_URL"),
+        judge_json_mode=args.json_mode or (used_judge.get("json_mode") if same else None) or "json_schema",
+        judge_metrics=tuple(args.metrics.split(",")) if args.metrics else tuple(run_metrics or ("groundedness", "correctness")),
         cache_dir=Path(args.cache_dir),
         no_cache=args.no_cache,
     )
@@ -177,11 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_report)
     p = sub.add_parser("judge", help="re-judge a stored run from its stored judge inputs (through the judge cache)")
     p.add_argument("run")
-    p.add_argument("--judge", choices=("lexical", "openai"), default="lexical")
-    p.add_argument("--model", help="judge model (with --judge openai)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
-    p.add_argument("--json-mode", choices=("json_schema", "json_object", "text"), default="json_schema")
-    p.add_argument("--metrics", default="groundedness,correctness", help="comma-separated judge metrics")
+    p.add_argument("--judge", choices=("lexical", "openai"),
+                   help="default: the run's own openai judge (model, base URL) if it had one, else lexical")
+    p.add_argument("--model", help="judge model (with --judge openai; default: the run's)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: the run's, else env OPENAI_BASE_URL)")
+    p.add_argument("--json-mode", choices=("json_schema", "json_object", "text"))
+    p.add_argument("--metrics", help="comma-separated judge metrics (default: the run's, else groundedness,correctness)")
     p.add_argument("--cache-dir", default=".rageval_cache")
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--k", type=int, default=None, help="judge only the first K stored contexts")

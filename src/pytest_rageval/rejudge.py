@@ -21,14 +21,13 @@ made on excerpts.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from .aggregate import Aggregator
-from .artifacts import case_config, dumps, read_records, with_seed_keys, write_json_atomic, write_text_atomic
+from .artifacts import case_config, dumps, read_json_object, read_records, with_seed_keys, write_json_atomic, write_text_atomic
 from .judges.base import SCALES, JudgeAuthError, JudgeInput
 from .judges.factory import judge_info
 from .judges.judging import CaseVerdicts, judge_case, verdict_dict
@@ -190,7 +189,7 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
         with_seed_keys(job.record, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
 
     write_text_atomic(run_dir / "results.jsonl", "".join(dumps(r) + "\n" for r in records))
-    old_metrics = _read_json(run_dir / "metrics.json")
+    old_metrics = read_json_object(run_dir / "metrics.json")
     aggregator = Aggregator()
     for record in records:
         aggregator.add(record)
@@ -205,17 +204,9 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     return _result(records, jobs, outcomes, metrics, setup, k)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _update_config(path: Path, setup: JudgeSetup, when: str) -> None:
     """Record the new judge (and its prompt versions) in config.json, when the run has one."""
-    config = _read_json(path)
+    config = read_json_object(path)
     if not config:
         return
     config["judge"] = setup.judge.describe()
