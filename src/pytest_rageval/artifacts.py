@@ -76,10 +76,9 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
         else:
             record.pop(name, None)
     abstained = metrics.get("abstained", record.get("abstained"))
-    answered = abstained is False
     record["abstention"] = {
         "abstained": abstained,
-        "hallucinated": (answered and record.get("answerable") is False) if abstained is not None else None,
+        "hallucinated": None if abstained is None else (abstained is False and record.get("answerable") is False),
     }
     record["config"] = dict(config)
     return record
@@ -114,7 +113,6 @@ class RunWriter:
         """Close results.jsonl and write metrics.json, config.json and ``latest``."""
         if self._results is not None:
             self._results.close()
-        self.results_path.touch()
         write_json_atomic(self.run_dir / "metrics.json", metrics)
         write_json_atomic(self.run_dir / "config.json", config)
         write_text_atomic(self.output_dir / "latest", self.run_id + "\n")
