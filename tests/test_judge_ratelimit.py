@@ -75,3 +75,42 @@ def test_requests_in_flight_are_bounded() -> None:
     with OpenAIServer(respond) as server:
         asyncio.run(main(server.base_url))
     assert in_flight["max"] == 3
+
+
+def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None:
+    """A second model on the same endpoint counts against the same cap (and so pauses with it on a 429)."""
+    from pytest_rageval.judges.factory import build_judge
+    from pytest_rageval.settings import Settings
+
+    in_flight = {"now": 0, "max": 0}
+    lock = threading.Lock()
+
+    def respond(body: dict, headers: dict) -> Any:
+        with lock:
+            in_flight["now"] += 1
+            in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        time.sleep(0.05)
+        with lock:
+            in_flight["now"] -= 1
+        return ok(VERDICT)
+
+    with OpenAIServer(respond) as server:
+        settings = Settings(rootdir=tmp_path, judge="openai", judge_model="m", judge_base_url=server.base_url,
+                            concurrency=2, no_cache=True)
+        primary = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"})
+        spot = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"}, model="m2", share_endpoint_with=primary)
+        assert primary is not None and spot is not None
+
+        async def main() -> None:
+            calls = [setup.judge.judge("groundedness", JudgeInput(f"q{i}", "a", ("c",)))
+                     for i in range(4) for setup in (primary, spot)]
+            try:
+                await asyncio.gather(*calls)
+            finally:
+                await primary.judge.aclose()
+                await spot.judge.aclose()
+
+        asyncio.run(main())
+        models = sorted(r["body"]["model"] for r in server.requests)
+    assert models == ["m"] * 4 + ["m2"] * 4
+    assert in_flight["max"] == 2  # one cap for the endpoint, not one per model

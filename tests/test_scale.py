@@ -98,15 +98,16 @@ def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester) ->
     assert whole.ret == 1  # every fourth case misses mrr >= 1
 
 
-def _run_and_interrupt(project: Path, url: str, sig: int) -> tuple[subprocess.Popen, Path]:
+def _run_and_interrupt(project: Path, url: str, sig: int, ready: Any) -> tuple[subprocess.Popen, Path]:
+    """Start a run (concurrency 2), send ``sig`` once ``ready(lines of results.jsonl)`` holds, wait for the exit."""
     cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={url}",
            "-p", "no:cacheprovider", "--rageval-concurrency=2", "-q"]
     proc = subprocess.Popen(cmd, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     results: list[Path] = []
     while time.time() < deadline:
         results = list((project / "results").glob("*/results.jsonl"))
-        if results and len(results[0].read_text().splitlines()) >= 4:
+        if results and ready(len(results[0].read_text().splitlines())):
             break
         time.sleep(0.05)
     assert results, "the run never wrote results"
@@ -116,23 +117,28 @@ def _run_and_interrupt(project: Path, url: str, sig: int) -> tuple[subprocess.Po
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupted_run_keeps_finished_cases_and_resumes(pytester: pytest.Pytester, sig: int) -> None:
+def test_interrupted_run_keeps_finished_cases_cancels_the_rest_and_resumes(pytester: pytest.Pytester, sig: int) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": cases(20)})
     interrupted = threading.Event()
 
     def respond(body: dict) -> Any:
         if int(body["question"][1:]) >= 8:
-            interrupted.wait(timeout=30)  # the run cannot finish before the signal, however loaded the machine
-        return slow(0.1)(body)
+            interrupted.wait(timeout=30)  # q8 and q9 hold both slots until the run is interrupted
+        return slow(0.05)(body)
 
     with AskServer(respond) as server:
-        proc, run_dir = _run_and_interrupt(pytester.path, server.url, sig)
+        def ready(lines: int) -> bool:  # q0-q7 reported, q8 and q9 in flight, the next cases queued for a slot
+            return lines >= 8 and {"q8", "q9"} <= set(server.questions())
+
+        proc, run_dir = _run_and_interrupt(pytester.path, server.url, sig, ready)
         interrupted.set()
         assert proc.returncode != 0
+        # The interrupt cancelled everything started ahead: no queued case took a slot that the interrupt freed.
+        assert sorted(server.questions(), key=lambda q: int(q[1:])) == [f"q{i}" for i in range(10)]
         metrics = json.loads((run_dir / "metrics.json").read_text())
         finished = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
         assert metrics["complete"] is False
-        assert 4 <= len(finished) <= 8 and metrics["total_tests"] == len(finished)
+        assert len(finished) == 8 and metrics["total_tests"] == 8
         asked_before = len(server.requests)
 
         resumed = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", f"--rageval-resume={run_dir}")
@@ -157,3 +163,37 @@ def test_exitfirst_stops_marks_incomplete_and_cancels_the_rest(pytester: pytest.
     assert metrics["complete"] is False
     # c000-c004, plus at most the look-ahead window (2 x concurrency) started while c004 ran; never the whole set
     assert asked <= 5 + 2 * 4
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_cases_that_conftest_code_skips_at_setup_send_nothing(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    pytester.makefile(".jsonl", **{"eval_sets/s": cases(12)})
+    pytester.makeconftest(
+        """
+        import pytest
+
+        def pytest_runtest_setup(item):
+            if item.name in ("c004", "c005"):
+                pytest.skip("skipped by a hook")
+
+        @pytest.fixture(autouse=True)
+        def gate(request):
+            if request.node.name == "c009":
+                pytest.skip("skipped by a fixture")
+        """
+    )
+    with AskServer(ranked) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)
+        asked = sorted(server.questions(), key=lambda q: int(q[1:]))
+    result.assert_outcomes(passed=12 - 3 - sum(fails(i) for i in range(12) if i not in (4, 5, 9)),
+                           failed=sum(fails(i) for i in range(12) if i not in (4, 5, 9)), skipped=3)
+    assert asked == [f"q{i}" for i in range(12) if i not in (4, 5, 9)]
+    result.stdout.fnmatch_lines(["*12 cases ran one at a time: conftest code*"])
+
+
+def test_exitfirst_on_the_last_case_leaves_a_complete_run(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".jsonl", **{"eval_sets/s": "".join(cases(5).splitlines(keepends=True)[1:])})  # c001-c004: c004 fails
+    with AskServer(ranked) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-x")
+    result.assert_outcomes(passed=3, failed=1)
+    assert json.loads((latest(pytester.path / "results") / "metrics.json").read_text())["complete"] is True

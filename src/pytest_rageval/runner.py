@@ -50,12 +50,27 @@ class Engine:
         return asyncio.run_coroutine_threadsafe(bounded(), self._loop)
 
     def run(self, coro: Awaitable[T]) -> T:
-        """Run ``coro`` on the loop (not counted against the slots) and wait; Ctrl-C cancels it."""
-        return wait(asyncio.run_coroutine_threadsafe(coro, self._loop))  # type: ignore[arg-type]
+        """Run ``coro`` on the loop (not counted against the slots) and wait; Ctrl-C cancels everything."""
+        return self.wait(asyncio.run_coroutine_threadsafe(coro, self._loop))  # type: ignore[arg-type]
+
+    def wait(self, future: "concurrent.futures.Future[T]") -> T:
+        """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight."""
+        try:
+            return future.result()
+        except Exception:
+            raise
+        except BaseException:
+            self.cancel_all()
+            raise
+
+    def cancel_all(self) -> None:
+        """Cancel every coroutine of the loop in one step, so no queued case takes a slot that frees up."""
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._cancel_all)
 
     def close(self, *closers: Callable[[], Awaitable[Any]]) -> None:
         """Cancel what is still running, await each closer, stop the loop and join its thread."""
-        self._loop.call_soon_threadsafe(self._cancel_all)
+        self.cancel_all()
         for closer in closers:
             try:
                 self.run(closer())
@@ -69,15 +84,6 @@ class Engine:
     def _cancel_all(self) -> None:
         for task in asyncio.all_tasks(self._loop):
             task.cancel()
-
-
-def wait(future: "concurrent.futures.Future[T]") -> T:
-    """Wait for a future of the engine; an interrupt (Ctrl-C) cancels it."""
-    try:
-        return future.result()
-    except BaseException:
-        future.cancel()
-        raise
 
 
 @dataclass(frozen=True)

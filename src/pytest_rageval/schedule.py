@@ -9,6 +9,7 @@ setup then waits for its own result, so reports stay per item and in order.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterator, Optional, Sequence
 
 import pytest
@@ -27,6 +28,27 @@ def skipped_by_marks(item: pytest.Item) -> bool:
         return xfailed is not None and not xfailed.run
     except Exception:  # a private API changed or a condition raised: let setup decide
         return True
+
+
+def _from_conftest(obj: Any) -> bool:
+    return getattr(obj, "__name__", "").rpartition(".")[2] == "conftest"
+
+
+def runs_conftest_setup(item: pytest.Item, own: tuple[str, ...] = ("rageval_client", "rageval_judge")) -> bool:
+    """Whether conftest code still runs at ``item``'s setup and so may skip it: a ``pytest_runtest_setup``
+    hook, or a fixture in its closure (``own`` aside) that is not a session fixture set up already.
+
+    Such a case is not started ahead of its setup: nothing may be sent for a case that setup skips.
+    """
+    if any(_from_conftest(impl.plugin) for impl in item.ihook.pytest_runtest_setup.get_hookimpls()):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info is not None and name not in own else None
+        if defs and _from_conftest(sys.modules.get(getattr(defs[-1].func, "__module__", ""))):
+            if cached_fixture(item, name) is NOTHING:
+                return True
+    return False
 
 
 def cached_fixture(item: pytest.Item, name: str) -> Any:

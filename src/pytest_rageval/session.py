@@ -27,8 +27,8 @@ from .gate import Comparison, check_invariants, compare, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
-from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case, wait
-from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, skipped_by_marks
+from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
+from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
@@ -79,7 +79,7 @@ class RagevalPlugin:
         self.is_worker = hasattr(config, "workerinput")
         self.judge_setup: Optional[JudgeSetup] = build_judge(settings, os.environ)
         self.spot_setup: Optional[JudgeSetup] = (
-            build_judge(settings, os.environ, model=settings.spot_check_model)
+            build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=self.judge_setup)
             if settings.spot_check and self.judge_setup is not None
             else None
         )
@@ -107,6 +107,8 @@ class RagevalPlugin:
         self.gate_failed = False
         self.session: Optional[pytest.Session] = None
         self.stop_message: Optional[str] = None  # why this process or a worker stopped the whole session
+        self.in_order: set[str] = set()  # cases not started ahead: conftest code runs at their setup
+        self.in_order_elsewhere = 0  # the same, counted by xdist workers
 
     # -- collection -------------------------------------------------------
 
@@ -234,7 +236,7 @@ class RagevalPlugin:
     def evaluate(self, work: Any) -> dict[str, Any]:
         """Wait for one case's future (or run its coroutine); a refused judge key stops the session once."""
         try:
-            return wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
+            return self.engine.wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
             message = f"pytest-rageval: {exc.message}"
         self.stop_message = message
@@ -246,12 +248,18 @@ class RagevalPlugin:
                 self.session.shouldstop = message
         pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
 
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        """Ctrl-C or SIGTERM between waits: nothing more is sent for the cases started ahead."""
+        if self._engine is not None:
+            self._engine.cancel_all()
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """On the xdist controller: a worker stopped the session (a refused judge key)."""
-        stop = getattr(node, "workeroutput", {}).get("rageval_stop")
-        if stop:
-            self.stop_message = stop
+        """On the xdist controller: what a worker reports beyond its test reports."""
+        output = getattr(node, "workeroutput", {})
+        if output.get("rageval_stop"):  # it stopped the session (a refused judge key)
+            self.stop_message = output["rageval_stop"]
+        self.in_order_elsewhere += output.get("rageval_in_order", 0)
 
     def thresholds_for(self, case: Any) -> dict[str, Any]:
         return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
@@ -308,6 +316,9 @@ class RagevalPlugin:
             if not isinstance(upcoming, CaseItem) or upcoming.nodeid in self._started or upcoming.nodeid in self._done:
                 continue
             if skipped_by_marks(upcoming):
+                continue
+            if runs_conftest_setup(upcoming):
+                self.in_order.add(upcoming.nodeid)
                 continue
             fixtures = self._early_fixtures(upcoming)
             if fixtures is None:
@@ -464,16 +475,26 @@ class RagevalPlugin:
                     closers.append(setup.judge.aclose)
             self._engine.close(*closers)
             self._engine = None
+        if self.is_worker:
+            self.config.workeroutput["rageval_in_order"] = len(self.in_order)  # type: ignore[attr-defined]
         if self.is_worker or self.writer is None:
             return
+        in_order = len(self.in_order) + self.in_order_elsewhere
+        if in_order:
+            self.gate_notes.append(
+                f"{in_order} case{'s' if in_order != 1 else ''} ran one at a time: conftest code (a pytest_runtest_setup "
+                "hook or a fixture) runs at their setup and may skip them, so nothing is sent for them ahead of it"
+            )
         _restore_sigterm(self._previous_sigterm)
         if self.stop_message:  # the same exit status as a serial run that stopped on it
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.accepted and self.settings.resume is None:
             self.gate_notes.append("no case ran: no run folder written, no baseline compared")
             return
-        complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
-                    and not self.stop_message)
+        # -x on the last case stops nothing; under xdist the controller has no items to count, so it says incomplete.
+        ran_everything = bool(session.items) and len(self._done) >= len(session.items)
+        complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
+                    and (ran_everything or not (session.shouldfail or session.shouldstop)))
         self.metrics = self.build_metrics(complete)
         self.writer.finish(self.metrics, self.build_config())
         self.gate(session)

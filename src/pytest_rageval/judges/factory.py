@@ -21,8 +21,13 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Optional[str] = None) -> Optional["JudgeSetup"]:
-    """The judge in use (None without one); ``model`` overrides the configured one (spot checks)."""
+def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Optional[str] = None,
+                share_endpoint_with: Optional["JudgeSetup"] = None) -> Optional["JudgeSetup"]:
+    """The judge in use (None without one); ``model`` overrides the configured one (spot checks).
+
+    ``share_endpoint_with``: a judge of the same endpoint whose limiter this one shares, so both
+    count against one in-flight cap and pause together on a 429.
+    """
     from ..runner import JudgeSetup
 
     if not settings.judge_enabled:
@@ -42,6 +47,7 @@ def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Opti
         timeout=settings.timeout,
         prices={**DEFAULT_PRICES, **settings.judge_prices},
         max_in_flight=settings.concurrency,
+        limiter=getattr(getattr(share_endpoint_with and share_endpoint_with.judge, "inner", None), "limiter", None),
     )
     cache = None if settings.no_cache else JudgeCache(settings.cache_dir)
     return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))

@@ -191,6 +191,7 @@ class OpenAIJudge:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_in_flight: int = 8,
+        limiter: Optional[EndpointLimiter] = None,
     ) -> None:
         if not model:
             raise ValueError("a judge model is required")
@@ -215,7 +216,7 @@ class OpenAIJudge:
         self._lock = threading.Lock()
         self._client: Any = None
         self._client_loop: Optional[asyncio.AbstractEventLoop] = None
-        self.limiter = EndpointLimiter(max_in_flight)
+        self.limiter = limiter or EndpointLimiter(max_in_flight)  # shared by judges of one endpoint (spot checks)
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self._mode!r})"
