@@ -52,18 +52,25 @@ def test_a_429_pauses_every_request_to_the_endpoint() -> None:
     assert len(later) == 6 and sum(1 for t in later if t < 0.9) <= 1 and sorted(later)[1] >= 0.9
 
 
-def test_requests_in_flight_are_bounded() -> None:
-    in_flight = {"now": 0, "max": 0}
-    lock = threading.Lock()
+class InFlight:
+    """A responder that answers after 50 ms and records the most requests it ever held at once."""
 
-    def respond(body: dict, headers: dict) -> Any:
-        with lock:
-            in_flight["now"] += 1
-            in_flight["max"] = max(in_flight["max"], in_flight["now"])
+    def __init__(self) -> None:
+        self.now = self.max = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict, headers: dict) -> Any:
+        with self.lock:
+            self.now += 1
+            self.max = max(self.max, self.now)
         time.sleep(0.05)
-        with lock:
-            in_flight["now"] -= 1
+        with self.lock:
+            self.now -= 1
         return ok(VERDICT)
+
+
+def test_requests_in_flight_are_bounded() -> None:
+    in_flight = InFlight()
 
     async def main(base_url: str) -> None:
         judge = OpenAIJudge(model="m", base_url=base_url, api_key="k", max_in_flight=3)
@@ -72,9 +79,9 @@ def test_requests_in_flight_are_bounded() -> None:
         finally:
             await judge.aclose()
 
-    with OpenAIServer(respond) as server:
+    with OpenAIServer(in_flight) as server:
         asyncio.run(main(server.base_url))
-    assert in_flight["max"] == 3
+    assert in_flight.max == 3
 
 
 def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None:
@@ -82,19 +89,8 @@ def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None
     from pytest_rageval.judges.factory import build_judge
     from pytest_rageval.settings import Settings
 
-    in_flight = {"now": 0, "max": 0}
-    lock = threading.Lock()
-
-    def respond(body: dict, headers: dict) -> Any:
-        with lock:
-            in_flight["now"] += 1
-            in_flight["max"] = max(in_flight["max"], in_flight["now"])
-        time.sleep(0.05)
-        with lock:
-            in_flight["now"] -= 1
-        return ok(VERDICT)
-
-    with OpenAIServer(respond) as server:
+    in_flight = InFlight()
+    with OpenAIServer(in_flight) as server:
         settings = Settings(rootdir=tmp_path, judge="openai", judge_model="m", judge_base_url=server.base_url,
                             concurrency=2, no_cache=True)
         primary = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"})
@@ -113,4 +109,4 @@ def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None
         asyncio.run(main())
         models = sorted(r["body"]["model"] for r in server.requests)
     assert models == ["m"] * 4 + ["m2"] * 4
-    assert in_flight["max"] == 2  # one cap for the endpoint, not one per model
+    assert in_flight.max == 2  # one cap for the endpoint, not one per model
