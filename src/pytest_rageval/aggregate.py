@@ -396,6 +396,7 @@ class Aggregator:
             "answerable_tests": self._answerable,
             "unanswerable_tests": self._unanswerable,
             "flaky": self._flaky,
+            "judge_coverage": aggregate_metrics["judge_coverage"],  # SPEC 6 names it at the top level too
             "cases": {key: self._cases[key] for key in sorted(self._cases)},
         }
 
