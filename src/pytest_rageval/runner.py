@@ -57,10 +57,9 @@ class Engine:
         """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight."""
         try:
             return future.result()
-        except Exception:
-            raise
-        except BaseException:
-            self.cancel_all()
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # KeyboardInterrupt and the like, not a case's own failure
+                self.cancel_all()
             raise
 
     def cancel_all(self) -> None:

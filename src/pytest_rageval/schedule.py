@@ -9,7 +9,6 @@ setup then waits for its own result, so reports stay per item and in order.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Iterator, Optional, Sequence
 
 import pytest
@@ -30,8 +29,8 @@ def skipped_by_marks(item: pytest.Item) -> bool:
         return True
 
 
-def _from_conftest(obj: Any) -> bool:
-    return getattr(obj, "__name__", "").rpartition(".")[2] == "conftest"
+def _is_conftest(module_name: str) -> bool:
+    return module_name.rpartition(".")[2] == "conftest"
 
 
 def runs_conftest_setup(item: pytest.Item, own: tuple[str, ...] = ("rageval_client", "rageval_judge")) -> bool:
@@ -40,14 +39,13 @@ def runs_conftest_setup(item: pytest.Item, own: tuple[str, ...] = ("rageval_clie
 
     Such a case is not started ahead of its setup: nothing may be sent for a case that setup skips.
     """
-    if any(_from_conftest(impl.plugin) for impl in item.ihook.pytest_runtest_setup.get_hookimpls()):
+    if any(_is_conftest(getattr(impl.plugin, "__name__", "")) for impl in item.ihook.pytest_runtest_setup.get_hookimpls()):
         return True
     info = getattr(item, "_fixtureinfo", None)
     for name in getattr(item, "fixturenames", ()):
         defs = info.name2fixturedefs.get(name) if info is not None and name not in own else None
-        if defs and _from_conftest(sys.modules.get(getattr(defs[-1].func, "__module__", ""))):
-            if cached_fixture(item, name) is NOTHING:
-                return True
+        if defs and _is_conftest(getattr(defs[-1].func, "__module__", "")) and cached_fixture(item, name) is NOTHING:
+            return True
     return False
 
 

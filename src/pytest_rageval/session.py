@@ -313,7 +313,8 @@ class RagevalPlugin:
         if self._lookahead is None:
             self._lookahead = Lookahead(self.config, session.items)
         for upcoming in self._lookahead.upcoming(item, nextitem, 2 * self.settings.concurrency):
-            if not isinstance(upcoming, CaseItem) or upcoming.nodeid in self._started or upcoming.nodeid in self._done:
+            if not isinstance(upcoming, CaseItem) or upcoming.nodeid in self._started or upcoming.nodeid in self._done \
+                    or upcoming.nodeid in self.in_order:
                 continue
             if skipped_by_marks(upcoming):
                 continue
