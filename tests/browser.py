@@ -1,4 +1,4 @@
-"""Headless Chromium for tests that look at a page as a person would (skips when it is not installed)."""
+"""Headless Chromium for tests that look at a page as a person would (skips without it, fails under CI)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,24 @@ from typing import Optional
 
 import pytest
 
+from needs import missing
+
 
 def chromium() -> Optional[str]:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-needs_chromium = pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
+@pytest.fixture
+def needs_chromium() -> str:
+    """The Chromium binary; skips the test without one (fails it under CI)."""
+    path = chromium()
+    if path is None:
+        missing("chromium is not installed (Debian package chromium)")
+    return path
 
 
 def dump_dom(page: Path, profile: Path) -> str:
-    """The DOM Chromium builds from ``page`` (no network, fresh profile); skips if it cannot render."""
+    """The DOM Chromium builds from ``page`` (no network, fresh profile)."""
     cmd = [
         str(chromium()), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
@@ -27,7 +35,7 @@ def dump_dom(page: Path, profile: Path) -> str:
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        pytest.skip("chromium did not finish in time")
+        pytest.fail("chromium did not finish in time", pytrace=False)
     if result.returncode != 0 or "<html" not in result.stdout:
-        pytest.skip(f"chromium could not render: {result.stderr[-500:]}")
+        pytest.fail(f"chromium could not render: {result.stderr[-500:]}", pytrace=False)
     return result.stdout

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from needs import need_module
 
 from pytest_rageval.evalset import (
     SCHEMA_PATH,
@@ -351,7 +352,7 @@ def test_schema_header() -> None:
 
 
 def test_schema_validates_lines() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = need_module("jsonschema")
     validator = jsonschema.Draft202012Validator(line_json_schema())
     validator.check_schema(line_json_schema())
     good = {

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from needs import need_module
 
 from pytest_rageval.judges.base import CLASSIFIERS, SCALES, JudgeError, JudgeInput, Verdict
 from pytest_rageval.judges.cache import DB_NAME, CachedJudge, JudgeCache, JudgeCacheError
@@ -463,7 +464,7 @@ def test_garbage_database_gives_a_clear_error_and_clear_recovers(tmp_path: Path)
 
 def test_secret_of_the_real_openai_judge_never_reaches_the_files(tmp_path: Path) -> None:
     """describe() comes from the real OpenAI judge built with a key; answers are local (no network)."""
-    openai_judge = pytest.importorskip("pytest_rageval.judges.openai_judge")
+    openai_judge = need_module("pytest_rageval.judges.openai_judge")
     real = openai_judge.OpenAIJudge(model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=SECRET)
     assert SECRET not in repr(real.describe())
 

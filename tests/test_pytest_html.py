@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import dump_dom, needs_chromium
+from browser import dump_dom, needs_chromium  # noqa: F401 (a fixture)
+from needs import need_module
 from ask_server import AskServer, answer, chunk
 
-pytest.importorskip("pytest_html")
+need_module("pytest_html")
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 PAYLOAD = "<script>alert(1)</script>"
@@ -180,7 +181,7 @@ def test_without_html_option_nothing_is_rendered(pytester: pytest.Pytester) -> N
 
 
 
-@needs_chromium
+@pytest.mark.usefixtures("needs_chromium")
 def test_headless_browser_shows_payload_as_text(pytester: pytest.Pytester, tmp_path: Path) -> None:
     write_set(pytester)
     with AskServer(System()) as server:

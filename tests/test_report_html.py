@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import dump_dom, needs_chromium
+from browser import dump_dom, needs_chromium  # noqa: F401 (a fixture)
 
 from pytest_rageval.report.html import load_history, render_report, write_report
 
@@ -322,7 +322,7 @@ def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict, monk
 
 
 
-@needs_chromium
+@pytest.mark.usefixtures("needs_chromium")
 def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, records: list[dict]) -> None:
     page = tmp_path / "report.html"
     write_report(page, metrics, records, history=_history(3))
