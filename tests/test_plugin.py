@@ -190,12 +190,9 @@ def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -
     assert "Traceback" not in result.stdout.str()
 
 
-def test_an_unimportable_target_is_one_line_per_case_and_a_malformed_one_a_usage_error(pytester: pytest.Pytester) -> None:
+def test_a_malformed_target_or_timeout_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    # An unimportable target is a usage error too now (issue 7): tests/test_config_errors.py.
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
-    missing = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=nomod:ask")
-    missing.assert_outcomes(errors=1)
-    missing.stdout.fnmatch_lines(["pytest-rageval: rageval_target 'nomod:ask': cannot import module 'nomod'*"])
-    assert "During handling" not in missing.stdout.str() and "direct cause" not in missing.stdout.str()
     for bad in ("ftp://example.com/ask", "myrag: ask"):
         usage = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={bad}")
         assert usage.ret == pytest.ExitCode.USAGE_ERROR

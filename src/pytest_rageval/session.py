@@ -21,7 +21,7 @@ import pytest
 from . import __version__
 from .aggregate import Aggregator
 from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, with_seed_keys, write_json_atomic
-from .client import RagClient, RagConfigError, check_target, load_target, parse_headers, parse_request_map, parse_response_map
+from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
 from .handwritten import SessionClient
@@ -50,14 +50,11 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
-    if settings.target:
-        try:
-            check_target(settings.target)
-        except RagConfigError as exc:
-            raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     if settings.resume is not None and not (settings.resume / "results.jsonl").is_file():
         raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     plugin = RagevalPlugin(config, settings)
+    if not plugin.is_worker:  # xdist starts its workers after this: a mistake stops the run once, before any case
+        _check_target(plugin)
     plugin.choose_default_args()
     if config.pluginmanager.hasplugin("html"):  # pytest-html loaded: per-case extras, summary table
         from .report.pytest_html import register
@@ -68,6 +65,22 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
 
         plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
     return plugin
+
+
+def _check_target(plugin: "RagevalPlugin") -> None:
+    """Import the target and parse its URL, headers and maps now; a mistake is one usage error.
+
+    Without a target (a conftest ``rageval_client`` fixture serves the cases)
+    the header and map lines are still checked, for syntax only.
+    """
+    s = plugin.settings
+    try:
+        if s.target:
+            plugin.target_client()
+        else:
+            check_maps(s.headers_text, s.request_map_text, s.response_map_text)
+    except RagConfigError as exc:
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
 
 
 class RagevalPlugin:
