@@ -19,12 +19,14 @@ from .client import CallableClient, RagCallError, RagClient
 from .judges.base import SCALES, Judge, JudgeAuthError
 from .judges.judging import Budget, CaseVerdicts, disagrees, judge_case, judge_input, verdict_dict
 from .anchors import top_k as _top_k
-from .metrics import gold_marks, score_case
+from .metrics import gold_marks, score_case, unmatchable_supports
 from .schema import Chunk, EvalCase, RagResponse
 from .thresholds import Threshold, find_misses
 
 T = TypeVar("T")
 TRUNCATE = 200
+#: ``record["warnings"]`` entry: the case has gold_supports but the response carries no rel_path at all.
+NO_REL_PATH = "gold_supports_without_rel_path"
 
 
 class Engine:
@@ -236,6 +238,8 @@ async def evaluate_case(
         response = reply.response
         if run == 0:
             fill_response(record, case, response, opts)
+            if unmatchable_supports(case, response):
+                record["warnings"] = [NO_REL_PATH]
         scores: dict[str, Any] = {}
         classified: Optional[bool] = None
         acknowledges: Optional[bool] = None
