@@ -6,21 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from ask_server import AskServer
-
-SEED_001_MAP = """
-[pytest]
-rageval_request_map =
-    question = query
-    k = topK
-rageval_response_map =
-    references = citations
-    references.doc_id = proposal_id
-    references.text = snippet
-    retrieved_chunks = citations
-    retrieved_chunks.doc_id = proposal_id
-    retrieved_chunks.text = snippet
-"""
+from ask_server import AskServer, seed_001_ini
 
 #: Per question: the proposal ids the system cites, best first.
 CITED = {
@@ -63,7 +49,7 @@ def metrics_of(pytester: pytest.Pytester) -> dict[str, Any]:
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pytester, xdist: list[str]) -> None:
-    pytester.makeini(SEED_001_MAP)
+    pytester.makeini(seed_001_ini())
     write(pytester, CASES)
     with AskServer(seed001) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)
@@ -77,7 +63,7 @@ def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pyteste
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: pytest.Pytester, xdist: list[str]) -> None:
-    pytester.makeini(SEED_001_MAP)
+    pytester.makeini(seed_001_ini())
     write(pytester, [
         {"id": f"by-path-{i}", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "proposals/stip.md"}]}
         for i in range(4)
@@ -91,7 +77,7 @@ def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: 
                                  "e.g. 'retrieved_chunks.rel_path = <your field>' and 'references.rel_path = <your field>'*"])
 
     # Mapped (the citation's url stands in for a path here), the same cases match and nothing is said.
-    pytester.makeini(SEED_001_MAP + "    retrieved_chunks.rel_path = url\n    references.rel_path = url\n")
+    pytester.makeini(seed_001_ini("retrieved_chunks.rel_path = url", "references.rel_path = url"))
     write(pytester, [{"id": "by-url", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "https://example.org/stip"}]}])
     with AskServer(seed001) as server:
         mapped = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)

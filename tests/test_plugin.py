@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ask_server import AskServer, answer, chunk
+from ask_server import AskServer, answer, chunk, seed_001_ini
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
@@ -265,21 +265,7 @@ def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester
             {"proposal_id": "def-456", "stage": "forum", "url": "u", "snippet": "..."},
         ]}
 
-    pytester.makeini(
-        """
-        [pytest]
-        rageval_request_map =
-            question = query
-            k = topK
-        rageval_response_map =
-            references = citations
-            references.doc_id = proposal_id
-            references.text = snippet
-            retrieved_chunks = citations
-            retrieved_chunks.doc_id = proposal_id
-            retrieved_chunks.text = snippet
-        """
-    )
+    pytester.makeini(seed_001_ini())
     write_set(pytester, "eval_sets/s", [{"id": "q4", "query": "Status of STIP?", "expectedProposalIds": ["abc-123"]}])
     with AskServer(seed001) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
