@@ -345,6 +345,36 @@ def test_flaky_case_passes_on_majority_and_is_reported(pytester: pytest.Pytester
     assert metrics["flaky"] == 1
 
 
+def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pytester: pytest.Pytester) -> None:
+    """The misses, answer and retrieval in the message all come from the same run (issue 7)."""
+    calls = {"n": 0}
+
+    def respond(body: dict) -> Any:
+        calls["n"] += 1
+        gold_rank = {1: 1, 2: 3, 3: 2}[calls["n"]]  # run 1 passes mrr >= 1; runs 2 and 3 miss it
+        others = [chunk(f"docs/other{i}.md", "# O", r) for i, r in enumerate(r for r in (1, 2, 3) if r != gold_rank)]
+        return answer(f"answer of run {calls['n']}", [chunk("docs/a.md", "# A", gold_rank), *others])
+
+    write_set(pytester, "eval_sets/s", [{"id": "f", "question": "q", "gold_supports": [GOLD], "repeat": 3, "thresholds": {"mrr": 1}}])
+    with AskServer(respond) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*1 of 3 runs passed (a repeated case passes when more than half pass); "
+        "the misses, answer and retrieval below are those of run 2",
+        "missed:",
+        "*mrr = 0.333333 (needs >= 1)",
+        "answer: answer of run 2",
+        "top retrieved (* = gold):",
+        "   1   docs/other0.md  # O",
+        "   2   docs/other1.md  # O",
+        "   3 * docs/a.md  # A",
+    ])
+    record = json.loads(next((pytester.path / "results").glob("*/results.jsonl")).read_text())
+    assert record["shown_run"] == 2 and record["answer"] == "answer of run 2"
+    assert [r["passed"] for r in record["repeats"]] == [True, False, False]
+
+
 def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
     long_text = "x" * 500
 
