@@ -12,6 +12,23 @@ from loopback import LoopbackServer
 Reply = Union[dict, tuple]  # a JSON body, or (status, body[, headers])
 Responder = Callable[[dict], Reply]
 
+#: rageval_response_map lines reading seed 001's ``{answer, citations: [{proposal_id, stage, url, snippet}]}``.
+SEED_001_RESPONSE_MAP = (
+    "references = citations",
+    "references.doc_id = proposal_id",
+    "references.text = snippet",
+    "retrieved_chunks = citations",
+    "retrieved_chunks.doc_id = proposal_id",
+    "retrieved_chunks.text = snippet",
+)
+
+
+def seed_001_ini(*more_response_map: str) -> str:
+    """A pytest ini for seed 001's API: ``POST {query, topK}`` answered as above (plus ``more_response_map`` lines)."""
+    lines = ["[pytest]", "rageval_request_map =", "    question = query", "    k = topK", "rageval_response_map ="]
+    lines += [f"    {line}" for line in (*SEED_001_RESPONSE_MAP, *more_response_map)]
+    return "\n".join(lines) + "\n"
+
 
 def chunk(rel_path: str, heading: Any, rank: Optional[int] = None, *, doc_id: Optional[str] = None, text: str = "text") -> dict:
     """A retrieved chunk in the default response shape."""

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from ask_server import SEED_001_RESPONSE_MAP
 from loopback import LoopbackServer
 
 from pytest_rageval.client import (
@@ -31,14 +32,7 @@ from pytest_rageval.client import (
 )
 from pytest_rageval.schema import RagResponse
 
-SEED_001_MAP = """
-references = citations
-references.doc_id = proposal_id
-references.text = snippet
-retrieved_chunks = citations
-retrieved_chunks.doc_id = proposal_id
-retrieved_chunks.text = snippet
-"""
+SEED_001_MAP = "\n".join(SEED_001_RESPONSE_MAP)
 
 DEFAULT_BODY = {
     "answer": "Use EMBEDDING_MODEL.",

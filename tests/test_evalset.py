@@ -204,7 +204,23 @@ def test_required_support_groups_index_out_of_range(tmp_path: Path) -> None:
 
 def test_recency_rule_without_gold_supports(tmp_path: Path) -> None:
     bad = only_bad(load(tmp_path, line(id="a", question="q", recency_conflict_rule="cite_newer")))
-    assert bad.message.startswith(f"{DISPLAY}:1: field 'recency_conflict_rule': needs gold_supports")
+    assert bad.message.startswith(f"{DISPLAY}:1: field 'recency_conflict_rule': needs gold_supports or gold_doc_ids")
+
+
+def test_groups_and_rules_over_gold_doc_ids(tmp_path: Path) -> None:
+    """A case without gold_supports indexes its gold_doc_ids (id-only systems, seed 001)."""
+    result = load(
+        tmp_path,
+        line(id="a", question="q", expectedProposalIds=["p1", "p2"], required_support_groups=[[0, 1]]),
+        line(id="b", question="q", gold_doc_ids=["new", "old"], recency_conflict_rule="cite_newer"),
+        line(id="c", question="q", gold_doc_ids=["p1", "p2"], required_support_groups=[[2]]),
+        line(id="d", question="q", gold_supports=[{"rel_path": "a.md"}], gold_doc_ids=["p1"], required_support_groups=[[1]]),
+    )
+    assert [c.case.id for c in result.cases] == ["a", "b"]
+    assert [b.message for b in result.bad] == [
+        f"{DISPLAY}:3: field 'required_support_groups': index 2 is not an index into gold_doc_ids (which has 2 entries)",
+        f"{DISPLAY}:4: field 'required_support_groups': index 1 is not an index into gold_supports (which has 1 entries)",
+    ]
 
 
 def test_blank_question_and_bad_literal(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pytest_rageval.anchors import (
     support_matches,
     top_k,
 )
-from pytest_rageval.metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS, gold_marks, score_case
+from pytest_rageval.metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS, gold_marks, score_case, unmatchable_supports
 from pytest_rageval.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 RANKING = ("recall_at_k", "mrr", "precision_at_k", "ndcg_at_k")
@@ -557,3 +557,66 @@ def test_conflict_rule_honours_snippets() -> None:
     ref = chunk("new.md", "# H", "mentions version 1 only")
     assert score_case(c, response(refs=[ref]), k=5, require_snippets=True)["conflict_rule"] == 0
     assert score_case(c, response(refs=[ref]), k=5, require_snippets=False)["conflict_rule"] == 1
+
+
+# --------------------------------------------------------------------------- id-only gold (seed 001's proposal ids)
+
+
+def by_id(doc_id: str) -> Chunk:
+    """A chunk of a mapped API that sends ids only: no rel_path."""
+    return chunk(doc_id=doc_id, text=f"about {doc_id}")
+
+
+@pytest.mark.parametrize(
+    ("retrieved", "expected"),
+    [
+        (["p1", "p2"], 1),  # group [0, 1]
+        (["p3"], 1),  # group [2]
+        (["p1", "x"], 0),  # half of [0, 1]
+        (["p2", "x", "x", "x", "x", "p1"], 0),  # p1 below K
+        ([], 0),
+    ],
+)
+def test_support_groups_over_gold_doc_ids(retrieved: list[str], expected: int) -> None:
+    c = case(gold_doc_ids=["p1", "p2", "p3"], required_support_groups=[[0, 1], [2]], category="multi_hop")
+    out = score_case(c, response([by_id(d) for d in retrieved]), k=5)
+    assert out["recall_all_at_k"] == expected and type(out["recall_all_at_k"]) is int
+
+
+def test_a_bare_gold_doc_ids_list_has_no_recall_all() -> None:
+    # Without groups, a list of gold ids may name alternatives (seed 001's `expectedProposalIds.includes`).
+    out = score_case(case(gold_doc_ids=["p1", "p2"]), response([by_id("p1")]), k=5)
+    assert out["recall_all_at_k"] is None and out["recall_at_k"] == 1
+
+
+def test_with_gold_supports_groups_still_index_them() -> None:
+    c = case(gold_supports=[support("a.md"), support("b.md")], gold_doc_ids=["p1"], required_support_groups=[[1]])
+    assert score_case(c, response([chunk("b.md")]), k=5)["recall_all_at_k"] == 1
+    assert score_case(c, response([by_id("p1")]), k=5)["recall_all_at_k"] == 0
+
+
+@pytest.mark.parametrize(
+    ("rule", "refs", "ack", "expected"),
+    [
+        ("cite_newer", ["new-1"], None, 1),
+        ("cite_newer", ["old-1"], None, 0),
+        ("cite_both", ["old-1", "new-1"], None, 1),
+        ("cite_both", ["new-1"], None, 0),
+        ("acknowledge_both", ["new-1", "old-1"], True, 1),
+        ("acknowledge_both", ["new-1", "old-1"], False, 0),
+        ("acknowledge_both", ["old-1"], True, 0),
+    ],
+)
+def test_conflict_rule_over_gold_doc_ids(rule: str, refs: list[str], ack: bool | None, expected: int) -> None:
+    c = case(gold_doc_ids=["new-1", "old-1"], recency_conflict_rule=rule, category="recency/conflict")
+    out = score_case(c, response([by_id("new-1"), by_id("old-1")], refs=[by_id(d) for d in refs]), k=5,
+                     acknowledges_conflict=ack)
+    assert out["conflict_rule"] == expected and type(out["conflict_rule"]) is int
+
+
+def test_supports_that_can_never_match_are_recognised() -> None:
+    c = case(**ONE_GOLD_CASE)
+    assert unmatchable_supports(c, response([by_id("p1")], refs=[by_id("p1")]))
+    assert not unmatchable_supports(c, response([by_id("p1")], refs=[chunk("docs/b.md")]))  # one rel_path: mapped
+    assert not unmatchable_supports(c, response())  # nothing retrieved: nothing to tell
+    assert not unmatchable_supports(case(gold_doc_ids=["p1"]), response([by_id("p1")]))

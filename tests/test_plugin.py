@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ask_server import AskServer, answer, chunk
+from ask_server import AskServer, answer, chunk, seed_001_ini
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
@@ -190,12 +190,9 @@ def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -
     assert "Traceback" not in result.stdout.str()
 
 
-def test_an_unimportable_target_is_one_line_per_case_and_a_malformed_one_a_usage_error(pytester: pytest.Pytester) -> None:
+def test_a_malformed_target_or_timeout_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    # An unimportable target is a usage error too now (issue 7): tests/test_config_errors.py.
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
-    missing = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=nomod:ask")
-    missing.assert_outcomes(errors=1)
-    missing.stdout.fnmatch_lines(["pytest-rageval: rageval_target 'nomod:ask': cannot import module 'nomod'*"])
-    assert "During handling" not in missing.stdout.str() and "direct cause" not in missing.stdout.str()
     for bad in ("ftp://example.com/ask", "myrag: ask"):
         usage = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={bad}")
         assert usage.ret == pytest.ExitCode.USAGE_ERROR
@@ -268,21 +265,7 @@ def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester
             {"proposal_id": "def-456", "stage": "forum", "url": "u", "snippet": "..."},
         ]}
 
-    pytester.makeini(
-        """
-        [pytest]
-        rageval_request_map =
-            question = query
-            k = topK
-        rageval_response_map =
-            references = citations
-            references.doc_id = proposal_id
-            references.text = snippet
-            retrieved_chunks = citations
-            retrieved_chunks.doc_id = proposal_id
-            retrieved_chunks.text = snippet
-        """
-    )
+    pytester.makeini(seed_001_ini())
     write_set(pytester, "eval_sets/s", [{"id": "q4", "query": "Status of STIP?", "expectedProposalIds": ["abc-123"]}])
     with AskServer(seed001) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
@@ -360,6 +343,36 @@ def test_flaky_case_passes_on_majority_and_is_reported(pytester: pytest.Pytester
     assert calls["n"] == 3
     metrics = latest_metrics(pytester.path)
     assert metrics["flaky"] == 1
+
+
+def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pytester: pytest.Pytester) -> None:
+    """The misses, answer and retrieval in the message all come from the same run (issue 7)."""
+    calls = {"n": 0}
+
+    def respond(body: dict) -> Any:
+        calls["n"] += 1
+        gold_rank = {1: 1, 2: 3, 3: 2}[calls["n"]]  # run 1 passes mrr >= 1; runs 2 and 3 miss it
+        others = [chunk(f"docs/other{i}.md", "# O", r) for i, r in enumerate(r for r in (1, 2, 3) if r != gold_rank)]
+        return answer(f"answer of run {calls['n']}", [chunk("docs/a.md", "# A", gold_rank), *others])
+
+    write_set(pytester, "eval_sets/s", [{"id": "f", "question": "q", "gold_supports": [GOLD], "repeat": 3, "thresholds": {"mrr": 1}}])
+    with AskServer(respond) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*1 of 3 runs passed (a repeated case passes when more than half pass); "
+        "the misses, answer and retrieval below are those of run 2",
+        "missed:",
+        "*mrr = 0.333333 (needs >= 1)",
+        "answer: answer of run 2",
+        "top retrieved (* = gold):",
+        "   1   docs/other0.md  # O",
+        "   2   docs/other1.md  # O",
+        "   3 * docs/a.md  # A",
+    ])
+    record = json.loads(next((pytester.path / "results").glob("*/results.jsonl")).read_text())
+    assert record["shown_run"] == 2 and record["answer"] == "answer of run 2"
+    assert [r["passed"] for r in record["repeats"]] == [True, False, False]
 
 
 def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:

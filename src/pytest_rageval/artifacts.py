@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Optional
@@ -27,15 +26,27 @@ def dumps(data: Any) -> str:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and ``os.replace``."""
+    """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
+
+    The temp file is created as any new file is (mode 0666 less the umask:
+    0644 usually), not 0600 as ``tempfile.mkstemp`` makes it, so every
+    artifact is as readable as results.jsonl (pytest's cacheprovider fixed
+    the same mkstemp trap).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:  # another writer's temp name: draw again
+            continue
+        break
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

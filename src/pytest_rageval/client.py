@@ -57,13 +57,14 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
+from .suggest import did_you_mean
 
 __all__ = [
     "CallableClient",
@@ -73,6 +74,7 @@ __all__ = [
     "RagConfigError",
     "RagReply",
     "ResponseMap",
+    "check_maps",
     "load_target",
     "map_response",
     "parse_headers",
@@ -191,6 +193,10 @@ class ResponseMap:
 _DEFAULT_MAP = ResponseMap()
 
 
+def _all_response_targets() -> list[str]:
+    return [*_TOP_TARGETS, *(f"{name}.{key}" for name in _LIST_TARGETS for key in _CHUNK_KEYS)]
+
+
 def _valid_response_targets() -> str:
     return ", ".join(_TOP_TARGETS) + ", references.<chunk key>, retrieved_chunks.<chunk key>"
 
@@ -232,7 +238,8 @@ def parse_response_map(text: str) -> ResponseMap:
         if dot and head in _LIST_TARGETS:
             if key not in _CHUNK_KEYS:
                 raise RagConfigError(
-                    f"{setting} line {number}: {key!r} is not a chunk key; valid chunk keys: {', '.join(_CHUNK_KEYS)}"
+                    f"{setting} line {number}: {key!r} is not a chunk key{did_you_mean(key, _CHUNK_KEYS)}; "
+                    f"valid chunk keys: {', '.join(_CHUNK_KEYS)}"
                 )
             if not source:
                 raise RagConfigError(f"{setting} line {number}: {target!r} needs a source key")
@@ -240,7 +247,8 @@ def parse_response_map(text: str) -> ResponseMap:
             renames[head][key] = source
             continue
         raise RagConfigError(
-            f"{setting} line {number}: unknown target {target!r}; valid targets: {_valid_response_targets()}"
+            f"{setting} line {number}: unknown target {target!r}{did_you_mean(target, _all_response_targets())}; "
+            f"valid targets: {_valid_response_targets()}"
         )
     return ResponseMap(
         **fields,
@@ -432,6 +440,33 @@ def parse_headers(text: str, environ: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
+class _EveryVariable(Mapping[str, str]):
+    """An environment in which every variable is set (to ""): to check header syntax alone."""
+
+    def __getitem__(self, name: str) -> str:
+        return ""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def check_maps(headers_text: str, request_map_text: str, response_map_text: str) -> None:
+    """RagConfigError for a header, request-map or response-map line that does not parse.
+
+    Header ``${VAR}`` references are checked for syntax only: without a target
+    the headers are not sent, so their variables need not be set.
+    """
+    parse_headers(headers_text, _EveryVariable())
+    parse_request_map(request_map_text)
+    parse_response_map(response_map_text)
+
+
 # --------------------------------------------------------------------------- helpers
 
 _SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|credential", re.IGNORECASE)
@@ -483,6 +518,8 @@ def _build_body(question: str, k: int, params: Mapping[str, Any], request_map: M
 # --------------------------------------------------------------------------- HTTP client
 
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
+_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")  # a DNS name or an IPv4 address
 
 
 def _user_agent() -> str:
@@ -516,6 +553,11 @@ class HttpClient:
             raise RagConfigError(f"rageval_target: {shown!r} is not a valid URL") from None
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise RagConfigError(f"rageval_target: {shown!r} is not an http(s):// URL")
+        host = parsed.raw_host.decode("ascii", "replace")  # an IDN as xn--
+        if ":" not in host and not _HOST.fullmatch(host):  # IPv6 literals were checked by httpx
+            raise RagConfigError(f"rageval_target: {shown!r} is not a valid URL (host {parsed.host!r})")
+        if parsed.port is not None and not 0 < parsed.port < 65536:
+            raise RagConfigError(f"rageval_target: {shown!r} is not a valid URL (port {parsed.port})")
         if not timeout or timeout <= 0:
             raise RagConfigError(f"rageval_timeout must be a positive number of seconds, got {timeout!r}")
         if retries < 0:
@@ -775,35 +817,46 @@ class CallableClient:
 
 
 def _import_module(module_name: str, spec: str, folders: Sequence[str]) -> Any:
+    """The target's module; RagConfigError saying whether it is missing or failed while importing."""
     try:
-        return importlib.import_module(module_name)
+        return _import_from(module_name, folders)
     except ModuleNotFoundError as exc:
-        top = module_name.split(".")[0]
-        # Plain `pytest` puts neither the working directory nor rootdir on sys.path; try each once.
-        for folder in dict.fromkeys(folders):
-            if exc.name != top or folder in sys.path:
-                continue
-            sys.path.insert(0, folder)
-            try:
-                return importlib.import_module(module_name)
-            except ModuleNotFoundError:
-                sys.path.remove(folder)
-            except Exception:
-                sys.path.remove(folder)
-                raise
         missing = exc.name or module_name
         if module_name == missing or module_name.startswith(missing + "."):
             raise RagConfigError(f"rageval_target {spec!r}: cannot import module {module_name!r} ({exc})") from exc
         raise RagConfigError(
             f"rageval_target {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
-    except RagConfigError:
-        raise
     except Exception as exc:  # noqa: BLE001 - errors in the user's module
         message = " ".join(str(exc).split())
         raise RagConfigError(
             f"rageval_target {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}"
         ) from exc
+
+
+def _import_from(module_name: str, folders: Sequence[str]) -> Any:
+    """Import as is, else with each of ``folders`` first on sys.path (plain ``pytest`` puts neither cwd nor rootdir there)."""
+    top = module_name.split(".")[0]
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != top:
+            raise
+        not_found = exc
+    for folder in dict.fromkeys(folders):
+        if folder in sys.path:
+            continue
+        sys.path.insert(0, folder)
+        try:
+            return importlib.import_module(module_name)  # found here: the folder stays on sys.path
+        except ModuleNotFoundError as exc:
+            sys.path.remove(folder)
+            if exc.name != top:
+                raise
+        except BaseException:
+            sys.path.remove(folder)
+            raise
+    raise not_found
 
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

@@ -9,11 +9,13 @@ quality miss is a failure (F).
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import pytest
 
 from .evalset import load_eval_file
+from .runner import NO_REL_PATH
 from .schema import EvalCase
 from .thresholds import ThresholdError, check_metric_name, coerce_threshold
 
@@ -113,12 +115,39 @@ class CaseItem(pytest.Function):
         from .report.terminal import format_failure
 
         assert self.record is not None
+        warn_once(self.config, self.record)
         if self.record["misses"]:
             pytest.fail(format_failure(self.record), pytrace=False)
 
     def reportinfo(self) -> tuple[Any, int, str]:
         # pytest shows the domain after the file, reading dots as "::": keep it the bare id.
         return self.path, self.line - 1, self.case.id
+
+
+class RagevalWarning(UserWarning):
+    """A configuration that runs but cannot measure what the eval set asks (``-W error::...`` to fail on it)."""
+
+
+#: What each ``record["warnings"]`` code means for the user, and what to change.
+WARNINGS = {
+    NO_REL_PATH: (
+        "gold_supports can never match: no retrieved chunk or reference of the response has a "
+        "rel_path, so recall and attribution against gold_supports score 0. Map the field that holds the source "
+        "path in rageval_response_map, e.g. 'retrieved_chunks.rel_path = <your field>' and "
+        "'references.rel_path = <your field>', or write the gold as gold_doc_ids (matched by doc_id)"
+    ),
+}
+warned_key = pytest.StashKey[set]()
+
+
+def warn_once(config: pytest.Config, record: dict[str, Any]) -> None:
+    """Warn about each of the record's warning codes once per process (xdist's summary merges the workers')."""
+    warned = config.stash.setdefault(warned_key, set())
+    for code in record.get("warnings") or ():
+        if code in WARNINGS and code not in warned:
+            warned.add(code)
+            # One fixed location, so pytest's summary shows one entry whichever case and worker warned.
+            warnings.warn_explicit(RagevalWarning(WARNINGS[code]), RagevalWarning, filename="pytest-rageval", lineno=0)
 
 
 class BadLineItem(pytest.Item):

@@ -14,7 +14,6 @@ pytest import.
 from __future__ import annotations
 
 import codecs
-import difflib
 import functools
 import gc
 import json
@@ -27,6 +26,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 
 from pytest_rageval.schema import EvalCase
+from pytest_rageval.suggest import closest
 
 __all__ = ["BadLine", "EvalFile", "LoadedCase", "line_json_schema", "load_eval_file"]
 
@@ -123,7 +123,7 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
             bad.append(BadLine(lineno, f"{display}:{lineno}: invalid JSON: {exc}", None))
             continue
         if not isinstance(obj, dict):
-            message = f"{display}:{lineno}: expected a JSON object, got {_json_kind(obj)}"
+            message = f"{display}:{lineno}: expected a JSON object, got {json_kind(obj)}"
             bad.append(BadLine(lineno, message, None))
             continue
 
@@ -187,7 +187,8 @@ def _decode_problem(exc: UnicodeDecodeError) -> str:
     return f"not valid UTF-8: byte 0x{byte} at byte column {exc.start + 1} ({exc.reason})"
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """How a JSON (or TOML) value reads in a message: "a string", "a list", ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -219,15 +220,6 @@ def _alias_owner(model: type[BaseModel]) -> dict[str, str]:
         for alias in _aliases(field):
             owner[str(alias)] = name
     return owner
-
-
-@functools.lru_cache(maxsize=None)
-def _lower_keys(model: type[BaseModel]) -> dict[str, str]:
-    """Lower-cased known key -> known key (first spelling wins), for case-insensitive suggestions."""
-    lower: dict[str, str] = {}
-    for key in _known_keys(model):
-        lower.setdefault(key.lower(), key)
-    return lower
 
 
 def _aliases(field: Any) -> list[str]:
@@ -263,9 +255,7 @@ def _models_in(tp: Any) -> list[type[BaseModel]]:
 @functools.lru_cache(maxsize=4096)
 def _suggest(key: str, model: type[BaseModel]) -> str | None:
     """The closest known key of ``model`` (case-insensitive), memoised: a typo tends to repeat."""
-    lower = _lower_keys(model)
-    match = difflib.get_close_matches(key.lower(), list(lower), n=1)
-    return lower[match[0]] if match else None
+    return closest(key, _known_keys(model))
 
 
 _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)

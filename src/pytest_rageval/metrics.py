@@ -10,7 +10,7 @@ from __future__ import annotations
 from math import log2
 from typing import Optional, Sequence, Union
 
-from pytest_rageval.anchors import GoldMatcher, in_scope, top_k
+from pytest_rageval.anchors import GoldMatcher, doc_item_id, in_scope, support_item_id, top_k
 from pytest_rageval.schema import Chunk, EvalCase, RagResponse
 
 __all__ = [
@@ -18,7 +18,9 @@ __all__ = [
     "RETRIEVAL_METRICS",
     "MetricValue",
     "gold_marks",
+    "grouped_items",
     "score_case",
+    "unmatchable_supports",
 ]
 
 MetricValue = Union[float, int, bool, None]
@@ -74,23 +76,35 @@ def _ranking_metrics(matches: list[frozenset[str]], k: int, item_count: int) -> 
     }
 
 
-def _recall_all(case: EvalCase, matched: set[str], support_ids: tuple[str, ...]) -> int:
-    """1 when some required group (or, without groups, every support) is fully matched."""
+def grouped_items(case: EvalCase) -> tuple[str, ...]:
+    """Gold-item ids that ``required_support_groups`` indices and the recency rule refer to, in order.
+
+    The gold supports (``"s<i>"``); in a case without gold_supports, its
+    gold_doc_ids (``"d:<doc_id>"``), so id-only systems express multi-hop and
+    conflict cases too.
+    """
+    if case.grouped_gold == "gold_supports":
+        return tuple(support_item_id(i) for i in range(len(case.gold_supports)))
+    return tuple(doc_item_id(doc_id) for doc_id in case.gold_doc_ids)
+
+
+def _recall_all(case: EvalCase, matched: set[str], items: tuple[str, ...]) -> int:
+    """1 when some required group (or, without groups, every item) is fully matched."""
     groups = case.required_support_groups
     if not groups:  # None or [] -> every gold support is required
-        return int(all(item in matched for item in support_ids))
-    return int(any(all(support_ids[i] in matched for i in group) for group in groups))
+        return int(all(item in matched for item in items))
+    return int(any(all(items[i] in matched for i in group) for group in groups))
 
 
 def _conflict_rule(
-    rule: str, cited: set[str], support_ids: tuple[str, ...], acknowledges_conflict: Optional[bool]
+    rule: str, cited: set[str], items: tuple[str, ...], acknowledges_conflict: Optional[bool]
 ) -> int:
-    """Whether the recency/conflict rule is honoured by the cited gold items."""
-    if not support_ids:  # unreachable for validated cases
+    """Whether the recency/conflict rule is honoured by the cited gold items (``items[0]`` is the newer source)."""
+    if not items:  # unreachable for validated cases
         return 0
     if rule == "cite_newer":
-        return int(support_ids[0] in cited)
-    cites_all = all(item in cited for item in support_ids)
+        return int(items[0] in cited)
+    cites_all = all(item in cited for item in items)
     if rule == "acknowledge_both":
         return int(cites_all and acknowledges_conflict is not False)
     return int(cites_all)  # cite_both
@@ -127,25 +141,36 @@ def score_case(
     rule = case.recency_conflict_rule
     matcher = GoldMatcher(case, require_snippets) if (has_gold or rule) else None
 
+    items = grouped_items(case)
     if case.answerable and matcher is not None and has_gold:
         top = [matcher.match(chunk) for chunk in top_k(response.retrieved_chunks, k)]
         out.update(_ranking_metrics(top, k, matcher.item_count))
-        if has_supports:
-            out["recall_all_at_k"] = _recall_all(case, _union(top), matcher.support_ids)
-            if response.selected_folders is not None:
-                folders = response.selected_folders
-                covered = any(in_scope(s.rel_path, folders) for s in case.gold_supports)
-                out["scope_miss"] = 0 if covered else 1
+        if has_supports or case.required_support_groups:  # a bare gold_doc_ids list may name alternatives
+            out["recall_all_at_k"] = _recall_all(case, _union(top), items)
+        if has_supports and response.selected_folders is not None:
+            covered = any(in_scope(s.rel_path, response.selected_folders) for s in case.gold_supports)
+            out["scope_miss"] = 0 if covered else 1
 
     if matcher is not None and (rule or (case.answerable and has_gold)):
         cited = _union([matcher.match(ref) for ref in response.references])
         if case.answerable and has_gold:
             out["attribution_hit"] = 1 if cited else 0
         if rule:
-            out["conflict_rule"] = _conflict_rule(rule, cited, matcher.support_ids, acknowledges_conflict)
+            out["conflict_rule"] = _conflict_rule(rule, cited, items, acknowledges_conflict)
 
     did_abstain = response.abstained if abstained is None else abstained
     out["abstained"] = None if did_abstain is None else bool(did_abstain)
     if case.answerable and did_abstain is not None:
         out["false_abstention"] = 1 if did_abstain else 0
     return out
+
+
+def unmatchable_supports(case: EvalCase, response: RagResponse) -> bool:
+    """The case has gold_supports, but no chunk or reference of ``response`` carries a ``rel_path``.
+
+    Such supports can never match (a mapped API that sends ids only): the
+    caller warns instead of letting them score 0 in silence. A response
+    without any chunk or reference says nothing about the mapping.
+    """
+    chunks = [*response.retrieved_chunks, *response.references]
+    return bool(case.gold_supports) and bool(chunks) and all(chunk.rel_path is None for chunk in chunks)

@@ -16,15 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
-from .judges.base import SCALES, Judge, JudgeAuthError
-from .judges.judging import Budget, CaseVerdicts, disagrees, judge_case, judge_input, verdict_dict
+from . import spotcheck
+from .judges.base import SCALES, Judge, JudgeAuthError, JudgeInput, Verdict
+from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdict_dict
 from .anchors import top_k as _top_k
-from .metrics import gold_marks, score_case
+from .metrics import gold_marks, score_case, unmatchable_supports
 from .schema import Chunk, EvalCase, RagResponse
 from .thresholds import Threshold, find_misses
 
 T = TypeVar("T")
 TRUNCATE = 200
+#: ``record["warnings"]`` entry: the case has gold_supports but the response carries no rel_path at all.
+NO_REL_PATH = "gold_supports_without_rel_path"
 
 
 class Engine:
@@ -213,13 +216,17 @@ async def evaluate_case(
     file: str,
     line: int,
     judge: Optional[JudgeSetup] = None,
-    spot_check: Optional[JudgeSetup] = None,
+    spot_input: bool = False,
 ) -> dict[str, Any]:
     """Run ``case`` (``case.runs`` times) and return its CaseRecord without an outcome.
 
     A RAG or judge failure after retries gives a record whose ``error`` is set;
     the item reports it as an error, not a failure. A judge that refuses the
-    API key raises ``JudgeAuthError`` so the session can stop once.
+    API key raises ``JudgeAuthError`` so the session can stop once. A repeated
+    case shows one run that agrees with the majority verdict: its answer,
+    retrieval, verdicts and misses (``shown_run``, 1-based). With
+    ``spot_input`` a judged case carries what the spot check needs to re-judge
+    it (``record["spot_input"]``, see spotcheck.py; not written to results.jsonl).
     """
     record = base_record(case, key=key, file=file, line=line)
     record["thresholds"] = dict(thresholds)
@@ -227,6 +234,7 @@ async def evaluate_case(
     verdicts: list[bool] = []
     latencies: list[dict[str, float]] = []
     attempted: list[str] = []
+    seen: list[tuple[RagResponse, Mapping[str, Verdict], Optional[JudgeInput]]] = []
     for run in range(case.runs):
         try:
             reply = await client.aask(case.question, k=opts.k, params=dict(case.params))
@@ -236,14 +244,16 @@ async def evaluate_case(
         response = reply.response
         if run == 0:
             fill_response(record, case, response, opts)
+            if unmatchable_supports(case, response):
+                record["warnings"] = [NO_REL_PATH]
         scores: dict[str, Any] = {}
         classified: Optional[bool] = None
         acknowledges: Optional[bool] = None
+        run_verdicts: Mapping[str, Verdict] = {}
+        inp: Optional[JudgeInput] = None
         if judge is not None:
-            top = _top_k(response.retrieved_chunks, opts.k)
-            outcome = await judge_case(
-                judge.judge, judge.metrics, case, response, judge_input(case, response, top), repeat_index=run, budget=judge.budget
-            )
+            inp = judge_input(case, response, _top_k(response.retrieved_chunks, opts.k))
+            outcome = await judge_case(judge.judge, judge.metrics, case, response, inp, repeat_index=run, budget=judge.budget)
             attempted.extend(m for m in outcome.attempted if m not in attempted)
             _account(record, outcome, cached=judge.cached)
             if run == 0:
@@ -257,8 +267,7 @@ async def evaluate_case(
                 record["judge_attempted"] = attempted
                 record["error"] = {"kind": "judge", "message": str(outcome.error)}
                 return record
-            if spot_check is not None and run == 0:
-                await _spot_check(record, spot_check, case, response, top, outcome.verdicts)
+            run_verdicts = outcome.verdicts
             classified = outcome.abstained
             ack = outcome.verdicts.get("conflict_ack")
             acknowledges = ack.label if ack is not None else None
@@ -271,33 +280,29 @@ async def evaluate_case(
         per_run.append(metrics)
         verdicts.append(not find_misses(metrics, thresholds))
         latencies.append({"total_ms": reply.latency_ms, **_phases(response.timings)})
+        seen.append((response, run_verdicts, inp))
     if judge is not None:
         record["judge_attempted"] = attempted
     passed = sum(verdicts) * 2 > len(verdicts)
+    shown = next(i for i, v in enumerate(verdicts) if v == passed)  # the first run that agrees with the majority
+    response, run_verdicts, inp = seen[shown]
+    if shown:
+        fill_response(record, case, response, opts)
+    if judge is not None:
+        record["judge"] = {m: verdict_dict(v) for m, v in run_verdicts.items()}
     record["metrics"] = _combine(per_run)
     record["abstained"] = record["metrics"].get("abstained")
     record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
     if len(per_run) > 1:
         record["flaky"] = 0 < sum(verdicts) < len(verdicts)
         record["repeats"] = [{"passed": v, "metrics": m} for v, m in zip(verdicts, per_run)]
-    # The misses shown are those of a run that agrees with the majority verdict.
-    representative = next(m for m, v in zip(per_run, verdicts) if v == passed)
-    record["misses"] = [] if passed else [m.as_dict() for m in find_misses(representative, thresholds)]
+        record["shown_run"] = shown + 1
+    record["misses"] = [] if passed else [m.as_dict() for m in find_misses(per_run[shown], thresholds)]
+    if spot_input and inp is not None:
+        payload = spotcheck.spot_input(case, inp, per_run[shown]["abstained"], run_verdicts)
+        if payload is not None:
+            record["spot_input"] = payload
     return record
-
-
-async def _spot_check(record: dict[str, Any], setup: JudgeSetup, case: EvalCase, response: RagResponse,
-                      top: list[Chunk], primary: Mapping[str, Any]) -> None:
-    """Re-judge with the second model; store both scores and whether they disagree."""
-    second = await judge_case(setup.judge, setup.metrics, case, response, judge_input(case, response, top), budget=setup.budget)
-    _account(record, second, cached=setup.cached)
-    pairs = {m: (primary[m], v) for m, v in second.verdicts.items() if m in primary and m in SCALES}
-    record["spot_check"] = {
-        "model": setup.judge.describe().get("model"),
-        "scores": {m: [a.score, b.score] for m, (a, b) in pairs.items()},
-        "disagrees": any(disagrees(a, b) for a, b in pairs.values()) if pairs else None,
-        "error": str(second.error) if second.error else None,
-    }
 
 
 def _account(record: dict[str, Any], outcome: CaseVerdicts, *, cached: bool) -> None:

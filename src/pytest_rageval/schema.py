@@ -42,8 +42,16 @@ class EvalCase(BaseModel):
         default_factory=list,
         validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
     )
-    required_support_groups: Optional[list[list[int]]] = None
-    recency_conflict_rule: Optional[Literal["cite_newer", "acknowledge_both", "cite_both"]] = None
+    required_support_groups: Optional[list[list[int]]] = Field(
+        default=None,
+        description="Multi-hop: OR of groups, AND within a group. Indices into gold_supports; "
+        "in a case without gold_supports, indices into gold_doc_ids.",
+    )
+    recency_conflict_rule: Optional[Literal["cite_newer", "acknowledge_both", "cite_both"]] = Field(
+        default=None,
+        description="Expected behaviour on conflicting sources, judged on the references. The first gold "
+        "support is the newer source; in a case without gold_supports, the first gold doc id.",
+    )
     tags: list[str] = Field(default_factory=list)
     category: str = CATEGORY_DEFAULT
     difficulty: Optional[str] = None
@@ -73,20 +81,27 @@ class EvalCase(BaseModel):
 
     @model_validator(mode="after")
     def _check_groups_and_rules(self) -> "EvalCase":
+        basis = self.grouped_gold
+        n = len(getattr(self, basis))
         if self.required_support_groups is not None:
-            n = len(self.gold_supports)
             for group in self.required_support_groups:
                 if not group:
                     raise ValueError("required_support_groups: a group must not be empty")
                 for index in group:
                     if not 0 <= index < n:
                         raise ValueError(
-                            f"required_support_groups: index {index} is not an index into "
-                            f"gold_supports (which has {n} entries)"
+                            f"required_support_groups: index {index} is not an index into {basis} (which has {n} entries)"
                         )
-        if self.recency_conflict_rule is not None and not self.gold_supports:
-            raise ValueError("recency_conflict_rule needs gold_supports (the first one is the newer source)")
+        if self.recency_conflict_rule is not None and not n:
+            raise ValueError(
+                "recency_conflict_rule needs gold_supports or gold_doc_ids (the first one is the newer source)"
+            )
         return self
+
+    @property
+    def grouped_gold(self) -> Literal["gold_supports", "gold_doc_ids"]:
+        """What ``required_support_groups`` indices and the recency rule refer to: gold_supports, else gold_doc_ids."""
+        return "gold_doc_ids" if self.gold_doc_ids and not self.gold_supports else "gold_supports"
 
     @property
     def runs(self) -> int:

@@ -11,7 +11,6 @@ import concurrent.futures
 import dataclasses
 import os
 import glob
-import random
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -21,13 +20,15 @@ import pytest
 from . import __version__
 from .aggregate import Aggregator
 from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, with_seed_keys, write_json_atomic
-from .client import RagClient, RagConfigError, check_target, load_target, parse_headers, parse_request_map, parse_response_map
+from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, check_invariants, compare, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
+from . import spotcheck
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
+from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
@@ -50,14 +51,11 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
-    if settings.target:
-        try:
-            check_target(settings.target)
-        except RagConfigError as exc:
-            raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     if settings.resume is not None and not (settings.resume / "results.jsonl").is_file():
         raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     plugin = RagevalPlugin(config, settings)
+    if not plugin.is_worker:  # xdist starts its workers after this: a mistake stops the run once, before any case
+        _check_target(plugin)
     plugin.choose_default_args()
     if config.pluginmanager.hasplugin("html"):  # pytest-html loaded: per-case extras, summary table
         from .report.pytest_html import register
@@ -68,6 +66,22 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
 
         plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
     return plugin
+
+
+def _check_target(plugin: "RagevalPlugin") -> None:
+    """Import the target and parse its URL, headers and maps now; a mistake is one usage error.
+
+    Without a target (a conftest ``rageval_client`` fixture serves the cases)
+    the header and map lines are still checked, for syntax only.
+    """
+    s = plugin.settings
+    try:
+        if s.target:
+            plugin.target_client()
+        else:
+            check_maps(s.headers_text, s.request_map_text, s.response_map_text)
+    except RagConfigError as exc:
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
 
 
 class RagevalPlugin:
@@ -83,13 +97,12 @@ class RagevalPlugin:
             if settings.spot_check and self.judge_setup is not None
             else None
         )
-        self.spot_ids: frozenset[str] = frozenset()
+        self.spot_sample = SpotSample(settings.spot_check)  # the judged cases to re-judge after the run
         self._started: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
         self._done: set[str] = set()
         self._lookahead: Optional[Lookahead] = None
         self._resumed: Optional[list[dict[str, Any]]] = None
         self._previous_sigterm: Any = None
-        self.spot_results: list[bool] = []
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
         self._engine: Optional[Engine] = None
         self._target_client: Optional[RagClient] = None
@@ -152,7 +165,7 @@ class RagevalPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Keep this shard's cases and those a resumed run lacks; choose the spot-check sample.
+        """Keep this shard's cases and those a resumed run lacks.
 
         Every xdist worker computes the same result (hashes and seeds over node ids).
         """
@@ -169,10 +182,6 @@ class RagevalPlugin:
                 items[:] = keep
         if s.dry_run:
             self.dry_run(config, items)
-        if self.spot_setup is None:
-            return
-        ids = sorted(item.nodeid for item in items if isinstance(item, CaseItem) and item.case.skip is None)
-        self.spot_ids = frozenset(random.Random(0).sample(ids, min(self.settings.spot_check, len(ids))))
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -285,7 +294,7 @@ class RagevalPlugin:
             file=item.nodeid.partition("::")[0],
             line=item.line,
             judge=judge,
-            spot_check=self.spot_setup if item.nodeid in self.spot_ids else None,
+            spot_input=self.spot_setup is not None,
         )
 
     def _early_fixtures(self, item: CaseItem) -> Optional[tuple[RagClient, Optional[JudgeSetup]]]:
@@ -458,14 +467,14 @@ class RagevalPlugin:
         """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
         assert self.writer is not None
         self.accepted += 1
+        spot = rec.pop("spot_input", None)  # full contexts: never written
+        if spot is not None:
+            self.spot_sample.offer(rec["key"], spot)
         if write:
             self.writer.add(with_seed_keys(rec, self.case_config))
         self.aggregator.add(rec)
         if rec.get("file"):
             self.eval_files.add(rec["file"])
-        spot = rec.get("spot_check") or {}
-        if spot.get("disagrees") is not None:
-            self.spot_results.append(bool(spot["disagrees"]))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -505,12 +514,7 @@ class RagevalPlugin:
         s = self.settings
         result = self.aggregator.result()
         if self.spot_setup is not None:
-            n = len(self.spot_results)
-            result["aggregate_metrics"]["judge_reliability"] = {
-                "disagreement_rate": sum(self.spot_results) / n if n else None,
-                "spot_check_n": n,
-                "model": s.spot_check_model,
-            }
+            result["aggregate_metrics"]["judge_reliability"] = self.spot_check(result["aggregate_metrics"], complete)
         assert self.writer is not None
         self.digests = file_digests(self.eval_files, s.rootdir)
         return compose_metrics(
@@ -522,6 +526,38 @@ class RagevalPlugin:
             k=s.k,
             aggregated=result,
         )
+
+    def spot_check(self, aggregate: dict[str, Any], complete: bool) -> dict[str, Any]:
+        """Re-judge the sample with the second model, now that every case ran; its spend counts in ``aggregate``."""
+        assert self.spot_setup is not None
+        s, sample = self.settings, self.spot_sample
+        chosen = sample.chosen() if complete else []
+        results: list[dict[str, Any]] = []
+        if chosen:
+            engine = Engine(s.concurrency)
+            try:
+                results = engine.run(spotcheck.rejudge(self.spot_setup, chosen))
+            except JudgeAuthError as exc:
+                self.gate_notes.append(f"spot check not made: {exc.message}")
+            finally:
+                engine.close(self.spot_setup.judge.aclose)
+        for result in results:
+            spent = result.pop("spent")
+            aggregate["cost"]["judge_total_tokens"] += spent["judge_tokens"]
+            aggregate["cost"]["judge_total_usd"] += spent["judge_cost_usd"]
+            aggregate["judge_cache"]["hits"] += spent["hits"]
+            aggregate["judge_cache"]["misses"] += spent["misses"]
+        reliability = spotcheck.reliability(results, requested=s.spot_check, judged=sample.judged, model=s.spot_check_model)
+        if not complete:
+            self.gate_notes.append("spot check not made: the run is incomplete")
+        elif sample.judged < s.spot_check:
+            self.gate_notes.append(
+                f"spot check: {s.spot_check} cases asked for, but only {sample.judged} got a judge verdict; re-judged {len(chosen)}"
+            )
+        failed = [r for r in results if r["error"]]
+        if failed:
+            self.gate_notes.append(f"spot check: {len(failed)} of {len(results)} re-judgings failed ({failed[0]['error']})")
+        return reliability
 
     def build_config(self) -> dict[str, Any]:
         s = self.settings

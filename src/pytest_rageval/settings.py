@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
+from .pyproject_table import key_line, table_problems
+from .suggest import did_you_mean
 from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
 
 if sys.version_info >= (3, 11):
@@ -103,18 +106,69 @@ class Settings:
 
 
 def read_pyproject_table(path: Optional[Path]) -> dict[str, Any]:
-    """The ``[tool.rageval]`` table of a pyproject.toml, or {} when there is none."""
+    """The ``[tool.rageval]`` table of a pyproject.toml, checked (:func:`check_table`); {} when there is none."""
     if path is None or not path.is_file():
         return {}
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: cannot read [tool.rageval]: {exc}") from None
-    table = data.get("tool", {}).get("rageval", {})
+    tool = data.get("tool", {})
+    table = tool.get("rageval", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
         raise SettingsError(f"{path}: [tool.rageval] must be a table")
+    check_table(table, display=_display(path), text=text)
     return table
+
+
+def check_table(table: Mapping[str, Any], *, display: str, text: str) -> None:
+    """Every table and key of ``[tool.rageval]`` is known and its values valid.
+
+    SettingsError otherwise, one message naming the file, the line and the key
+    of each problem (an unknown name with a did-you-mean), joined by "; ".
+    """
+    problems = table_problems(table)
+    for path, check in _value_checks(table):
+        try:
+            check()
+        except (SettingsError, ThresholdError) as exc:
+            problems.append((path, str(exc)))
+    if problems:
+        located = sorted((key_line(text, path) or 0, message) for path, message in problems)
+        raise SettingsError("; ".join(f"{display}{f':{line}' if line else ''}: {message}" for line, message in located))
+
+
+def _value_checks(table: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], Callable[[], Any]]]:
+    """(key path, check) for each value of a structurally valid table, checked by the code that reads it."""
+    where = "[tool.rageval.thresholds]"
+    for name, value in _table(table, "thresholds").items():
+        if isinstance(value, Mapping):
+            for metric, threshold in value.items():
+                yield ("thresholds", name, metric), partial(parse_threshold_table, {name: {metric: threshold}}, where)
+        else:
+            yield ("thresholds", name), partial(parse_threshold_table, {name: value}, where)
+    for name, value in _table(table, "gate").items():
+        yield ("gate", name), partial(parse_gate, {name: value}, "[tool.rageval.gate]")
+    judge = _table(table, "judge")
+    if "metrics" in judge:
+        yield ("judge", "metrics"), partial(_judge_metrics, judge["metrics"])
+    for model, pair in _table(judge, "prices").items():
+        yield ("judge", "prices", model), partial(_prices, {model: pair})
+
+
+def _table(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A sub-table, or {} when it is missing or no table (a problem table_problems reports)."""
+    value = table.get(name, {})
+    return value if isinstance(value, Mapping) else {}
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the current folder when it lies below it (shorter messages)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (OSError, ValueError):
+        return str(path)
 
 
 def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
@@ -178,20 +232,23 @@ def build_settings(
     if not timeout > 0:
         raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {ini.get('rageval_timeout')!r}")
 
-    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"))
+    judge_table = pyproject.get("judge", {})
+    if not isinstance(judge_table, Mapping):
+        raise SettingsError("[tool.rageval.judge] must be a table")
+    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"), judge_table.get("model"))
     judge = _first(option.rageval_judge, ini.get("rageval_judge"), "auto")
     if judge not in JUDGE_CHOICES:
         raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
     if judge == "auto":
         judge = "openai" if judge_model else "lexical"
     if judge == "openai" and not judge_model:
-        raise SettingsError("--rageval-judge openai needs a model: --rageval-judge-model or ini rageval_judge_model")
-    json_mode = _first(ini.get("rageval_judge_json_mode"), "json_schema")
+        raise SettingsError(
+            "--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model "
+            "or [tool.rageval.judge] model"
+        )
+    json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.get("json_mode"), "json_schema")
     if json_mode not in ("json_schema", "json_object", "text"):
         raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
-    judge_table = pyproject.get("judge", {})
-    if not isinstance(judge_table, Mapping):
-        raise SettingsError("[tool.rageval.judge] must be a table")
     judge_metrics = _judge_metrics(judge_table.get("metrics"))
     prices = _prices(judge_table.get("prices", {}))
     spot_check = int(option.rageval_spot_check or 0)
@@ -235,7 +292,9 @@ def build_settings(
         thresholds=ThresholdConfig(global_, by_category, cli),
         gate=parse_gate(gate_table, "[tool.rageval.gate]"),
         judge_model=judge_model,
-        judge_base_url=_first(option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), environ.get("OPENAI_BASE_URL")),
+        judge_base_url=_first(
+            option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.get("base_url"), environ.get("OPENAI_BASE_URL")
+        ),
         judge_json_mode=json_mode,
         judge_metrics=judge_metrics,
         judge_prices=prices,
@@ -285,7 +344,9 @@ def _judge_metrics(value: Any) -> tuple[str, ...]:
         raise SettingsError("[tool.rageval.judge] metrics: must be a list of metric names")
     for name in value:
         if name not in SCALES:
-            raise SettingsError(f"[tool.rageval.judge] metrics: unknown judge metric {name!r} (one of {', '.join(SCALES)})")
+            raise SettingsError(
+                f"[tool.rageval.judge] metrics: unknown judge metric {name!r}{did_you_mean(name, SCALES)} (one of {', '.join(SCALES)})"
+            )
     return tuple(value)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from .judges.base import SCALES
 from .metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS
@@ -165,6 +165,17 @@ def find_misses(metrics: Mapping[str, Any], thresholds: Mapping[str, Threshold])
         if not ok:
             misses.append(Miss(metric, value, threshold, op))
     return misses
+
+
+def describe_runs(repeats: Sequence[Mapping[str, Any]], shown_run: Optional[int]) -> Optional[str]:
+    """For a repeated case's failure message: how many runs passed and which run the message shows."""
+    if len(repeats) < 2:
+        return None
+    passed = sum(bool(run.get("passed")) for run in repeats)
+    line = f"{passed} of {len(repeats)} runs passed (a repeated case passes when more than half pass)"
+    if shown_run:
+        line += f"; the misses, answer and retrieval below are those of run {shown_run}"
+    return line
 
 
 def _fmt(value: Any) -> str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
+
+from ..artifacts import write_text_atomic
 
 __all__ = [
     "CSS",
@@ -690,21 +690,7 @@ def write_report(
     title: str = "pytest-rageval report",
 ) -> None:
     """Render and write the page atomically (temp file in the same folder, then ``os.replace``)."""
-    text = render_report(metrics, records, deltas=deltas, history=history, title=title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(Path(path), render_report(metrics, records, deltas=deltas, history=history, title=title))
 
 
 def _read_metrics(path: Path) -> Optional[dict]:

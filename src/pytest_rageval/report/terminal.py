@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from ..thresholds import Miss, shorten
+from ..thresholds import Miss, describe_runs, shorten
 
 if TYPE_CHECKING:
     from ..gate import Comparison
@@ -26,7 +26,9 @@ def _anchor(chunk: Mapping[str, Any]) -> str:
 
 def format_failure(record: Mapping[str, Any]) -> str:
     """Question, every missed metric, the shortened answer, top anchors (gold marked), judge notes."""
-    lines = [f"[{record.get('test_case_id')}] {shorten(record.get('question'), 200)}", "missed:"]
+    lines = [f"[{record.get('test_case_id')}] {shorten(record.get('question'), 200)}"]
+    runs = describe_runs(record.get("repeats") or [], record.get("shown_run"))
+    lines += [runs, "missed:"] if runs else ["missed:"]
     for miss in record.get("misses", []):
         lines.append("  " + Miss(miss["metric"], miss["value"], miss["threshold"], miss["op"]).describe())
     lines.append(f"answer: {shorten(record.get('answer'), 300) or '(empty)'}")

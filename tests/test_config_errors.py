@@ -1,0 +1,162 @@
+"""Configuration mistakes stop the run once, at start-up (issue 7, SPEC section 5).
+
+Each is one usage error (exit status 4) with a did-you-mean where a name is
+misspelt, before any case runs: no request reaches the target, no run folder
+is written, ``latest`` does not move, and under pytest-xdist no worker starts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+from ask_server import AskServer, answer, chunk
+from openai_server import OpenAIServer, verdicts
+
+GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
+XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+
+
+def respond(body: dict) -> Any:
+    return answer("A answer.", [chunk("docs/a.md", "# A", 1)])
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """An eval set, and an earlier run's ``latest`` that a stopped run must leave alone."""
+    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "a", "question": "q", "gold_supports": [GOLD]}) + "\n"})
+    (pytester.path / "results").mkdir()
+    (pytester.path / "results" / "latest").write_text("20250101-000000-abcdef\n")
+    return pytester
+
+
+def stopped_at_startup(pytester: pytest.Pytester, *args: str) -> str:
+    """Run with a live target; assert the run stopped before any case; return the one error line."""
+    with AskServer(respond) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *args)
+        requests = len(server.requests)
+    return _one_usage_error(pytester, result, requests)
+
+
+def _one_usage_error(pytester: pytest.Pytester, result: pytest.RunResult, requests: int = 0) -> str:
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert requests == 0
+    assert "Traceback" not in output and "created:" not in output and "[gw" not in output  # no xdist worker started
+    assert sorted(p.name for p in (pytester.path / "results").iterdir()) == ["latest"]
+    assert (pytester.path / "results" / "latest").read_text() == "20250101-000000-abcdef\n"
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+@XDIST
+@pytest.mark.parametrize(("table", "message"), [
+    ("[tool.rageval.treshold]\nmrr = 1\n",
+     "pyproject.toml:1: unknown table [tool.rageval.treshold] (did you mean [tool.rageval.thresholds]?)"),
+    ('[tool.rageval.judge]\nmetrics = ["groundedness"]\nmodle = "gpt-4o-mini"\n',
+     "pyproject.toml:3: [tool.rageval.judge]: unknown key 'modle' (did you mean 'model'?)"),
+    ('[tool.rageval]\ntarget = "myrag:ask"\n',
+     "pyproject.toml:2: [tool.rageval]: unknown key 'target' (rageval_target is an ini key: "
+     "set it under [tool.pytest.ini_options])"),
+    ("[tool.rageval.matrix]\ntop_k = [5, 10]\n",
+     "pyproject.toml:1: unknown table [tool.rageval.matrix] (config matrices are not built in this version"),
+    ("[tool.rageval.thresholds]\nmrr = 0.5\n\n[tool.rageval.thresholds.multi_hop]\nrecal_all_at_k = 1\n",
+     "pyproject.toml:5: [tool.rageval.thresholds].multi_hop: unknown metric 'recal_all_at_k' (did you mean 'recall_all_at_k'?)"),
+    ('[tool.rageval.judge]\njson_mode = "json"\n', "pyproject.toml:2: [tool.rageval.judge] json_mode: Input should be"),
+], ids=["table", "judge-key", "ini-key", "matrix", "category-metric", "judge-value"])
+def test_a_mistake_in_tool_rageval_stops_the_run_once(project: pytest.Pytester, xdist: list[str], table: str, message: str) -> None:
+    project.makepyprojecttoml(table)
+    line = stopped_at_startup(project, *xdist)
+    assert line.startswith("ERROR: pytest-rageval: ") and message in line, line
+
+
+def test_every_mistake_of_the_table_is_named_in_file_order(project: pytest.Pytester) -> None:
+    project.makepyprojecttoml(
+        "[tool.rageval.gate]\nmrr_avgg = 0.1\n\n[tool.rageval.treshold]\nmrr = 1\n\n"
+        '[tool.rageval.judge]\nmetrics = ["groundednes"]\n'
+    )
+    line = stopped_at_startup(project)
+    assert line.index("pyproject.toml:2: [tool.rageval.gate].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)") \
+        < line.index("pyproject.toml:4: unknown table [tool.rageval.treshold]") \
+        < line.index("pyproject.toml:8: [tool.rageval.judge] metrics: unknown judge metric 'groundednes' (did you mean 'groundedness'?)")
+
+
+@XDIST
+@pytest.mark.parametrize(("ini", "message"), [
+    ("rageval_response_map =\n    answer = reply\n    anser = text\n",
+     "rageval_response_map line 2: unknown target 'anser' (did you mean 'answer'?)"),
+    ("rageval_response_map =\n    debug.retrieved_chunks.rel_path = path\n",
+     "rageval_response_map line 1: unknown target 'debug.retrieved_chunks.rel_path' (did you mean 'retrieved_chunks.rel_path'?)"),
+    ("rageval_response_map =\n    references.relpath = path\n",
+     "rageval_response_map line 1: 'relpath' is not a chunk key (did you mean 'rel_path'?)"),
+    ("rageval_request_map =\n    question query\n", "rageval_request_map line 1: expected 'target = source'"),
+    ("rageval_headers =\n    Authorization Bearer abc\n", "rageval_headers line 1: expected 'Name: value'"),
+    ("rageval_headers =\n    X-Token: ${RAGEVAL_TEST_UNSET_VARIABLE}\n",
+     "rageval_headers: environment variable 'RAGEVAL_TEST_UNSET_VARIABLE' is not set"),
+], ids=["response-target", "response-path-as-target", "chunk-key", "request-map", "header", "header-variable"])
+def test_a_map_or_header_that_does_not_parse_stops_the_run_once(project: pytest.Pytester, xdist: list[str], ini: str,
+                                                              message: str) -> None:
+    project.makeini("[pytest]\n" + ini)
+    line = stopped_at_startup(project, *xdist)
+    assert message in line, line
+
+
+@XDIST
+@pytest.mark.parametrize(("target", "message"), [
+    ("nomod_rageval_test:ask", "rageval_target 'nomod_rageval_test:ask': cannot import module 'nomod_rageval_test'"),
+    ("myrag:aks", "rageval_target 'myrag:aks': module 'myrag' has no attribute 'aks'"),
+    ("brokenrag:ask", "rageval_target 'brokenrag:ask': importing 'brokenrag' failed: ImportError: no vector store"),
+    ("http://exa mple.com/ask", "rageval_target: 'http://exa mple.com/ask' is not a valid URL (host 'exa%20mple.com')"),
+    ("http://localhost:99999/ask", "rageval_target: 'http://localhost:99999/ask' is not a valid URL (port 99999)"),
+], ids=["no-module", "no-attribute", "import-fails", "bad-host", "bad-port"])
+def test_an_unusable_target_stops_the_run_once(project: pytest.Pytester, xdist: list[str], target: str, message: str) -> None:
+    project.makepyfile(myrag="def ask(question, params):\n    return {'answer': 'x'}\n",
+                       brokenrag="raise ImportError('no vector store')\n")
+    result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}", *xdist)
+    line = _one_usage_error(project, result)
+    assert message in line, line
+
+
+def test_without_a_target_map_lines_are_still_checked(project: pytest.Pytester) -> None:
+    # A conftest fixture serves the cases; the maps are then unused, but a line that does not parse is still a mistake.
+    project.makeini("[pytest]\nrageval_response_map =\n    anser = reply\nrageval_headers =\n    X-Token: ${UNSET_IS_FINE_HERE}\n")
+    line = _one_usage_error(project, project.runpytest("--rageval", "--rageval-judge=none"))
+    assert "unknown target 'anser' (did you mean 'answer'?)" in line
+    project.makeini("[pytest]\nrageval_headers =\n    X-Token: ${UNSET_IS_FINE_HERE}\n")
+    project.makeconftest(
+        "import pytest\n@pytest.fixture(scope='session')\ndef rageval_client():\n"
+        "    return lambda q, p: {'answer': 'x', 'debug': {'retrieved_chunks': [{'rel_path': 'docs/a.md', 'heading_path': '# A'}]}}\n"
+    )
+    project.runpytest("--rageval", "--rageval-judge=none").assert_outcomes(passed=1)
+
+
+def test_judge_model_and_endpoint_in_tool_rageval_judge(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[tool.rageval.judge] model/base_url`` configure the judge; ini keys and options win over them."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("RAGEVAL_JUDGE_API_KEY", raising=False)
+    with OpenAIServer(verdicts()) as judge, AskServer(respond) as rag:
+        project.makepyprojecttoml(f'[tool.rageval.judge]\nmodel = "table-model"\nbase_url = "{judge.base_url}"\n')
+        result = project.runpytest("--rageval", f"--rageval-target={rag.url}")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["rageval: *judge openai (table-model)*"])
+        assert {b["model"] for b in judge.bodies()} == {"table-model"}
+        judge.requests.clear()
+        project.makeini("[pytest]\nrageval_judge_model = ini-model\n")  # tox.ini configures pytest; the table still counts
+        overridden = project.runpytest("--rageval", f"--rageval-target={rag.url}", "--rageval-no-cache")
+        overridden.assert_outcomes(passed=1)
+        assert {b["model"] for b in judge.bodies()} == {"ini-model"}
+        judge.requests.clear()
+        cli = project.runpytest("--rageval", f"--rageval-target={rag.url}", "--rageval-judge-model=cli-model", "--rageval-no-cache")
+        cli.assert_outcomes(passed=1)
+        assert {b["model"] for b in judge.bodies()} == {"cli-model"}
+
+
+def test_a_mistake_in_the_pyproject_stops_rageval_compare_too(project: pytest.Pytester) -> None:
+    project.makepyprojecttoml("[tool.rageval.gate]\nmrr_avg = 0.1\n[tool.rageval.judge]\nmodle = 'x'\n")
+    result = project.run(sys.executable, "-m", "pytest_rageval.cli", "compare", "a", "b")
+    assert result.ret == 2
+    assert "pyproject.toml:4: [tool.rageval.judge]: unknown key 'modle' (did you mean 'model'?)" in result.stderr.str()
