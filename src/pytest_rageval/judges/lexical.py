@@ -22,11 +22,15 @@ Scores (thresholds are the module constants below):
   ``;`` parts; citation markers, headings and a trailing ``Sources:`` list dropped).
   Each claim is checked against the union of the retrieved contexts and the question
   (a sentence often joins facts from two chunks, or restates the question):
-  *unsupported* when fewer than ``CLAIM_SUPPORT`` of its content tokens occur there;
-  *contradicted* when they do but one of its numbers, months or capitalised names
-  does not, or when it negates what a context sentence states (or states what one
-  negates). Score = 5 * supported / claims, one decimal, at most ``CONTRADICTION_CAP``
-  when a claim is contradicted; no claims -> 0, "empty answer".
+  *unsupported* when fewer than ``CLAIM_SUPPORT`` of its content tokens occur there,
+  or when a number, month or capitalised name of it does not and the rest of its
+  clause matches no context sentence; *contradicted* when such a token is absent
+  but the rest of its clause matches a context sentence (a swapped value), when the
+  numbers and names of a clause never occur together in one context (a value
+  swapped between chunks), or when a clause negates what its best-matching context
+  sentences state (or states what they negate). Score = 5 * supported / claims, one
+  decimal, at most ``CONTRADICTION_CAP`` when a claim is contradicted; no claims -> 0,
+  "empty answer".
 - correctness 0-5: with key facts, 5 * the share of key facts the answer states
   (every number/date/month of the fact present; of its other words at least
   ``FACT_COVERAGE``, or half when the fact has a number; the same polarity), at most
@@ -54,7 +58,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Pattern, Sequence
+from re import Pattern
+from typing import Any, Callable, Optional, Sequence
 
 from pytest_rageval.judges.base import JudgeError, JudgeInput, Verdict
 from pytest_rageval.judges.lexical_text import (

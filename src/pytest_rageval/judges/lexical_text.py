@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Iterable, Optional, Pattern, Sequence
+from re import Pattern
+from typing import Iterable, Optional, Sequence
 
 __all__ = [
     "DEFAULT_CITATION_PATTERNS",
