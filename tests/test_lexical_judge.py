@@ -9,7 +9,14 @@ import pytest
 
 from pytest_rageval.judges.base import ALL_METRICS, CLASSIFIERS, SCALES, Judge, JudgeError, JudgeInput, Verdict
 from pytest_rageval.judges.calibration import CALIBRATION_CASES
-from pytest_rageval.judges.lexical import LEXICAL_METRICS, LexicalJudge, content_tokens, is_refusal, split_claims
+from pytest_rageval.judges.lexical import (
+    CONTRADICTION_CAP,
+    LEXICAL_METRICS,
+    LexicalJudge,
+    content_tokens,
+    is_refusal,
+    split_claims,
+)
 
 # --------------------------------------------------------------------------- seed 000
 
@@ -43,7 +50,7 @@ def test_describe_and_supports() -> None:
         "name": "lexical",
         "model": "lexical-heuristic",
         "base_url": None,
-        "prompt_versions": {m: "lexical/v1" for m in LEXICAL_METRICS},
+        "prompt_versions": {m: "lexical/v2" for m in LEXICAL_METRICS},
         "temperature": 0.0,
         "seed": None,
         "json_mode": None,
@@ -98,7 +105,7 @@ def test_faithful_answer_is_grounded() -> None:
     assert v.score is not None and v.score >= 4
     assert v.unsupported_claims == []
     assert len(v.supported_claims) == 3
-    assert v.reasoning.startswith("3 of 3 claims share >=60% of their content words")
+    assert v.reasoning.startswith("3 of 3 claims share >=50% of their words with the retrieved text")
     f = judge("faithfulness", FAITHFUL)
     assert (f.score, f.label) == (1.0, True)
 
@@ -159,7 +166,7 @@ def test_claims_ignore_citations_and_split_bullets() -> None:
 
 def test_tokens_keep_numbers_and_normalise_words() -> None:
     tokens = content_tokens("The Foundation's proposals were voted on 2023-11-15 (ID 47832).")
-    assert {"2023", "11", "15", "47832"} <= tokens
+    assert {"2023", "november", "15", "47832"} <= tokens  # an ISO date meets "November 15, 2023"
     assert content_tokens("proposal") <= tokens and content_tokens("voting") <= tokens
     assert not tokens & {"the", "were", "on"}
 
@@ -194,9 +201,10 @@ def test_correctness_with_reference_answer() -> None:
     same = judge("correctness", REFERENCE, reference_answer=REFERENCE)
     assert same.score == 5.0
     assert good.score >= 3 > bad.score  # type: ignore[operator]
-    assert "token F1 with the reference answer" in good.reasoning
+    assert "of the reference answer's content words" in good.reasoning
+    # with key facts, the key facts decide: a longer or shorter wording of the reference costs nothing
     both = judge("correctness", FAITHFUL, reference_answer=REFERENCE, key_facts=KEY_FACTS)
-    assert both.score == pytest.approx((5.0 + good.score) / 2, abs=0.06)  # type: ignore[operator]
+    assert both.score == 5.0 and both.reasoning.startswith("3 of 3 key facts present")
 
 
 def test_correctness_fallback_says_so() -> None:
@@ -295,3 +303,146 @@ def test_conflict_acknowledged_by_two_dates_alone() -> None:
     assert judge("conflict_ack", two_sources).label is True
     # the same date written two ways is one date
     assert judge("conflict_ack", "It ended on 2023-11-15 (November 15, 2023).").label is False
+
+
+# --------------------------------------------------------------------------- issue 7: honest defaults
+
+FORUM = ("The Lisbon Fintech Forum takes place in Lisbon in May. Registration opens in March and costs 120 EUR.",)
+FORUM_Q = "Where and when does the Lisbon Fintech Forum take place?"
+
+
+def forum(metric: str, answer: str) -> Verdict:
+    """A verdict on the issue's example: reference "Lisbon, in May.", key facts Lisbon and May."""
+    inp = JudgeInput(FORUM_Q, answer, FORUM, reference_answer="Lisbon, in May.", key_facts=("Lisbon", "May"))
+    return asyncio.run(LexicalJudge().judge(metric, inp))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The forum takes place in Lisbon in May.",
+        "It takes place in Lisbon in May [LFP-001].",
+        "It is held in Lisbon, in May [GRANT-7].",
+        "In May, in Lisbon (doc: abc).",
+        "The forum is in Lisbon in May [guides/setup.md].",
+        "Lisbon hosts it in May [1][2].",
+        "It takes place in Lisbon in May (LFP-001, LFP-002).",
+        "It takes place in Lisbon in May.\n\nSources: [LFP-001] Forum page",
+    ],
+)
+def test_a_correct_paraphrase_citing_its_sources_scores_full_marks(answer: str) -> None:
+    correctness, groundedness = forum("correctness", answer), forum("groundedness", answer)
+    assert correctness.score == 5.0, correctness.reasoning  # "May" is a month, not a stopword
+    assert groundedness.score == 5.0, groundedness.reasoning  # the citation's number is no claim
+
+
+@pytest.mark.parametrize(
+    ("answer", "metric", "why"),
+    [
+        ("It takes place in Porto in May.", "groundedness", "not in the retrieved text: porto"),
+        ("It takes place in Lisbon in June.", "groundedness", "not in the retrieved text: June"),
+        ("It takes place in Lisbon in June.", "correctness", "the answer has June where the fact has May"),
+        ("Registration costs 150 EUR; the forum is in Lisbon in May.", "groundedness", "not in the retrieved text: 150"),
+        ("The forum does not take place in Lisbon.", "groundedness", "negation differs on plac, tak"),
+    ],
+)
+def test_contradictions_score_below_the_default_threshold(answer: str, metric: str, why: str) -> None:
+    verdict = forum(metric, answer)
+    assert verdict.score is not None and verdict.score <= CONTRADICTION_CAP < 3
+    assert why in verdict.reasoning
+
+
+def test_a_negated_key_fact_is_contradicted() -> None:
+    facts = ("passed with 58% For",)
+    ok = judge("correctness", "It passed with 58% of the votes For.", key_facts=facts)
+    flipped = judge("correctness", "It did not pass: only 58% voted For.", key_facts=facts)
+    assert ok.score == 5.0
+    assert flipped.score == 0.0 and "contradicted: 'passed with 58% For' (the answer negates pass)" in flipped.reasoning
+    negative = ("no Tally vote was required",)
+    assert judge("correctness", "No Tally vote was needed.", key_facts=negative).score == 5.0
+    assert judge("correctness", "A Tally vote was required.", key_facts=negative).score == 0.0
+
+
+def test_modal_may_is_a_stopword_and_the_month_is_not() -> None:
+    assert "may" in content_tokens("The forum is in May.")
+    assert "may" not in content_tokens("The forum may move.")
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("50,000,000 ARB", "50 million ARB"),
+        ("50,000,000 ARB", "50M ARB"),
+        ("3,290,000,000 ARB", "3.29 billion ARB"),
+        ("37,500,000 ARB", "37.5M ARB"),
+        ("2024-06-28", "June 28, 2024"),
+        ("2024-06-28", "28th Jun 2024"),
+        ("12 members", "twelve members"),
+        ("25 days", "twenty-five days"),
+        ("58% For", "58 percent For"),
+        ("the 5th of each month", "the 5 of each month"),
+        ("71.20%", "71.2%"),
+    ],
+)
+def test_one_number_many_spellings(one: str, other: str) -> None:
+    assert content_tokens(one) == content_tokens(other)
+
+
+def test_wrong_numbers_stay_wrong() -> None:
+    assert content_tokens("50 million") != content_tokens("5 million")
+    assert content_tokens("58%") != content_tokens("58")  # a share is not a count
+    assert content_tokens("2024-06-28") != content_tokens("2024-06-27")
+
+
+def test_a_swap_across_chunks_is_a_contradiction() -> None:
+    contexts = ("The STIP budget was a hard cap of 50,000,000 ARB.", "The STIP Bridge was allocated 37,500,000 ARB.")
+    question = "What was the STIP budget cap and what was the STIP Bridge budget?"
+    right = "The STIP was capped at 50M ARB, and the STIP Bridge got 37.5M ARB."
+    swapped = "The STIP cap was 37,500,000 ARB and the STIP Bridge received 50,000,000 ARB."
+    assert judge("groundedness", right, question=question, contexts=contexts).score == 5.0
+    verdict = judge("groundedness", swapped, question=question, contexts=contexts)
+    assert verdict.score == 0.0
+    assert "never occur together in one retrieved chunk" in verdict.reasoning
+
+
+def test_a_verbatim_quote_is_never_contradicted_by_another_chunk() -> None:
+    contexts = (
+        "The Tally vote ran from 2024-05-10 to 2024-05-24. It passed with 86% For.",
+        "Because the conversion only uses funds already controlled by the Foundation, no Tally vote was required.",
+    )
+    answer = "The Tally vote ran from 2024-05-10 to 2024-05-24. No Tally vote was required for the conversion."
+    assert judge("groundedness", answer, contexts=contexts).score == 5.0
+
+
+def test_numbers_written_as_words_are_loose_talk_not_figures() -> None:
+    question = "When does nominee registration open?"
+    contexts = ("Nominee registration will now open on 2024-09-29 instead of 2024-09-15.",)
+    spelled = "Registration now opens on September 29, 2024, two weeks later than September 15."
+    assert judge("groundedness", spelled, question=question, contexts=contexts).score == 5.0
+    digits = "Registration now opens on September 29, 2024, 14 days later than September 15."
+    assert judge("groundedness", digits, question=question, contexts=contexts).score == 0.0
+
+
+def test_reference_without_key_facts_is_judged_by_recall_not_f1() -> None:
+    long_answer = ("The Lisbon Fintech Forum, which many fintech people attend, takes place every year in the "
+                   "city of Lisbon, and it is held in May.")
+    inp = JudgeInput(FORUM_Q, long_answer, FORUM, reference_answer="Lisbon, in May.")
+    assert asyncio.run(LexicalJudge().judge("correctness", inp)).score == 5.0
+    wrong = JudgeInput(FORUM_Q, "It is held in Lisbon in May 2025.", FORUM, reference_answer="Lisbon, in May 2024.")
+    verdict = asyncio.run(LexicalJudge().judge("correctness", wrong))
+    assert verdict.score == CONTRADICTION_CAP and "contradicts the reference" in verdict.reasoning
+
+
+def test_configured_citation_patterns_are_removed_too() -> None:
+    answer = "It takes place in Lisbon in May <<ref:forum-7>>."
+    inp = JudgeInput(FORUM_Q, answer, FORUM, key_facts=("Lisbon", "May"))
+    assert asyncio.run(LexicalJudge().judge("groundedness", inp)).score == 0.0  # "7" is not in the text
+    custom = LexicalJudge(citation_patterns=["", r"<<ref:[\w-]+>>"])
+    assert asyncio.run(custom.judge("groundedness", inp)).score == 5.0
+    assert custom.describe()["citation_patterns"] == [r"<<ref:[\w-]+>>"]
+    assert "citation_patterns" not in LexicalJudge().describe()
+
+
+def test_an_invalid_citation_pattern_names_its_line() -> None:
+    with pytest.raises(ValueError, match=r"rageval_citation_patterns: line 2: invalid regular expression '\[unclosed'"):
+        LexicalJudge(citation_patterns=[r"<<ref:\w+>>", "[unclosed"])

@@ -30,6 +30,7 @@ INI_KEYS: tuple[tuple[str, str, str, Any], ...] = (
     ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),
     ("rageval_judge_base_url", "base URL of the OpenAI-compatible judge (env OPENAI_BASE_URL)", "string", ""),
     ("rageval_judge_json_mode", "json_schema (default), json_object or text", "string", ""),
+    ("rageval_citation_patterns", "extra citation markers the lexical judge removes from answers, one regex a line", "linelist", []),
     ("rageval_cache_dir", "judge cache folder (default .rageval_cache)", "string", ""),
     ("rageval_output", "folder of run artifacts (default results)", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),

@@ -58,6 +58,7 @@ class Settings:
     judge_json_mode: str = "json_schema"
     judge_metrics: tuple[str, ...] = ("groundedness", "correctness")
     judge_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    citation_patterns: tuple[str, ...] = ()  # extra citation regexes of the lexical judge
     cache_dir: Path = Path(".rageval_cache")
     no_cache: bool = False
     clear_cache: bool = False
@@ -249,6 +250,13 @@ def build_settings(
     json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.get("json_mode"), "json_schema")
     if json_mode not in ("json_schema", "json_object", "text"):
         raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
+    citation_patterns = tuple(str(line) for line in ini.get("rageval_citation_patterns") or [])
+    try:
+        from .judges.lexical_text import compile_citation_patterns
+
+        compile_citation_patterns(citation_patterns)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     judge_metrics = _judge_metrics(judge_table.get("metrics"))
     prices = _prices(judge_table.get("prices", {}))
     spot_check = int(option.rageval_spot_check or 0)
@@ -298,6 +306,7 @@ def build_settings(
         judge_json_mode=json_mode,
         judge_metrics=judge_metrics,
         judge_prices=prices,
+        citation_patterns=citation_patterns,
         cache_dir=cli_path(option.rageval_cache_dir) or ini_path(ini.get("rageval_cache_dir")) or rootdir / ".rageval_cache",
         no_cache=bool(option.rageval_no_cache),
         clear_cache=bool(option.rageval_clear_cache),

@@ -115,11 +115,18 @@ def parse_cli_thresholds(items: list[str]) -> dict[str, Threshold]:
 
 
 def default_thresholds(case: EvalCase, *, judge: bool) -> dict[str, Threshold]:
-    """SPEC section 5 defaults for every metric the configuration does not name."""
+    """SPEC section 5 defaults for every metric the configuration does not name.
+
+    One set of judge thresholds for every judge: the lexical judge scores so that 3 separates
+    what it passes from what it fails (a contradiction caps its scores at 2), so it needs no
+    thresholds of its own.
+    """
     out: dict[str, Threshold] = {}
     if case.answerable and case.has_gold:
         out["recall_at_k"] = 1.0
-    if not case.answerable:
+    if case.answerable:
+        out["false_abstention"] = 0.0  # a declined answerable question fails, judge on or off
+    else:
         out["abstained"] = True
     if case.recency_conflict_rule is not None:
         out["conflict_rule"] = 1.0

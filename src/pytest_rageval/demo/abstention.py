@@ -9,6 +9,7 @@ word inside a sentence, other than month and day names.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Sequence
 
@@ -25,15 +26,18 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*")
 
 
 def coverage(corpus: Corpus, terms: Sequence[str], hits: Sequence[Hit]) -> float:
-    """Share of the query's idf mass whose terms occur in the given hits (0 without terms)."""
+    """Share of the query's idf mass whose terms occur in the given hits (0 without terms).
+
+    Sums are exact (``math.fsum``), so the set's hash-seed-dependent order cannot move the result.
+    """
     distinct = set(terms)
-    total = sum(corpus.index.idf(t) for t in distinct)
+    total = math.fsum(corpus.index.idf(t) for t in distinct)
     if total <= 0.0:
         return 0.0
     seen: set[str] = set()
     for hit in hits:
         seen |= corpus.token_sets[hit.index]
-    return sum(corpus.index.idf(t) for t in distinct if t in seen) / total
+    return math.fsum(corpus.index.idf(t) for t in distinct if t in seen) / total
 
 
 def unknown_names(question: str, corpus: Corpus) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -41,14 +42,16 @@ def _scored(terms: set[str], hit: Hit, idf: Callable[[str], float]) -> list[tupl
 
     A sentence is scored with its section's headings as context (``## Tally Vote``
     makes "It passed with 58% For" an answer about the Tally vote), but only a
-    sentence holding a query term of its own is a candidate.
+    sentence holding a query term of its own is a candidate. Scores are exact sums
+    (``math.fsum``): a plain sum over a set follows its iteration order, which depends
+    on the hash seed, and the last bit decided ties between sentences.
     """
     context = set(tokenize(hit.chunk.heading_path))
     scored = []
     for position, sentence in enumerate(sentences(hit.chunk.text)):
         own = terms & set(tokenize(sentence))
         if own:
-            score = sum(idf(t) for t in own | (terms & context))
+            score = math.fsum(idf(t) for t in own | (terms & context))
             scored.append((score, position, sentence))
     return sorted(scored, key=lambda item: (-item[0], item[1]))
 

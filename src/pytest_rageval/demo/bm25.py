@@ -77,15 +77,15 @@ class BM25Index:
         return math.log(1.0 + (self.size - df + 0.5) / (df + 0.5))
 
     def score(self, query_terms: Sequence[str], index: int) -> float:
-        """BM25 score of one document for the distinct query terms."""
+        """BM25 score of one document for the distinct query terms (an exact sum: no set-order dependence)."""
         counts = self.doc_terms[index]
         norm = K1 * (1.0 - B + B * self.doc_lengths[index] / self.avg_length)
-        total = 0.0
+        parts = []
         for term in set(query_terms):
             tf = counts.get(term, 0)
             if tf:
-                total += self.idf(term) * tf * (K1 + 1.0) / (tf + norm)
-        return total
+                parts.append(self.idf(term) * tf * (K1 + 1.0) / (tf + norm))
+        return math.fsum(parts)
 
     def scores(self, query_terms: Sequence[str]) -> list[float]:
         """BM25 scores of every document, in index order."""

@@ -35,7 +35,7 @@ def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Opti
     if settings.judge == "lexical" and model is None:
         from .lexical import LexicalJudge
 
-        return JudgeSetup(LexicalJudge(), settings.judge_metrics, cached=False)
+        return JudgeSetup(LexicalJudge(settings.citation_patterns), settings.judge_metrics, cached=False)
     from .cache import CachedJudge, JudgeCache
     from .openai_judge import OpenAIJudge, resolve_api_key
 

@@ -3,29 +3,42 @@
 No network, no I/O, standard library only; the same input always gives the same
 verdict (``repeat_index`` is ignored). It stands in for the LLM judge when no
 judge model is configured, and every verdict's reasoning ends with "(heuristic)".
+Text analysis (canonical numbers and dates, tokens, negation scopes, citation
+markers, claims) is in ``lexical_text``.
 
-Tokens: lowercase words and numbers; contractions expanded (``don't`` -> ``do
-not``), possessive ``'s`` dropped, a small English stopword list removed (``not``,
-``no`` and ``never`` are kept), and a light suffix stripper (plurals, ``-ed``/
-``-ing``, ``-ly``/``-al``/``-ion``, a final ``-e``) applied identically to every
-text, so ``authored`` meets ``Author`` and ``proposed`` meets ``proposal``. A token
-holding a digit is a *number* (``50``, ``47832``, the parts ``2023``/``11``/``15``
-of ``2023-11-15``; leading zeros and thousands commas dropped), never stemmed,
-and must match exactly: that is what catches "100 million" against "50 million".
+What it may fail on its own, and what it never fails: it judges *facts*, not
+wording. A correct answer that paraphrases the reference, reorders the facts,
+adds true detail from the retrieved text or cites its sources (``[1]``,
+``[LFP-001]``, ``(doc: abc)``, ``[guides/setup.md]``...) keeps the scores of the
+plain answer. It fails an answer that contradicts the key facts or the retrieved
+text: a number, date, month or name the retrieved text does not hold, a swapped
+number, a flipped negation, a missing key fact. It cannot see synonyms: a key fact
+worded unlike the answer ("monthly" against "one report per month") is missed, so
+key facts should be short phrases a correct answer must contain (names, numbers, dates).
 
 Scores (thresholds are the module constants below):
 
 - groundedness 0-5: the answer is split into claims (sentences, bullet items,
-  ``;`` parts; citation markers, headings and a trailing ``Sources:`` list
-  dropped). A claim is supported when >= ``CLAIM_SUPPORT`` of its distinct content
-  tokens, and every number in it, occur in the *union* of the retrieved contexts
-  (a sentence often joins facts from two chunks). Score = 5 * supported / claims,
-  one decimal; no claims -> 0, "empty answer". Citations are not required.
-- correctness 0-5: the mean of the available parts times 5, one decimal: the share
-  of key facts covered by the answer (>= ``FACT_COVERAGE`` of a fact's tokens and all
-  its numbers) and the token F1 (distinct content tokens) with the reference answer.
-  With neither, the share of the answer's tokens found in question + contexts
-  (0 for a refusal), and the reasoning says so.
+  ``;`` parts; citation markers, headings and a trailing ``Sources:`` list dropped).
+  Each claim is checked against the union of the retrieved contexts and the question
+  (a sentence often joins facts from two chunks, or restates the question):
+  *unsupported* when fewer than ``CLAIM_SUPPORT`` of its content tokens occur there,
+  or when a number, month or capitalised name of it does not and the rest of its
+  clause matches no context sentence; *contradicted* when such a token is absent
+  but the rest of its clause matches a context sentence (a swapped value), when the
+  numbers and names of a clause never occur together in one context (a value
+  swapped between chunks), or when a clause negates what its best-matching context
+  sentences state (or states what they negate). Score = 5 * supported / claims, one
+  decimal, at most ``CONTRADICTION_CAP`` when a claim is contradicted; no claims -> 0,
+  "empty answer".
+- correctness 0-5: with key facts, 5 * the share of key facts the answer states
+  (every number/date/month of the fact present; of its other words at least
+  ``FACT_COVERAGE``, or half when the fact has a number; the same polarity), at most
+  ``CONTRADICTION_CAP`` when a key fact is contradicted (its words are there with
+  another number of the same kind, or negated). Without key facts, the reference
+  answer is one graded fact: 5 * min(1, share of its tokens in the answer /
+  ``FACT_COVERAGE``), capped the same way. With neither, the share of the answer's
+  tokens found in question + contexts (0 for a refusal), and the reasoning says so.
 - faithfulness 0/1: groundedness >= ``FAITHFUL_MIN``.
 - relevancy 0/1: not a refusal and the answer holds >= ``RELEVANCY_MIN`` of the
   question's content tokens.
@@ -42,15 +55,33 @@ Scores (thresholds are the module constants below):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable, Optional
+from re import Pattern
+from typing import Any, Callable, Optional, Sequence
 
 from pytest_rageval.judges.base import JudgeError, JudgeInput, Verdict
+from pytest_rageval.judges.lexical_text import (
+    Analysis,
+    analyse,
+    analyse_fact,
+    clauses,
+    compile_citation_patterns,
+    content_tokens,
+    context_sentences,
+    display,
+    exact_class,
+    names,
+    spelled_numbers,
+    split_claims,
+    strip_citations,
+)
+from pytest_rageval.judges.lexical_text import normalise as _normalise
 
 __all__ = [
     "CLAIM_SUPPORT",
+    "CONTRADICTION_CAP",
     "FACT_COVERAGE",
     "FAITHFUL_MIN",
     "LEXICAL_METRICS",
@@ -61,10 +92,12 @@ __all__ = [
     "split_claims",
 ]
 
-#: A claim is supported when this share of its content tokens is in the retrieved text.
-CLAIM_SUPPORT = 0.6
-#: A key fact is covered when this share of its content tokens is in the answer.
+#: A claim is supported when this share of its content tokens is in the retrieved text (or the question).
+CLAIM_SUPPORT = 0.5
+#: A key fact without a number is covered when this share of its words is in the answer.
 FACT_COVERAGE = 0.6
+#: The most a contradicted claim or key fact leaves of groundedness/correctness: below the default threshold 3.
+CONTRADICTION_CAP = 2.0
 #: faithfulness passes when groundedness reaches this (0-5 scale).
 FAITHFUL_MIN = 4.0
 #: relevancy passes when the answer covers this share of the question's content tokens.
@@ -82,218 +115,6 @@ LEXICAL_METRICS: tuple[str, ...] = (
 )
 
 _SUFFIX = " (heuristic)"
-
-# --------------------------------------------------------------------------- tokens
-
-_STOPWORDS = frozenset(
-    """
-    a an the and or nor but if then else so of to in on at by for with from into onto
-    about as than via per is are was were be been being am do does did doing done have
-    has had having will would shall should can could may might must this that these
-    those it its itself they them their theirs themselves he him his she her hers we us
-    our ours you your yours me my mine who whom whose which what when where why how
-    there here also just only very too such other some any each all both either neither
-    more most much many few own same again further once up down out over under after
-    before between during through above below off while because until against however
-    although though whether yes ok okay please according etc eg ie re ve ll
-    """.split()
-)
-
-_APOSTROPHES = ("\u2019", "\u2018", "\u02bc", "`")
-_CONTRACTION = re.compile(r"n't\b|'(?:m|re|ve|ll|d|s)\b")
-_EXPANSIONS = {"n't": " not", "'m": " am", "'re": " are", "'ve": " have", "'ll": " will", "'d": " would", "'s": ""}
-_BARE_NEGATIONS = {"cannot": "can not", "cant": "can not"} | {
-    word: word[:-2] + " not"
-    for word in "dont doesnt didnt isnt arent wasnt werent couldnt wouldnt shouldnt hasnt havent hadnt".split()
-}
-_BARE_NEGATION = re.compile(r"\b(?:" + "|".join(_BARE_NEGATIONS) + r")\b")
-_DIGIT_GROUPS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-_TOKEN = re.compile(r"[^\W_]+(?:\.\d+)*")
-
-
-def _normalise(text: str) -> str:
-    """Lowercase, straight apostrophes, contractions expanded (``can't``/``cannot``/``dont`` -> ``can not``/
-    ``do not``), possessive ``'s`` and digit-group commas dropped."""
-    text = text.lower()
-    for mark in _APOSTROPHES:
-        if mark in text:
-            text = text.replace(mark, "'")
-    if "'" in text:
-        text = text.replace("won't", "will not").replace("can't", "can not")
-        text = _CONTRACTION.sub(lambda m: _EXPANSIONS[m.group(0)], text)
-    text = _BARE_NEGATION.sub(lambda m: _BARE_NEGATIONS[m.group(0)], text)
-    return _DIGIT_GROUPS.sub("", text) if "," in text else text
-
-
-def _is_number(token: str) -> bool:
-    """A token holding a digit (the tokeniser yields letters and digits only): matched exactly, never stemmed."""
-    return not token.isalpha()
-
-
-@lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    """A light, consistent suffix stripper (not Porter): plural, -ed/-ing, -ly/-al/-ion, final -e."""
-    if len(word) <= 3:
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith(("sses", "ches", "shes", "xes")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    stripped = False
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word, stripped = word[: -len(suffix)], True
-            break
-    for suffix in ("ly", "al", "ion"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            word, stripped = word[: -len(suffix)], True
-    if not stripped and word.endswith("e") and len(word) >= 4:
-        word = word[:-1]
-    return word
-
-
-@lru_cache(maxsize=16384)
-def _tokens(text: str) -> tuple[str, ...]:
-    """Content tokens of ``text`` in order, duplicates kept."""
-    out: list[str] = []
-    for raw in _TOKEN.findall(_normalise(text)):
-        if raw.isalpha():
-            if len(raw) > 1 and raw not in _STOPWORDS:
-                out.append(_stem(raw))
-        else:
-            out.append((raw.lstrip("0") or "0") if raw.isdigit() else raw)
-    return tuple(out)
-
-
-def content_tokens(text: str) -> frozenset[str]:
-    """The distinct content tokens of ``text`` (stopwords dropped, words stemmed, numbers kept)."""
-    return frozenset(_tokens(text))
-
-
-@lru_cache(maxsize=1024)
-def _vocabulary(texts: tuple[str, ...]) -> frozenset[str]:
-    """The union of the content tokens of several texts."""
-    vocab: set[str] = set()
-    for text in texts:
-        vocab.update(_tokens(text))
-    return frozenset(vocab)
-
-
-@dataclass(frozen=True)
-class _Overlap:
-    """How much of a text's content tokens another text holds."""
-
-    covered: int
-    total: int
-    missing_numbers: tuple[str, ...]
-
-    @property
-    def share(self) -> float:
-        return self.covered / self.total if self.total else 0.0
-
-    def passes(self, minimum: float) -> bool:
-        """At least ``minimum`` of the tokens present and every number present."""
-        return self.total > 0 and not self.missing_numbers and self.covered >= minimum * self.total - 1e-9
-
-
-def _overlap(tokens: frozenset[str], vocabulary: frozenset[str]) -> _Overlap:
-    """Share of ``tokens`` found in ``vocabulary``, with the numbers that are not."""
-    missing = tuple(sorted(t for t in tokens if _is_number(t) and t not in vocabulary))
-    return _Overlap(len(tokens & vocabulary), len(tokens), missing)
-
-
-def _f1(candidate: frozenset[str], reference: frozenset[str]) -> float:
-    """Token F1 over distinct content tokens (a word repeated in the reference counts once)."""
-    common = len(candidate & reference)
-    if not common:
-        return 0.0
-    precision, recall = common / len(candidate), common / len(reference)
-    return 2 * precision * recall / (precision + recall)
-
-
-# --------------------------------------------------------------------------- claims
-
-_CITATIONS = (
-    re.compile(r"\[\^\w+\]"),  # footnotes [^1]
-    re.compile(r"\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]"),  # [1, 2], [1-3]
-    re.compile(r"\[\s*(?:sources?|docs?|documents?|chunks?|refs?|references?|citations?|context)\b[^\]]*\]", re.I),
-    re.compile(r"\[[^\]\s]*[/.][^\]\s]*\]"),  # [notes/stip.md]
-    re.compile(
-        r"\(\s*(?:sources?|see|refs?|references?|cited|citations?|docs?|documents?|chunks?)\s*[:\s][^)]*\)", re.I
-    ),
-    re.compile(r"\u3010[^\u3011]*\u3011"),  # 【4:0†source】
-)
-_MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-_MD_NOISE = re.compile(r"\*\*|__|`")
-_SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=[.,;:!?])")
-_SOURCES_LINE = re.compile(r"^\s*(?:sources?|references?|citations?)\s*:", re.I)
-_BULLET = re.compile(r"^\s*(?:[-*+\u2022\u25cf\u2023]|\d{1,3}[.)]|[a-z][.)])\s+", re.I)
-_HEADING = re.compile(r"^\s*#{1,6}\s")
-_BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-_INITIALS = re.compile(r"(?:[a-z]\.)*[a-z]")  # "J", "U.S"
-_ABBREVIATIONS = frozenset("e.g i.e etc vs mr mrs ms dr st approx fig inc ltd jr sr cf al".split())
-
-
-def _strip_citations(text: str) -> str:
-    """Drop citation markers ([1], (source: ...), 【...】) and keep link texts."""
-    text = _MD_LINK.sub(r"\1", text)
-    for pattern in _CITATIONS:
-        text = pattern.sub("", text)
-    return _SPACE_BEFORE_PUNCT.sub("", _MD_NOISE.sub("", text))
-
-
-def _blocks(text: str) -> list[str]:
-    """Paragraphs and bullet items up to a ``Sources:`` line; wrapped lines of one paragraph are joined."""
-    blocks: list[str] = []
-    current: list[str] = []
-    for line in text.splitlines():
-        if _SOURCES_LINE.match(_BULLET.sub("", line)):
-            break  # a trailing source list is not a claim
-        if not line.strip() or _HEADING.match(line):
-            blocks.append(" ".join(current))
-            current = []
-            continue
-        if _BULLET.match(line):
-            blocks.append(" ".join(current))
-            current = [_BULLET.sub("", line)]
-        else:
-            current.append(line.strip())
-    blocks.append(" ".join(current))
-    return [b for b in blocks if b.strip()]
-
-
-def _sentences(block: str) -> list[str]:
-    """Split at sentence ends followed by a capital or digit, not after an abbreviation or initial."""
-    pieces: list[str] = []
-    start = 0
-    for match in _BOUNDARY.finditer(block):
-        before = block[start : match.start()].rsplit(None, 1)
-        word = before[-1].lower().rstrip(".") if before else ""
-        if word in _ABBREVIATIONS or _INITIALS.fullmatch(word):
-            continue
-        pieces.append(block[start : match.end()])
-        start = match.end()
-    pieces.append(block[start:])
-    return pieces
-
-
-def split_claims(answer: str) -> list[str]:
-    """The answer's claims: sentences, bullet items and ``;``-separated parts with content words.
-
-    Citation markers are removed first; headings, ``Sources:`` lines and lead-ins ending with
-    ``:`` are not claims.
-    """
-    claims: list[str] = []
-    for block in _blocks(_strip_citations(answer)):
-        for sentence in _sentences(block):
-            for part in sentence.split(";"):
-                part = part.strip(" \t-\u2013\u2014,")
-                if part and not part.endswith(":") and _tokens(part):
-                    claims.append(part)
-    return claims
-
 
 # --------------------------------------------------------------------------- refusals
 
@@ -404,7 +225,7 @@ def _distinct_dates(text: str) -> list[DateKey]:
     return sorted(k for k in keys if k[1] is not None or k[0] not in fuller_years)
 
 
-# --------------------------------------------------------------------------- judge
+# --------------------------------------------------------------------------- claims against the contexts
 
 
 def _raw(data: dict[str, Any]) -> str:
@@ -417,36 +238,215 @@ def _verdict(metric: str, reasoning: str, data: dict[str, Any], **fields: Any) -
     return Verdict(metric=metric, reasoning=reasoning + _SUFFIX, raw=_raw({"metric": metric, **data}), **fields)
 
 
+def _flips(claim: Analysis, sentence: Analysis) -> frozenset[str]:
+    """What one side negates and the other states un-negated (the whole negated scope), else nothing.
+
+    "no Tally vote" is not flipped by "the Snapshot vote passed"; "did not resign" is by "resigned".
+    """
+    for negating, other in ((claim, sentence), (sentence, claim)):
+        if negating.negated and negating.negated <= other.distinct and not negating.negated & other.negated:
+            return negating.negated
+    return frozenset()
+
+
+def _substitution(claim: str, absent: frozenset[str], sentences: Sequence[tuple[str, Analysis]]) -> bool:
+    """Whether a clause holding an ``absent`` number or name otherwise matches one context sentence.
+
+    "The festival is held in Porto in July" against "The festival takes place in Lisbon in July"
+    swapped a name (a contradiction); "it also passed the Snapshot check" against a text that
+    never speaks of it is merely unsupported.
+    """
+    for clause in clauses(claim):
+        words = analyse(clause).plain
+        if not words & absent:
+            continue
+        rest = words - absent
+        best = max((len(rest & s.plain) for _, s in sentences), default=0)
+        if best >= 2 and best >= 0.5 * len(rest):
+            return True
+    return False
+
+
+def _negation_conflict(claim: str, sentences: Sequence[tuple[str, Analysis]]) -> Optional[str]:
+    """Why a clause of ``claim`` contradicts the context sentences that speak of the same thing, else None.
+
+    Each clause is compared with the context sentences sharing the most words with it (at least
+    two); it contradicts them when every one of those flips its negation. A clause that some
+    best-matching sentence states with the same polarity (a verbatim quote) is not contradicted.
+    """
+    for clause in clauses(claim):
+        words = analyse(clause)
+        overlaps = [(len(words.plain & s.plain), text, s) for text, s in sentences]
+        best = max((n for n, _, _ in overlaps), default=0)
+        if best < 2:
+            continue
+        matches = [(text, s) for n, text, s in overlaps if n == best]
+        flips = [_flips(words, s) for _, s in matches]
+        if all(flips):
+            return f"negation differs on {', '.join(sorted(flips[0]))} from: {matches[0][0].strip()}"
+    return None
+
+
+def _unmatched_clause(claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]]) -> Optional[str]:
+    """A clause whose numbers and names never occur together in one retrieved chunk.
+
+    That is how a swap shows: "the STIP Bridge received 50,000,000 ARB" when 50,000,000 ARB is
+    the STIP's budget, in another chunk. Only clauses with a number and a name are checked;
+    words that only the question holds (a heading's "September 2023") are left out.
+    """
+    from_question = question.difference(*chunks)
+    for clause in clauses(claim):
+        tokens = analyse(clause).distinct
+        exact = {t for t in tokens if exact_class(t)} - spelled_numbers(clause)
+        anchors = (exact | names(clause)) - from_question
+        if anchors & exact and anchors - exact and not any(anchors <= chunk for chunk in chunks):
+            return clause.strip()
+    return None
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """One claim of the answer and what the retrieved text says to it."""
+
+    claim: str
+    status: str  # "supported", "unsupported" or "contradicted"
+    share: float
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What claims are checked against: the question, the retrieved chunks and their sentences."""
+
+    question: frozenset[str]
+    chunks: tuple[frozenset[str], ...]
+    sentences: tuple[tuple[str, Analysis], ...]
+
+    @property
+    def vocabulary(self) -> frozenset[str]:
+        return self.question.union(*self.chunks)
+
+
+def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
+    """Whether ``claim`` is supported by, absent from, or contradicted by the retrieved text."""
+    analysis = analyse(claim)
+    tokens = analysis.distinct
+    vocabulary = evidence.vocabulary
+    share = len(tokens & vocabulary) / len(tokens)
+    if share < CLAIM_SUPPORT - 1e-9:
+        absent = sorted(display(t) for t in tokens - vocabulary)
+        return ClaimCheck(claim, "unsupported", share, "not in the retrieved text: " + ", ".join(absent))
+    exact = {t for t in tokens if exact_class(t)} - spelled_numbers(claim)
+    absent = (exact | names(claim)) - vocabulary
+    if absent:
+        status = "contradicted" if _substitution(claim, absent, evidence.sentences) else "unsupported"
+        return ClaimCheck(claim, status, share,
+                          "not in the retrieved text: " + ", ".join(sorted(display(t) for t in absent)))
+    conflict = _negation_conflict(claim, evidence.sentences)
+    if conflict is not None:
+        return ClaimCheck(claim, "contradicted", share, conflict)
+    clause = _unmatched_clause(claim, evidence.question, evidence.chunks)
+    if clause is not None:
+        return ClaimCheck(claim, "contradicted", share,
+                          f"the numbers and names of {clause!r} never occur together in one retrieved chunk")
+    return ClaimCheck(claim, "supported", share)
+
+
 @dataclass(frozen=True)
 class _Grounding:
-    supported: list[str]
-    unsupported: list[str]
-    shares: list[float]
+    checks: tuple[ClaimCheck, ...]
+
+    @property
+    def supported(self) -> list[str]:
+        return [c.claim for c in self.checks if c.status == "supported"]
+
+    @property
+    def unsupported(self) -> list[str]:
+        return [c.claim for c in self.checks if c.status != "supported"]
+
+    @property
+    def contradicted(self) -> list[ClaimCheck]:
+        return [c for c in self.checks if c.status == "contradicted"]
 
     @property
     def score(self) -> float:
-        total = len(self.supported) + len(self.unsupported)
-        return round(5.0 * len(self.supported) / total, 1) if total else 0.0
+        if not self.checks:
+            return 0.0
+        score = round(5.0 * len(self.supported) / len(self.checks), 1)
+        return min(score, CONTRADICTION_CAP) if self.contradicted else score
 
 
-def _grounding(inp: JudgeInput) -> _Grounding:
-    """Check each claim against the union of the retrieved contexts."""
-    vocab = _vocabulary(tuple(inp.contexts))
-    supported: list[str] = []
-    unsupported: list[str] = []
-    shares: list[float] = []
-    for claim in split_claims(inp.answer):
-        overlap = _overlap(content_tokens(claim), vocab)
-        shares.append(round(overlap.share, 3))
-        (supported if overlap.passes(CLAIM_SUPPORT) else unsupported).append(claim)
-    return _Grounding(supported, unsupported, shares)
+def _grounding(inp: JudgeInput, citations: Sequence[Pattern[str]]) -> _Grounding:
+    """Check each claim against the union of the retrieved contexts and the question."""
+    evidence = _Evidence(analyse(inp.question).distinct, tuple(analyse(c).distinct for c in inp.contexts),
+                         context_sentences(tuple(inp.contexts)))
+    return _Grounding(tuple(check_claim(c, evidence) for c in split_claims(inp.answer, citations)))
 
 
-def _fact_coverage(facts: tuple[str, ...], answer: str) -> tuple[int, list[str]]:
-    """How many key facts the answer covers, and the ones it misses."""
-    vocab = content_tokens(answer)
-    missed = [f for f in facts if not _overlap(content_tokens(f), vocab).passes(FACT_COVERAGE)]
-    return len(facts) - len(missed), missed
+# --------------------------------------------------------------------------- key facts against the answer
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    """One key fact (or the reference answer) and whether the answer states it."""
+
+    fact: str
+    status: str  # "covered", "missing" or "contradicted"
+    share: float  # share of the fact's tokens found in the answer
+    why: str = ""
+
+
+def check_fact(fact: str, answer: Analysis) -> FactCheck:
+    """Whether ``answer`` states ``fact``: its numbers/dates/months exactly, enough of its words, same polarity."""
+    f = analyse_fact(fact)
+    if not f.plain:
+        return FactCheck(fact, "missing", 0.0, "no content words to look for")
+    exact = sorted(t for t in f.plain if exact_class(t))
+    words = f.plain - frozenset(exact)
+    present = f.plain & answer.distinct
+    share = len(present) / len(f.plain)
+    missing_exact = [t for t in exact if t not in answer.distinct]
+    found_words = len(words & answer.distinct)
+    words_ok = found_words >= (len(words) // 2 if exact else FACT_COVERAGE * len(words) - 1e-9)
+    if words_ok and not missing_exact:
+        if f.negation and not (answer.negated & f.negated or (answer.negation and not f.negated)):
+            return FactCheck(fact, "contradicted", share, "the fact is negative, the answer is not")
+        negated = sorted(answer.negated & f.plain) if not f.negation else []
+        if negated:
+            return FactCheck(fact, "contradicted", share, "the answer negates " + ", ".join(negated))
+        return FactCheck(fact, "covered", share)
+    if missing_exact and (not words or found_words >= max(1, math.ceil(len(words) / 2))):
+        classes = {exact_class(t) for t in missing_exact}
+        rivals = sorted(t for t in answer.distinct if exact_class(t) in classes and t not in f.distinct)
+        if rivals:
+            return FactCheck(fact, "contradicted", share,
+                             f"the answer has {', '.join(map(display, rivals))} where the fact has "
+                             f"{', '.join(map(display, missing_exact))}")
+    return FactCheck(fact, "missing", share)
+
+
+def _answer_for_facts(answer: str, citations: Sequence[Pattern[str]]) -> Analysis:
+    """The answer as key facts see it: citation markers removed (their numbers are no facts)."""
+    return analyse_fact(strip_citations(answer, citations))
+
+
+def _fact_checks(facts: Sequence[str], answer: Analysis) -> list[FactCheck]:
+    return [check_fact(fact, answer) for fact in facts]
+
+
+def _describe_facts(checks: Sequence[FactCheck]) -> str:
+    covered = sum(c.status == "covered" for c in checks)
+    text = f"{covered} of {len(checks)} key facts present"
+    missing = [c.fact for c in checks if c.status == "missing"]
+    if missing:
+        text += f" (missing: {'; '.join(missing)})"
+    for c in checks:
+        if c.status == "contradicted":
+            text += f"; contradicted: {c.fact!r} ({c.why})"
+    return text
+
+
+# --------------------------------------------------------------------------- judge
 
 
 class LexicalJudge:
@@ -457,13 +457,19 @@ class LexicalJudge:
     visible in token overlap, so ``supports("reasoning_quality")`` is False and judging
     it raises JudgeError. Every verdict is labelled a heuristic; ``repeat_index`` is
     ignored because the answer never varies.
+
+    ``citation_patterns``: extra regular expressions of citation markers (ini
+    ``rageval_citation_patterns``), removed from answers like the built-in forms;
+    an invalid one raises ValueError naming its line.
     """
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v1"
+    PROMPT_VERSION = "lexical/v2"
 
-    def __init__(self) -> None:
+    def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
+        self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())
+        self._citations = compile_citation_patterns(self.citation_patterns)
         self._scorers: dict[str, Callable[[JudgeInput], Verdict]] = {
             "groundedness": self._groundedness,
             "correctness": self._correctness,
@@ -476,7 +482,7 @@ class LexicalJudge:
 
     def describe(self) -> dict[str, Any]:
         """What config.json records about this judge."""
-        return {
+        info: dict[str, Any] = {
             "name": self.name,
             "model": "lexical-heuristic",
             "base_url": None,
@@ -486,6 +492,9 @@ class LexicalJudge:
             "json_mode": None,
             "heuristic": True,
         }
+        if self.citation_patterns:
+            info["citation_patterns"] = list(self.citation_patterns)
+        return info
 
     def supports(self, metric: str) -> bool:
         """Every judge metric except reasoning_quality."""
@@ -504,78 +513,90 @@ class LexicalJudge:
     # ---- scale metrics
 
     def _groundedness(self, inp: JudgeInput) -> Verdict:
-        g = _grounding(inp)
-        total = len(g.supported) + len(g.unsupported)
-        data = {"claims": total, "supported": len(g.supported), "shares": g.shares,
-                "threshold": CLAIM_SUPPORT, "contexts": len(inp.contexts), "score": g.score}
+        g = _grounding(inp, self._citations)
+        total = len(g.checks)
+        data = {"claims": total, "supported": len(g.supported), "contradicted": len(g.contradicted),
+                "shares": [round(c.share, 3) for c in g.checks], "threshold": CLAIM_SUPPORT,
+                "contexts": len(inp.contexts), "score": g.score}
         if not total:
             reasoning = "empty answer: no claims to check"
         else:
-            reasoning = (f"{len(g.supported)} of {total} claims share >={CLAIM_SUPPORT:.0%} of their content "
-                         f"words (and every number) with the retrieved text")
+            reasoning = (f"{len(g.supported)} of {total} claims share >={CLAIM_SUPPORT:.0%} of their words "
+                         "with the retrieved text")
+            for check in g.contradicted:  # the reason first: failure messages shorten long reasonings
+                reasoning += f"; contradicted ({check.why}): {check.claim!r}"
+            if g.contradicted:
+                reasoning += f"; a contradiction caps the score at {CONTRADICTION_CAP:g}"
             if not inp.contexts:
                 reasoning += "; no retrieved context"
         return _verdict("groundedness", reasoning, data, score=g.score,
                         supported_claims=g.supported, unsupported_claims=g.unsupported)
 
     def _correctness(self, inp: JudgeInput) -> Verdict:
-        answer_tokens = _tokens(inp.answer)
-        data: dict[str, Any] = {"key_facts": None, "reference_f1": None, "fallback_overlap": None}
-        if not answer_tokens:
+        answer = _answer_for_facts(inp.answer, self._citations)
+        data: dict[str, Any] = {"key_facts": None, "reference_coverage": None, "fallback_overlap": None}
+        if not answer.tokens:
             return _verdict("correctness", "empty answer", {**data, "score": 0.0}, score=0.0)
-        parts: list[float] = []
-        notes: list[str] = []
         if inp.key_facts:
-            covered, missed = _fact_coverage(tuple(inp.key_facts), inp.answer)
-            parts.append(covered / len(inp.key_facts))
-            data["key_facts"] = {"covered": covered, "total": len(inp.key_facts)}
-            notes.append(f"{covered} of {len(inp.key_facts)} key facts present"
-                         + (f" (missing: {'; '.join(missed)})" if missed else ""))
-        if inp.reference_answer and _tokens(inp.reference_answer):
-            f1 = _f1(frozenset(answer_tokens), content_tokens(inp.reference_answer))
-            parts.append(f1)
-            data["reference_f1"] = round(f1, 3)
-            notes.append(f"token F1 with the reference answer {f1:.2f}")
-        if not parts:
+            checks = _fact_checks(inp.key_facts, answer)
+            covered = sum(c.status == "covered" for c in checks)
+            contradicted = any(c.status == "contradicted" for c in checks)
+            score = round(5.0 * covered / len(checks), 1)
+            data["key_facts"] = {"covered": covered, "total": len(checks),
+                                 "contradicted": sum(c.status == "contradicted" for c in checks)}
+            reasoning = _describe_facts(checks)
+        elif inp.reference_answer and analyse_fact(inp.reference_answer).plain:
+            check = check_fact(inp.reference_answer, answer)
+            contradicted = check.status == "contradicted"
+            score = round(5.0 * min(1.0, check.share / FACT_COVERAGE), 1)
+            data["reference_coverage"] = round(check.share, 3)
+            reasoning = (f"no key facts: the answer holds {check.share:.0%} of the reference answer's content "
+                         f"words (full marks from {FACT_COVERAGE:.0%})")
+            if contradicted:
+                reasoning += f"; contradicts the reference: {check.why}"
+        else:
             refusal = is_refusal(inp.answer)
-            share = 0.0 if refusal else _overlap(
-                frozenset(answer_tokens), _vocabulary((inp.question, *inp.contexts))).share
-            parts.append(share)
+            vocabulary = frozenset().union(*(analyse(t).distinct for t in (inp.question, *inp.contexts)))
+            tokens = analyse(inp.answer).distinct
+            share = 0.0 if refusal or not tokens else len(tokens & vocabulary) / len(tokens)
+            contradicted = False
+            score = round(5.0 * share, 1)
             data["fallback_overlap"] = round(share, 3)
-            notes.append("no reference answer or key facts: " + (
+            reasoning = "no reference answer or key facts: " + (
                 "the answer is a refusal" if refusal else
-                f"{share:.0%} of the answer's content words appear in the question and retrieved text"))
-        score = round(5.0 * sum(parts) / len(parts), 1)
+                f"{share:.0%} of the answer's content words appear in the question and retrieved text")
+        if contradicted and score > CONTRADICTION_CAP:
+            score = CONTRADICTION_CAP
+            reasoning += f"; a contradiction caps the score at {CONTRADICTION_CAP:g}"
         data["score"] = score
-        return _verdict("correctness", "; ".join(notes), data, score=score)
+        return _verdict("correctness", reasoning, data, score=score)
 
     def _completeness(self, inp: JudgeInput) -> Verdict:
-        if not _tokens(inp.answer):
+        if not analyse(inp.answer).tokens:
             return _verdict("completeness", "empty answer", {"score": 0.0}, score=0.0)
         if inp.key_facts:
-            covered, missed = _fact_coverage(tuple(inp.key_facts), inp.answer)
-            score = round(covered / len(inp.key_facts), 3)
-            reasoning = f"{covered} of {len(inp.key_facts)} key facts present" + (
-                f" (missing: {'; '.join(missed)})" if missed else "")
-            return _verdict("completeness", reasoning,
-                            {"key_facts": {"covered": covered, "total": len(inp.key_facts)}, "score": score},
+            checks = _fact_checks(inp.key_facts, _answer_for_facts(inp.answer, self._citations))
+            covered = sum(c.status == "covered" for c in checks)
+            score = round(covered / len(checks), 3)
+            return _verdict("completeness", _describe_facts(checks),
+                            {"key_facts": {"covered": covered, "total": len(checks)}, "score": score},
                             score=score)
         if is_refusal(inp.answer):
             return _verdict("completeness", "no key facts; the answer is a refusal",
                             {"refusal": True, "score": 0.0}, score=0.0)
-        overlap = _overlap(content_tokens(inp.question), content_tokens(inp.answer))
-        score = round(overlap.share, 3) if overlap.total else 1.0
-        reasoning = (f"no key facts: the answer covers {overlap.covered} of {overlap.total} content words "
-                     "of the question")
+        question, answer = content_tokens(inp.question), content_tokens(inp.answer)
+        covered = len(question & answer)
+        score = round(covered / len(question), 3) if question else 1.0
+        reasoning = f"no key facts: the answer covers {covered} of {len(question)} content words of the question"
         return _verdict("completeness", reasoning,
-                        {"question_words": overlap.total, "covered": overlap.covered, "score": score}, score=score)
+                        {"question_words": len(question), "covered": covered, "score": score}, score=score)
 
     # ---- 0/1 metrics
 
     def _faithfulness(self, inp: JudgeInput) -> Verdict:
-        g = _grounding(inp)
+        g = _grounding(inp, self._citations)
         passing = g.score >= FAITHFUL_MIN
-        total = len(g.supported) + len(g.unsupported)
+        total = len(g.checks)
         reasoning = (f"groundedness {g.score:g}/5 ({len(g.supported)} of {total} claims supported) "
                      f"{'>=' if passing else '<'} {FAITHFUL_MIN:g}" if total else "empty answer")
         data = {"groundedness": g.score, "claims": total, "supported": len(g.supported),
@@ -585,15 +606,16 @@ class LexicalJudge:
 
     def _relevancy(self, inp: JudgeInput) -> Verdict:
         refusal = _refusal_match(inp.answer)
-        overlap = _overlap(content_tokens(inp.question), content_tokens(inp.answer))
-        share = overlap.share if overlap.total else 1.0
+        question, answer = content_tokens(inp.question), content_tokens(inp.answer)
+        covered = len(question & answer)
+        share = covered / len(question) if question else 1.0
         passing = refusal is None and share >= RELEVANCY_MIN
         if refusal is not None:
             reasoning = "empty answer" if not refusal else f"the answer is a refusal ({refusal!r})"
         else:
-            reasoning = (f"the answer contains {overlap.covered} of {overlap.total} content words of the "
+            reasoning = (f"the answer contains {covered} of {len(question)} content words of the "
                          f"question ({share:.0%}, needs {RELEVANCY_MIN:.0%})")
-        data = {"question_words": overlap.total, "covered": overlap.covered, "share": round(share, 3),
+        data = {"question_words": len(question), "covered": covered, "share": round(share, 3),
                 "refusal": refusal is not None, "threshold": RELEVANCY_MIN, "score": float(passing)}
         return _verdict("relevancy", reasoning, data, score=float(passing), label=passing)
 
