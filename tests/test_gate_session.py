@@ -41,7 +41,8 @@ def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def runs(root: Path) -> list[Path]:
-    return sorted(p for p in (root / "results").iterdir() if p.is_dir())
+    """Run folders, oldest first (run ids made in the same second do not sort by time)."""
+    return sorted((p.parent for p in (root / "results").glob("*/metrics.json")), key=lambda d: (d / "metrics.json").stat().st_mtime_ns)
 
 
 def latest(root: Path) -> str:

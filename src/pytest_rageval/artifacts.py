@@ -184,7 +184,8 @@ def compose_metrics(
     scope = dict(selection or {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": None})
     return {
         "run_id": run_id,
-        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # milliseconds: runs made within one second still sort in order (history, trends)
+        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "complete": complete,
         **scope,
         "all_error": scored == 0 and failed_to_run > 0,
