@@ -222,7 +222,10 @@ def test_cases() -> None:
         "tags": ["work"],
         "answerable": True,
         "test_case_id": "e1",
+        "error_kind": "timeout",  # the gate pairs timeout and empty-response rates per case
     }
+    assert cases["s.jsonl::u2"]["empty_response"] is True and "empty_response" not in cases["s.jsonl::a1"]
+    assert "error_kind" not in cases["s.jsonl::a1"]
     assert cases["s.jsonl::a2"]["outcome"] == "xfailed"
     assert cases["s.jsonl::u1"]["answerable"] is False
 
@@ -310,3 +313,39 @@ def test_percentile_linear() -> None:
     assert percentile(values, 0) == 100.0 and percentile(values, 100) == 500.0
     assert percentile([1.0, 2.0], 25) == 1.25
     assert percentile([], 50) is None
+
+
+def test_coverage_counts_each_verdict_under_the_metric_it_feeds() -> None:
+    # The abstention classifier feeds `abstained`, the acknowledge_both check `conflict_rule`.
+    result = aggregate([
+        rec("ack", "passed", judge_attempted=["abstention", "groundedness", "correctness", "conflict_ack"],
+            metrics={"abstained": False, "groundedness": 4, "correctness": 4, "conflict_rule": 1}),
+        rec("mars", "passed", answerable=False, judge_attempted=["abstention"],
+            metrics={"abstained": True, "groundedness": None, "correctness": None}),
+        rec("down", "error", judge_attempted=["abstention", "groundedness"], metrics={"abstained": False}),
+    ])
+    assert result["judge_coverage"] == {
+        "abstained": {"scored": 2, "attempted": 3, "coverage": 2 / 3},
+        "conflict_rule": {"scored": 1, "attempted": 1, "coverage": 1.0},
+        "correctness": {"scored": 1, "attempted": 1, "coverage": 1.0},
+        "groundedness": {"scored": 1, "attempted": 2, "coverage": 0.5},
+    }
+
+
+def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
+    from pytest_rageval.runner import _combine
+
+    abstained = {"recall_at_k": 1, "abstained": True, "false_abstention": 1, "latency_ms": 10.0}
+    answered = {"recall_at_k": 1, "abstained": False, "false_abstention": 0, "latency_ms": 20.0, "groundedness": 4,
+                "correctness": 3}
+    metrics = _combine([abstained, answered, answered], ("groundedness", "correctness", "faithfulness"))
+    # every metric any run scored is kept (mean of the runs that scored it); a metric no run scored is null
+    assert metrics == {"recall_at_k": 1.0, "abstained": False, "false_abstention": 1 / 3, "latency_ms": 50 / 3,
+                       "groundedness": 4, "correctness": 3, "faithfulness": None}
+    assert _combine([answered])["recall_at_k"] == 1 and isinstance(_combine([answered])["recall_at_k"], int)
+    # attempted once per case (any run), scored when the combined value is not null
+    result = aggregate([rec("flaky", "passed", flaky=True, runs=3, metrics=metrics,
+                            judge_attempted=["abstention", "groundedness", "correctness", "faithfulness"])])
+    coverage = result["judge_coverage"]
+    assert coverage["groundedness"] == coverage["abstained"] == {"scored": 1, "attempted": 1, "coverage": 1.0}
+    assert coverage["faithfulness"] == {"scored": 0, "attempted": 1, "coverage": 0.0}

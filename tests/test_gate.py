@@ -18,6 +18,8 @@ from pytest_rageval.gate import (
     check_invariants,
     compare,
     format_comparison,
+    format_delta,
+    gate_runs,
     load_baseline,
 )
 
@@ -279,7 +281,8 @@ def test_lower_is_better_operational_rates_compared_when_configured() -> None:
 
 def test_default_tolerances_contract() -> None:
     assert DEFAULT_TOLERANCES == {"recall_at_k_avg": 0.05, "mrr_avg": 0.05, "groundedness_avg": 0.5,
-                                  "correctness_avg": 0.5, "abstention_accuracy": 0.10, "scope_miss_rate": 0.10}
+                                  "correctness_avg": 0.5, "abstention_accuracy": 0.10, "scope_miss_rate": 0.10,
+                                  "false_abstention_rate": 0.05}
     assert {"false_abstention_rate", "hallucination_rate_unanswerable"} <= LOWER_IS_BETTER
 
 
@@ -316,3 +319,137 @@ def test_load_baseline_broken(tmp_path: Path) -> None:
         load_baseline(other)
     with pytest.raises(ValueError, match="not a metrics.json"):
         load_baseline(write(tmp_path / "list.json", text="[1, 2]"))
+
+
+# --------------------------------------------------------------------------- comparable runs only
+
+
+def test_delta_and_interval_come_from_the_same_paired_cases() -> None:
+    # The issue's case: a delta over all cases (+0.109) printed beside an interval over the shared ones.
+    base = run({"a": ("passed", {"mrr": 1.0}), "b": ("passed", {"mrr": 1.0}), "c": ("error", {})})
+    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 0.0}),
+               "d": ("passed", {"mrr": 0.0})})
+    mrr = delta(compare(base, new), "mrr_avg")
+    assert (mrr.old, mrr.new, mrr.delta, mrr.n_shared) == (1.0, 0.75, -0.25, 2)  # a and b: c errored in the baseline
+    assert (mrr.whole_old, mrr.whole_new) == (1.0, 0.375)
+    assert mrr.ci_low is not None and mrr.ci_high is not None and mrr.ci_low <= mrr.delta <= mrr.ci_high
+    line = format_delta(mrr)
+    assert line.startswith("mrr_avg: 1.000 → 0.750 (-0.250; 95% CI ")
+    assert "on 2 paired cases; whole runs 1.000 → 0.375" in line and line.endswith("REGRESSED")
+
+
+def test_a_subset_run_is_compared_on_the_cases_it_shares() -> None:
+    base = run(uniform(25, recall_at_k=1, mrr=1.0))
+    subset = run({f"c{i:03d}": ("passed", {"recall_at_k": 1, "mrr": 1.0}) for i in range(5)})
+    comparison = compare(base, subset)
+    assert (comparison.shared_cases, comparison.baseline_cases, comparison.current_cases) == (5, 25, 5)
+    assert comparison.scope() == "compared on 5 shared cases of 25 in the baseline and 5 in this run"
+    assert format_comparison(comparison)[0] == comparison.scope()
+    assert comparison.passed and comparison.exit_code == 0 and comparison.status == "no regression"
+    block = comparison.as_dict()
+    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == (
+        "no regression", 5, 25, 5)
+    assert json.loads(json.dumps(block)) == block  # metrics.json material
+    # a subset that is worse on what it shares is a regression all the same
+    worse = run({f"c{i:03d}": ("passed", {"recall_at_k": 1, "mrr": 0.5}) for i in range(5)})
+    assert compare(base, worse).regressed_metrics == ["mrr_avg"]
+
+
+@pytest.mark.parametrize(
+    ("new_cases", "reason"),
+    [
+        ({"other": ("passed", {"mrr": 1.0})}, "no case of this run is in the baseline (2 cases in the baseline, 1 in this run)"),
+        ({"c000": ("error", {}), "c001": ("error", {})}, "every case of this run errored (2 of 2); no metric to compare"),
+        ({"c000": ("skipped", {}), "c001": ("skipped", {}), "x": ("passed", {"mrr": 1.0})},
+         "none of the 2 shared cases was scored in both runs"),
+    ],
+    ids=["no-shared-case", "all-error", "nothing-scored-in-both"],
+)
+def test_runs_without_a_shared_scored_case_are_not_compared(new_cases: dict, reason: str) -> None:
+    base = run(uniform(2, mrr=1.0))
+    comparison = compare(base, run(new_cases), min_judge_coverage=0.95)
+    assert comparison.not_compared == reason
+    assert comparison.status == "not compared" and not comparison.regressed and not comparison.passed
+    assert comparison.exit_code == 2 and comparison.deltas == [] and comparison.reason() == f"not compared with the baseline: {reason}"
+    assert format_comparison(comparison)[-1] == f"not compared: {reason}"
+
+
+def test_an_all_error_baseline_is_not_compared_either() -> None:
+    comparison = compare(run(uniform(2, "error")), run(uniform(2, mrr=1.0)))
+    assert comparison.not_compared == "every case of the baseline errored (2 of 2); no metric to compare"
+    # whole-run data only (no cases): the counts say it
+    no_cases = dict(run(uniform(3, "error")), cases={})
+    assert compare(run(uniform(2, mrr=1.0)), no_cases).not_compared == "every case of this run errored (3 of 3); no metric to compare"
+
+
+def test_operational_rates_and_latency_are_paired_too() -> None:
+    base = run({"a": ("passed", {"latency_ms": 100.0}), "b": ("passed", {"latency_ms": 300.0}),
+                "gone": ("passed", {"latency_ms": 9000.0})})
+    new = run({"a": ("passed", {"latency_ms": 200.0}), "b": ("error", {}), "added": ("error", {})})
+    new["cases"]["set.jsonl::b"]["error_kind"] = "timeout"
+    comparison = compare(base, new, tolerances={"timeout_rate": 0.1})
+    error_rate = delta(comparison, "error_rate")
+    assert (error_rate.old, error_rate.new, error_rate.n_shared) == (0.0, 0.5, 2)  # a and b; not "added"
+    assert (error_rate.whole_old, error_rate.whole_new) == (0.0, 2 / 3)
+    timeouts = delta(comparison, "timeout_rate")
+    assert (timeouts.old, timeouts.new, timeouts.regressed) == (0.0, 0.5, True)
+    p50 = delta(comparison, "latency_p50_ms")
+    assert (p50.old, p50.new, p50.delta, p50.n_shared, p50.ci_low) == (100.0, 200.0, 100.0, 1, None)
+
+
+def test_false_abstention_rate_rise_regresses_by_default() -> None:
+    base = run(uniform(10, abstained=False))
+    new = run({**uniform(9, abstained=False), "c009": ("failed", {"abstained": True})})
+    rise = delta(compare(base, new), "false_abstention_rate")
+    assert (rise.old, rise.new, rise.tolerance, rise.regressed) == (0.0, 0.1, 0.05, True)
+
+
+def test_interval_always_contains_the_delta() -> None:
+    from hypothesis import given, settings, strategies as st
+
+    value = st.one_of(st.none(), st.sampled_from([0.0, 1.0]), st.floats(0, 5, allow_nan=False))
+    outcome = st.sampled_from(["passed", "failed", "error", "skipped"])
+    case = st.tuples(outcome, value, outcome, value)
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.lists(case, min_size=1, max_size=40), st.integers(0, 5), st.integers(1, 200))
+    def check(cases: list, seed: int, samples: int) -> None:
+        base = run({f"c{i}": (o1, {"groundedness": v1}) for i, (o1, v1, _, _) in enumerate(cases)})
+        new = run({f"c{i}": (o2, {"groundedness": v2}) for i, (_, _, o2, v2) in enumerate(cases)})
+        comparison = compare(base, new, seed=seed, bootstrap_samples=samples)
+        for d in comparison.deltas:
+            if d.ci_low is not None:
+                assert d.delta is not None and d.ci_low <= d.delta <= d.ci_high, d
+            if d.delta is not None and d.n_shared:
+                assert d.old is not None and d.new is not None
+                assert abs((d.new - d.old) - d.delta) < 1e-9, d
+
+    check()
+
+
+def test_per_file_digests_compare_the_files_both_runs_ran() -> None:
+    files = {"eval/a.jsonl": "1" * 64, "eval/b.jsonl": "2" * 64}
+    base = run(uniform(2, mrr=1.0), eval_set_files=files)
+    only_a = run(uniform(1, mrr=1.0), eval_set_hash="f" * 64, eval_set_files={"eval/a.jsonl": "1" * 64})
+    assert check_invariants(base, only_a) == []  # fewer files: compared on the shared cases
+    changed = run(uniform(1, mrr=1.0), eval_set_files={"eval/a.jsonl": "3" * 64, "eval/b.jsonl": "2" * 64})
+    assert check_invariants(base, changed) == [
+        "eval_set_hash differs: baseline eval/a.jsonl 111111111111… vs this run eval/a.jsonl 333333333333…"]
+
+
+def test_gate_runs_is_one_policy() -> None:
+    base = run(uniform(4, mrr=1.0))
+    same = gate_runs(base, run(uniform(4, mrr=1.0)))
+    assert (same.status, same.exit_code, same.reason()) == ("no regression", 0, "")
+    worse = gate_runs(base, run(uniform(4, mrr=0.5)), gate={"mrr": 0.1})
+    assert (worse.status, worse.exit_code) == ("regression", 1)
+    assert worse.reason() == "regression: mrr_avg 1.000 → 0.500 (-0.500, tolerance 0.100)"
+    other = run(uniform(4, mrr=1.0), eval_set_hash="b" * 64)
+    refused = gate_runs(base, other)
+    assert (refused.status, refused.exit_code, refused.deltas) == ("refused", 2, [])
+    assert refused.reason() == "baseline refused: eval_set_hash differs: baseline aaaaaaaaaaaa… vs this run bbbbbbbbbbbb…"
+    assert gate_runs(base, other, ignore_invariants=True).passed
+    low = run(uniform(4, mrr=1.0))
+    low["aggregate_metrics"]["judge_coverage"] = {"abstained": {"scored": 3, "attempted": 4, "coverage": 0.75}}
+    assert gate_runs(base, low).coverage_failures == ["judge coverage of abstained 0.75 < 0.95"]  # default minimum
+    assert gate_runs(base, low, gate={"min_judge_coverage": 0.5}).passed

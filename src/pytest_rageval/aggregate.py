@@ -6,7 +6,9 @@ sums are kept exactly (Shewchuk partials, rounded once at the end) and the
 latency list is sorted before taking percentiles.
 
 Scored records are those neither invalid, errored nor skipped; averages and
-latency use only them. Records with ``invalid_line`` count only in
+latency use only them. Judge coverage counts each attempted verdict under the
+metric it feeds (:data:`COVERAGE_KEYS`): a repeated case counts once, attempted
+when any run attempted it and scored when its combined metric is not null. Records with ``invalid_line`` count only in
 ``invalid_lines``. Unknown outcomes count as errors; a missing ``answerable``
 means answerable; a missing category groups under "uncategorized".
 """
@@ -23,6 +25,7 @@ __all__ = [
     "AVG_METRICS",
     "RATE_METRICS",
     "JUDGE_METRICS",
+    "COVERAGE_KEYS",
     "Aggregator",
     "aggregate",
     "percentile",
@@ -52,6 +55,9 @@ RATE_METRICS: dict[str, str] = {
 
 #: metrics a judge produces; used to infer attempts when a record has no ``judge_attempted``
 JUDGE_METRICS: tuple[str, ...] = tuple(SCALES)
+
+#: a judge verdict -> the per-case metric it feeds (other verdicts feed the metric of their own name)
+COVERAGE_KEYS: dict[str, str] = {"abstention": "abstained", "conflict_ack": "conflict_rule"}
 
 _MEAN_METRICS: tuple[tuple[str, str], ...] = (*AVG_METRICS.items(), *RATE_METRICS.items())
 _OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
@@ -268,7 +274,7 @@ class Aggregator:
         outcome = _outcome(record)
         metrics = record.get("metrics") or {}
         self._counts[outcome] += 1
-        self._cases[_record_key(record)] = {
+        case: dict[str, Any] = {
             "outcome": outcome,
             "metrics": dict(metrics),
             "category": record.get("category"),
@@ -276,6 +282,12 @@ class Aggregator:
             "answerable": _answerable(record),
             "test_case_id": record.get("test_case_id"),
         }
+        error = record.get("error")
+        if outcome == "error" and isinstance(error, Mapping) and error.get("kind"):
+            case["error_kind"] = str(error["kind"])  # the gate pairs timeout rates per case
+        if record.get("empty_response"):
+            case["empty_response"] = True
+        self._cases[_record_key(record)] = case
         if record.get("flaky"):
             self._flaky += 1
         self._add_cost(record)
@@ -287,7 +299,6 @@ class Aggregator:
             self._answerable += 1
         else:
             self._unanswerable += 1
-        error = record.get("error")
         if isinstance(error, Mapping) and error.get("kind") == "timeout":
             self._timeouts += 1
         if record.get("empty_response"):
@@ -335,12 +346,13 @@ class Aggregator:
             self._cache_misses += int(as_number(cache.get("misses")) or 0)
 
     def _add_judge_coverage(self, record: Mapping[str, Any], outcome: str, metrics: Mapping[str, Any]) -> None:
+        """Count each verdict attempted for this case once, under the metric it feeds."""
         attempted = record.get("judge_attempted")
         if attempted is None:
             # no attempt list: count the judge metrics that were scored as attempted
             attempted = [m for m in JUDGE_METRICS if as_number(metrics.get(m)) is not None]
-        for metric in dict.fromkeys(attempted):
-            entry = self._coverage.setdefault(str(metric), [0, 0])
+        for metric in dict.fromkeys(COVERAGE_KEYS.get(str(m), str(m)) for m in attempted):
+            entry = self._coverage.setdefault(metric, [0, 0])
             entry[1] += 1
             if outcome != "error" and as_number(metrics.get(metric)) is not None:
                 entry[0] += 1

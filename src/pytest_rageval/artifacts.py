@@ -120,13 +120,14 @@ class RunWriter:
         self._results.write(dumps(record) + "\n")
         self._results.flush()
 
-    def finish(self, metrics: dict[str, Any], config: dict[str, Any]) -> None:
-        """Close results.jsonl and write metrics.json, config.json and ``latest``."""
+    def finish(self, metrics: dict[str, Any], config: dict[str, Any], *, move_latest: bool = True) -> None:
+        """Close results.jsonl and write metrics.json, config.json and (unless told not to) ``latest``."""
         if self._results is not None:
             self._results.close()
         write_json_atomic(self.run_dir / "metrics.json", metrics)
         write_json_atomic(self.run_dir / "config.json", config)
-        write_text_atomic(self.output_dir / "latest", self.run_id + "\n")
+        if move_latest:
+            write_text_atomic(self.output_dir / "latest", self.run_id + "\n")
 
 
 def read_records(run_dir: Path) -> Iterable[dict[str, Any]]:
@@ -180,19 +181,48 @@ def compose_metrics(
     judge: Mapping[str, Any],
     k: int,
     aggregated: Mapping[str, Any],
+    selection: Optional[Mapping[str, Any]] = None,
     timestamp: Optional[str] = None,
 ) -> dict[str, Any]:
-    """metrics.json: the run's identity, then the aggregates (seed 003's format)."""
+    """metrics.json: the run's identity and scope, then the aggregates (seed 003's format).
+
+    ``selection`` holds ``partial, cases_in_eval_set, cases_selected, shard``
+    (``selection.Selection.fields``); ``all_error`` is true when no case that
+    ran was scored (every one errored, invalid lines included).
+    """
+    scored = int(aggregated.get("passed") or 0) + int(aggregated.get("failed") or 0)
+    failed_to_run = int(aggregated.get("errors") or 0) + int(aggregated.get("invalid_lines") or 0)
+    scope = dict(selection or {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": None})
     return {
         "run_id": run_id,
-        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # milliseconds: runs made within one second still sort in order (history, trends)
+        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "complete": complete,
+        **scope,
+        "all_error": scored == 0 and failed_to_run > 0,
         "config_hash": config_hash,
         "eval_set_hash": eval_set_hash(digests),
+        "eval_set_files": dict(sorted(digests.items())),
         "judge": dict(judge),
         "k": k,
         **aggregated,
     }
+
+
+def why_not_latest(metrics: Mapping[str, Any], *, whole_share: bool) -> Optional[str]:
+    """Why this run must not become ``latest`` (None when it may): it stands for less than its eval set.
+
+    An incomplete run, a run whose every case errored, and a run of a subset
+    (``-k``, ``-m``, ``--lf``) keep their folder but leave ``latest`` alone; a
+    shard run that covered its whole share moves it (``rageval merge`` reads it).
+    """
+    if not metrics.get("complete", True):
+        return "the run is incomplete"
+    if metrics.get("all_error"):
+        return "every case errored"
+    if not whole_share:
+        return f"a partial run ({metrics.get('cases_selected')} of {metrics.get('cases_in_eval_set')} cases selected)"
+    return None
 
 
 def config_hash(snapshot: dict[str, Any]) -> str:

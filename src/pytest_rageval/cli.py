@@ -55,27 +55,21 @@ def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .gate import check_invariants, compare, format_comparison
+    """The session's gate policy (gate.gate_runs) on two stored runs: exit 0, 1 on a regression, 2 when not compared."""
+    from .gate import format_comparison, gate_runs
 
     gate = _gate_table(args.pyproject)
     base, new = _load(args.base), _load(args.new)
-    differences = check_invariants(base, new)
-    if differences and not args.ignore_invariants:
+    comparison = gate_runs(base, new, gate=gate, significance=args.significance, ignore_invariants=args.ignore_invariants)
+    if comparison.refused:
         print("runs are not comparable (use --ignore-invariants to compare anyway):")
-        for difference in differences:
+        for difference in comparison.invariant_differences:
             print(f"  {difference}")
-        return 2
-    comparison = compare(
-        base,
-        new,
-        tolerances={k: v for k, v in gate.items() if k != "min_judge_coverage"},
-        significance=args.significance,
-        min_judge_coverage=gate.get("min_judge_coverage", 0.95),
-    )
+        return comparison.exit_code
     for line in format_comparison(comparison, max_cases=args.max_cases):
         print(line)
-    print("REGRESSION" if comparison.regressed else "no regression")
-    return 1 if comparison.regressed else 0
+    print(comparison.status.upper() if comparison.status == "regression" else comparison.status)
+    return comparison.exit_code
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -91,14 +85,26 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
+    """Key metrics per run, grouped by eval set (oldest first); partial, shard, all-error and incomplete runs marked."""
     from .report.html import load_history
+    from .selection import run_scope_notes
 
     names = ("recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy")
-    print("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total")
+    groups: dict[str, list[dict[str, Any]]] = {}
     for metrics in load_history(Path(args.dir), limit=args.limit):
-        agg = metrics.get("aggregate_metrics", {})
-        cells = "".join(("—" if agg.get(n) is None else f"{agg[n]:.3f}").rjust(16) for n in names)
-        print(f"{str(metrics.get('run_id')):<24}{cells}  {metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}")
+        groups.setdefault(str(metrics.get("eval_set_hash") or "unknown"), []).append(metrics)
+    for number, (eval_set, runs) in enumerate(groups.items()):
+        files = runs[-1].get("eval_set_files")
+        label = ", ".join(sorted(files)) if isinstance(files, dict) and files else "files not recorded"
+        if number:
+            print()
+        print(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
+        print("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total  note")
+        for metrics in runs:
+            agg = metrics.get("aggregate_metrics", {})
+            cells = "".join(("—" if agg.get(n) is None else f"{agg[n]:.3f}").rjust(16) for n in names)
+            counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
+            print(f"{str(metrics.get('run_id')):<24}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
     return 0
 
 

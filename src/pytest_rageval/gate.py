@@ -2,16 +2,22 @@
 
 Pure apart from :func:`load_baseline`, which reads one file. Inputs are
 metrics.json dicts (top level ``eval_set_hash``, ``judge``, ``aggregate_metrics``
-and ``cases``); a baseline without ``cases`` still compares, without intervals
-or flipped cases.
+and ``cases``). When both runs have ``cases``, every delta and its interval
+come from the same pairs: the cases both runs share and scored, so a ``-k``
+subset, a shard or another file selection is compared on what it shares with
+the baseline, and the interval always contains the delta. A baseline without
+``cases`` compares whole-run aggregates, without intervals or flipped cases.
+:func:`gate_runs` is the one gate policy of the pytest session and of
+``rageval compare``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -27,6 +33,7 @@ __all__ = [
     "load_baseline",
     "check_invariants",
     "compare",
+    "gate_runs",
     "bootstrap_interval",
     "format_comparison",
 ]
@@ -38,7 +45,11 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "correctness_avg": 0.5,
     "abstention_accuracy": 0.10,
     "scope_miss_rate": 0.10,
+    "false_abstention_rate": 0.05,
 }
+
+#: ``[tool.rageval.gate] min_judge_coverage`` when not set
+DEFAULT_MIN_JUDGE_COVERAGE = 0.95
 
 #: compared names where a rise is the bad direction (everything else: a drop is)
 LOWER_IS_BETTER: frozenset[str] = frozenset(
@@ -78,7 +89,14 @@ _NUMPY_MIN_DRAWS = 2_000_000  # below this many draws (cases x samples) pure Pyt
 
 @dataclass
 class MetricDelta:
-    """One aggregate metric in both runs; ``delta`` is new - old (None if either is null)."""
+    """One aggregate metric in both runs.
+
+    With per-case data on both sides, ``old`` and ``new`` are the metric over
+    the ``n_shared`` paired cases (both runs share and scored the case, and the
+    metric applies in both), ``delta`` is their difference and the interval is
+    over the same pairs; ``whole_old``/``whole_new`` are the whole-run
+    aggregates. ``delta`` is None when there is no pair (or either value is null).
+    """
 
     name: str
     old: Optional[float]
@@ -90,27 +108,106 @@ class MetricDelta:
     ci_high: Optional[float] = None
     n_shared: int = 0
     lower_is_better: bool = False
+    whole_old: Optional[float] = None
+    whole_new: Optional[float] = None
 
 
 @dataclass
 class Comparison:
-    """The result of :func:`compare`."""
+    """The result of :func:`compare` (or :func:`gate_runs`).
+
+    ``shared_cases``/``baseline_cases``/``current_cases`` count the ``cases``
+    entries (None when a side has no per-case data). ``not_compared`` says why
+    no metric could be compared (no shared case, every case errored): such a
+    comparison claims neither a pass nor a regression. ``refused`` is set by
+    :func:`gate_runs` when an invariant differs.
+    """
 
     deltas: list[MetricDelta] = field(default_factory=list)
     flipped_to_fail: list[str] = field(default_factory=list)
     flipped_to_pass: list[str] = field(default_factory=list)
     invariant_differences: list[str] = field(default_factory=list)
     coverage_failures: list[str] = field(default_factory=list)
+    shared_cases: Optional[int] = None
+    baseline_cases: Optional[int] = None
+    current_cases: Optional[int] = None
+    not_compared: Optional[str] = None
+    refused: bool = False
 
     @property
     def regressed(self) -> bool:
-        """Any metric regressed or any judge coverage below the minimum."""
+        """Any metric regressed or any judge coverage below the minimum (never for a refused or uncompared run)."""
+        if self.refused or self.not_compared:
+            return False
         return any(d.regressed for d in self.deltas) or bool(self.coverage_failures)
 
     @property
     def regressed_metrics(self) -> list[str]:
         """Names of the regressed metrics, in delta order."""
         return [d.name for d in self.deltas if d.regressed]
+
+    @property
+    def status(self) -> str:
+        """``refused``, ``not compared``, ``regression`` or ``no regression``."""
+        if self.refused:
+            return "refused"
+        if self.not_compared:
+            return "not compared"
+        return "regression" if self.regressed else "no regression"
+
+    @property
+    def passed(self) -> bool:
+        """The gate passes only a run it compared and found no regression in."""
+        return self.status == "no regression"
+
+    @property
+    def exit_code(self) -> int:
+        """``rageval compare``'s exit status: 0 no regression, 1 regression, 2 cannot compare."""
+        return {"no regression": 0, "regression": 1}.get(self.status, 2)
+
+    def scope(self) -> str:
+        """Which cases the deltas cover, with the counts."""
+        if self.shared_cases is None:
+            return "compared on whole-run aggregates (a run has no per-case data): no intervals, no flipped cases"
+        return (
+            f"compared on {self.shared_cases} shared case{_s(self.shared_cases)} of {self.baseline_cases} "
+            f"in the baseline and {self.current_cases} in this run"
+        )
+
+    def reason(self) -> str:
+        """One line: why the gate did not pass (empty when it passed)."""
+        if self.refused:
+            return "baseline refused: " + "; ".join(self.invariant_differences)
+        if self.not_compared:
+            return f"not compared with the baseline: {self.not_compared}"
+        parts = [
+            f"{d.name} {_f(d.old)} → {_f(d.new)} ({d.delta:+.3f}, tolerance {d.tolerance:.3f})"
+            for d in self.deltas
+            if d.regressed and d.delta is not None and d.tolerance is not None
+        ]
+        parts += self.coverage_failures
+        return "regression: " + "; ".join(parts) if parts else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``comparison`` block of metrics.json."""
+        return {
+            "status": self.status,
+            "scope": self.scope(),
+            "shared_cases": self.shared_cases,
+            "baseline_cases": self.baseline_cases,
+            "current_cases": self.current_cases,
+            "not_compared": self.not_compared,
+            "regressed_metrics": self.regressed_metrics,
+            "deltas": [asdict(d) for d in self.deltas],
+            "flipped_to_fail": list(self.flipped_to_fail),
+            "flipped_to_pass": list(self.flipped_to_pass),
+            "invariant_differences": list(self.invariant_differences),
+            "coverage_failures": list(self.coverage_failures),
+        }
+
+
+def _s(n: Optional[int]) -> str:
+    return "" if n == 1 else "s"
 
 
 # --------------------------------------------------------------------------- loading
@@ -168,26 +265,48 @@ def _judge_field(metrics_json: Mapping[str, Any], name: str) -> Any:
     return judge.get(name) if isinstance(judge, Mapping) else None
 
 
-def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """Messages naming each invariant that differs (eval set hash, judge model/prompt/temperature).
+def _eval_set_difference(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> Optional[tuple[Any, Any]]:
+    """The differing eval-set identities, or None when the eval sets are comparable.
 
-    A value missing (or null) on both sides is no difference; on one side only it is.
+    With per-file digests on both sides (``eval_set_files``), only the files both
+    runs ran must be identical: a run of fewer or other files is compared on
+    the cases it shares with the baseline. Otherwise the whole ``eval_set_hash``
+    must match.
     """
-    messages: list[str] = []
+    old_files, new_files = baseline.get("eval_set_files"), current.get("eval_set_files")
+    if isinstance(old_files, Mapping) and isinstance(new_files, Mapping) and old_files and new_files:
+        changed = sorted(f for f in set(old_files) & set(new_files) if old_files[f] != new_files[f])
+        if not changed:
+            return None
+        more = f" (+{len(changed) - 1} more changed files)" if len(changed) > 1 else ""
+        return f"{changed[0]} {_short(old_files[changed[0]])}{more}", f"{changed[0]} {_short(new_files[changed[0]])}"
 
     def eval_hash(m: Mapping[str, Any]) -> Any:
         value = m.get("eval_set_hash")
         return value if value is not None else m.get("eval_set_commit_hash")  # seed 003 name
 
-    pairs: list[tuple[str, Any, Any, bool]] = [("eval_set_hash", eval_hash(baseline), eval_hash(current), True)]
+    old, new = eval_hash(baseline), eval_hash(current)
+    if old == new:
+        return None
+    return _shown(old, True), _shown(new, True)
+
+
+def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Messages naming each invariant that differs (eval set, judge model/prompt/temperature).
+
+    A value missing (or null) on both sides is no difference; on one side only it is.
+    """
+    messages: list[str] = []
+    eval_set = _eval_set_difference(baseline, current)
+    if eval_set is not None:
+        messages.append(f"eval_set_hash differs: baseline {eval_set[0]} vs this run {eval_set[1]}")
     for name in ("model", "prompt_version", "temperature"):
-        pairs.append((f"judge {name}", _judge_field(baseline, name), _judge_field(current, name), False))
-    for label, old, new, shorten in pairs:
+        old, new = _judge_field(baseline, name), _judge_field(current, name)
         if old is None and new is None:
             continue
         if old == new:
             continue
-        messages.append(f"{label} differs: baseline {_shown(old, shorten)} vs this run {_shown(new, shorten)}")
+        messages.append(f"judge {name} differs: baseline {_shown(old, False)} vs this run {_shown(new, False)}")
     return messages
 
 
@@ -241,12 +360,21 @@ def _numpy_means(values: list[float], samples: int, seed: int) -> Optional[list[
     return out
 
 
+Getter = Callable[[Mapping[str, Any]], Optional[float]]
+
+
 def _unanswerable(case: Mapping[str, Any]) -> bool:
     return case.get("answerable") is False
 
 
-def _metric_getter(metric: str) -> Callable[[Mapping[str, Any]], Optional[float]]:
+def _scored(case: Mapping[str, Any]) -> bool:
+    return case.get("outcome") not in _UNSCORED
+
+
+def _metric_getter(metric: str) -> Getter:
     def get(case: Mapping[str, Any]) -> Optional[float]:
+        if not _scored(case):
+            return None
         metrics = case.get("metrics") or {}
         return as_number(metrics.get(metric))
 
@@ -265,37 +393,70 @@ def _answered_unanswerable(case: Mapping[str, Any]) -> Optional[float]:
 
 
 def _false_abstention(case: Mapping[str, Any]) -> Optional[float]:
-    value = _metric_getter("false_abstention")(case)
-    if value is None and not _unanswerable(case):
-        value = _metric_getter("abstained")(case)
-    return value
+    if _unanswerable(case):
+        return None
+    value = _metric_getter("abstained")(case)
+    return _metric_getter("false_abstention")(case) if value is None else value
 
 
-#: aggregate metric -> per-case value used for the paired bootstrap
-PER_CASE: dict[str, Callable[[Mapping[str, Any]], Optional[float]]] = {
+def _operational(test: Callable[[Mapping[str, Any]], bool]) -> Getter:
+    """A per-case 0/1 over every case that ran (errored ones included, skipped ones not), like the run's rates."""
+
+    def get(case: Mapping[str, Any]) -> Optional[float]:
+        if case.get("outcome") == "skipped":
+            return None
+        return 1.0 if test(case) else 0.0
+
+    return get
+
+
+#: aggregate metric -> per-case value; the paired delta and bootstrap are over these
+PER_CASE: dict[str, Getter] = {
     **{key: _metric_getter(metric) for key, metric in AVG_METRICS.items()},
     **{key: _metric_getter(metric) for key, metric in RATE_METRICS.items()},
     "abstention_accuracy": _abstained_unanswerable,
     "hallucination_rate_unanswerable": _answered_unanswerable,
     "false_abstention_rate": _false_abstention,
+    "error_rate": _operational(lambda c: c.get("outcome") == "error"),
+    "timeout_rate": _operational(lambda c: c.get("outcome") == "error" and c.get("error_kind") == "timeout"),
+    "empty_response_rate": _operational(lambda c: bool(c.get("empty_response"))),
 }
 
+#: latency percentiles, compared over the latencies of the paired cases (no interval)
+_LATENCY: dict[str, float] = {"latency_p50_ms": 50.0, "latency_p95_ms": 95.0}
 
-def _paired_diffs(
-    baseline_cases: Mapping[str, Any], current_cases: Mapping[str, Any], getter: Callable[[Mapping[str, Any]], Optional[float]]
-) -> list[float]:
-    diffs: list[float] = []
-    for key in sorted(set(baseline_cases) & set(current_cases)):
-        old_case, new_case = baseline_cases[key], current_cases[key]
-        if not isinstance(old_case, Mapping) or not isinstance(new_case, Mapping):
-            continue
-        if old_case.get("outcome") in _UNSCORED or new_case.get("outcome") in _UNSCORED:
-            continue
+
+def _pairs(shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter) -> list[tuple[float, float]]:
+    """(old, new) of every shared case where both values exist."""
+    out: list[tuple[float, float]] = []
+    for old_case, new_case in shared:
         old, new = getter(old_case), getter(new_case)
-        if old is None or new is None:
-            continue
-        diffs.append(new - old)
-    return diffs
+        if old is not None and new is not None:
+            out.append((old, new))
+    return out
+
+
+def paired_delta(pairs: Sequence[tuple[float, float]], *, samples: int = 1000, seed: int = 0) -> tuple[
+        float, float, float, Optional[tuple[float, float]]]:
+    """(old mean, new mean, mean difference, 95% interval) over the pairs; the interval contains the difference.
+
+    The percentile bootstrap brackets the mean of the differences in practice;
+    the interval is widened to it where resampling noise would leave it just outside.
+    """
+    n = len(pairs)
+    diffs = [new - old for old, new in pairs]
+    delta = math.fsum(diffs) / n
+    interval = bootstrap_interval(diffs, samples=samples, seed=seed)
+    if interval is not None:
+        interval = (min(interval[0], delta), max(interval[1], delta))
+    return math.fsum(o for o, _ in pairs) / n, math.fsum(v for _, v in pairs) / n, delta, interval
+
+
+def _latency_delta(pairs: Sequence[tuple[float, float]], q: float) -> tuple[float, float, float]:
+    old = percentile(sorted(o for o, _ in pairs), q)
+    new = percentile(sorted(v for _, v in pairs), q)
+    assert old is not None and new is not None
+    return old, new, new - old
 
 
 # --------------------------------------------------------------------------- compare
@@ -363,13 +524,10 @@ def _is_regression(name: str, delta: float, tolerance: float) -> bool:
     return -delta > tolerance + _SLACK
 
 
-def _flips(baseline_cases: Mapping[str, Any], current_cases: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def _flips(shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]]) -> tuple[list[str], list[str]]:
     to_fail: list[str] = []
     to_pass: list[str] = []
-    for key in sorted(set(baseline_cases) & set(current_cases)):
-        old_case, new_case = baseline_cases[key], current_cases[key]
-        if not isinstance(old_case, Mapping) or not isinstance(new_case, Mapping):
-            continue
+    for key, (old_case, new_case) in shared.items():
         old, new = old_case.get("outcome"), new_case.get("outcome")
         if old in _PASS and new in _FAIL:
             to_fail.append(key)
@@ -385,6 +543,48 @@ def _ratio(value: float, other: float) -> str:
     return text
 
 
+def _cases(metrics_json: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    cases = metrics_json.get("cases")
+    if not isinstance(cases, Mapping):
+        return {}
+    return {str(k): v for k, v in cases.items() if isinstance(v, Mapping)}
+
+
+def _all_errored(metrics_json: Mapping[str, Any], cases: Mapping[str, Mapping[str, Any]]) -> Optional[str]:
+    """``"N of N"`` when every case that ran errored (invalid lines included), else None."""
+    if cases:
+        ran = [c for c in cases.values() if c.get("outcome") != "skipped"]
+        errors = sum(1 for c in ran if c.get("outcome") == "error")
+        total = len(ran)
+    else:
+        errors = int(as_number(metrics_json.get("errors")) or 0)
+        total = int(as_number(metrics_json.get("total_tests")) or 0)
+    invalid = int(as_number(metrics_json.get("invalid_lines")) or 0)
+    if errors + invalid and errors == total:
+        return f"{errors + invalid} of {total + invalid}"
+    return None
+
+
+def _why_not_compared(baseline: Mapping[str, Any], current: Mapping[str, Any], old_cases: Mapping[str, Any],
+                      new_cases: Mapping[str, Any], shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]],
+                      paired: bool) -> Optional[str]:
+    """Why no metric can be compared, or None."""
+    errored = _all_errored(current, new_cases)
+    if errored:
+        return f"every case of this run errored ({errored}); no metric to compare"
+    errored = _all_errored(baseline, old_cases)
+    if errored:
+        return f"every case of the baseline errored ({errored}); no metric to compare"
+    if not paired:
+        return None
+    if not shared:
+        return (f"no case of this run is in the baseline ({len(old_cases)} cases in the baseline, "
+                f"{len(new_cases)} in this run)")
+    if not any(_scored(old) and _scored(new) for old, new in shared.values()):
+        return f"none of the {len(shared)} shared cases was scored in both runs"
+    return None
+
+
 def compare(
     baseline: Mapping[str, Any],
     current: Mapping[str, Any],
@@ -395,41 +595,51 @@ def compare(
     bootstrap_samples: int = 1000,
     seed: int = 0,
 ) -> Comparison:
-    """Compare this run's metrics.json with a baseline's."""
+    """Compare this run's metrics.json with a baseline's, on the cases both share when both have ``cases``."""
     resolved = _resolve_tolerances(tolerances)
     old_scalars, new_scalars = _scalars(baseline), _scalars(current)
-    baseline_cases = baseline.get("cases") or {}
-    current_cases = current.get("cases") or {}
-    if not isinstance(baseline_cases, Mapping):
-        baseline_cases = {}
-    if not isinstance(current_cases, Mapping):
-        current_cases = {}
+    old_cases, new_cases = _cases(baseline), _cases(current)
+    paired = bool(old_cases) and bool(new_cases)
+    shared = {key: (old_cases[key], new_cases[key]) for key in sorted(set(old_cases) & set(new_cases))}
+    result = Comparison(
+        invariant_differences=check_invariants(baseline, current),
+        shared_cases=len(shared) if paired else None,
+        baseline_cases=len(old_cases) if paired else None,
+        current_cases=len(new_cases) if paired else None,
+    )
+    result.not_compared = _why_not_compared(baseline, current, old_cases, new_cases, shared, paired)
+    if result.not_compared:
+        return result
 
     names = [n for n in _ORDER if n in old_scalars or n in new_scalars]
     names += sorted((set(old_scalars) | set(new_scalars)) - set(_ORDER))
-
-    deltas: list[MetricDelta] = []
+    pairs_of = list(shared.values())
     for name in names:
-        old, new = old_scalars.get(name), new_scalars.get(name)
-        if old is None and new is None:
+        whole_old, whole_new = old_scalars.get(name), new_scalars.get(name)
+        if whole_old is None and whole_new is None:
             continue
-        tolerance = resolved.get(name)
+        old, new = whole_old, whole_new
         delta = new - old if old is not None and new is not None else None
-        ci_low = ci_high = None
-        n_shared = 0
-        getter = PER_CASE.get(name)
-        if getter is not None and baseline_cases and current_cases:
-            diffs = _paired_diffs(baseline_cases, current_cases, getter)
-            n_shared = len(diffs)
-            interval = bootstrap_interval(diffs, samples=bootstrap_samples, seed=seed)
-            if interval is not None:
-                ci_low, ci_high = interval
+        interval: Optional[tuple[float, float]] = None
+        n_pairs = 0
+        getter = PER_CASE.get(name, _metric_getter("latency_ms") if name in _LATENCY else None)
+        if paired and getter is not None:
+            pairs = _pairs(pairs_of, getter)
+            n_pairs = len(pairs)
+            if not pairs:
+                delta = None
+            elif name in _LATENCY:
+                old, new, delta = _latency_delta(pairs, _LATENCY[name])
+            else:
+                old, new, delta, interval = paired_delta(pairs, samples=bootstrap_samples, seed=seed)
+        tolerance = resolved.get(name)
+        ci_low, ci_high = interval if interval is not None else (None, None)
         regressed = False
         if delta is not None and tolerance is not None and _is_regression(name, delta, tolerance):
             regressed = True
             if significance and ci_low is not None and ci_high is not None:
                 regressed = ci_low > 0 if name in LOWER_IS_BETTER else ci_high < 0
-        deltas.append(
+        result.deltas.append(
             MetricDelta(
                 name=name,
                 old=old,
@@ -439,31 +649,52 @@ def compare(
                 regressed=regressed,
                 ci_low=ci_low,
                 ci_high=ci_high,
-                n_shared=n_shared,
+                n_shared=n_pairs,
                 lower_is_better=name in LOWER_IS_BETTER,
+                whole_old=whole_old,
+                whole_new=whole_new,
             )
         )
 
-    to_fail, to_pass = _flips(baseline_cases, current_cases)
+    result.flipped_to_fail, result.flipped_to_pass = _flips(shared)
 
-    coverage_failures: list[str] = []
     if min_judge_coverage is not None:
         coverage = (current.get("aggregate_metrics") or {}).get("judge_coverage") or {}
         for metric in sorted(coverage):
             entry = coverage[metric]
             value = as_number(entry.get("coverage")) if isinstance(entry, Mapping) else None
             if value is not None and value < min_judge_coverage - _SLACK:
-                coverage_failures.append(
+                result.coverage_failures.append(
                     f"judge coverage of {metric} {_ratio(value, min_judge_coverage)} < "
                     f"{_ratio(min_judge_coverage, value)}"
                 )
+    return result
 
-    return Comparison(
-        deltas=deltas,
-        flipped_to_fail=to_fail,
-        flipped_to_pass=to_pass,
-        invariant_differences=check_invariants(baseline, current),
-        coverage_failures=coverage_failures,
+
+def gate_runs(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    *,
+    gate: Optional[Mapping[str, Any]] = None,
+    significance: bool = False,
+    ignore_invariants: bool = False,
+) -> Comparison:
+    """The gate of the pytest session and of ``rageval compare``: refuse, or compare with ``[tool.rageval.gate]``.
+
+    A baseline whose invariants differ is refused (unless ``ignore_invariants``);
+    ``min_judge_coverage`` defaults to 0.95.
+    """
+    gate = gate or {}
+    differences = check_invariants(baseline, current)
+    if differences and not ignore_invariants:
+        return Comparison(invariant_differences=differences, refused=True)
+    minimum = gate.get("min_judge_coverage")
+    return compare(
+        baseline,
+        current,
+        tolerances={k: v for k, v in gate.items() if k != "min_judge_coverage"},
+        significance=significance,
+        min_judge_coverage=DEFAULT_MIN_JUDGE_COVERAGE if minimum is None else float(minimum),
     )
 
 
@@ -475,7 +706,11 @@ def _f(value: Optional[float]) -> str:
 
 
 def format_delta(d: MetricDelta) -> str:
-    """``mrr_avg: 1.000 → 0.500 (-0.500; 95% CI -0.750..-0.250; tolerance 0.050) REGRESSED``."""
+    """``mrr_avg: 1.000 → 0.500 (-0.500; 95% CI -0.750..-0.250; tolerance 0.050) REGRESSED``.
+
+    When the paired values differ from the whole-run aggregates (the runs do
+    not share every case, or a case was scored in one run only), both are shown.
+    """
     parts: list[str] = []
     if d.delta is None:
         parts.append("not comparable")
@@ -485,6 +720,8 @@ def format_delta(d: MetricDelta) -> str:
         parts.append(f"95% CI {d.ci_low:.3f}..{d.ci_high:.3f}")
     if d.tolerance is not None:
         parts.append(f"tolerance {d.tolerance:.3f}")
+    if d.delta is not None and (_f(d.whole_old), _f(d.whole_new)) != (_f(d.old), _f(d.new)):
+        parts.append(f"on {d.n_shared} paired case{_s(d.n_shared)}; whole runs {_f(d.whole_old)} → {_f(d.whole_new)}")
     line = f"{d.name}: {_f(d.old)} → {_f(d.new)} ({'; '.join(parts)})"
     return line + " REGRESSED" if d.regressed else line
 
@@ -501,8 +738,13 @@ def _case_list(title: str, keys: list[str], max_cases: int) -> list[str]:
 
 
 def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[str]:
-    """Terminal lines: one per metric delta, flipped cases, invariant and coverage messages."""
-    lines = [format_delta(d) for d in comparison.deltas]
+    """Terminal lines: the cases compared, one per metric delta, flipped cases, invariant and coverage messages."""
+    if comparison.refused:
+        return list(comparison.invariant_differences)
+    lines = [comparison.scope()]
+    if comparison.not_compared:
+        return lines + [f"not compared: {comparison.not_compared}"]
+    lines += [format_delta(d) for d in comparison.deltas]
     lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)
     lines += _case_list("cases that flipped from fail to pass:", comparison.flipped_to_pass, max_cases)
     lines += list(comparison.invariant_differences)

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from .aggregate import Aggregator
 from .artifacts import RunWriter, compose_metrics, new_run_id, read_records
+from .selection import merged_selection
 
 
 class MergeError(ValueError):
@@ -56,6 +57,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         judge=metrics[0].get("judge") or {},
         k=int(metrics[0].get("k") or 0),
         aggregated=aggregator.result(),
+        selection=merged_selection(metrics),
     )
     writer = RunWriter(output_dir, run_id)
     for record in records.values():

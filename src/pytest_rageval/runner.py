@@ -162,15 +162,19 @@ def _chunk_dict(chunk: Chunk, *, position: int, gold: bool, full_text: bool) -> 
     return data
 
 
-def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Metrics of a repeated case: mean of numbers, majority of booleans."""
-    if len(runs) == 1:
-        return dict(runs[0])
+def _combine(runs: list[dict[str, Any]], expected: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Metrics of a (repeated) case: mean of numbers, majority of booleans, over the runs that scored each.
+
+    Every metric any run has is kept, and every ``expected`` one (the judge
+    metrics in use): null where no run scored it (it did not apply), never missing.
+    """
+    names = list(dict.fromkeys(name for run in runs for name in run))
+    names += [name for name in expected if name not in names]
     combined: dict[str, Any] = {}
-    for name in runs[0]:
+    for name in names:
         values = [r[name] for r in runs if r.get(name) is not None]
-        if not values:
-            combined[name] = None
+        if len(values) <= 1:
+            combined[name] = values[0] if values else None
         elif isinstance(values[0], bool):
             combined[name] = sum(values) * 2 > len(values)
         else:
@@ -290,7 +294,7 @@ async def evaluate_case(
         fill_response(record, case, response, opts)
     if judge is not None:
         record["judge"] = {m: verdict_dict(v) for m, v in run_verdicts.items()}
-    record["metrics"] = _combine(per_run)
+    record["metrics"] = _combine(per_run, tuple(m for m in judge.metrics if m in SCALES) if judge is not None else ())
     record["abstained"] = record["metrics"].get("abstained")
     record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
     if len(per_run) > 1:

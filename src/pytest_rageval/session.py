@@ -13,16 +13,16 @@ import os
 import glob
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Generator, Optional, Sequence
 
 import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, with_seed_keys, write_json_atomic
+from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, write_json_atomic
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
-from .gate import Comparison, check_invariants, compare, load_baseline
+from .gate import Comparison, gate_runs, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
@@ -31,6 +31,7 @@ from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, 
 from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
+from .selection import Selection
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
 
@@ -118,6 +119,8 @@ class RagevalPlugin:
         self.comparison: Optional[Comparison] = None
         self.gate_notes: list[str] = []
         self.gate_failed = False
+        self.gate_reason = ""  # the session's last line when the gate failed
+        self.selection = Selection()  # eval-set items collected and deselected (partial runs)
         self.session: Optional[pytest.Session] = None
         self.stop_message: Optional[str] = None  # why this process or a worker stopped the whole session
         self.in_order: set[str] = set()  # cases not started ahead: conftest code runs at their setup
@@ -182,6 +185,23 @@ class RagevalPlugin:
                 items[:] = keep
         if s.dry_run:
             self.dry_run(config, items)
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        """Count the eval set's items (cases and invalid lines) per file, before any deselection."""
+        if isinstance(item, (CaseItem, BadLineItem)):
+            self.selection.add_collected(item.nodeid.partition("::")[0])
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        """Count eval-set items left out of this run: out of its shard, or by -k/-m/--lf (a resumed run's are not)."""
+        shard = self.settings.shard
+        done = self.resumed_keys()
+        for item in items:
+            if not isinstance(item, (CaseItem, BadLineItem)):
+                continue
+            if shard is not None and not in_shard(item.nodeid, *shard):
+                self.selection.out_of_shard += 1
+            elif item.nodeid not in done:
+                self.selection.deselected += 1
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -269,6 +289,8 @@ class RagevalPlugin:
         if output.get("rageval_stop"):  # it stopped the session (a refused judge key)
             self.stop_message = output["rageval_stop"]
         self.in_order_elsewhere += output.get("rageval_in_order", 0)
+        if output.get("rageval_selection") and not self.selection.collected:  # every worker collects the same items
+            self.selection = Selection.from_dict(output["rageval_selection"])
 
     def thresholds_for(self, case: Any) -> dict[str, Any]:
         return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
@@ -506,9 +528,22 @@ class RagevalPlugin:
         complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
                     and (ran_everything or not (session.shouldfail or session.shouldstop)))
         self.metrics = self.build_metrics(complete)
-        self.writer.finish(self.metrics, self.build_config())
-        self.gate(session)
+        self.gate(session)  # before writing: metrics.json carries the comparison
+        kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
+        if kept:
+            self.gate_notes.append(f"{self.settings.output_dir / 'latest'} not moved: {kept}")
+        self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
         self.write_html()
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_last_line(self, session: pytest.Session) -> Generator[None, Any, None]:
+        """Outermost: a worker reports its selection; a failed gate gets the session's last line, after pytest's summary."""
+        if self.is_worker:
+            self.config.workeroutput["rageval_selection"] = self.selection.as_dict()  # type: ignore[attr-defined]
+        yield
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.gate_failed and not self.is_worker and reporter is not None:
+            reporter.write_sep("=", f"rageval gate FAILED: {self.gate_reason}", red=True, bold=True)
 
     def build_metrics(self, complete: bool) -> dict[str, Any]:
         s = self.settings
@@ -516,7 +551,7 @@ class RagevalPlugin:
         if self.spot_setup is not None:
             result["aggregate_metrics"]["judge_reliability"] = self.spot_check(result["aggregate_metrics"], complete)
         assert self.writer is not None
-        self.digests = file_digests(self.eval_files, s.rootdir)
+        self.digests = file_digests(self.eval_files | set(self.selection.collected), s.rootdir)
         return compose_metrics(
             run_id=self.writer.run_id,
             complete=complete,
@@ -525,6 +560,7 @@ class RagevalPlugin:
             judge=judge_info(self.judge_setup.judge if self.judge_setup else None),
             k=s.k,
             aggregated=result,
+            selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
         )
 
     def spot_check(self, aggregate: dict[str, Any], complete: bool) -> dict[str, Any]:
@@ -590,13 +626,13 @@ class RagevalPlugin:
         )
 
     def gate(self, session: pytest.Session) -> None:
-        """Compare with the baseline, or write it; fail the session on a regression."""
+        """Compare with the baseline (gate.gate_runs), or write it; fail the session unless the gate passed."""
         s = self.settings
         assert self.metrics is not None
         if s.baseline is None:
             if s.update_baseline:
                 self.gate_notes.append("--rageval-update-baseline needs --rageval-baseline PATH (or ini rageval_baseline)")
-                self._fail(session)
+                self._fail(session, self.gate_notes[-1])
             return
         # A folder, or a new path not naming a .json file, gets metrics.json inside.
         is_folder = s.baseline.is_dir() or (not s.baseline.exists() and s.baseline.suffix != ".json")
@@ -604,41 +640,38 @@ class RagevalPlugin:
         if s.update_baseline:
             write_json_atomic(target, self.metrics)
             self.gate_notes.append(f"baseline updated: {target}")
-            if self.metrics.get("failed") or self.metrics.get("errors"):
+            m = self.metrics
+            if m.get("failed") or m.get("errors"):
                 self.gate_notes.append(
-                    f"warning: the new baseline has {self.metrics.get('failed', 0)} failed and {self.metrics.get('errors', 0)} errored cases"
+                    f"warning: the new baseline has {m.get('failed', 0)} failed and {m.get('errors', 0)} errored cases"
+                )
+            if m.get("partial"):
+                self.gate_notes.append(
+                    f"warning: the new baseline covers {m.get('cases_selected')} of the {m.get('cases_in_eval_set')} "
+                    "cases of the eval set (a partial run); later runs are compared on the cases it holds"
                 )
             return
         try:
             baseline = load_baseline(s.baseline)
         except ValueError as exc:
             self.gate_notes.append(f"baseline refused: {exc}")
-            self._fail(session)
+            self._fail(session, self.gate_notes[-1])
             return
         if baseline is None:
             self.gate_notes.append(f"warning: baseline {s.baseline} not found; no regression gate this run")
             return
-        differences = check_invariants(baseline, self.metrics)
-        if differences and not s.ignore_invariants:
-            self.gate_notes.append("baseline refused (use --rageval-ignore-invariants to compare anyway):")
-            self.gate_notes.extend(f"  {d}" for d in differences)
-            self._fail(session)
-            return
-        self.comparison = compare(
-            baseline,
-            self.metrics,
-            tolerances={k: v for k, v in s.gate.items() if k != "min_judge_coverage"},
-            significance=s.gate_significance,
-            min_judge_coverage=s.gate.get("min_judge_coverage", 0.95),
+        comparison = self.comparison = gate_runs(
+            baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
-        if self.comparison.regressed:
-            if s.allow_regressions:
-                self.gate_notes.append("regressions allowed (--rageval-allow-regressions): not failing the session")
-            else:
-                self._fail(session)
+        self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
+        if comparison.regressed and s.allow_regressions:
+            self.gate_notes.append("regressions allowed (--rageval-allow-regressions): not failing the session")
+        elif not comparison.passed:
+            self._fail(session, comparison.reason())
 
-    def _fail(self, session: pytest.Session) -> None:
+    def _fail(self, session: pytest.Session, reason: str) -> None:
         self.gate_failed = True
+        self.gate_reason = reason
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -649,11 +682,12 @@ class RagevalPlugin:
             for note in self.gate_notes:
                 terminalreporter.write_line(f"rageval: {note}")
             return
-        from .report.terminal import summary_lines
+        from .report.terminal import styled_summary_lines
 
         terminalreporter.write_sep("=", "rageval summary")
-        for line in summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes, self.writer.run_dir if self.writer else None):
-            terminalreporter.write_line(line)
+        for line, markup in styled_summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes,
+                                                 self.writer.run_dir if self.writer else None):
+            terminalreporter.write_line(line, **markup)
 
 
 handwritten_key = pytest.StashKey[list]()

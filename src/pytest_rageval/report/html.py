@@ -570,11 +570,31 @@ def _render_breakdowns(metrics: dict) -> str:
 # --------------------------------------------------------------------------- trends
 
 
-def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> list[dict]:
-    """Earlier runs (without the current one, if present) followed by the current run."""
-    current = metrics.get("run_id")
-    runs = [h for h in history or [] if isinstance(h, dict) and (current is None or h.get("run_id") != current)]
-    return runs + [metrics]
+def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict], list[str]]:
+    """Whole earlier runs of this run's eval set, then this run if whole; and what was left out, said in words.
+
+    A run of another eval set (``eval_set_hash``), a partial, all-error or
+    incomplete run is not charted beside whole runs: it is counted in the note.
+    """
+    from ..selection import not_whole
+
+    current, eval_set = metrics.get("run_id"), metrics.get("eval_set_hash")
+    runs: list[dict] = []
+    left_out: dict[str, int] = {}
+    for run in [h for h in history or [] if isinstance(h, dict) and (current is None or h.get("run_id") != current)]:
+        reason = "of other eval sets" if eval_set and run.get("eval_set_hash") not in (None, eval_set) else not_whole(run)
+        if reason:
+            left_out[reason] = left_out.get(reason, 0) + 1
+        else:
+            runs.append(run)
+    notes = [f"{n} {reason} run{'s' if n != 1 else ''}" if not reason.startswith("of ") else f"{n} run{'s' if n != 1 else ''} {reason}"
+             for reason, n in sorted(left_out.items())]
+    standing = not_whole(metrics)
+    if standing:
+        notes.append(f"this run ({standing})")
+    else:
+        runs.append(metrics)
+    return runs, notes
 
 
 def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
@@ -589,16 +609,17 @@ def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
 
 
 def _render_trends(metrics: dict, history: Optional[list[dict]]) -> str:
-    runs = _trend_runs(metrics, history)
+    runs, left_out = _trend_runs(metrics, history)
     charts = []
     for metric in TREND_METRICS:
         points = _series(runs, metric)
         if len(points) >= 2:
             charts.append(_svg_chart(metric, points, len(runs)))
     head = '<h2 id="trends">Trends</h2>'
+    skipped = f" Not charted: {escape(', '.join(left_out))}." if left_out else ""
     if not charts:
-        return head + '<p class="muted">Not enough earlier runs in the output folder for a trend (need 2 points).</p>'
-    note = f'<p class="muted">{len(runs)} runs, oldest left; hover a point for its run id.</p>'
+        return head + f'<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend (need 2 points).{skipped}</p>'
+    note = f'<p class="muted">{len(runs)} runs of this eval set, oldest left; hover a point for its run id.{skipped}</p>'
     return head + note + "".join(charts)
 
 

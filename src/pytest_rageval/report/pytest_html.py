@@ -99,8 +99,8 @@ def summary_html(plugin: "RagevalPlugin") -> str:
         parts.append('<div class="warn">incomplete run: these numbers cover only the cases that finished.</div>')
     parts.append(render_aggregates({"aggregate_metrics": main_aggregates(metrics)}, deltas))
     if comparison is not None:
-        verdict = "REGRESSION" if comparison.regressed else "no regression"
-        parts.append(f"<p>baseline: <strong>{verdict}</strong></p>")
+        verdict = comparison.status if comparison.passed else comparison.status.upper()
+        parts.append(f"<p>baseline: <strong>{verdict}</strong> ({escape(comparison.reason() or comparison.scope())})</p>")
     if plugin.writer is not None:
         path = plugin.writer.run_dir / "report.html"
         parts.append(f'<p>rageval report: <a href="{escape(path.resolve().as_uri())}"><code>{escape(path)}</code></a></p>')

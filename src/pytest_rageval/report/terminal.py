@@ -94,15 +94,38 @@ def summary_lines(
     run_dir: Optional[Path],
 ) -> list[str]:
     """The terminal section after the run."""
+    return [line for line, _ in styled_summary_lines(metrics, settings, comparison, notes, run_dir)]
+
+
+Markup = dict[str, bool]
+_RED: Markup = {"red": True}
+_BAD: Markup = {"red": True, "bold": True}
+_GOOD: Markup = {"green": True}
+_WARN: Markup = {"yellow": True}
+
+
+def styled_summary_lines(
+    metrics: Mapping[str, Any],
+    settings: "Settings",
+    comparison: Optional["Comparison"],
+    notes: Iterable[str],
+    run_dir: Optional[Path],
+) -> list[tuple[str, Markup]]:
+    """The terminal section after the run, each line with its terminal markup (regressions in red)."""
     agg = metrics.get("aggregate_metrics", {})
     deltas = {d.name: d for d in comparison.deltas} if comparison else {}
     counts = (
         f"{metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, {metrics.get('errors', 0)} errors, "
         f"{metrics.get('skipped', 0)} skipped, {metrics.get('invalid_lines', 0)} invalid lines"
     )
-    lines = [f"cases: {counts}; k={settings.k}", _judge_line(metrics)]
+    lines: list[tuple[str, Markup]] = [(f"cases: {counts}; k={settings.k}", {}), (_judge_line(metrics), {})]
+    if metrics.get("partial"):
+        lines.append((f"run PARTIAL: {metrics.get('cases_selected')} of the {metrics.get('cases_in_eval_set')} cases "
+                      "of the eval set were selected", _WARN))
+    if metrics.get("all_error"):
+        lines.append(("every case ERRORED: no metric was scored", _BAD))
     if not metrics.get("complete", True):
-        lines.append("run INCOMPLETE: metrics cover the finished cases only")
+        lines.append(("run INCOMPLETE: metrics cover the finished cases only", _WARN))
     for name in SUMMARY_METRICS:
         value = agg.get(name)
         if value is None and name not in deltas:
@@ -112,37 +135,61 @@ def summary_lines(
         if threshold:
             line += f"   [{threshold}]"
         delta = deltas.get(name)
+        markup: Markup = {}
         if delta is not None and delta.delta is not None:
-            line += f"   baseline {_fmt(delta.old)} ({delta.delta:+.3f})"
+            if _fmt(delta.new) == _fmt(value):
+                line += f"   baseline {_fmt(delta.old)} ({delta.delta:+.3f})"
+            else:  # not every case is paired: show the paired values the delta is over
+                line += f"   baseline {_fmt(delta.old)} → {_fmt(delta.new)} on {delta.n_shared} paired cases ({delta.delta:+.3f})"
             if delta.regressed:
                 line += " REGRESSED"
-        lines.append(line)
+                markup = _RED
+        lines.append((line, markup))
     latency = agg.get("latency") or {}
     if latency.get("p50_ms") is not None:
-        lines.append(f"  latency p50 {latency['p50_ms']:.0f} ms, p95 {latency['p95_ms']:.0f} ms")
+        lines.append((f"  latency p50 {latency['p50_ms']:.0f} ms, p95 {latency['p95_ms']:.0f} ms", {}))
     ops = agg.get("operational_metrics") or {}
     if ops.get("error_rate"):
-        lines.append(f"  error rate {ops['error_rate']:.3f}, timeout rate {ops.get('timeout_rate') or 0:.3f}")
+        lines.append((f"  error rate {ops['error_rate']:.3f}, timeout rate {ops.get('timeout_rate') or 0:.3f}", {}))
     for metric, cov in sorted((agg.get("judge_coverage") or {}).items()):
         if cov.get("coverage") is not None and cov["coverage"] < 1:
-            lines.append(f"  judge coverage of {metric}: {cov['scored']}/{cov['attempted']} scored ({cov['coverage']:.3f})")
+            lines.append((f"  judge coverage of {metric}: {cov['scored']}/{cov['attempted']} scored ({cov['coverage']:.3f})", _WARN))
     reliability = agg.get("judge_reliability")
     if reliability:
         rate = reliability.get("disagreement_rate")
-        lines.append(
+        lines.append((
             f"  judge spot check ({reliability.get('model')}): {reliability['spot_check_n']} cases, "
-            f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}"
-        )
+            f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}", {}))
     if comparison is not None:
-        from ..gate import format_comparison
-
-        regressed = [d for d in comparison.deltas if d.regressed]
-        lines.append("baseline: " + ("REGRESSION" if comparison.regressed else "no regression"))
-        if regressed or comparison.flipped_to_fail or comparison.coverage_failures:
-            lines.extend("  " + line for line in format_comparison(comparison) if _is_notable(line, comparison))
-    lines.extend(notes)
+        lines.extend(_comparison_lines(comparison))
+    lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
     if run_dir is not None:
-        lines.append(f"run: {run_dir} (metrics.json, results.jsonl, report.html)")
+        lines.append((f"run: {run_dir} (metrics.json, results.jsonl, report.html)", {}))
+    return lines
+
+
+def _comparison_lines(comparison: "Comparison") -> list[tuple[str, Markup]]:
+    """The baseline verdict, the cases compared, and what regressed (red) or flipped."""
+    from ..gate import format_comparison
+
+    if comparison.refused:
+        head = "baseline refused (use --rageval-ignore-invariants to compare anyway):"
+        return [(head, _BAD)] + [(f"  {line}", _RED) for line in comparison.invariant_differences]
+    status = comparison.status
+    lines: list[tuple[str, Markup]] = [
+        (f"baseline: {status.upper() if status != 'no regression' else status}", _GOOD if comparison.passed else _BAD)
+    ]
+    failing = set(comparison.coverage_failures) | {f"not compared: {comparison.not_compared}"}
+    flipped = False
+    for line in format_comparison(comparison):
+        if not _is_notable(line, comparison):
+            continue
+        if line.startswith("cases that flipped"):
+            flipped = line.startswith("cases that flipped from pass to fail")
+        elif not line.startswith("  "):
+            flipped = False
+        bad = line.endswith("REGRESSED") or line in failing or flipped
+        lines.append(("  " + line, _RED if bad else {}))
     return lines
 
 
