@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from ask_server import AskServer, answer, chunk
 
 from pytest_rageval.artifacts import write_json_atomic, write_text_atomic
 
@@ -41,9 +40,10 @@ def test_atomic_writes_follow_the_umask(tmp_path: Path, umask: Callable[[int], i
 
 def test_every_artifact_of_a_run_is_0644(pytester: pytest.Pytester, umask: Callable[[int], int]) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "a", "question": "q", "gold_supports": [{"rel_path": "a.md"}]})})
-    with AskServer(lambda body: answer("A.", [chunk("a.md", "# A", 1)])) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                    "--rageval-baseline=baseline/metrics.json", "--rageval-update-baseline")
+    # A callable target: this file runs before test_client.py, whose tests need httpx's first use outside pytester.
+    pytester.makepyfile(rag="def ask(question, params):\n    return {'answer': 'A.', 'debug': {'retrieved_chunks': [{'rel_path': 'a.md'}]}}\n")
+    result = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask",
+                                "--rageval-baseline=baseline/metrics.json", "--rageval-update-baseline")
     result.assert_outcomes(passed=1)
     results = pytester.path / "results"
     run_dir = results / (results / "latest").read_text().strip()
