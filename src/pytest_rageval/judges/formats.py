@@ -21,9 +21,9 @@ step  mode                           what the request carries
 Wherever the server is not sure to receive the schema itself (steps 3 to 5: a
 server may ignore the fields it does not know), the prompt states it. The
 bounded schema has a largest possible answer, so ``max_tokens`` per metric is
-sized to hold it (``max_answer_chars``): constrained decoding always closes the
-object before the limit, for answers whose characters take at least one
-character per token (any tokenizer, without ``\\uXXXX`` escapes).
+sized to hold it (``max_answer_chars``): a token of ASCII text is at least one
+character, so constrained decoding closes the object before the limit (non-ASCII
+characters and ``\\uXXXX`` escapes may take more tokens than characters).
 """
 
 from __future__ import annotations

@@ -233,11 +233,6 @@ class OpenAIJudge:
         """The response-format mode requests use now (after any fallback)."""
         return FORMATS[self._step].mode
 
-    @property
-    def format_in_use(self) -> Format:
-        """The response format requests use now, with its variant (schema bounds, schema forms)."""
-        return FORMATS[self._step]
-
     def max_tokens_for(self, metric: str) -> Optional[int]:
         """``max_tokens`` of a request for ``metric``: room for the longest answer its schema allows."""
         if self.max_tokens == PER_METRIC:
