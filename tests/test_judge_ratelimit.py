@@ -203,6 +203,46 @@ def test_judge_requests_are_served_in_case_order_through_the_judge() -> None:
     assert questions == ["q-1", "q9", "q0", "q1", "q4", "q6"]
 
 
+# --------------------------------------------------------------------------- in flight within the timeout
+
+
+def test_the_cap_follows_the_service_time_of_requests_that_ran_alone() -> None:
+    limiter = EndpointLimiter(8, timeout=60)
+    limiter.report(20.0, alone=False, granted_at=0)  # shared the endpoint: says nothing about one request
+    assert limiter.cap == 8
+    limiter.report(20.0, alone=True, granted_at=0)
+    assert limiter.cap == 1  # 60 s / 2 / 20 s: one request at a time
+    for _ in range(EndpointLimiter.SAMPLES - 1):
+        limiter.report(2.0, alone=True, granted_at=0)
+    assert limiter.cap == 1  # the slow one is still among the last few
+    limiter.report(2.0, alone=True, granted_at=0)
+    assert limiter.cap == 8  # 60 / 2 / 2 = 15, at most max_in_flight
+    limiter.report(6.0, alone=True, granted_at=0)
+    assert limiter.cap == 5
+    no_timeout = EndpointLimiter(8)
+    no_timeout.report(100.0, alone=True, granted_at=0)
+    assert no_timeout.cap == 8
+
+
+def test_a_slow_one_slot_server_gets_one_request_at_a_time_instead_of_timeouts() -> None:
+    """The probe ran alone in 0.3 s against a 1 s timeout: then one request at a time, none waits into a timeout.
+    Without that, six requests sent together to a one-slot server time out from the third on."""
+    server = OneSlot(0.3)
+
+    async def main(base_url: str) -> list[Any]:
+        judge = OpenAIJudge(model="m", base_url=base_url, api_key="k", max_in_flight=8, timeout=1.0, max_retries=0)
+        try:
+            inputs = [JudgeInput(f"q{i}", "a", ("c",)) for i in range(7)]
+            return [judge, *await asyncio.gather(*(judge.judge("correctness", inp) for inp in inputs))]
+        finally:
+            await judge.aclose()
+
+    with OpenAIServer(server) as srv:
+        judge, *verdicts = asyncio.run(main(srv.base_url))
+    assert [v.score for v in verdicts] == [4.0] * 7
+    assert judge.requests_sent == 7 and judge.limiter.cap == 1
+
+
 # --------------------------------------------------------------------------- a slow one-slot judge, interrupted
 
 

@@ -38,6 +38,7 @@ import os
 import random
 import re
 import threading
+import time
 from typing import Any, Mapping, Optional, Union
 
 from pydantic import BaseModel, ValidationError
@@ -223,7 +224,8 @@ class OpenAIJudge:
         self._lock = threading.Lock()
         self._client: Any = None
         self._client_loop: Optional[asyncio.AbstractEventLoop] = None
-        self.limiter = limiter or EndpointLimiter(max_in_flight)  # shared by judges of one endpoint (spot checks)
+        # Shared by judges of one endpoint (spot checks); keeps what is in flight answerable within the timeout.
+        self.limiter = limiter or EndpointLimiter(max_in_flight, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self.json_mode_in_use!r})"
@@ -361,11 +363,13 @@ class OpenAIJudge:
         step = self._step
         while True:
             try:
-                async with self.limiter.slot():
+                async with self.limiter.slot() as ticket:
                     with self._lock:
                         self.requests_sent += 1
                     request = self._request(metric, inp, turns, FORMATS[step])
+                    sent = time.monotonic()
                     completion = await self._client_now().chat.completions.create(**request)
+                    ticket.done(time.monotonic() - sent)
                 return _Attempt(completion)
             except openai.APIStatusError as exc:
                 status, text = exc.status_code, _error_text(exc)
@@ -391,10 +395,14 @@ class OpenAIJudge:
                 ) from None
             if not transient or retries >= self.max_retries:
                 tries = retries + 1
+                hint = ""
+                if failure.startswith("timed out"):
+                    hint = (f" (each waited {self.timeout:g} s: rageval_timeout; a server that answers one request "
+                            "at a time makes the others wait, so --rageval-concurrency 1 or 2 may help)")
                 raise JudgeError(
                     metric,
                     self._scrub(f"judge request to {self.base_url} failed after {tries} attempt"
-                                f"{'s' if tries != 1 else ''}: {failure}"),
+                                f"{'s' if tries != 1 else ''}: {failure}{hint}"),
                 )
             delay = self._delay(retries, headers)
             retries += 1
