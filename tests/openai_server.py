@@ -10,7 +10,11 @@ subprocess runs (pass ``srv.base_url`` on the command line).
 
 Ready responders: ``verdicts`` (a fixed answer per metric), ``content`` (always
 the same message text), ``truncated``, ``fail_times`` (N errors first, optionally
-with Retry-After), ``reject_json_schema`` (llama.cpp's 500), ``sequence``.
+with Retry-After), ``reject_json_schema`` (llama.cpp's 500), ``sequence``,
+``drop_fields`` (a verdict missing fields, the first N times), ``refuse_bounds``
+(a strict json_schema subset without maxLength/maxItems), ``refuse_extras``
+(unknown request fields refused), and ``OneSlot`` (one request at a time, in
+arrival order, each taking a fixed time: a local server with one slot).
 Run ``python tests/openai_server.py`` to serve ``verdicts()`` by hand.
 """
 
@@ -155,6 +159,95 @@ def reject_json_schema(then: Optional[Responder] = None) -> Responder:
         return after(body, headers)
 
     return respond
+
+
+def drop_fields(*fields: str, times: Optional[int] = None, then: Optional[Responder] = None) -> Responder:
+    """Answer with the default verdict minus ``fields`` (the first ``times`` requests; all when None)."""
+    after = then or verdicts()
+    lock, calls = threading.Lock(), itertools.count()
+
+    def respond(body: dict, headers: dict) -> Reply:
+        with lock:
+            index = next(calls)
+        if times is not None and index >= times:
+            return after(body, headers)
+        metric = metric_of(body) or "correctness"
+        answer = {k: v for k, v in DEFAULT_VERDICTS[metric].items() if k not in fields}
+        return ok(json.dumps(answer))
+
+    return respond
+
+
+BOUND_KEYWORDS = ("maxLength", "maxItems", "minLength", "minItems")
+
+
+def _has_bounds(schema: Any) -> bool:
+    if isinstance(schema, Mapping):
+        return any(k in BOUND_KEYWORDS for k in schema) or any(_has_bounds(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_bounds(v) for v in schema)
+    return False
+
+
+def refuse_bounds(then: Optional[Responder] = None) -> Responder:
+    """Refuse a json_schema whose schema has length/item bounds, as a strict subset would (400)."""
+    after = then or verdicts()
+
+    def respond(body: dict, headers: dict) -> Reply:
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema" and _has_bounds(fmt.get("json_schema", {}).get("schema")):
+            return error(400, "Invalid schema for response_format 'x': In context=('properties', 'reasoning'), "
+                              "'maxLength' is not permitted.", type_="invalid_request_error")
+        return after(body, headers)
+
+    return respond
+
+
+def refuse_extras(then: Optional[Responder] = None) -> Responder:
+    """Refuse json_schema, and any request with fields beyond OpenAI's (``format``, ``guided_json``,
+    ``response_format.schema``), naming the field, as a strict server does (400)."""
+    after = then or verdicts()
+
+    def respond(body: dict, headers: dict) -> Reply:
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":
+            return error(400, "response_format json_schema is not supported", type_="invalid_request_error")
+        for name in ("format", "guided_json"):
+            if name in body:
+                return error(400, f"Unrecognized request argument supplied: {name}", type_="invalid_request_error")
+        if "schema" in fmt:
+            return error(400, "Additional properties are not allowed ('schema' was unexpected) - 'response_format'",
+                         type_="invalid_request_error")
+        return after(body, headers)
+
+    return respond
+
+
+class OneSlot:
+    """A responder that serves one request at a time in arrival order, ``seconds`` each (a one-slot
+    local server), and records what it served: ``served`` holds (question, metric) in serving order."""
+
+    def __init__(self, seconds: float, then: Optional[Responder] = None) -> None:
+        self.seconds = seconds
+        self.then = then or verdicts()
+        self.served: list[tuple[str, Optional[str]]] = []
+        self._tickets = itertools.count()
+        self._serving = 0
+        self._turn = threading.Condition()
+
+    def __call__(self, body: dict, headers: dict) -> Reply:
+        with self._turn:
+            ticket = next(self._tickets)
+            self._turn.wait_for(lambda: self._serving == ticket)
+        try:
+            time.sleep(self.seconds)
+            question = re.search(r"<question>\n(.*?)\n</question>", user_text(body), re.DOTALL)
+            self.served.append((question.group(1) if question else "", metric_of(body)))
+            return self.then(body, headers)
+        finally:
+            with self._turn:
+                self._serving += 1
+                self._turn.notify_all()
 
 
 def slow(seconds: float, then: Optional[Responder] = None) -> Responder:

@@ -10,6 +10,8 @@ import pytest
 from ask_server import AskServer, answer, chunk
 from openai_server import OpenAIServer, error, fail_times, ok, reject_json_schema, user_text, metric_of
 
+from pytest_rageval.judges.prompts import PROMPT_VERSIONS
+
 KEY = "sk-test-judge-key-7f3a9c"
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
@@ -92,7 +94,7 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
     assert agg["judge_coverage"]["groundedness"] == {"scored": 2, "attempted": 3, "coverage": pytest.approx(2 / 3)}
     assert metrics["judge"] == {"name": "openai", "model": "judge-model", "prompt_version": metrics["judge"]["prompt_version"],
                                 "temperature": 0.0, "heuristic": False}
-    assert "groundedness/v1" in metrics["judge"]["prompt_version"]
+    assert PROMPT_VERSIONS["groundedness"] in metrics["judge"]["prompt_version"]
     # Every request was paid for (100 + 20 tokens each), the three unusable answers to q-broken included.
     assert agg["cost"]["judge_total_tokens"] == 120 * len(judge.requests)
     assert agg["judge_cache"]["misses"] == len(judge.requests) - 2  # the two re-asks belong to one call

@@ -13,10 +13,13 @@ from openai_server import (
     OpenAIServer,
     completion,
     content,
+    drop_fields,
     error,
     fail_times,
     metric_of,
     ok,
+    refuse_bounds,
+    refuse_extras,
     reject_json_schema,
     sequence,
     slow,
@@ -30,6 +33,7 @@ from pytest_rageval.judges.judging import Budget, CaseVerdicts, judge_case
 from pytest_rageval.judges.openai_judge import OpenAIJudge, parse_answer, resolve_api_key, retry_after_seconds
 from pytest_rageval.judges.prompts import (
     ANSWER_MODELS,
+    MAX_TOKENS,
     PROMPT_VERSIONS,
     RESPONSE_SCHEMAS,
     build_messages,
@@ -97,7 +101,7 @@ def test_every_request_has_the_fixed_shape_and_bearer_key() -> None:
             assert request["path"] == "/v1/chat/completions"
             assert request["headers"]["authorization"] == f"Bearer {KEY}"
             assert body["model"] == "judge-model" and body["temperature"] == 0 and body["seed"] == 11
-            assert body["max_tokens"] == 1024
+            assert body["max_tokens"] == MAX_TOKENS[metric]
             assert body["response_format"] == {
                 "type": "json_schema",
                 "json_schema": {"name": metric, "schema": RESPONSE_SCHEMAS[metric], "strict": True},
@@ -299,7 +303,7 @@ def test_schemas_and_models_agree() -> None:
     for metric, schema in RESPONSE_SCHEMAS.items():
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert set(schema["required"]) == set(schema["properties"]) == set(ANSWER_MODELS[metric].model_fields)
-        assert PROMPT_VERSIONS[metric] == f"{metric}/v1"
+        assert PROMPT_VERSIONS[metric] == f"{metric}/v2"
 
 
 # --------------------------------------------------------------------------- transport
@@ -355,16 +359,131 @@ def test_llama_cpp_rejection_falls_back_to_json_object_once() -> None:
     assert first.score == 4.0 and [v.metric for v in later] == ["correctness", "faithfulness", "abstention"]
 
 
-def test_concurrent_rejections_switch_the_mode_only_once() -> None:
+def test_one_probe_decides_the_mode_before_the_other_requests_go_out() -> None:
+    """Eight metrics judged at once against llama.cpp: one json_schema request is refused, not eight."""
     with OpenAIServer(reject_json_schema()) as srv:
         judge = make_judge(srv)
         verdicts_ = run(judge, *ALL_METRICS)
         modes = [b.get("response_format", {}).get("type") for b in srv.bodies()]
     assert len(verdicts_) == len(ALL_METRICS) and judge.json_mode_in_use == "json_object"
-    assert "text" not in modes and modes.count("json_object") == len(ALL_METRICS)
+    assert modes == ["json_schema"] + ["json_object"] * len(ALL_METRICS)
+    assert judge.format_refusals == 1 and judge.requests_sent == len(ALL_METRICS) + 1
+
+
+def test_the_probe_answer_that_fails_otherwise_still_lets_the_others_go() -> None:
+    """A first request that fails for another reason (not its format) decides nothing, and blocks nobody."""
+    with OpenAIServer(sequence(lambda body, headers: error(404, "model not found"), verdicts())) as srv:
+        judge = make_judge(srv)
+
+        async def main() -> list[Any]:
+            try:
+                return await asyncio.gather(*(judge.judge(m, INPUT) for m in ("groundedness", "correctness")),
+                                            return_exceptions=True)
+            finally:
+                await judge.aclose()
+
+        first, second = asyncio.run(main())
+    assert isinstance(first, JudgeError) and "HTTP 404" in first.message
+    assert isinstance(second, Verdict) and judge.format_refusals == 0 and judge.json_mode_in_use == "json_schema"
+
+
+# --------------------------------------------------------------------------- response formats
+
+
+def test_json_object_carries_the_schema_in_every_local_server_form() -> None:
+    """llama.cpp / llama-cpp-python: response_format.schema; Ollama: format; vLLM: guided_json (via extra_body)."""
+    with OpenAIServer(reject_json_schema()) as srv:
+        run(make_judge(srv), "groundedness", "abstention")
+        bodies = srv.bodies()
+    for body in bodies[1:]:
+        metric, schema = metric_of(body), RESPONSE_SCHEMAS[metric_of(body)]
+        assert body["response_format"] == {"type": "json_object", "schema": schema}
+        assert body["format"] == schema and body["guided_json"] == schema
+        assert body["max_tokens"] == MAX_TOKENS[metric]
+        assert json.dumps(schema, separators=(",", ":")) in body["messages"][0]["content"]  # the prompt states it too
+    assert "format" not in bodies[0] and "guided_json" not in bodies[0]
+    assert json.dumps(RESPONSE_SCHEMAS[metric_of(bodies[0])], separators=(",", ":")) not in bodies[0]["messages"][0]["content"]
+
+
+def test_a_server_refusing_the_extra_fields_gets_plain_json_object() -> None:
+    with OpenAIServer(refuse_extras()) as srv:
+        judge = make_judge(srv)
+        (verdict,) = run(judge, "correctness")
+        (again,) = run(judge, "groundedness")
+        formats = [b.get("response_format") for b in srv.bodies()]
+        extras = [("format" in b, "guided_json" in b) for b in srv.bodies()]
+    assert verdict.score == again.score == 4.0
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object", "json_object"]
+    assert "schema" in formats[1] and formats[2] == formats[3] == {"type": "json_object"}
+    assert extras == [(False, False), (True, True), (False, False), (False, False)]
+    assert judge.json_mode_in_use == "json_object" and judge.format_refusals == 2
+
+
+def test_a_strict_subset_without_length_bounds_keeps_json_schema() -> None:
+    """A server that names maxLength as not permitted gets the same schema without bounds, still json_schema."""
+    with OpenAIServer(refuse_bounds()) as srv:
+        judge = make_judge(srv)
+        (verdict,) = run(judge, "groundedness")
+        schemas = [b["response_format"]["json_schema"]["schema"] for b in srv.bodies()]
+    assert verdict.score == 4.0 and judge.json_mode_in_use == "json_schema" and judge.format_refusals == 1
+    assert schemas[0] == RESPONSE_SCHEMAS["groundedness"] and schemas[0]["properties"]["reasoning"]["maxLength"] == 300
+    assert "maxLength" not in json.dumps(schemas[1]) and "maxItems" not in json.dumps(schemas[1])
+    assert schemas[1]["required"] == schemas[0]["required"]
+
+
+def test_every_schema_is_bounded_and_max_tokens_holds_its_longest_answer() -> None:
+    """The longest answer a schema allows (every string at maxLength, every list full, the longest score)
+    fits max_tokens even at one token per character, so constrained decoding always closes the object."""
+
+    def longest(schema: dict) -> Any:
+        kind = schema["type"]
+        if "enum" in schema:
+            return max(schema["enum"], key=lambda value: len(json.dumps(value)))
+        if kind == "object":
+            return {name: longest(value) for name, value in schema["properties"].items()}
+        if kind == "array":
+            return [longest(schema["items"])] * schema["maxItems"]
+        if kind == "string":
+            return "x" * schema["maxLength"]
+        assert kind == "boolean", schema  # every number is an enum (a grammar keeps to it)
+        return False  # "false" is the longer boolean
+
+    for metric, schema in RESPONSE_SCHEMAS.items():
+        assert len(json.dumps(longest(schema))) == MAX_TOKENS[metric], metric
+        assert not [s for s in _strings(schema) if "maxLength" not in s], metric
+    assert MAX_TOKENS["groundedness"] < 1300 and MAX_TOKENS["abstention"] < 100
+
+
+def _strings(schema: Any) -> list[dict]:
+    if isinstance(schema, dict):
+        own = [schema] if schema.get("type") == "string" else []
+        return own + [s for v in schema.values() for s in _strings(v)]
+    return []
+
+
+def test_max_tokens_can_be_fixed_or_left_out() -> None:
+    with OpenAIServer() as srv:
+        run(make_judge(srv, max_tokens=500), "groundedness")
+        run(make_judge(srv, max_tokens=None), "groundedness")
+        assert [b.get("max_tokens") for b in srv.bodies()] == [500, None]
+    with pytest.raises(ValueError, match="max_tokens"):
+        OpenAIJudge(model="m", max_tokens="lots")
+
+
+def test_a_missing_field_is_reasked_with_what_was_wrong() -> None:
+    """A re-ask is not the identical request: the unusable answer, then a message naming the missing field."""
+    with OpenAIServer(drop_fields("score", times=1)) as srv:
+        (verdict,) = run(make_judge(srv), "correctness")
+        first, second = srv.bodies()
+    assert verdict.score == 4.0 and verdict.attempts == 2
+    assert second["messages"][:2] == first["messages"]
+    assert json.loads(second["messages"][2]["content"]) == {"reasoning": "Matches the reference."}
+    correction = second["messages"][3]["content"]
+    assert "missing field score" in correction and '"score": <number from 0 to 5 in steps of 0.5>' in correction
 
 
 def test_json_object_rejection_falls_back_to_text_and_fences_are_stripped() -> None:
+    """json_object with the schema, then json_object alone (the server may refuse only the extra fields), then text."""
     def respond(body: dict, headers: dict) -> Any:
         if "response_format" in body:
             return error(400, "response_format is not supported by this server", type_="invalid_request_error")
@@ -374,8 +493,10 @@ def test_json_object_rejection_falls_back_to_text_and_fences_are_stripped() -> N
         judge = make_judge(srv, json_mode="json_object")
         (verdict,) = run(judge, "correctness")
         (again,) = run(judge, "correctness")
-        assert ["response_format" in b for b in srv.bodies()] == [True, False, False]
+        assert [b.get("response_format") for b in srv.bodies()] == [
+            {"type": "json_object", "schema": RESPONSE_SCHEMAS["correctness"]}, {"type": "json_object"}, None, None]
     assert verdict.score == again.score == 2.0 and judge.json_mode_in_use == "text"
+    assert judge.format_refusals == 2 and judge.requests_sent == 4
 
 
 def test_text_mode_sends_no_response_format() -> None:
@@ -384,6 +505,7 @@ def test_text_mode_sends_no_response_format() -> None:
         body = srv.bodies()[0]
     assert "response_format" not in body and "max_tokens" not in body
     assert "JSON object" in body["messages"][0]["content"]
+    assert json.dumps(RESPONSE_SCHEMAS["groundedness"], separators=(",", ":")) in body["messages"][0]["content"]
 
 
 def test_unauthorised_is_an_auth_error_without_the_key() -> None:
@@ -455,7 +577,7 @@ def test_prompt_puts_question_then_answer_then_reference_then_context() -> None:
     text = user["content"]
     order = [text.index(s) for s in ("QQQ?", "AAA.", "REF.", "FACT-1", "<retrieved_context>", "CTX-ONE", "CTX-TWO")]
     assert order == sorted(order)
-    assert "untrusted" in system["content"].lower() and "correctness/v1" in system["content"]
+    assert "untrusted" in system["content"].lower() and "correctness/v2" in system["content"]
     assert "QQQ?" not in system["content"] and "CTX-ONE" not in system["content"]
     _, grounded_user = build_messages("groundedness", inp)
     assert "REF." not in grounded_user["content"] and "CTX-ONE" in grounded_user["content"]
@@ -498,3 +620,35 @@ def test_responses_of_the_server_helpers() -> None:
 
         assert httpx.get(srv.base_url + "/models").status_code == 404
         assert httpx.post(srv.base_url + "/embeddings", json={}).status_code == 404
+
+
+# --------------------------------------------------------------------------- a whole run (pytester)
+
+
+def _rag_without_abstained(body: dict) -> Any:
+    """An ask-API answer with no ``abstained`` field: every case also needs the abstention classifier."""
+    from ask_server import answer, chunk
+
+    gold = chunk("docs/a.md", "# A", 1, text="The Foundation proposed STIP.")
+    return answer("The Foundation proposed STIP [1].", [gold], abstained=None)
+
+
+@pytest.mark.parametrize(("xdist", "processes"), [([], 1), (["-n", "2"], 2)], ids=["serial", "xdist"])
+def test_a_run_against_llama_cpp_refuses_one_request_per_process(pytester: pytest.Pytester, xdist: list[str],
+                                                                processes: int) -> None:
+    """Eight cases in flight, three judge requests each: the server that refuses json_schema sees it once per
+    process (each xdist worker probes once), never once per case in flight."""
+    from ask_server import AskServer
+
+    cases = [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md"}], "reference_answer": "x"}
+             for i in range(8)]
+    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
+    with AskServer(_rag_without_abstained) as rag, OpenAIServer(reject_json_schema()) as srv:
+        result = pytester.runpytest(
+            "--rageval", f"--rageval-target={rag.url}", "--rageval-judge=openai", "--rageval-judge-model=m",
+            f"--rageval-judge-base-url={srv.base_url}", "--rageval-concurrency=8", "--rageval-no-cache",
+            "-p", "no:cacheprovider", *xdist)
+        modes = [b["response_format"]["type"] for b in srv.bodies()]
+    result.assert_outcomes(passed=8)
+    assert modes.count("json_schema") == processes
+    assert modes.count("json_object") == 8 * 3  # abstention, groundedness, correctness per case

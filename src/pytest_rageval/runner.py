@@ -19,6 +19,7 @@ from .client import CallableClient, RagCallError, RagClient
 from . import spotcheck
 from .judges.base import SCALES, Judge, JudgeAuthError, JudgeInput, Verdict
 from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdict_dict
+from .judges.ratelimit import CASE_ORDER
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case, unmatchable_supports
 from .schema import Chunk, EvalCase, RagResponse
@@ -43,10 +44,13 @@ class Engine:
         self._thread = threading.Thread(target=self._loop.run_forever, name="rageval-loop", daemon=True)
         self._thread.start()
 
-    def submit(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
-        """Start ``coro`` on the loop, bounded by the concurrency slots."""
+    def submit(self, coro: Awaitable[T], *, order: Optional[int] = None) -> "concurrent.futures.Future[T]":
+        """Start ``coro`` on the loop, bounded by the concurrency slots; ``order`` (the case's collection
+        index) ranks its judge requests: the endpoint limiter serves the earliest case first."""
 
         async def bounded() -> T:
+            if order is not None:
+                CASE_ORDER.set(order)  # this task's own context, inherited by the judge calls it starts
             async with self._slots:
                 return await coro
 

@@ -303,8 +303,15 @@ class RagevalPlugin:
                 client = as_rag_client(item.funcargs["rageval_client"])
             except TypeError as exc:
                 pytest.fail(str(exc), pytrace=False)
-            future = self.engine.submit(self._case_coro(item, client, self.judge_for(item.funcargs["rageval_judge"])))
+            future = self.engine.submit(self._case_coro(item, client, self.judge_for(item.funcargs["rageval_judge"])),
+                                        order=self._case_order(item))
         return self.evaluate(future)
+
+    def _case_order(self, item: pytest.Item) -> int:
+        """The item's collection index: judge requests of earlier cases are served first."""
+        if self._lookahead is None:
+            self._lookahead = Lookahead(self.config, item.session.items)
+        return self._lookahead.position.get(id(item), len(self._lookahead.items))
 
     def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Any:
         return evaluate_case(
@@ -355,7 +362,8 @@ class RagevalPlugin:
             fixtures = self._early_fixtures(upcoming)
             if fixtures is None:
                 continue
-            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures))
+            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures),
+                                                                order=self._case_order(upcoming))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:

@@ -2,39 +2,44 @@
 
 One chat.completions request per metric per case::
 
-    model, temperature, seed, messages (prompts.build_messages), max_tokens,
-    response_format = {"type": "json_schema", "json_schema": {"name": <metric>,
-                       "schema": RESPONSE_SCHEMAS[metric], "strict": true}}   (json_schema mode)
-                    | {"type": "json_object"}                                 (json_object mode)
-                    | absent                                                  (text mode)
+    model, temperature, seed, messages (prompts.build_messages), max_tokens (prompts.MAX_TOKENS[metric]),
+    + the response format of formats.FORMATS: json_schema with the metric's bounded schema, else
+      json_object carrying the schema (response_format.schema, extra_body format and guided_json),
+      else text; outside json_schema the prompt states the schema too.
 
 The SDK's own retries are off (``max_retries=0``); this module retries 408/409/
 429/5xx answers, timeouts and connection errors itself, with exponential backoff
 (``backoff`` doubling, capped at ``max_backoff``) that honours ``Retry-After``
-(seconds or HTTP date) and ``retry-after-ms``. A server that rejects the
-json_schema response format (HTTP 400/422/500 naming response_format or
-json_schema, or llama.cpp's 500 "Input should be 'text' or 'json_object'") gets
-the same request once more in the next mode (json_schema -> json_object ->
-text); the judge keeps that mode for the rest of its life.
+(seconds or HTTP date) and ``retry-after-ms``. A server that refuses the response
+format (formats.next_step: HTTP 400/422/500 naming response_format, json_schema or
+a schema keyword, or llama.cpp's 500 "Input should be 'text' or 'json_object'")
+gets the same request once more in the next format; the judge keeps that format
+for the rest of its life. The first request runs alone (ratelimit.Probe) until it
+has decided the format, so such a server refuses one request per judge and
+process, not one per case in flight (``format_refusals`` counts them).
 
 Answers are parsed strictly: ``json.loads`` of the message content (a ```json
 fence is stripped) validated by the metric's pydantic model. A 0-1 metric's score
 in (1, 100] is divided by 100; any score still outside its scale is malformed.
 A malformed, non-JSON or truncated (finish_reason "length") answer is re-asked
-at most ``max_reasks`` times, then JudgeError. 401/403 raise JudgeAuthError.
+at most ``max_reasks`` times, then JudgeError; a re-ask appends the unusable answer
+and a message naming what was wrong and the form to answer in (prompts.reask_message),
+so it is not the identical request again. 401/403 raise JudgeAuthError.
 The API key never appears in messages, reprs, ``describe()`` or logs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import random
 import re
 import threading
-from typing import Any, Mapping, Optional
+import time
+from typing import Any, Mapping, Optional, Union
 
 from pydantic import BaseModel, ValidationError
 
@@ -42,7 +47,8 @@ import openai  # imported here, not on the event-loop thread, where it stalled e
 
 from . import prompts
 from ..retry import retry_after_seconds
-from .ratelimit import EndpointLimiter
+from .formats import FORMATS, Format, first_step, next_step, request_fields
+from .ratelimit import EndpointLimiter, Probe
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 
 __all__ = ["JSON_MODES", "OpenAIJudge", "parse_answer", "resolve_api_key", "retry_after_seconds"]
@@ -53,8 +59,7 @@ JSON_MODES = ("json_schema", "json_object", "text")
 PLACEHOLDER_KEY = "no-key"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUSES = frozenset({408, 409, 429})
-_REJECT_STATUSES = frozenset({400, 422, 500})
-_LLAMA_CPP_REJECTION = "'text' or 'json_object'"
+PER_METRIC = "per_metric"
 
 
 def resolve_api_key(environ: Mapping[str, str]) -> str:
@@ -105,9 +110,17 @@ def parse_answer(metric: str, content: str) -> Verdict:
     try:
         answer = prompts.ANSWER_MODELS[metric].model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"the JSON does not match the {metric} schema ({problems})") from None
+        raise ValueError(f"the JSON does not match the {metric} schema ({_problems(exc)})") from None
     return _verdict(metric, answer, content)
+
+
+def _problems(exc: ValidationError) -> str:
+    """``missing field score; passing: Input should be a valid boolean`` from a pydantic error."""
+    out = []
+    for error in exc.errors():
+        field = ".".join(map(str, error["loc"])) or "answer"
+        out.append(f"missing field {field}" if error["type"] == "missing" else f"{field}: {error['msg']}")
+    return "; ".join(out)
 
 
 def _verdict(metric: str, answer: BaseModel, raw: str) -> Verdict:
@@ -145,16 +158,6 @@ def _error_text(exc: Any) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
-def _rejects_mode(mode: str, status: int, text: str) -> bool:
-    """True when an error answer says the server does not take this response_format mode."""
-    if mode == "text" or status not in _REJECT_STATUSES:
-        return False
-    low = text.lower()
-    if mode == "json_schema":
-        return "response_format" in low or "json_schema" in low or _LLAMA_CPP_REJECTION in low
-    return ("response_format" in low or "json_object" in low) and _LLAMA_CPP_REJECTION not in low
-
-
 class _Attempt:
     """What one ask produced: the message text, whether it was cut off, and its token usage."""
 
@@ -187,7 +190,7 @@ class OpenAIJudge:
         max_retries: int = 5,
         max_reasks: int = 2,
         prices: Optional[Mapping[str, tuple[float, float]]] = None,
-        max_tokens: Optional[int] = 1024,
+        max_tokens: Union[int, None, str] = PER_METRIC,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_in_flight: int = 8,
@@ -197,6 +200,8 @@ class OpenAIJudge:
             raise ValueError("a judge model is required")
         if json_mode not in JSON_MODES:
             raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, not {json_mode!r}")
+        if isinstance(max_tokens, str) and max_tokens != PER_METRIC:
+            raise ValueError(f"max_tokens must be a number, None or {PER_METRIC!r}, not {max_tokens!r}")
         if max_retries < 0 or max_reasks < 0 or backoff < 0 or max_backoff < 0:
             raise ValueError("max_retries, max_reasks, backoff and max_backoff must be >= 0")
         self.model = model
@@ -212,19 +217,29 @@ class OpenAIJudge:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.__key = api_key if api_key else resolve_api_key(os.environ)
-        self._mode = json_mode
+        self._step = first_step(json_mode)  # index into formats.FORMATS
+        self._probe = Probe()
+        self.requests_sent = 0  # chat.completions requests, retries and re-asks included
+        self.format_refusals = 0  # of those, refused for their response format
         self._lock = threading.Lock()
         self._client: Any = None
         self._client_loop: Optional[asyncio.AbstractEventLoop] = None
-        self.limiter = limiter or EndpointLimiter(max_in_flight)  # shared by judges of one endpoint (spot checks)
+        # Shared by judges of one endpoint (spot checks); keeps what is in flight answerable within the timeout.
+        self.limiter = limiter or EndpointLimiter(max_in_flight, timeout=self.timeout)
 
     def __repr__(self) -> str:
-        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self._mode!r})"
+        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self.json_mode_in_use!r})"
 
     @property
     def json_mode_in_use(self) -> str:
         """The response-format mode requests use now (after any fallback)."""
-        return self._mode
+        return FORMATS[self._step].mode
+
+    def max_tokens_for(self, metric: str) -> Optional[int]:
+        """``max_tokens`` of a request for ``metric``: room for the longest answer its schema allows."""
+        if self.max_tokens == PER_METRIC:
+            return prompts.MAX_TOKENS[metric]
+        return None if self.max_tokens is None else int(self.max_tokens)
 
     def describe(self) -> dict[str, Any]:
         """name, model, base_url, prompt versions, temperature, seed, json_mode, heuristic; never the key."""
@@ -237,7 +252,7 @@ class OpenAIJudge:
             "temperature": self.temperature,
             "seed": self.seed,
             "json_mode": self.json_mode,
-            "max_tokens": self.max_tokens,
+            "max_tokens": dict(prompts.MAX_TOKENS) if self.max_tokens == PER_METRIC else self.max_tokens,
             "heuristic": False,
         }
 
@@ -261,12 +276,12 @@ class OpenAIJudge:
         """One verdict for ``metric``: one request, plus its retries and re-asks."""
         if not self.supports(metric):
             raise JudgeError(metric, f"the openai judge has no prompt for metric {metric!r}")
-        messages = prompts.build_messages(metric, inp)
+        turns: list[dict[str, str]] = []  # the unusable answers and the corrections, after the prompt
         prompt_tokens = completion_tokens = 0
         problem, raw = "", ""
         asks = self.max_reasks + 1
         for ask in range(1, asks + 1):
-            attempt = await self._ask(metric, messages)
+            attempt = await self._probe.run(functools.partial(self._ask, metric, inp, turns))
             prompt_tokens += attempt.prompt_tokens
             completion_tokens += attempt.completion_tokens
             attempt.content = raw = self._scrub(attempt.content)  # a server echoing the key must not store it
@@ -277,7 +292,8 @@ class OpenAIJudge:
                 verdict.cost_usd = self.cost(prompt_tokens, completion_tokens)
                 return verdict
             log.debug("rageval judge: %s answer unusable (%s); ask %d of %d", metric, problem, ask, asks)
-            messages = [*messages, {"role": "assistant", "content": raw}, {"role": "user", "content": _reask(problem)}]
+            turns = [*turns, {"role": "assistant", "content": raw},
+                     {"role": "user", "content": prompts.reask_message(metric, problem)}]
         raise JudgeError(
             metric,
             f"unusable judge answer after {asks} attempts: {problem}; last raw answer: {_shorten(raw)!r}",
@@ -296,7 +312,7 @@ class OpenAIJudge:
     @staticmethod
     def _check(metric: str, attempt: _Attempt) -> tuple[str, Optional[Verdict]]:
         if attempt.truncated:
-            return "the answer was cut off (finish_reason=length)", None
+            return "the answer was cut off at max_tokens (finish_reason=length); keep every field within its limit", None
         if not attempt.content.strip() and attempt.refusal:
             return f"the model refused: {_shorten(attempt.refusal, 200)}", None
         try:
@@ -316,46 +332,50 @@ class OpenAIJudge:
             self._client_loop = loop
         return self._client
 
-    def _request(self, metric: str, messages: list[dict[str, str]], mode: str) -> dict[str, Any]:
+    def _request(self, metric: str, inp: JudgeInput, turns: list[dict[str, str]], fmt: Format) -> dict[str, Any]:
+        """The keyword arguments of one chat.completions request in response format ``fmt``."""
+        messages = [*prompts.build_messages(metric, inp, schema_in_prompt=fmt.schema_in_prompt), *turns]
         request: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
             "seed": self.seed,
         }
-        if self.max_tokens is not None:
-            request["max_tokens"] = self.max_tokens
-        if mode == "json_schema":
-            request["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": metric, "schema": prompts.RESPONSE_SCHEMAS[metric], "strict": True},
-            }
-        elif mode == "json_object":
-            request["response_format"] = {"type": "json_object"}
+        max_tokens = self.max_tokens_for(metric)
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
+        request.update(request_fields(fmt, metric, prompts.RESPONSE_SCHEMAS[metric]))
         return request
 
-    def _fall_back(self, mode: str) -> str:
-        """Move past ``mode`` (once, even under concurrent calls); the mode to use now."""
+    def _fall_back(self, step: int, to: int) -> int:
+        """Move from format ``step`` to ``to`` (once, even under concurrent calls); the step to use now."""
         with self._lock:
-            if self._mode == mode:
-                self._mode = JSON_MODES[JSON_MODES.index(mode) + 1]
-                log.warning("rageval judge: %s rejected response_format %s; using %s from now on",
-                            self.base_url, mode, self._mode)
-            return self._mode
+            self.format_refusals += 1
+            if self._step == step:
+                self._step = to
+                log.warning("rageval judge: %s refused response format %s; using %s from now on",
+                            self.base_url, FORMATS[step].describe(), FORMATS[to].describe())
+            return self._step
 
-    async def _ask(self, metric: str, messages: list[dict[str, str]]) -> _Attempt:
+    async def _ask(self, metric: str, inp: JudgeInput, turns: list[dict[str, str]]) -> _Attempt:
         """One chat completion, with retries of transient failures and response-format fallback."""
         retries = 0
-        mode = self._mode
+        step = self._step
         while True:
             try:
-                async with self.limiter.slot():
-                    completion = await self._client_now().chat.completions.create(**self._request(metric, messages, mode))
+                async with self.limiter.slot() as ticket:
+                    with self._lock:
+                        self.requests_sent += 1
+                    request = self._request(metric, inp, turns, FORMATS[step])
+                    sent = time.monotonic()
+                    completion = await self._client_now().chat.completions.create(**request)
+                    ticket.done(time.monotonic() - sent)
                 return _Attempt(completion)
             except openai.APIStatusError as exc:
                 status, text = exc.status_code, _error_text(exc)
-                if _rejects_mode(mode, status, text):
-                    mode = self._fall_back(mode)
+                refused = next_step(step, status, text)
+                if refused is not None:
+                    step = self._fall_back(step, refused)
                     continue
                 if status in (401, 403):
                     raise JudgeAuthError(
@@ -375,10 +395,14 @@ class OpenAIJudge:
                 ) from None
             if not transient or retries >= self.max_retries:
                 tries = retries + 1
+                hint = ""
+                if failure.startswith("timed out"):
+                    hint = (f" (each waited {self.timeout:g} s: rageval_timeout; a server that answers one request "
+                            "at a time makes the others wait, so --rageval-concurrency 1 or 2 may help)")
                 raise JudgeError(
                     metric,
                     self._scrub(f"judge request to {self.base_url} failed after {tries} attempt"
-                                f"{'s' if tries != 1 else ''}: {failure}"),
+                                f"{'s' if tries != 1 else ''}: {failure}{hint}"),
                 )
             delay = self._delay(retries, headers)
             retries += 1
@@ -403,13 +427,6 @@ class OpenAIJudge:
         if key and key != PLACEHOLDER_KEY and len(key) >= 4:
             text = text.replace(key, "***")
         return text
-
-
-def _reask(problem: str) -> str:
-    return (
-        f"Your previous reply could not be used: {problem}. Reply again with exactly one JSON object in the "
-        "form the instructions give, and nothing else. Keep the reasoning short."
-    )
 
 
 def _running_loop() -> Optional[asyncio.AbstractEventLoop]:

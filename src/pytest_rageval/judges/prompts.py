@@ -17,6 +17,7 @@ changes: the version is part of the judge cache key and of config.json.
 from __future__ import annotations
 
 import html
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -24,19 +25,24 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .base import ALL_METRICS, JudgeInput
+from .formats import max_answer_chars
 
 __all__ = [
     "ANSWER_MODELS",
+    "MAX_TOKENS",
     "PROMPT_VERSIONS",
     "RESPONSE_SCHEMAS",
     "TAGS",
+    "answer_form",
     "build_messages",
     "escape_data",
     "prompt_version",
+    "reask_message",
 ]
 
-#: Version of each metric's prompt (and answer schema).
-PROMPT_VERSIONS: dict[str, str] = {metric: f"{metric}/v1" for metric in ALL_METRICS}
+#: Version of each metric's prompt (and answer schema). v2: bounded schemas (maxLength, maxItems), the
+#: schema stated in the prompt where the server may not receive it, limits in the OUTPUT form.
+PROMPT_VERSIONS: dict[str, str] = {metric: f"{metric}/v2" for metric in ALL_METRICS}
 
 #: The delimiter tags of the user message; their occurrences inside data are escaped.
 TAGS = ("question", "answer", "reference_answer", "key_facts", "retrieved_context", "context")
@@ -45,11 +51,17 @@ _TAG_RE = re.compile(r"<(\s*/?\s*(?:%s)\b[^<>]*)(>?)" % "|".join(TAGS), re.IGNOR
 
 
 def prompt_version() -> str:
-    """All metric prompt versions in one string (``groundedness/v1,correctness/v1,...``)."""
+    """All metric prompt versions in one string (``groundedness/v2,correctness/v2,...``)."""
     return ",".join(PROMPT_VERSIONS[m] for m in ALL_METRICS)
 
 
 # --------------------------------------------------------------------------- answer schemas
+
+#: Bounds of every answer, so that constrained decoding always closes the object within max_tokens
+#: (a small model otherwise repeats a claim list until the token limit cuts it off).
+REASONING_CHARS = 300
+CLAIM_CHARS = 100
+MAX_CLAIMS = 4
 
 
 def _obj(**props: dict[str, Any]) -> dict[str, Any]:
@@ -57,25 +69,61 @@ def _obj(**props: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-_REASONING = {"type": "string", "description": "one to three sentences explaining the verdict"}
-_CLAIMS = {"type": "array", "items": {"type": "string"}}
+_REASONING = {"type": "string", "maxLength": REASONING_CHARS, "description": "one to three sentences explaining the verdict"}
+_CLAIMS = {"type": "array", "maxItems": MAX_CLAIMS,
+           "items": {"type": "string", "maxLength": CLAIM_CHARS, "description": "one claim of the answer"}}
 
 
-def _score(high: float) -> dict[str, Any]:
-    return {"type": "number", "minimum": 0, "maximum": high}
+def _score(high: float, step: float) -> dict[str, Any]:
+    """A score on 0..high in steps of ``step``, as an enum: local grammars (llama.cpp) ignore minimum/maximum
+    but keep to an enum, so a small model cannot answer 20 on a 0-5 scale."""
+    values = [round(i * step, 2) for i in range(round(high / step) + 1)]
+    return {"type": "number", "enum": [int(v) if v == int(v) else v for v in values]}
 
 
 #: JSON Schema of each metric's answer (reasoning comes first so the model reasons before it scores).
 RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "groundedness": _obj(reasoning=_REASONING, supported_claims=_CLAIMS, unsupported_claims=_CLAIMS, score=_score(5)),
-    "correctness": _obj(reasoning=_REASONING, score=_score(5)),
+    "groundedness": _obj(reasoning=_REASONING, supported_claims=_CLAIMS, unsupported_claims=_CLAIMS, score=_score(5, 0.5)),
+    "correctness": _obj(reasoning=_REASONING, score=_score(5, 0.5)),
     "faithfulness": _obj(reasoning=_REASONING, passing={"type": "boolean"}),
     "relevancy": _obj(reasoning=_REASONING, passing={"type": "boolean"}),
-    "completeness": _obj(reasoning=_REASONING, score=_score(1)),
-    "reasoning_quality": _obj(reasoning=_REASONING, score=_score(1)),
-    "abstention": _obj(abstained={"type": "boolean"}, confidence=_score(1)),
+    "completeness": _obj(reasoning=_REASONING, score=_score(1, 0.1)),
+    "reasoning_quality": _obj(reasoning=_REASONING, score=_score(1, 0.1)),
+    "abstention": _obj(abstained={"type": "boolean"}, confidence=_score(1, 0.1)),
     "conflict_ack": _obj(reasoning=_REASONING, acknowledges_conflict={"type": "boolean"}),
 }
+
+#: ``max_tokens`` of each metric's request: room for the longest answer its schema allows.
+MAX_TOKENS: dict[str, int] = {metric: max_answer_chars(schema) for metric, schema in RESPONSE_SCHEMAS.items()}
+
+
+def _example(schema: dict[str, Any]) -> str:
+    """The answer form shown to the model, with the limits of each field."""
+    kind = schema.get("type")
+    if kind == "object":
+        return "{" + ", ".join(f'"{name}": {_example(value)}' for name, value in schema["properties"].items()) + "}"
+    if kind == "array":
+        return f'[{_example(schema["items"])}, ... (at most {schema["maxItems"]})]'
+    if kind == "string":
+        what = f"{schema['description']}, " if schema.get("description") else ""
+        return f'"<{what}at most {schema["maxLength"]} characters>"'
+    if kind == "number":
+        values = schema["enum"]
+        return f"<number from {values[0]:g} to {values[-1]:g} in steps of {values[1] - values[0]:g}>"
+    return "true or false"
+
+
+def answer_form(metric: str) -> str:
+    """``{"reasoning": "<..., at most 300 characters>", "score": <number from 0 to 5>}`` for ``metric``."""
+    return _example(RESPONSE_SCHEMAS[metric])
+
+
+def reask_message(metric: str, problem: str) -> str:
+    """The correction sent after an unusable answer: what was wrong, and the form to answer in."""
+    return (
+        f"Your previous reply could not be used: {problem}. Reply again with exactly one JSON object with every "
+        f"field, in this form and nothing else: {answer_form(metric)}"
+    )
 
 
 class _Answer(BaseModel):
@@ -142,7 +190,6 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {
 class _Prompt:
     task: str
     rubric: str
-    output: str
     uses_reference: bool = False
     uses_context: bool = True
 
@@ -165,10 +212,6 @@ _PROMPTS: dict[str, _Prompt] = {
             "- 0: Answer has no relation to context\n"
             "A score of 5 requires citations for all major claims (citation coverage is part of groundedness)."
         ),
-        output=(
-            '{"reasoning": "...", "supported_claims": ["claim", ...], "unsupported_claims": ["claim", ...], '
-            '"score": <number from 0 to 5>}'
-        ),
     ),
     "correctness": _Prompt(
         task=(
@@ -188,7 +231,6 @@ _PROMPTS: dict[str, _Prompt] = {
             "- 1: Answer is mostly incorrect\n"
             "- 0: Answer is completely wrong"
         ),
-        output='{"reasoning": "...", "score": <number from 0 to 5>}',
         uses_reference=True,
     ),
     "faithfulness": _Prompt(
@@ -207,7 +249,6 @@ _PROMPTS: dict[str, _Prompt] = {
             "both above and below the filling.\" -> passing: true\n"
             "- Information: \"Apple pies taste bad.\" Same context. -> passing: false"
         ),
-        output='{"reasoning": "...", "passing": true or false}',
     ),
     "relevancy": _Prompt(
         task=(
@@ -221,7 +262,6 @@ _PROMPTS: dict[str, _Prompt] = {
             "Example: the question asks about the STIP proposal and the answer describes the Gaming Catalyst "
             "proposal -> passing: false, even if every sentence is backed by some context."
         ),
-        output='{"reasoning": "...", "passing": true or false}',
     ),
     "completeness": _Prompt(
         task=(
@@ -230,25 +270,23 @@ _PROMPTS: dict[str, _Prompt] = {
             "- Use the retrieved context as evidence of what a complete answer could contain."
         ),
         rubric=(
-            "Rate completeness (0-1, any value in between is allowed):\n"
+            "Rate completeness (0-1 in steps of 0.1):\n"
             "- 1: covers all aspects of the question\n"
             "- 0.5: covers some aspects, misses others\n"
             "- 0: misses the main aspects of the question\n"
             "Be strict. Do NOT default to 1."
         ),
-        output='{"reasoning": "...", "score": <number from 0 to 1>}',
         uses_reference=True,
     ),
     "reasoning_quality": _Prompt(
         task="Evaluate the reasoning quality of the answer: is it clear, well-structured and logically sound?",
         rubric=(
-            "Rate reasoning quality (0-1, any value in between is allowed):\n"
+            "Rate reasoning quality (0-1 in steps of 0.1):\n"
             "- 1: clear, well-structured, logically sound; its conclusions follow from the evidence\n"
             "- 0.5: understandable but with gaps, leaps in logic or some disorganisation\n"
             "- 0: incoherent, self-contradictory, or its conclusions do not follow from the evidence\n"
             "Be strict. Do NOT default to 1."
         ),
-        output='{"reasoning": "...", "score": <number from 0 to 1>}',
     ),
     "abstention": _Prompt(
         task=(
@@ -258,7 +296,6 @@ _PROMPTS: dict[str, _Prompt] = {
             "- abstained is false when the answer gives an answer, even a hedged or partial one."
         ),
         rubric="confidence is how sure you are of your classification, from 0 to 1.",
-        output='{"abstained": true or false, "confidence": <number from 0 to 1>}',
         uses_context=False,
     ),
     "conflict_ack": _Prompt(
@@ -270,7 +307,6 @@ _PROMPTS: dict[str, _Prompt] = {
             "- acknowledges_conflict is false when the answer silently picks one version or ignores the conflict."
         ),
         rubric="Judge only what the answer says; do not reward it for conflicts it does not mention.",
-        output='{"reasoning": "...", "acknowledges_conflict": true or false}',
     ),
 }
 
@@ -297,9 +333,15 @@ def _data_parts(spec: _Prompt) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _system(metric: str) -> str:
+def _system(metric: str, schema_in_prompt: bool) -> str:
     spec = _PROMPTS[metric]
     rules = _RULES.format(parts=_data_parts(spec), context_rule=_CONTEXT_RULE if spec.uses_context else "")
+    schema = ""
+    if schema_in_prompt:
+        schema = (
+            "The object must be valid under this JSON Schema (every field present, no other fields):\n"
+            f"{json.dumps(RESPONSE_SCHEMAS[metric], separators=(',', ':'))}\n"
+        )
     return (
         "You are a strict, impartial evaluator of answers produced by a retrieval-augmented "
         "question-answering system.\n\n"
@@ -308,7 +350,8 @@ def _system(metric: str) -> str:
         f"{rules}\n\n"
         "OUTPUT\n"
         "Reply with exactly one JSON object and nothing else (no other text, no markdown fence), in this form:\n"
-        f"{spec.output}\n\n"
+        f"{answer_form(metric)}\n"
+        f"{schema}\n"
         f"[prompt {PROMPT_VERSIONS[metric]}]"
     )
 
@@ -350,8 +393,12 @@ def _user(metric: str, inp: JudgeInput) -> str:
     return "\n\n".join(parts)
 
 
-def build_messages(metric: str, inp: JudgeInput) -> list[dict[str, str]]:
-    """The chat messages (system + user) of one judge request for ``metric``."""
+def build_messages(metric: str, inp: JudgeInput, *, schema_in_prompt: bool = False) -> list[dict[str, str]]:
+    """The chat messages (system + user) of one judge request for ``metric``.
+
+    ``schema_in_prompt``: the system message also states the answer's JSON Schema (for response
+    formats in which the server may not receive it: json_object, text).
+    """
     if metric not in _PROMPTS:
         raise KeyError(f"no judge prompt for metric {metric!r}")
-    return [{"role": "system", "content": _system(metric)}, {"role": "user", "content": _user(metric, inp)}]
+    return [{"role": "system", "content": _system(metric, schema_in_prompt)}, {"role": "user", "content": _user(metric, inp)}]

