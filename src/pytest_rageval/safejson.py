@@ -1,0 +1,198 @@
+"""JSON from outside, bounded: the one place where untrusted JSON becomes Python values and back.
+
+Python's ``json`` accepts what strict JSON readers reject (``NaN``,
+``Infinity``), decodes lone surrogate escapes (``"\\ud800"``) into strings that
+cannot be written as UTF-8, recurses until ``RecursionError`` on deep nesting
+and raises an untyped ``ValueError`` on integers past 4,300 digits. Here each of
+these is either refused with a :class:`JsonLimitError` naming the JSON path, or
+repaired with a note saying what was changed, so no value read from an eval
+set, a RAG response or a judge can crash a later writer.
+
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Literal
+
+__all__ = ["JsonLimitError", "MAX_DEPTH", "MAX_NUMBER_CHARS", "clean", "dumps", "loads"]
+
+#: Deepest nesting accepted (objects and arrays); eval lines and RAG responses need far less.
+MAX_DEPTH = 64
+#: Longest number literal accepted (digits, sign, point and exponent).
+MAX_NUMBER_CHARS = 100
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+Policy = Literal["refuse", "repair"]
+
+
+class JsonLimitError(ValueError):
+    """JSON that is valid text but breaks a bound; ``str()`` is one readable line naming the JSON path."""
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def loads(
+    text: str | bytes,
+    *,
+    max_depth: int = MAX_DEPTH,
+    nonfinite: Policy = "refuse",
+    surrogates: Policy = "repair",
+    duplicate_keys: Policy = "repair",
+) -> tuple[Any, list[str]]:
+    """Parse ``text`` as strict, bounded JSON; returns the value and notes on what was repaired.
+
+    ``nonfinite``: ``NaN``/``Infinity`` (and float literals that overflow to
+    infinity) are refused, or repaired to ``null``. ``surrogates``: lone
+    surrogates in strings or keys are refused, or replaced with U+FFFD.
+    ``duplicate_keys``: a key given twice in one object is refused, or the
+    last one wins (Python's behaviour). Nesting deeper than ``max_depth`` and
+    number literals longer than :data:`MAX_NUMBER_CHARS` are always refused.
+    Syntax errors raise ``json.JSONDecodeError`` as usual.
+    """
+    repaired_nonfinite = [0]
+
+    def parse_constant(name: str) -> Any:
+        if nonfinite == "refuse":
+            raise JsonLimitError(f"{name} is not valid JSON")
+        repaired_nonfinite[0] += 1
+        return None
+
+    def parse_int(literal: str) -> int:
+        if len(literal) > MAX_NUMBER_CHARS:
+            raise JsonLimitError(f"a number of {len(literal)} characters (at most {MAX_NUMBER_CHARS})")
+        return int(literal)
+
+    def parse_float(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            raise JsonLimitError(f"a number of {len(literal)} characters (at most {MAX_NUMBER_CHARS})")
+        value = float(literal)
+        if math.isfinite(value):
+            return value
+        return parse_constant(f"{literal} (too large for a float)")
+
+    def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs) and duplicate_keys == "refuse":
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise JsonLimitError(f"key {key!r} is given twice in one object")
+                seen.add(key)
+        return obj
+
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    decoder = json.JSONDecoder(
+        parse_constant=parse_constant,
+        parse_int=parse_int,
+        parse_float=parse_float,
+        object_pairs_hook=object_pairs if duplicate_keys == "refuse" else None,
+    )
+    try:
+        value = decoder.decode(text)
+    except RecursionError:
+        raise JsonLimitError(f"nested deeper than {max_depth} levels") from None
+    value, notes = clean(value, max_depth=max_depth, nonfinite=nonfinite, surrogates=surrogates)
+    if repaired_nonfinite[0]:
+        notes.insert(0, f"{repaired_nonfinite[0]} NaN/Infinity value(s) replaced by null")
+    return value, notes
+
+
+def clean(
+    value: Any,
+    *,
+    max_depth: int = MAX_DEPTH,
+    nonfinite: Policy = "repair",
+    surrogates: Policy = "repair",
+) -> tuple[Any, list[str]]:
+    """``value`` (already Python: a parsed document or what a callable returned) made safe to write as JSON.
+
+    Walks dicts, lists and tuples without recursion. Refuses (``JsonLimitError``)
+    nesting past ``max_depth`` and integers longer than :data:`MAX_NUMBER_CHARS`
+    digits; NaN/Infinity floats and lone surrogates in strings and keys are
+    refused or repaired by policy. Returns a copy (containers are new, leaves
+    shared) and notes naming the JSON paths of what was repaired.
+    """
+    notes: list[str] = []
+
+    def fix_str(text: str, path: tuple[Any, ...]) -> str:
+        found = _SURROGATE.search(text)
+        if found is None:
+            return text
+        if surrogates == "refuse":
+            raise JsonLimitError(f"{_path_text(path)}: a lone surrogate (\\u{ord(found[0]):04x}) is not valid Unicode text")
+        notes.append(f"{_path_text(path)}: invalid Unicode (lone surrogate) replaced by U+FFFD")
+        return _SURROGATE.sub("\ufffd", text)
+
+    def fix_leaf(leaf: Any, path: tuple[Any, ...]) -> Any:
+        if isinstance(leaf, str):
+            return fix_str(leaf, path)
+        if isinstance(leaf, bool) or leaf is None:
+            return leaf
+        if isinstance(leaf, int):
+            if leaf.bit_length() > MAX_NUMBER_CHARS * 3.33:
+                raise JsonLimitError(f"{_path_text(path)}: an integer of more than {MAX_NUMBER_CHARS} digits")
+            return leaf
+        if isinstance(leaf, float) and not math.isfinite(leaf):
+            if nonfinite == "refuse":
+                raise JsonLimitError(f"{_path_text(path)}: {leaf} is not valid JSON")
+            notes.append(f"{_path_text(path)}: {leaf} replaced by null")
+            return None
+        return leaf
+
+    def copy(node: Any, path: tuple[Any, ...], depth: int) -> Any:
+        # Iterative: an explicit stack of (source, target, path, depth) containers.
+        if not isinstance(node, (dict, list, tuple)):
+            return fix_leaf(node, path)
+        root: Any = {} if isinstance(node, dict) else []
+        stack = [(node, root, path, depth)]
+        while stack:
+            src, dst, where, level = stack.pop()
+            if level > max_depth:
+                raise JsonLimitError(f"nested deeper than {max_depth} levels (at {_path_text(where)})")
+            items = src.items() if isinstance(src, dict) else enumerate(src)
+            for key, item in items:
+                if isinstance(dst, dict) and isinstance(key, str):
+                    key = fix_str(key, where + (key,))
+                sub = where + (key,)
+                if isinstance(item, (dict, list, tuple)):
+                    child: Any = {} if isinstance(item, dict) else []
+                    stack.append((item, child, sub, level + 1))
+                else:
+                    child = fix_leaf(item, sub)
+                if isinstance(dst, dict):
+                    dst[key] = child
+                else:
+                    dst.append(child)
+        return root
+
+    return copy(value, (), 1), notes
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes ``NaN`` or an unencodable string.
+
+    The fast path is plain strict ``json.dumps``; only when that fails (a
+    non-finite float) is the value cleaned first (NaN/Infinity become null),
+    and lone surrogates in the text become U+FFFD. Raises ``JsonLimitError``
+    for a value nested past :data:`MAX_DEPTH`. Extra keyword arguments go to
+    ``json.dumps``; ``ensure_ascii`` defaults to False and ``default`` to ``str``.
+    """
+    kwargs.setdefault("ensure_ascii", False)
+    kwargs.setdefault("default", str)
+    try:
+        text = json.dumps(value, allow_nan=False, **kwargs)
+    except (ValueError, RecursionError):
+        value, _ = clean(value)
+        text = json.dumps(value, allow_nan=False, **kwargs)
+    return _SURROGATE.sub("\ufffd", text)

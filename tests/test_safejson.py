@@ -1,0 +1,67 @@
+"""safejson: bounded, strict JSON from outside, and a writer that cannot fail on what it read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_rageval.safejson import MAX_DEPTH, JsonLimitError, clean, dumps, loads
+
+
+def test_plain_json_passes_unchanged() -> None:
+    value, notes = loads('{"a": [1, 2.5, "x", null, true], "b": {"c": "\\ud83d\\ude00"}}')
+    assert value == {"a": [1, 2.5, "x", None, True], "b": {"c": "\U0001F600"}}
+    assert notes == []
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": -Infinity}', '{"a": 1e999}'])
+def test_nonfinite_refused_or_nulled(text: str) -> None:
+    with pytest.raises(JsonLimitError, match="not valid JSON"):
+        loads(text)
+    value, notes = loads(text, nonfinite="repair")
+    assert value == {"a": None}
+    assert notes and "null" in notes[0]
+
+
+def test_lone_surrogate_repaired_with_its_path_or_refused() -> None:
+    value, notes = loads('{"m": {"k": ["ok", "\\ud800x"]}, "\\udfff": 1}')
+    assert value == {"m": {"k": ["ok", "\ufffdx"]}, "\ufffd": 1}
+    assert any(note.startswith("m.k[1]:") for note in notes)
+    with pytest.raises(JsonLimitError, match=r"m\.k\[1\]: a lone surrogate \(\\ud800\)"):
+        loads('{"m": {"k": ["ok", "\\ud800x"]}}', surrogates="refuse")
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
+    with pytest.raises(JsonLimitError, match="nested deeper"):
+        loads("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(JsonLimitError, match="nested deeper than 64"):
+        loads("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+    assert loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)[1] == []
+
+
+@pytest.mark.parametrize("literal", ["1" * 5000, "-" + "9" * 200, "1." + "0" * 200])
+def test_huge_numbers_are_refused(literal: str) -> None:
+    with pytest.raises(JsonLimitError, match="characters"):
+        loads('{"n": %s}' % literal)
+
+
+def test_duplicate_keys_by_policy() -> None:
+    assert loads('{"a": 1, "a": 2}')[0] == {"a": 2}
+    with pytest.raises(JsonLimitError, match="'a' is given twice"):
+        loads('{"a": 1, "b": {"a": 0}, "a": 2}', duplicate_keys="refuse")
+
+
+def test_clean_python_values_from_a_callable() -> None:
+    value, notes = clean({"answer": "x\ud800", "s": [float("nan"), (1, float("inf"))]})
+    assert value == {"answer": "x\ufffd", "s": [None, [1, None]]}
+    assert len(notes) == 3
+    with pytest.raises(JsonLimitError, match="integer"):
+        clean({"n": 10**400})
+
+
+def test_dumps_always_writes_strict_utf8_json() -> None:
+    text = dumps({"a": float("nan"), "b": "\udc80", "c": ValueError("\ud800")})
+    text.encode("utf-8")  # no lone surrogate left
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} written"))
+    assert data["a"] is None and data["b"] == "\ufffd"
