@@ -32,7 +32,7 @@ TOKEN = f"tk{secrets.token_hex(16)}"
 URL_SECRET = f"pw{secrets.token_hex(12)}"
 CANARIES = {"judge key": KEY, "header token": TOKEN, "url secret": URL_SECRET}
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
-PAD = "x" * 195  # a secret past character 190 of a text that something cuts to 200
+PAD = "x" * 190  # a secret from character 190 of a text that something cuts to 200: 10 characters left
 
 
 def escaped(text: str) -> str:
@@ -98,9 +98,9 @@ RAG = {
     "r-escaped": lambda q: json.dumps(answer("ESC-ANSWER", [chunk("docs/a.md", "# A", 1, text="ESC-CHUNK")]))
     .replace("ESC-ANSWER", f"Token {escaped(TOKEN)}, key {escaped(KEY)}")
     .replace("ESC-CHUNK", PAD + escaped(TOKEN)),
-    # error bodies echoing the header token past character 190 (4xx: not retried; 5xx: retried)
-    "r-400": lambda q: (400, {"error": PAD + TOKEN}),
-    "r-503": lambda q: (503, {"error": PAD + TOKEN + " " + URL_SECRET}, {"Retry-After": "0"}),
+    # error bodies echoing the header token from character 190 (4xx: not retried), or \u-escaped (5xx: retried)
+    "r-400": lambda q: (400, PAD + TOKEN),
+    "r-503": lambda q: (503, '{"error": "' + escaped(TOKEN) + " " + URL_SECRET + '"}', {"Retry-After": "0"}),
     # a 200 body that is not JSON, echoing the token
     "r-not-json": lambda q: (200, f"<html>{TOKEN} {KEY}</html>"),
 }
