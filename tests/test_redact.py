@@ -13,6 +13,7 @@ from pytest_rageval.redact import (
     Redactor,
     decode_json_escapes,
     environment_secrets,
+    guard_http_logs,
     header_secrets,
     is_secret_name,
     public_args,
@@ -108,3 +109,15 @@ def test_public_args() -> None:
         "-orageval_target=http://h/ask?api_key=***", "--rageval-target", "http://h/ask", "--api-key", MASK,
         "--token=***", "-o", "my_token=***", "-k", "key and fast", "eval_sets", "--rageval-k=3",
         "-o", "rageval_k=3", "--x=***"]
+
+
+def test_http_library_logs_show_public_urls(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    guard_http_logs()
+    guard_http_logs()  # once is enough: no second filter
+    logger = logging.getLogger("httpx")
+    assert sum(type(f).__name__ == "PublicUrlFilter" for f in logger.filters) == 1
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        logger.info('HTTP Request: %s %s "%s"', "POST", "http://u:pw123456@h/ask?api_key=q1&debug=true", "200 OK")
+    assert caplog.messages == ['HTTP Request: POST http://h/ask?api_key=***&debug=true "200 OK"']

@@ -65,7 +65,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from .redact import Redactor, environment_secrets, header_secrets, public_url, scrub_urls, url_secrets
+from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
 from .suggest import did_you_mean
@@ -568,6 +568,7 @@ class HttpClient:
                     del self._headers[existing]
             self._headers[name] = value
         self._redactor = Redactor([*header_secrets(headers or {}), *url_secrets(url), *environment_secrets(os.environ)])
+        guard_http_logs()  # httpx logs every request's URL, credentials included
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.backoff = float(backoff)

@@ -10,12 +10,14 @@ so no secret survives as a prefix at a cut edge.
 URLs are made printable with :func:`public_url` (no ``user:pass@``, secret-looking
 query values as ``***``) and command lines with :func:`public_args` (``-o`` values
 of ini keys that carry secrets, values of secret-looking options and ``name=value``
-arguments). Pure: no pytest, no I/O.
+arguments). HTTP libraries log each request's URL: :func:`guard_http_logs` puts a
+filter on their loggers that makes those URLs public. No pytest, no I/O.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
@@ -26,6 +28,7 @@ __all__ = [
     "SECRET_INI",
     "Redactor",
     "environment_secrets",
+    "guard_http_logs",
     "header_secrets",
     "is_secret_name",
     "public_args",
@@ -275,3 +278,31 @@ def public_args(args: Sequence[str], redactor: Redactor = Redactor()) -> list[st
             arg = _public_ini(arg)
         out.append(redactor.mask(scrub_urls(arg)))
     return out
+
+
+# --------------------------------------------------------------------------- logs
+
+#: Loggers that print request URLs (httpx's "HTTP Request: POST <url>"; the openai SDK's httpx fork).
+HTTP_LOGGERS = ("httpx", "httpx2")
+
+
+class PublicUrlFilter(logging.Filter):
+    """Rewrites a log record so every URL in its message is public (stateless: no secret values held)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken record is logging's business, not ours
+            return True
+        public = scrub_urls(message)
+        if public != message:
+            record.msg, record.args = public, None
+        return True
+
+
+def guard_http_logs() -> None:
+    """Put a PublicUrlFilter on each HTTP library logger, once per process (idempotent)."""
+    for name in HTTP_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, PublicUrlFilter) for f in logger.filters):
+            logger.addFilter(PublicUrlFilter())

@@ -159,7 +159,7 @@ def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypat
             "--rageval", f"--rageval-target={target}", "-o", f"rageval_headers=X-Auth: Bearer {TOKEN}",
             "--rageval-judge=openai", "--rageval-judge-model=judge-model", f"--rageval-judge-base-url={judge.base_url}",
             "--rageval-output=out", "--rageval-cache-dir=cache", "--junitxml=junit.xml",
-            "--html=report.html", "--self-contained-html", "-p", "no:cacheprovider", "-rA", *xdist,
+            "--html=report.html", "--self-contained-html", "-p", "no:cacheprovider", "-rA", "-o", "log_level=DEBUG", *xdist,
         )
     assert len(rag.requests) >= len(CASES)
     assert all(r["headers"].get("X-Auth") == f"Bearer {TOKEN}" for r in rag.requests)  # the header was sent

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ValidationError
 import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
 
 from . import prompts
-from ..redact import MASK, Redactor, environment_secrets, public_url, url_secrets
+from ..redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from ..retry import retry_after_seconds
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .ratelimit import EndpointLimiter, Probe
@@ -227,6 +227,7 @@ class OpenAIJudge:
         key = [self.__key] if self.__key != PLACEHOLDER_KEY else []
         self._redactor = Redactor([*key, *environment_secrets(os.environ), *url_secrets(self.base_url)])
         self._shown_url = public_url(self.base_url)  # for messages, reprs and describe(): no credentials
+        guard_http_logs()
         self._step = first_step(json_mode)  # index into formats.FORMATS
         self._probe = Probe()
         self.requests_sent = 0  # chat.completions requests, retries and re-asks included
