@@ -68,13 +68,17 @@ def is_secret_name(name: str) -> bool:
 
 # --------------------------------------------------------------------------- JSON escapes
 
-_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:u([0-9a-fA-F]{4})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?|/)")
+_ESCAPE = re.compile(r"(\\+)(?:u([0-9a-fA-F]{4})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?|/)")
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def _decode_escape(match: re.Match[str]) -> str:
     """One ``\\uXXXX`` (or surrogate pair, or ``\\/``) as its character, unless that would change what
     the text means as JSON (a quote, a backslash, a control character or a lone surrogate stay escaped)."""
-    lead, high, low = match.group(1), match.group(2), match.group(3)
+    run, high, low = match.group(1), match.group(2), match.group(3)
+    if len(run) % 2 == 0:  # escaped backslashes: what follows is plain text
+        return match.group(0)
+    lead = run[:-1]
     if high is None:
         return lead + "/"
     code = int(high, 16)
@@ -88,7 +92,7 @@ def _decode_escape(match: re.Match[str]) -> str:
 
 def decode_json_escapes(text: str) -> str:
     """``text`` with its JSON ``\\uXXXX`` and ``\\/`` escapes decoded where that keeps JSON text equivalent."""
-    return _ESCAPE.sub(_decode_escape, text) if "\\" in text else text
+    return _ESCAPE.sub(_decode_escape, text) if "\\u" in text or "\\/" in text else text
 
 
 # --------------------------------------------------------------------------- the redactor
@@ -127,15 +131,13 @@ class Redactor:
         if self._pattern is None or not text:
             return text
         out = self._pattern.sub(MASK, text)
-        if "\\" in out:
-            decoded = decode_json_escapes(out)
-            if decoded != out and self._pattern.search(decoded):
+        decoded = decode_json_escapes(out)
+        if decoded != out and self._pattern.search(decoded):
+            out = self._pattern.sub(MASK, decoded)
+        if "%" in out and _PERCENT.search(out):  # partly URL-encoded (the wholly encoded forms are matched as is)
+            decoded = unquote(out)
+            if self._pattern.search(decoded):
                 out = self._pattern.sub(MASK, decoded)
-        if "%" in out or "+" in out:
-            for decode in (unquote, unquote_plus):
-                decoded = decode(out)
-                if decoded != out and self._pattern.search(decoded):
-                    out = self._pattern.sub(MASK, decoded)
         return out
 
     def mask_data(self, data: Any) -> Any:
