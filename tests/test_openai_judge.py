@@ -652,3 +652,26 @@ def test_a_run_against_llama_cpp_refuses_one_request_per_process(pytester: pytes
     result.assert_outcomes(passed=8)
     assert modes.count("json_schema") == processes
     assert modes.count("json_object") == 8 * 3  # abstention, groundedness, correctness per case
+
+
+@pytest.mark.parametrize("body", [f"<html>upstream said {KEY}</html>", '{"choices": "' + KEY + '"'],
+                         ids=["html", "cut-json"])
+def test_a_200_that_is_no_chat_completion_is_a_short_judge_error_without_the_body(body: str) -> None:
+    with OpenAIServer(lambda b, h: (200, {"Content-Type": "application/json"}, body)) as srv:
+        failed = judge_error(make_judge(srv), "correctness")
+    assert "returned an invalid chat completion (JSONDecodeError: " in failed.message
+    assert KEY not in str(failed) and KEY[:8] not in str(failed)
+    assert failed.__context__ is None and failed.__cause__ is None  # no chained SDK traceback that prints the body
+
+
+def test_echoed_keys_are_masked_after_decoding_and_before_cutting() -> None:
+    escaped = "".join(f"\\u{ord(c):04x}" for c in KEY)
+    reply = ('{"reasoning": "' + "x" * 190 + escaped + '", "score": 4, "supported_claims": ["' + escaped + '"], '
+             '"unsupported_claims": []}')
+    with OpenAIServer(verdicts({"groundedness": reply})) as srv:
+        verdict, = run(make_judge(srv), "groundedness")
+    assert verdict.reasoning == "x" * 190 + "***" and verdict.supported_claims == ["***"]
+    assert KEY not in verdict.raw and escaped not in verdict.raw and json.loads(verdict.raw)["supported_claims"] == ["***"]
+    with OpenAIServer(lambda b, h: error(400, "y" * 190 + KEY, type_="invalid_request_error")) as srv:
+        failed = judge_error(make_judge(srv, max_retries=0), "groundedness")
+    assert KEY[:8] not in failed.message and failed.message.endswith("y" * 190 + "***")

@@ -27,6 +27,7 @@ from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
+from .redact import public_args, public_url
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
@@ -205,7 +206,7 @@ class RagevalPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
-        target = s.target or "(the rageval_client fixture)"
+        target = public_url(s.target) if s.target else "(the rageval_client fixture)"
         info = judge_info(self.judge_setup.judge if self.judge_setup else None)
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
         return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
@@ -614,7 +615,7 @@ class RagevalPlugin:
             "plugin_version": __version__,
             "python": sys.version.split()[0],
             "pytest": pytest.__version__,
-            "args": list(self.config.invocation_params.args),
+            "args": public_args(self.config.invocation_params.args, s.redactor(os.environ)),
             "config": s.snapshot(),
             "client": self._target_client.describe() if self._target_client is not None else None,
             "judge": self.judge_setup.judge.describe() if self.judge_setup is not None else None,

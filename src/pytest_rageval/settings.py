@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from .pyproject_table import key_line, table_problems
+from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from .suggest import did_you_mean
 from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
 
@@ -75,16 +76,29 @@ class Settings:
     def judge_enabled(self) -> bool:
         return self.judge != "none" and not self.retrieval_only
 
+    def redactor(self, environ: Mapping[str, str]) -> Redactor:
+        """Every secret this configuration knows: header values (``${VAR}`` expanded from ``environ``),
+        credentials in the target and judge URLs, and the judge key."""
+        from .client import RagConfigError, parse_headers
+
+        try:
+            headers = parse_headers(self.headers_text, environ)
+        except RagConfigError:  # an unset ${VAR}: the run stops on it anyway; keep what the lines say
+            headers = {str(i): line.partition(":")[2] for i, line in enumerate(self.headers_text.splitlines())}
+        urls = [url for url in (self.target, self.judge_base_url) if url]
+        return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
+
     def snapshot(self) -> dict[str, Any]:
         """The configuration that defines a run, for config.json and its hash.
 
-        Header values are secrets: only their names are kept.
+        Header values are secrets: only their names are kept. URLs are kept without
+        credentials and with secret-looking query values masked (redact.public_url).
         """
         header_names = sorted(
             line.split(":", 1)[0].strip() for line in self.headers_text.splitlines() if ":" in line
         )
         return {
-            "target": self.target,
+            "target": public_url(self.target) if self.target else self.target,
             "header_names": header_names,
             "request_map": self.request_map_text,
             "response_map": self.response_map_text,
@@ -93,7 +107,7 @@ class Settings:
             "require_snippets": self.require_snippets,
             "judge": self.judge,
             "judge_model": self.judge_model,
-            "judge_base_url": self.judge_base_url,
+            "judge_base_url": public_url(self.judge_base_url) if self.judge_base_url else self.judge_base_url,
             "judge_metrics": list(self.judge_metrics),
             "retrieval_only": self.retrieval_only,
             "store_full_text": self.store_full_text,
