@@ -19,7 +19,7 @@ import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, write_json_atomic
+from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, writable_record, write_json_atomic
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, gate_runs, load_baseline
@@ -28,6 +28,8 @@ from .judges.base import JudgeAuthError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
+from .report.terminal import escape_longrepr
+from .sanitize import error_message
 from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
@@ -104,7 +106,8 @@ class RagevalPlugin:
         self._lookahead: Optional[Lookahead] = None
         self._resumed: Optional[list[dict[str, Any]]] = None
         self._previous_sigterm: Any = None
-        self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
+        self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text,
+                               limits=settings.limits)
         self._engine: Optional[Engine] = None
         self._target_client: Optional[RagClient] = None
         self._session_client: Optional[SessionClient] = None
@@ -395,7 +398,9 @@ class RagevalPlugin:
                 state = "error"
             record["outcome"] = state
             if state == "error" and not record.get("error"):
-                record["error"] = {"kind": "other", "message": _longrepr_line(report)}
+                record["error"] = {"kind": "other", "message": _longrepr_line(report, call)}
+            if report.failed:  # a traceback's text may come from outside too (an exception quoting a server)
+                report.longrepr = escape_longrepr(report.longrepr)
             report.rageval_case = record  # type: ignore[attr-defined]
             item.record = None  # the report carries it from here on
             if self.config.getoption("xmlpath", None):  # JUnit XML asked for: metrics as properties
@@ -500,8 +505,9 @@ class RagevalPlugin:
         spot = rec.pop("spot_input", None)  # full contexts: never written
         if spot is not None:
             self.spot_sample.offer(rec["key"], spot)
-        if write:
-            self.writer.add(with_seed_keys(rec, self.case_config))
+        if write:  # a record that cannot be written becomes an error saying why (counted so in metrics.json too)
+            rec = writable_record(with_seed_keys(rec, self.case_config))
+            self.writer.add(rec)
         self.aggregator.add(rec)
         if rec.get("file"):
             self.eval_files.add(rec["file"])
@@ -730,6 +736,9 @@ def _outcome(report: pytest.TestReport) -> str:
     return str(report.outcome)
 
 
-def _longrepr_line(report: pytest.TestReport) -> str:
+def _longrepr_line(report: pytest.TestReport, call: Optional[pytest.CallInfo[None]] = None) -> str:
+    """One line saying why an item errored: ``Type: message`` of its exception, never only ``file.py:N``."""
+    if call is not None and call.excinfo is not None and not isinstance(call.excinfo.value, pytest.fail.Exception):
+        return error_message(call.excinfo.value)
     text = str(report.longrepr or "").strip()
     return text.splitlines()[-1] if text else "error"

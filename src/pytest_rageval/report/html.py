@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .. import safejson
 from ..artifacts import write_text_atomic
 
 __all__ = [
@@ -108,7 +109,7 @@ def _fmt(value: Any) -> str:
             return escape(value)
         return f"{value:.3f}"
     if isinstance(value, (dict, list)):
-        return escape(json.dumps(value, ensure_ascii=False, default=str))
+        return escape(safejson.dumps(value))
     return escape(value)
 
 
