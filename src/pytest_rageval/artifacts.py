@@ -56,6 +56,12 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def portable_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as it will be written (writable_record, then through JSON): plain JSON values, no NaN, no lone
+    surrogate, so it can also cross to another process (xdist's execnet refuses strings that are not valid UTF-8)."""
+    return json.loads(dumps(writable_record(record)))
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
 

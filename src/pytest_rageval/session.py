@@ -19,7 +19,7 @@ import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, writable_record, write_json_atomic
+from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, portable_record, writable_record, write_json_atomic
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile
 from .gate import Comparison, gate_runs, load_baseline
@@ -420,6 +420,11 @@ class RagevalPlugin:
                 record["outcome"] = state
             if records:
                 report.rageval_records = records  # type: ignore[attr-defined]
+        if self.is_worker:  # execnet refuses what JSON would (a lone surrogate): send the records as they will be written
+            if hasattr(report, "rageval_case"):
+                report.rageval_case = portable_record(report.rageval_case)  # type: ignore[attr-defined]
+            if hasattr(report, "rageval_records"):
+                report.rageval_records = [portable_record(r) for r in report.rageval_records]  # type: ignore[attr-defined]
 
     # -- the controller: artifacts and gate -------------------------------
 

@@ -193,3 +193,21 @@ def test_an_exception_in_setup_is_recorded_by_type_and_message_and_shown_escaped
                                  r"ERROR eval_sets/s.jsonl::bad - RuntimeError: health check said: \x1b[[]2J*"])
     error = records(pytester.path)["bad"]["error"]
     assert error == {"kind": "other", "message": f"RuntimeError: health check said: {' '.join(ANSI.split())}"}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_lone_surrogate_in_an_eval_line_is_written_and_crosses_to_the_controller(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """metadata/params from the eval set (read elsewhere) also reach results.jsonl and xdist's transport safely."""
+    project(pytester, "none", "callable")
+    cases = [{"id": "bad", "question": "bad", "gold_supports": [GOLD], "metadata": {"m": "x\ud800"}, "params": {"p": "\udc80"}},
+             {"id": "c1", "question": "c1", "gold_supports": [GOLD]}, {"id": "c3", "question": "c3", "gold_supports": [GOLD]}]
+    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
+    result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-target=myrag:ask", *workers)
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.assert_outcomes(passed=3)
+    bad = records(pytester.path)["bad"]
+    assert bad["metadata"] == {"m": "x\ufffd"} and bad["params"] == {"p": "\ufffd"}
+    metrics = json.loads((run_dir(pytester.path) / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["complete"] is True and metrics["total_tests"] == metrics["passed"] == 3
