@@ -83,3 +83,12 @@ def test_bytes_decoded_as_json_says_and_invalid_utf8_is_replaced_with_a_note() -
     value, notes = loads(b'{"a": "x\xffy"}')
     assert value == {"a": "x\ufffdy"}
     assert notes == ["invalid UTF-8 bytes (first at byte 8) replaced by U+FFFD"]
+
+
+def test_a_deep_path_is_shown_shortened() -> None:
+    deep: list = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(JsonLimitError) as info:
+        clean({"debug": {"meta": deep}})
+    assert str(info.value) == "nested deeper than 64 levels (at debug.meta[0][0][0][0][0][0]...(54 more)...[0][0])"

@@ -36,6 +36,9 @@ class JsonLimitError(ValueError):
 
 
 def _path_text(path: tuple[Any, ...]) -> str:
+    """``a.b[2].c``; a path deeper than 12 parts shows its first 8 and last 2 around the number left out."""
+    if len(path) > 12:
+        return f"{_path_text(path[:8])}...({len(path) - 10} more)...{_path_text(path[-2:]).lstrip('.')}"
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
