@@ -119,6 +119,8 @@ def test_fault_serial(pytester: pytest.Pytester, fault: str, target: str) -> Non
         assert "answer" not in bad["judge_input"]  # the answer is stored once
         assert (run_dir(pytester.path) / "results.jsonl").stat().st_size < 200_000
         assert (run_dir(pytester.path) / "report.html").stat().st_size < 500_000
+        report = (run_dir(pytester.path) / "report.html").read_text(encoding="utf-8")
+        assert "<h4>Notes</h4><ul><li>answer cut from 52,428,800 to 20,000 characters</li></ul>" in report
     if fault in ("deep_nesting", "huge_integer"):
         result.stdout.fnmatch_lines(["*[[]bad[]] RAG call failed (invalid_response): *"])
 
