@@ -29,7 +29,7 @@ from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .report.terminal import escape_longrepr
-from .sanitize import error_message
+from .sanitize import error_message, terminal_safe
 from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
@@ -270,7 +270,7 @@ class RagevalPlugin:
         try:
             return self.engine.wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
-            message = f"pytest-rageval: {exc.message}"
+            message = terminal_safe(f"pytest-rageval: {exc.message}")  # the judge server's words may be in it
         self.stop_message = message
         if self.is_worker:
             # xdist takes an exiting worker for a crash unless it says it should stop; the controller
