@@ -168,7 +168,9 @@ def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(
         return ok(json.dumps(verdict))
 
     with AskServer(lambda body: http_reply("none", body.get("question"))) as rag, OpenAIServer(judge) as srv:
-        result = pytester.runpytest("--rageval", f"--rageval-target={rag.url}", "--rageval-judge=openai",
+        # In a subprocess: an in-process run would drop the openai SDK's lazily imported modules afterwards,
+        # breaking later tests' exception mapping (see tests/conftest.py).
+        result = pytester.runpytest_subprocess("--rageval", f"--rageval-target={rag.url}", "--rageval-judge=openai",
                                     "--rageval-judge-model=m", f"--rageval-judge-base-url={srv.base_url}", "-p", "no:cacheprovider")
     out = result.stdout.str()
     assert "\x1b" not in out and "\x07" not in out and "Traceback" not in out
