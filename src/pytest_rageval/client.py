@@ -65,6 +65,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from . import safejson
 from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
@@ -135,6 +136,7 @@ class RagReply:
     response: RagResponse
     latency_ms: float  # wall time of the successful attempt
     attempts: int
+    notes: tuple[str, ...] = ()  # what was repaired to read the response (safejson's notes: NaN, invalid Unicode)
 
 
 @runtime_checkable
@@ -690,7 +692,11 @@ class HttpClient:
 
     def _reply(self, response: httpx.Response, latency_ms: float, attempts: int) -> RagReply:
         try:
-            data = response.json()
+            data, notes = safejson.loads(response.content, nonfinite="repair")
+        except safejson.JsonLimitError as exc:
+            raise self._error(
+                "invalid_response", f"response refused: {exc}", status=response.status_code, attempts=attempts
+            ) from None
         except ValueError:
             raise self._error(
                 "invalid_response",
@@ -702,7 +708,7 @@ class HttpClient:
             mapped = map_response(self._redactor.mask_data(data), self.response_map)
         except RagCallError as exc:
             raise self._error(exc.kind, exc.message, status=response.status_code, attempts=attempts) from None
-        return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts)
+        return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts, notes=tuple(self._redact(n) for n in notes))
 
     async def aclose(self) -> None:
         """Close the connection pool (idempotent; a later aask opens a new one)."""
@@ -789,20 +795,29 @@ class CallableClient:
             text = text[:500] + ("..." if len(text) > 500 else "")
             raise RagCallError("target", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from exc
         latency_ms = (time.perf_counter() - start) * 1000.0
-        return RagReply(response=self._normalise(result), latency_ms=latency_ms, attempts=1)
+        response, notes = self._normalise(result)
+        return RagReply(response=response, latency_ms=latency_ms, attempts=1, notes=tuple(notes))
 
-    def _normalise(self, result: Any) -> RagResponse:
-        if isinstance(result, RagResponse):
-            return result
+    def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
+        """The response of ``result`` and what was repaired in it (NaN, invalid Unicode: safejson.clean)."""
+        ready = isinstance(result, RagResponse)
         if isinstance(result, BaseModel):
-            result = result.model_dump()
+            result = result.model_dump(exclude_none=ready)
         elif dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
         if not isinstance(result, dict):
             raise RagCallError(
                 "invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse"
             )
-        return map_response(result, self.response_map)
+        try:
+            result, notes = safejson.clean(result)
+        except safejson.JsonLimitError as exc:
+            raise RagCallError("invalid_response", f"{self.name} returned a value refused: {exc}") from None
+        if not ready:
+            return map_response(result, self.response_map), notes
+        if isinstance(result.get("timings"), dict):  # a NaN timing became null: drop it as map_response does
+            result["timings"] = {name: ms for name, ms in result["timings"].items() if ms is not None}
+        return RagResponse.model_validate(result), notes
 
     async def aclose(self) -> None:
         """Nothing to release."""

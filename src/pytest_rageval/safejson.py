@@ -25,6 +25,7 @@ MAX_DEPTH = 64
 #: Longest number literal accepted (digits, sign, point and exponent).
 MAX_NUMBER_CHARS = 100
 
+_NONFINITE_NAMES = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 Policy = Literal["refuse", "repair"]
@@ -35,6 +36,9 @@ class JsonLimitError(ValueError):
 
 
 def _path_text(path: tuple[Any, ...]) -> str:
+    """``a.b[2].c``; a path deeper than 12 parts shows its first 8 and last 2 around the number left out."""
+    if len(path) > 12:
+        return f"{_path_text(path[:8])}...({len(path) - 10} more)...{_path_text(path[-2:]).lstrip('.')}"
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
@@ -59,13 +63,11 @@ def loads(
     number literals longer than :data:`MAX_NUMBER_CHARS` are always refused.
     Syntax errors raise ``json.JSONDecodeError`` as usual.
     """
-    repaired_nonfinite = [0]
 
     def parse_constant(name: str) -> Any:
         if nonfinite == "refuse":
             raise JsonLimitError(f"{name} is not valid JSON")
-        repaired_nonfinite[0] += 1
-        return None
+        return float(name)  # clean() below nulls it with a note naming its path
 
     def parse_int(literal: str) -> int:
         if len(literal) > MAX_NUMBER_CHARS:
@@ -76,9 +78,9 @@ def loads(
         if len(literal) > MAX_NUMBER_CHARS:
             raise JsonLimitError(f"a number of {len(literal)} characters (at most {MAX_NUMBER_CHARS})")
         value = float(literal)
-        if math.isfinite(value):
-            return value
-        return parse_constant(f"{literal} (too large for a float)")
+        if not math.isfinite(value) and nonfinite == "refuse":
+            raise JsonLimitError(f"{literal} is too large for a float (not valid JSON)")
+        return value
 
     def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
@@ -90,8 +92,9 @@ def loads(
                 seen.add(key)
         return obj
 
+    notes: list[str] = []
     if isinstance(text, bytes):
-        text = text.decode("utf-8")
+        text = _decode(text, notes)
     decoder = json.JSONDecoder(
         parse_constant=parse_constant,
         parse_int=parse_int,
@@ -102,10 +105,18 @@ def loads(
         value = decoder.decode(text)
     except RecursionError:
         raise JsonLimitError(f"nested deeper than {max_depth} levels") from None
-    value, notes = clean(value, max_depth=max_depth, nonfinite=nonfinite, surrogates=surrogates)
-    if repaired_nonfinite[0]:
-        notes.insert(0, f"{repaired_nonfinite[0]} NaN/Infinity value(s) replaced by null")
-    return value, notes
+    value, repaired = clean(value, max_depth=max_depth, nonfinite=nonfinite, surrogates=surrogates)
+    return value, notes + repaired
+
+
+def _decode(data: bytes, notes: list[str]) -> str:
+    """JSON bytes as text (UTF-8, or UTF-16/32 as ``json`` detects them); invalid bytes become U+FFFD with a note."""
+    encoding = json.detect_encoding(data)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        notes.append(f"invalid {encoding.upper()} bytes (first at byte {exc.start}) replaced by U+FFFD")
+        return data.decode(encoding, "replace")
 
 
 def clean(
@@ -146,7 +157,7 @@ def clean(
         if isinstance(leaf, float) and not math.isfinite(leaf):
             if nonfinite == "refuse":
                 raise JsonLimitError(f"{_path_text(path)}: {leaf} is not valid JSON")
-            notes.append(f"{_path_text(path)}: {leaf} replaced by null")
+            notes.append(f"{_path_text(path)}: {_NONFINITE_NAMES[str(leaf)]} replaced by null")
             return None
         return leaf
 
@@ -163,7 +174,7 @@ def clean(
             items = src.items() if isinstance(src, dict) else enumerate(src)
             for key, item in items:
                 if isinstance(dst, dict) and isinstance(key, str):
-                    key = fix_str(key, where + (key,))
+                    key = fix_str(key, where + (_SURROGATE.sub("\ufffd", key),))
                 sub = where + (key,)
                 if isinstance(item, (dict, list, tuple)):
                     child: Any = {} if isinstance(item, dict) else []

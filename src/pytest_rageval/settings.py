@@ -6,6 +6,7 @@ from ini/pyproject are relative to rootdir (SPEC section 7).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from functools import partial
@@ -14,6 +15,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 from .pyproject_table import key_line, table_problems
 from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
+from .sanitize import Limits
 from .suggest import did_you_mean
 from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
 
@@ -51,6 +53,7 @@ class Settings:
     ignore_invariants: bool = False
     gate_significance: bool = False
     store_full_text: bool = False
+    limits: Limits = field(default_factory=Limits)  # size caps of text from outside (rageval_max_*_chars)
     retrieval_only: bool = False
     thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
     gate: Mapping[str, float] = field(default_factory=dict)
@@ -111,6 +114,8 @@ class Settings:
             "judge_metrics": list(self.judge_metrics),
             "retrieval_only": self.retrieval_only,
             "store_full_text": self.store_full_text,
+            # only when changed: the default caps keep the hash of runs made before they existed
+            **({"limits": dataclasses.asdict(self.limits)} if self.limits != Limits() else {}),
             "thresholds": {
                 "global": dict(self.thresholds.global_),
                 "by_category": {c: dict(t) for c, t in self.thresholds.by_category.items()},
@@ -310,6 +315,7 @@ def build_settings(
         ignore_invariants=bool(option.rageval_ignore_invariants),
         gate_significance=bool(option.rageval_gate_significance),
         store_full_text=bool(option.rageval_store_full_text),
+        limits=_limits(ini),
         retrieval_only=bool(option.rageval_retrieval_only),
         thresholds=ThresholdConfig(global_, by_category, cli),
         gate=parse_gate(gate_table, "[tool.rageval.gate]"),
@@ -333,6 +339,22 @@ def build_settings(
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
     )
+
+
+def _limits(ini: Mapping[str, Any]) -> Limits:
+    """The ``rageval_max_*_chars`` ini keys: each a whole number of characters, at least 100."""
+    values: dict[str, int] = {}
+    for name, key in Limits.INI.items():
+        raw = ini.get(key)
+        if raw in (None, ""):
+            continue
+        try:
+            values[name] = int(str(raw).strip())
+        except ValueError:
+            raise SettingsError(f"{key}: must be a whole number of characters, got {raw!r}") from None
+        if values[name] < 100:
+            raise SettingsError(f"{key}: must be at least 100 characters, got {raw!r}")
+    return Limits(**values)
 
 
 def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:

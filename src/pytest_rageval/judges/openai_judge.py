@@ -51,6 +51,7 @@ from pydantic import BaseModel, ValidationError
 import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
 
 from . import prompts
+from .. import safejson
 from ..redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from ..retry import retry_after_seconds
 from .formats import FORMATS, Format, first_step, next_step, request_fields
@@ -108,7 +109,9 @@ def parse_answer(metric: str, content: str) -> Verdict:
     if not text:
         raise ValueError("the answer was empty")
     try:
-        data = json.loads(text)
+        data, _ = safejson.loads(text, nonfinite="repair")  # bounded; a NaN score becomes null: "score" is then wrong
+    except safejson.JsonLimitError as exc:
+        raise ValueError(f"the answer is not valid JSON ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"the answer is not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(data, dict):
