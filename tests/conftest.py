@@ -19,3 +19,28 @@ def _load_httpx_lazily_imported_modules() -> None:
 
 
 _load_httpx_lazily_imported_modules()
+
+
+def _load_openai_lazily_imported_modules() -> None:
+    """The same for the openai SDK's own transport (an async refused chat request, as the judge makes).
+
+    Without it, an in-process pytester run that first used the openai judge leaves later tests with
+    transport exception classes the SDK does not map: a timeout escapes as a raw ``ReadTimeout``.
+    """
+    import asyncio
+
+    import openai
+
+    async def refused() -> None:
+        client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="no-key", max_retries=0, timeout=0.5)
+        try:
+            await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        except openai.APIError:
+            pass
+        finally:
+            await client.close()
+
+    asyncio.run(refused())
+
+
+_load_openai_lazily_imported_modules()
