@@ -21,7 +21,7 @@ from . import __version__
 from .aggregate import Aggregator
 from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, write_json_atomic
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
-from .collect import BadLineItem, CaseItem, EvalSetFile
+from .collect import BadLineItem, CaseItem, EvalSetFile, broken_link_problem, broken_set_items
 from .gate import Comparison, gate_runs, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
@@ -113,6 +113,7 @@ class RagevalPlugin:
         self.accepted = 0  # records folded in (resumed ones included)
         self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
         self.eval_files: set[str] = set()
+        self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
         self.digests: dict[str, str] = {}
         self.writer: Optional[RunWriter] = None
         self.metrics: Optional[dict[str, Any]] = None
@@ -137,6 +138,11 @@ class RagevalPlugin:
         for pattern in self.settings.eval_set_globs:
             matches = sorted(glob.glob(str(root / pattern), recursive=True))
             files.extend(m for m in matches if m not in files)
+        # A dangling symlink or a loop would stop pytest ("file or directory not found"): an error item instead.
+        self.broken_sets = [(Path(f), problem) for f in files if (problem := broken_link_problem(Path(f)))]
+        files = [f for f in files if f not in {str(path) for path, _ in self.broken_sets}]
+        if not files and self.broken_sets:
+            raise pytest.UsageError("pytest-rageval: no eval set can be read: " + "; ".join(f"{p}: {why}" for p, why in self.broken_sets))
         if not files:
             raise pytest.UsageError(
                 f"pytest-rageval: no eval sets match {', '.join(self.settings.eval_set_globs)} "
@@ -173,6 +179,11 @@ class RagevalPlugin:
         Every xdist worker computes the same result (hashes and seeds over node ids).
         """
         s = self.settings
+        if self.broken_sets and self.session is not None:
+            broken = broken_set_items(self.session, self.broken_sets)
+            for item in broken:
+                config.hook.pytest_itemcollected(item=item)
+            items[:0] = broken
         done = self.resumed_keys()
         if s.shard is not None or done:
             keep, drop = [], []
