@@ -25,6 +25,7 @@ from .collect import BadLineItem, CaseItem, EvalSetFile, broken_link_problem, br
 from .gate import Comparison, gate_runs, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
+from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
@@ -62,11 +63,26 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         from .report.pytest_html import register
 
         register(config, plugin)
-    if settings.clear_cache and not plugin.is_worker:
-        from .judges.cache import JudgeCache
-
-        plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
+    if not plugin.is_worker:
+        _prepare_cache(plugin, check=not (settings.dry_run or config.option.collectonly))
     return plugin
+
+
+def _prepare_cache(plugin: "RagevalPlugin", *, check: bool) -> None:
+    """Clear the judge cache when asked; then a corrupt or unreadable one is one usage error before any case.
+
+    Runs on the controller only: xdist starts its workers after this.
+    """
+    from .judges.cache import JudgeCache, check_judge_cache
+
+    settings = plugin.settings
+    try:
+        if settings.clear_cache:
+            plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
+        for setup in (plugin.judge_setup, plugin.spot_setup) if check else ():
+            check_judge_cache(setup.judge if setup is not None else None)
+    except JudgeCacheError as exc:
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
 
 
 def _check_target(plugin: "RagevalPlugin") -> None:
@@ -279,6 +295,8 @@ class RagevalPlugin:
             return self.engine.wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
             message = f"pytest-rageval: {exc.message}"
+        except JudgeCacheError as exc:  # damaged after the start-up check: stop once, not an error per case
+            message = f"pytest-rageval: {exc}"
         self.stop_message = message
         if self.is_worker:
             # xdist takes an exiting worker for a crash unless it says it should stop; the controller
