@@ -3,7 +3,8 @@
 ``with OpenAIServer(responder) as srv:`` serves ``POST /v1/chat/completions`` on
 127.0.0.1 (any other path: 404), records every request in ``srv.requests``
 (``{"path", "body", "headers"}``; header names lower-cased) and answers with
-``responder(body, headers) -> (status, headers, body)``. ``srv.base_url`` is
+``responder(body, headers) -> (status, headers, body)`` (a ``Content-Type`` among the
+headers replaces the one chosen from the body's type). ``srv.base_url`` is
 ``http://127.0.0.1:PORT/v1``. The responder can be swapped at any time
 (``srv.responder = ...``). Works for in-process tests and for pytester
 subprocess runs (pass ``srv.base_url`` on the command line).
@@ -303,6 +304,9 @@ class OpenAIServer:
                     data, ctype = payload.encode(), "text/plain; charset=utf-8"
                 else:
                     data, ctype = json.dumps(payload).encode(), "application/json"
+                headers = dict(headers)
+                for name in [n for n in headers if n.lower() == "content-type"]:
+                    ctype = headers.pop(name)  # the responder's own Content-Type wins (e.g. JSON that is not)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))

@@ -298,6 +298,14 @@ def test_parse_answer_rejects(metric: str, text: str, problem: str) -> None:
         parse_answer(metric, text)
 
 
+def test_parse_answer_bounds_nesting_and_numbers() -> None:
+    """A hostile judge answer is a bad answer (re-asked), not a RecursionError or a 5,000-digit int."""
+    with pytest.raises(ValueError, match="not valid JSON .nested deeper than 64"):
+        parse_answer("correctness", '{"reasoning": ' + "[" * 100_000 + "]" * 100_000 + ', "score": 4}')
+    with pytest.raises(ValueError, match="not valid JSON .a number of 5000 characters"):
+        parse_answer("correctness", '{"reasoning": "x", "score": ' + "4" * 5000 + "}")
+
+
 def test_schemas_and_models_agree() -> None:
     assert set(RESPONSE_SCHEMAS) == set(ANSWER_MODELS) == set(PROMPT_VERSIONS) == set(ALL_METRICS)
     for metric, schema in RESPONSE_SCHEMAS.items():
@@ -652,3 +660,26 @@ def test_a_run_against_llama_cpp_refuses_one_request_per_process(pytester: pytes
     result.assert_outcomes(passed=8)
     assert modes.count("json_schema") == processes
     assert modes.count("json_object") == 8 * 3  # abstention, groundedness, correctness per case
+
+
+@pytest.mark.parametrize("body", [f"<html>upstream said {KEY}</html>", '{"choices": "' + KEY + '"'],
+                         ids=["html", "cut-json"])
+def test_a_200_that_is_no_chat_completion_is_a_short_judge_error_without_the_body(body: str) -> None:
+    with OpenAIServer(lambda b, h: (200, {"Content-Type": "application/json"}, body)) as srv:
+        failed = judge_error(make_judge(srv), "correctness")
+    assert "returned an invalid chat completion (JSONDecodeError: " in failed.message
+    assert KEY not in str(failed) and KEY[:8] not in str(failed)
+    assert failed.__context__ is None and failed.__cause__ is None  # no chained SDK traceback that prints the body
+
+
+def test_echoed_keys_are_masked_after_decoding_and_before_cutting() -> None:
+    escaped = "".join(f"\\u{ord(c):04x}" for c in KEY)
+    reply = ('{"reasoning": "' + "x" * 190 + escaped + '", "score": 4, "supported_claims": ["' + escaped + '"], '
+             '"unsupported_claims": []}')
+    with OpenAIServer(verdicts({"groundedness": reply})) as srv:
+        verdict, = run(make_judge(srv), "groundedness")
+    assert verdict.reasoning == "x" * 190 + "***" and verdict.supported_claims == ["***"]
+    assert KEY not in verdict.raw and escaped not in verdict.raw and json.loads(verdict.raw)["supported_claims"] == ["***"]
+    with OpenAIServer(lambda b, h: error(400, "y" * 190 + KEY, type_="invalid_request_error")) as srv:
+        failed = judge_error(make_judge(srv, max_retries=0), "groundedness")
+    assert KEY[:8] not in failed.message and failed.message.endswith("y" * 190 + "***")

@@ -65,3 +65,30 @@ def test_dumps_always_writes_strict_utf8_json() -> None:
     text.encode("utf-8")  # no lone surrogate left
     data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} written"))
     assert data["a"] is None and data["b"] == "\ufffd"
+
+
+def test_repaired_nonfinite_notes_name_their_path() -> None:
+    value, notes = loads('{"debug": {"retrieved_chunks": [{}, {}, {"score_final": NaN}]}, "t": [-Infinity, 1e999]}',
+                         nonfinite="repair")
+    assert value == {"debug": {"retrieved_chunks": [{}, {}, {"score_final": None}]}, "t": [None, None]}
+    assert sorted(notes) == [
+        "debug.retrieved_chunks[2].score_final: NaN replaced by null",
+        "t[0]: -Infinity replaced by null",
+        "t[1]: Infinity replaced by null",
+    ]
+
+
+def test_bytes_decoded_as_json_says_and_invalid_utf8_is_replaced_with_a_note() -> None:
+    assert loads('{"a": "\u00e9"}'.encode("utf-16")) == ({"a": "\u00e9"}, [])
+    value, notes = loads(b'{"a": "x\xffy"}')
+    assert value == {"a": "x\ufffdy"}
+    assert notes == ["invalid UTF-8 bytes (first at byte 8) replaced by U+FFFD"]
+
+
+def test_a_deep_path_is_shown_shortened() -> None:
+    deep: list = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(JsonLimitError) as info:
+        clean({"debug": {"meta": deep}})
+    assert str(info.value) == "nested deeper than 64 levels (at debug.meta[0][0][0][0][0][0]...(54 more)...[0][0])"

@@ -14,6 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Optional
 
+from . import safejson
+from .sanitize import error_message
+
 
 def new_run_id(now: Optional[datetime] = None) -> str:
     """A sortable, unique run id: UTC timestamp plus a short random suffix."""
@@ -22,7 +25,41 @@ def new_run_id(now: Optional[datetime] = None) -> str:
 
 
 def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, default=str)
+    """One JSON line of an artifact: strict (no NaN), valid UTF-8 (no lone surrogate); see safejson.dumps."""
+    return safejson.dumps(data)
+
+
+def writable_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` itself when it can be written as JSON, else the same without the fields that cannot, as an error.
+
+    safejson.dumps repairs NaN and invalid Unicode; what it still refuses (a
+    value nested past safejson.MAX_DEPTH, from a hand-written client) drops
+    that field and makes the case an error naming it, so the run goes on.
+    """
+    try:
+        dumps(record)
+        return record
+    except Exception:  # noqa: BLE001 - find the fields at fault below
+        pass
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for name, value in record.items():
+        try:
+            dumps(value)
+        except Exception as exc:  # noqa: BLE001
+            dropped.append(f"'{name}' ({error_message(exc, 200)})")
+        else:
+            kept[name] = value
+    kept["outcome"] = "error"
+    kept["error"] = {"kind": "unwritable", "message": "the case's record could not be written: field "
+                     + ", ".join(dropped) + " left out"}
+    return kept
+
+
+def portable_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as it will be written (writable_record, then through JSON): plain JSON values, no NaN, no lone
+    surrogate, so it can also cross to another process (xdist's execnet refuses strings that are not valid UTF-8)."""
+    return json.loads(dumps(writable_record(record)))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -51,7 +88,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str) + "\n")
+    write_text_atomic(path, safejson.dumps(data, indent=2) + "\n")
 
 
 def case_config(*, k: int, config_hash: str, judge: Mapping[str, Any]) -> dict[str, Any]:

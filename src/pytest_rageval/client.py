@@ -41,8 +41,10 @@ question under the key ``query``; ``k = topK`` renames ``k``; ``k =`` (empty)
 leaves the field out. Any body key (also a case's params) can be renamed; a
 dotted name (``question = input.text``) nests the value.
 
-Header values (ini ``rageval_headers``) never appear in ``describe()``, reprs
-or error messages.
+Header values (ini ``rageval_headers``), credentials in the URL and the judge key
+(``redact.SECRET_ENV``) never appear in ``describe()``, reprs, error messages or a
+response: the decoded JSON of every answer and the text of every error body are
+masked (``redact.Redactor``) before anything reads or cuts them.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import re
 import sys
 import time
@@ -62,6 +65,8 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from . import safejson
+from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
 from .suggest import did_you_mean
@@ -131,6 +136,7 @@ class RagReply:
     response: RagResponse
     latency_ms: float  # wall time of the successful attempt
     attempts: int
+    notes: tuple[str, ...] = ()  # what was repaired to read the response (safejson's notes: NaN, invalid Unicode)
 
 
 @runtime_checkable
@@ -469,19 +475,9 @@ def check_maps(headers_text: str, request_map_text: str, response_map_text: str)
 
 # --------------------------------------------------------------------------- helpers
 
-_SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|credential", re.IGNORECASE)
-
-
 def _public_url(url: httpx.URL, *, with_query: bool) -> str:
-    """The URL without userinfo; with the query, secret-looking parameter values masked."""
-    clean = url.copy_with(userinfo=b"", query=None, fragment=None)
-    text = str(clean)
-    if with_query and url.query:
-        params = [
-            f"{name}={'***' if _SECRET_PARAM.search(name) else value}" for name, value in url.params.multi_items()
-        ]
-        text += "?" + "&".join(params)
-    return text
+    """The URL without userinfo; with the query, secret-looking parameter values masked (redact.public_url)."""
+    return public_url(str(url.copy_with(fragment=None) if with_query else url.copy_with(query=None, fragment=None)))
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -546,7 +542,7 @@ class HttpClient:
         request_map: dict[str, str] | None = None,
         response_map: ResponseMap | None = None,
     ) -> None:
-        shown = re.sub(r"//[^/@]*@", "//***@", url)  # no credentials in messages
+        shown = scrub_urls(url)  # no credentials in messages
         try:
             parsed = httpx.URL(url)
         except Exception:  # noqa: BLE001 - httpx raises several types here
@@ -573,10 +569,8 @@ class HttpClient:
                 if existing.lower() == name.lower():
                     del self._headers[existing]
             self._headers[name] = value
-        secrets = {v for v in (headers or {}).values() if len(v) >= 4}
-        if parsed.userinfo:
-            secrets |= {part for part in parsed.userinfo.decode("ascii", "replace").split(":") if len(part) >= 4}
-        self._secrets = sorted(secrets, key=len, reverse=True)
+        self._redactor = Redactor([*header_secrets(headers or {}), *url_secrets(url), *environment_secrets(os.environ)])
+        guard_http_logs()  # httpx logs every request's URL, credentials included
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.backoff = float(backoff)
@@ -609,9 +603,8 @@ class HttpClient:
         }
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        """``text`` with every secret this client knows masked (before any cut)."""
+        return self._redactor.mask(text)
 
     def _error(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1) -> RagCallError:
         return RagCallError(kind, self._redact(message), status=status, attempts=attempts)
@@ -656,7 +649,7 @@ class HttpClient:
                     attempts=attempt + 1,
                 )
             except httpx.TransportError as exc:
-                detail = _one_line(str(exc), 200) if str(exc) else ""
+                detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
                 failure = self._error(
                     "connection",
                     f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}"
@@ -669,7 +662,7 @@ class HttpClient:
                 if status in _RETRY_STATUS:
                     failure = self._error(
                         "http",
-                        f"HTTP {status} from {self.url} (retried {attempt} times): {_one_line(response.text, 200)}",
+                        f"HTTP {status} from {self.url} (retried {attempt} times): {self._body(response, 200)}",
                         status=status,
                         attempts=attempt + 1,
                     )
@@ -686,28 +679,36 @@ class HttpClient:
 
     def _status_message(self, response: httpx.Response) -> str:
         status = response.status_code
-        message = f"HTTP {status} from {self.url}: {_one_line(response.text, 200)}"
+        message = f"HTTP {status} from {self.url}: {self._body(response, 200)}"
         location = response.headers.get("Location")
         if 300 <= status < 400 and location:
             target = _public_url(self._url.join(location), with_query=False)
             message = f"HTTP {status} from {self.url}: redirected to {target} (use that URL as the target)"
         return message
 
+    def _body(self, response: httpx.Response, limit: int) -> str:
+        """The response body on one line, masked, then cut to ``limit`` characters."""
+        return _one_line(self._redact(response.text), limit)
+
     def _reply(self, response: httpx.Response, latency_ms: float, attempts: int) -> RagReply:
         try:
-            data = response.json()
+            data, notes = safejson.loads(response.content, nonfinite="repair")
+        except safejson.JsonLimitError as exc:
+            raise self._error(
+                "invalid_response", f"response refused: {exc}", status=response.status_code, attempts=attempts
+            ) from None
         except ValueError:
             raise self._error(
                 "invalid_response",
-                f"response is not JSON: {_one_line(response.text, 120)}",
+                f"response is not JSON: {self._body(response, 120)}",
                 status=response.status_code,
                 attempts=attempts,
             ) from None
         try:
-            mapped = map_response(data, self.response_map)
+            mapped = map_response(self._redactor.mask_data(data), self.response_map)
         except RagCallError as exc:
             raise self._error(exc.kind, exc.message, status=response.status_code, attempts=attempts) from None
-        return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts)
+        return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts, notes=tuple(self._redact(n) for n in notes))
 
     async def aclose(self) -> None:
         """Close the connection pool (idempotent; a later aask opens a new one)."""
@@ -794,20 +795,29 @@ class CallableClient:
             text = text[:500] + ("..." if len(text) > 500 else "")
             raise RagCallError("target", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from exc
         latency_ms = (time.perf_counter() - start) * 1000.0
-        return RagReply(response=self._normalise(result), latency_ms=latency_ms, attempts=1)
+        response, notes = self._normalise(result)
+        return RagReply(response=response, latency_ms=latency_ms, attempts=1, notes=tuple(notes))
 
-    def _normalise(self, result: Any) -> RagResponse:
-        if isinstance(result, RagResponse):
-            return result
+    def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
+        """The response of ``result`` and what was repaired in it (NaN, invalid Unicode: safejson.clean)."""
+        ready = isinstance(result, RagResponse)
         if isinstance(result, BaseModel):
-            result = result.model_dump()
+            result = result.model_dump(exclude_none=ready)
         elif dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
         if not isinstance(result, dict):
             raise RagCallError(
                 "invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse"
             )
-        return map_response(result, self.response_map)
+        try:
+            result, notes = safejson.clean(result)
+        except safejson.JsonLimitError as exc:
+            raise RagCallError("invalid_response", f"{self.name} returned a value refused: {exc}") from None
+        if not ready:
+            return map_response(result, self.response_map), notes
+        if isinstance(result.get("timings"), dict):  # a NaN timing became null: drop it as map_response does
+            result["timings"] = {name: ms for name, ms in result["timings"].items() if ms is not None}
+        return RagResponse.model_validate(result), notes
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -869,7 +879,7 @@ def check_target(spec: str) -> str:
         return spec
     module_name, colon, attr_path = spec.partition(":")
     if "://" in spec or not colon or not _DOTTED.match(module_name) or not _DOTTED.match(attr_path):
-        raise RagConfigError(f"rageval_target {spec!r}: expected an http(s):// URL or 'package.module:callable'")
+        raise RagConfigError(f"rageval_target {scrub_urls(spec)!r}: expected an http(s):// URL or 'package.module:callable'")
     return spec
 
 

@@ -107,11 +107,11 @@ class CaseItem(pytest.Function):
 
     def setup(self) -> None:
         super().setup()
+        from .report.terminal import format_error
+
         self.record = self.plugin.run_case(self)
-        error = self.record.get("error")
-        if error:
-            what = "judge failed" if error["kind"] == "judge" else f"RAG call failed ({error['kind']})"
-            pytest.fail(f"{self.record['file']}:{self.line} [{self.case.id}] {what}: {error['message']}", pytrace=False)
+        if self.record.get("error"):
+            pytest.fail(format_error(self.record, self.line), pytrace=False)
 
     def runtest(self) -> None:
         from .report.terminal import format_failure
@@ -194,7 +194,9 @@ class BadLineItem(pytest.Item):
         self.add_marker(pytest.mark.rageval)
 
     def setup(self) -> None:
-        pytest.fail(self.message, pytrace=False)
+        from .sanitize import terminal_safe
+
+        pytest.fail(terminal_safe(self.message), pytrace=False)
 
     def runtest(self) -> None:  # never reached: setup always errors
         pass

@@ -94,9 +94,10 @@ def assert_metrics(result: CaseResult, **thresholds: Any) -> None:
     """
     __tracebackhide__ = True
     from .report.terminal import format_failure
+    from .sanitize import terminal_safe
 
     if result.error:
-        raise AssertionError(f"RAG call failed ({result.error['kind']}): {result.error['message']}")
+        raise AssertionError(terminal_safe(f"RAG call failed ({result.error['kind']}): {result.error['message']}"))
     try:
         wanted = {m: coerce_threshold(m, v, "assert_metrics") for m, v in thresholds.items()}
     except ThresholdError as exc:

@@ -22,6 +22,7 @@ from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdi
 from .judges.ratelimit import CASE_ORDER
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case, unmatchable_supports
+from .sanitize import Limits, cap, error_message, keep_notes
 from .schema import Chunk, EvalCase, RagResponse
 from .thresholds import Threshold, find_misses
 
@@ -99,6 +100,7 @@ class RunOptions:
     k: int
     require_snippets: bool = False
     store_full_text: bool = False
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -153,6 +155,7 @@ def base_record(case: EvalCase, *, key: str, file: str, line: int) -> dict[str, 
         "cost": {"judge_tokens": 0, "judge_cost_usd": 0.0},
         "runs": case.runs,
         "flaky": False,
+        "notes": [],
     }
 
 
@@ -204,9 +207,8 @@ def fill_response(record: dict[str, Any], case: EvalCase, response: RagResponse,
         _chunk_dict(c, position=i + 1, gold=m, full_text=full)
         for i, (c, m) in enumerate(zip(response.references, ref_marks))
     ]
-    record["judge_input"] = {
+    record["judge_input"] = {  # re-judging reads the answer from record["answer"]: it is stored once
         "question": case.question,
-        "answer": response.answer,
         "context_chunk_ids": [c.chunk_id for c in top],
         "context_chunks_truncated": [(c.text or "")[:TRUNCATE] for c in top],
     }
@@ -238,18 +240,62 @@ async def evaluate_case(
     """
     record = base_record(case, key=key, file=file, line=line)
     record["thresholds"] = dict(thresholds)
+    step = _Step()
+    try:
+        await _evaluate(record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step)
+    except (JudgeAuthError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a response or a judge makes the code meet: this case's error
+        record["error"] = _error(step.kind, f"{error_message(exc)} (while {step.doing})", opts.limits)
+    record["notes"] = keep_notes(step.notes)
+    return record
+
+
+@dataclass
+class _Step:
+    """Where evaluate_case is (what an unexpected exception there is counted as), and the case's notes."""
+
+    kind: str = "target"
+    doing: str = "asking the RAG system"
+    notes: list[str] = field(default_factory=list)
+
+    def at(self, kind: str, doing: str) -> None:
+        self.kind, self.doing = kind, doing
+
+
+def _error(kind: str, message: str, limits: Limits) -> dict[str, str]:
+    """A record's ``error``; a message longer than ``limits.error`` is cut and says so."""
+    text, note = cap(message, limits.error, "message")
+    return {"kind": kind, "message": f"{text} ... ({note})" if note else text}
+
+
+async def _evaluate(
+    record: dict[str, Any],
+    case: EvalCase,
+    client: RagClient,
+    opts: RunOptions,
+    thresholds: Mapping[str, Threshold],
+    *,
+    judge: Optional[JudgeSetup],
+    spot_input: bool,
+    step: _Step,
+) -> None:
+    """evaluate_case's work, filling ``record``; ``step`` follows where it is."""
     per_run: list[dict[str, Any]] = []
     verdicts: list[bool] = []
     latencies: list[dict[str, float]] = []
     attempted: list[str] = []
     seen: list[tuple[RagResponse, Mapping[str, Verdict], Optional[JudgeInput]]] = []
     for run in range(case.runs):
+        step.at("target", "asking the RAG system")
         try:
             reply = await client.aask(case.question, k=opts.k, params=dict(case.params))
         except RagCallError as exc:
-            record["error"] = {"kind": exc.kind, "message": exc.message}
-            return record
-        response = reply.response
+            record["error"] = _error(exc.kind, exc.message, opts.limits)
+            return
+        step.at("invalid_response", "reading the RAG response")
+        response, cut = bound_response(reply.response, opts.limits)
+        step.notes += [*reply.notes, *cut]
         if run == 0:
             fill_response(record, case, response, opts)
             if unmatchable_supports(case, response):
@@ -260,12 +306,13 @@ async def evaluate_case(
         run_verdicts: Mapping[str, Verdict] = {}
         inp: Optional[JudgeInput] = None
         if judge is not None:
+            step.at("judge", "judging the answer")
             inp = judge_input(case, response, _top_k(response.retrieved_chunks, opts.k))
             outcome = await judge_case(judge.judge, judge.metrics, case, response, inp, repeat_index=run, budget=judge.budget)
             attempted.extend(m for m in outcome.attempted if m not in attempted)
             _account(record, outcome, cached=judge.cached)
             if run == 0:
-                record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}
+                record["judge"] = _judge_dicts(outcome.verdicts, opts.limits, step.notes)
             if outcome.error is not None:
                 if isinstance(outcome.error, JudgeAuthError):
                     raise outcome.error
@@ -273,13 +320,14 @@ async def evaluate_case(
                 record["metrics"] = score_case(case, response, k=opts.k, require_snippets=opts.require_snippets)
                 record["metrics"]["latency_ms"] = reply.latency_ms
                 record["judge_attempted"] = attempted
-                record["error"] = {"kind": "judge", "message": str(outcome.error)}
-                return record
+                record["error"] = _error("judge", str(outcome.error), opts.limits)
+                return
             run_verdicts = outcome.verdicts
             classified = outcome.abstained
             ack = outcome.verdicts.get("conflict_ack")
             acknowledges = ack.label if ack is not None else None
             scores = {m: v.score for m, v in outcome.verdicts.items() if m in SCALES}
+        step.at("invalid_response", "scoring the RAG response")
         metrics = score_case(
             case, response, k=opts.k, require_snippets=opts.require_snippets, abstained=classified, acknowledges_conflict=acknowledges
         )
@@ -297,7 +345,7 @@ async def evaluate_case(
     if shown:
         fill_response(record, case, response, opts)
     if judge is not None:
-        record["judge"] = {m: verdict_dict(v) for m, v in run_verdicts.items()}
+        record["judge"] = _judge_dicts(run_verdicts, opts.limits, step.notes)
     record["metrics"] = _combine(per_run, tuple(m for m in judge.metrics if m in SCALES) if judge is not None else ())
     record["abstained"] = record["metrics"].get("abstained")
     record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
@@ -310,7 +358,56 @@ async def evaluate_case(
         payload = spotcheck.spot_input(case, inp, per_run[shown]["abstained"], run_verdicts)
         if payload is not None:
             record["spot_input"] = payload
-    return record
+
+
+def bound_response(response: RagResponse, limits: Limits) -> tuple[RagResponse, list[str]]:
+    """``response`` with its answer, abstain reason and every text of its chunks cut to ``limits``, and notes."""
+    notes: list[str] = []
+    update: dict[str, Any] = {}
+    for name, limit in (("answer", limits.answer), ("abstain_reason", limits.answer)):
+        value = getattr(response, name)
+        if isinstance(value, str):
+            value, note = cap(value, limit, name)
+            if note:
+                update[name] = value
+                notes.append(note)
+    for name in ("retrieved_chunks", "references"):
+        chunks = getattr(response, name)
+        bounded = [_bound_chunk(chunk, limits.chunk_text, f"{name}[{i}]", notes) for i, chunk in enumerate(chunks)]
+        if any(new is not old for new, old in zip(bounded, chunks)):
+            update[name] = bounded
+    return (response.model_copy(update=update) if update else response), notes
+
+
+def _bound_chunk(chunk: Chunk, limit: int, where: str, notes: list[str]) -> Chunk:
+    """``chunk`` with each of its text fields (text, ids, paths, extra fields) cut to ``limit`` characters."""
+    update: dict[str, Any] = {}
+    for name, value in chunk:
+        if isinstance(value, str):
+            value, note = cap(value, limit, f"{where}.{name}")
+            if note:
+                update[name] = value
+                notes.append(note)
+    if not update:
+        return chunk
+    return Chunk.model_validate({**chunk.model_dump(), **update})
+
+
+def _judge_dicts(verdicts: Mapping[str, Verdict], limits: Limits, notes: list[str]) -> dict[str, Any]:
+    """The verdicts as stored (verdict_dict) with reasoning, claims and the raw answer cut to ``limits.reasoning``."""
+    out: dict[str, Any] = {}
+    for metric, verdict in verdicts.items():
+        data = verdict_dict(verdict)
+        for name in ("reasoning", "raw"):
+            if isinstance(data.get(name), str):
+                data[name], note = cap(data[name], limits.reasoning, f"{metric} judge {name}")
+                if note:
+                    notes.append(note)
+        for name in ("supported_claims", "unsupported_claims"):
+            if isinstance(data.get(name), list):
+                data[name] = [cap(c, limits.reasoning, "")[0] if isinstance(c, str) else c for c in data[name]]
+        out[metric] = data
+    return out
 
 
 def _account(record: dict[str, Any], outcome: CaseVerdicts, *, cached: bool) -> None:

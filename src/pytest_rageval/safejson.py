@@ -25,6 +25,7 @@ MAX_DEPTH = 64
 #: Longest number literal accepted (digits, sign, point and exponent).
 MAX_NUMBER_CHARS = 100
 
+_NONFINITE_NAMES = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: What a JSON text holding a surrogate must contain: the character itself or a ``\\uD800``-``\\uDFFF`` escape.
 _MAYBE_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
@@ -37,16 +38,20 @@ class JsonLimitError(ValueError):
 
     ``path`` is the JSON path of the offending value (keys and list indices; empty
     when the problem is at the top level or could not be placed) and ``problem``
-    the message without the path, so a caller can word the path its own way.
+    the message without the path, so a caller can word the path its own way;
+    ``message`` (when given) is ``str()`` instead of ``"<path>: <problem>"``.
     """
 
-    def __init__(self, problem: str, path: tuple[Any, ...] = ()) -> None:
-        super().__init__(f"{_path_text(path)}: {problem}" if path else problem)
+    def __init__(self, problem: str, path: tuple[Any, ...] = (), *, message: str | None = None) -> None:
+        super().__init__(message or (f"{_path_text(path)}: {problem}" if path else problem))
         self.problem = problem
         self.path = path
 
 
 def _path_text(path: tuple[Any, ...]) -> str:
+    """``a.b[2].c``; a path deeper than 12 parts shows its first 8 and last 2 around the number left out."""
+    if len(path) > 12:
+        return f"{_path_text(path[:8])}...({len(path) - 10} more)...{_path_text(path[-2:]).lstrip('.')}"
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
@@ -71,13 +76,15 @@ def loads(
     number literals longer than :data:`MAX_NUMBER_CHARS` are always refused.
     Syntax errors raise ``json.JSONDecodeError`` as usual.
     """
-    repaired_nonfinite = [0]
+
+    nonfinite_seen = False
 
     def parse_constant(name: str) -> Any:
+        nonlocal nonfinite_seen
         if nonfinite == "refuse":
             raise JsonLimitError(f"{name} is not valid JSON")
-        repaired_nonfinite[0] += 1
-        return None
+        nonfinite_seen = True
+        return float(name)  # clean() below nulls it with a note naming its path
 
     def parse_int(literal: str) -> int:
         if len(literal) > MAX_NUMBER_CHARS:
@@ -87,10 +94,13 @@ def loads(
     def parse_float(literal: str) -> Any:
         if len(literal) > MAX_NUMBER_CHARS:
             raise JsonLimitError(f"a number of {len(literal)} characters (at most {MAX_NUMBER_CHARS})")
+        nonlocal nonfinite_seen
         value = float(literal)
-        if math.isfinite(value):
-            return value
-        return parse_constant(f"{literal} (too large for a float)")
+        if not math.isfinite(value):
+            if nonfinite == "refuse":
+                raise JsonLimitError(f"{literal} is too large for a float (not valid JSON)")
+            nonfinite_seen = True
+        return value
 
     def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
@@ -102,8 +112,9 @@ def loads(
                 seen.add(key)
         return obj
 
+    notes: list[str] = []
     if isinstance(text, bytes):
-        text = text.decode("utf-8")
+        text = _decode(text, notes)
     decoder = json.JSONDecoder(
         parse_constant=parse_constant,
         parse_int=parse_int,
@@ -116,15 +127,22 @@ def loads(
         raise _placed(JsonLimitError(f"nested deeper than {max_depth} levels"), text, decoder) from None
     except JsonLimitError as exc:
         raise _placed(exc, text, decoder) from None
-    if text.count("[") + text.count("{") <= max_depth and not _MAYBE_SURROGATE.search(text):
-        # Fast path: too few brackets to nest past the bound, no surrogate or surrogate escape
-        # in the text, and the decoder hooks above already bounded numbers and NaN.
-        notes: list[str] = []
-    else:
-        value, notes = clean(value, max_depth=max_depth, nonfinite=nonfinite, surrogates=surrogates)
-    if repaired_nonfinite[0]:
-        notes.insert(0, f"{repaired_nonfinite[0]} NaN/Infinity value(s) replaced by null")
-    return value, notes
+    if not nonfinite_seen and text.count("[") + text.count("{") <= max_depth and not _MAYBE_SURROGATE.search(text):
+        # Fast path: too few brackets to nest past the bound, no surrogate or surrogate escape in the
+        # text, no NaN/Infinity to null, and the decoder hooks above already bounded numbers.
+        return value, notes
+    value, repaired = clean(value, max_depth=max_depth, nonfinite=nonfinite, surrogates=surrogates)
+    return value, notes + repaired
+
+
+def _decode(data: bytes, notes: list[str]) -> str:
+    """JSON bytes as text (UTF-8, or UTF-16/32 as ``json`` detects them); invalid bytes become U+FFFD with a note."""
+    encoding = json.detect_encoding(data)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        notes.append(f"invalid {encoding.upper()} bytes (first at byte {exc.start}) replaced by U+FFFD")
+        return data.decode(encoding, "replace")
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -215,8 +233,8 @@ def clean(
             return leaf
         if isinstance(leaf, float) and not math.isfinite(leaf):
             if nonfinite == "refuse":
-                raise JsonLimitError(f"{leaf} is not valid JSON", path)
-            notes.append(f"{_path_text(path)}: {leaf} replaced by null")
+                raise JsonLimitError(f"{_NONFINITE_NAMES[str(leaf)]} is not valid JSON", path)
+            notes.append(f"{_path_text(path)}: {_NONFINITE_NAMES[str(leaf)]} replaced by null")
             return None
         return leaf
 
@@ -229,11 +247,12 @@ def clean(
         while stack:
             src, dst, where, level = stack.pop()
             if level > max_depth:
-                raise JsonLimitError(f"nested deeper than {max_depth} levels", where)
+                problem = f"nested deeper than {max_depth} levels"
+                raise JsonLimitError(problem, where, message=f"{problem} (at {_path_text(where)})")
             items = src.items() if isinstance(src, dict) else enumerate(src)
             for key, item in items:
                 if isinstance(dst, dict) and isinstance(key, str):
-                    key = fix_str(key, where + (key,))
+                    key = fix_str(key, where + (_SURROGATE.sub("\ufffd", key),))
                 sub = where + (key,)
                 if isinstance(item, (dict, list, tuple)):
                     child: Any = {} if isinstance(item, dict) else []

@@ -19,7 +19,7 @@ import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, write_json_atomic
+from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, portable_record, writable_record, write_json_atomic
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile, broken_link_problem, broken_set_items
 from .gate import Comparison, gate_runs, load_baseline
@@ -28,7 +28,10 @@ from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
+from .redact import public_args, public_url
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
+from .report.terminal import escape_longrepr
+from .sanitize import error_message, terminal_safe
 from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
@@ -120,7 +123,8 @@ class RagevalPlugin:
         self._lookahead: Optional[Lookahead] = None
         self._resumed: Optional[list[dict[str, Any]]] = None
         self._previous_sigterm: Any = None
-        self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
+        self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text,
+                               limits=settings.limits)
         self._engine: Optional[Engine] = None
         self._target_client: Optional[RagClient] = None
         self._session_client: Optional[SessionClient] = None
@@ -232,7 +236,7 @@ class RagevalPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
-        target = s.target or "(the rageval_client fixture)"
+        target = public_url(s.target) if s.target else "(the rageval_client fixture)"
         info = judge_info(self.judge_setup.judge if self.judge_setup else None)
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
         return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
@@ -294,9 +298,9 @@ class RagevalPlugin:
         try:
             return self.engine.wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
-            message = f"pytest-rageval: {exc.message}"
+            message = terminal_safe(f"pytest-rageval: {exc.message}")  # the judge server's words may be in it
         except JudgeCacheError as exc:  # damaged after the start-up check: stop once, not an error per case
-            message = f"pytest-rageval: {exc}"
+            message = terminal_safe(f"pytest-rageval: {exc}")
         self.stop_message = message
         if self.is_worker:
             # xdist takes an exiting worker for a crash unless it says it should stop; the controller
@@ -424,7 +428,9 @@ class RagevalPlugin:
                 state = "error"
             record["outcome"] = state
             if state == "error" and not record.get("error"):
-                record["error"] = {"kind": "other", "message": _longrepr_line(report)}
+                record["error"] = {"kind": "other", "message": _longrepr_line(report, call)}
+            if report.failed:  # a traceback's text may come from outside too (an exception quoting a server)
+                report.longrepr = escape_longrepr(report.longrepr)
             report.rageval_case = record  # type: ignore[attr-defined]
             item.record = None  # the report carries it from here on
             if self.config.getoption("xmlpath", None):  # JUnit XML asked for: metrics as properties
@@ -444,6 +450,11 @@ class RagevalPlugin:
                 record["outcome"] = state
             if records:
                 report.rageval_records = records  # type: ignore[attr-defined]
+        if self.is_worker:  # execnet refuses what JSON would (a lone surrogate): send the records as they will be written
+            if hasattr(report, "rageval_case"):
+                report.rageval_case = portable_record(report.rageval_case)  # type: ignore[attr-defined]
+            if hasattr(report, "rageval_records"):
+                report.rageval_records = [portable_record(r) for r in report.rageval_records]  # type: ignore[attr-defined]
 
     # -- the controller: artifacts and gate -------------------------------
 
@@ -529,8 +540,9 @@ class RagevalPlugin:
         spot = rec.pop("spot_input", None)  # full contexts: never written
         if spot is not None:
             self.spot_sample.offer(rec["key"], spot)
-        if write:
-            self.writer.add(with_seed_keys(rec, self.case_config))
+        if write:  # a record that cannot be written becomes an error saying why (counted so in metrics.json too)
+            rec = writable_record(with_seed_keys(rec, self.case_config))
+            self.writer.add(rec)
         self.aggregator.add(rec)
         if rec.get("file"):
             self.eval_files.add(rec["file"])
@@ -643,7 +655,7 @@ class RagevalPlugin:
             "plugin_version": __version__,
             "python": sys.version.split()[0],
             "pytest": pytest.__version__,
-            "args": list(self.config.invocation_params.args),
+            "args": public_args(self.config.invocation_params.args, s.redactor(os.environ)),
             "config": s.snapshot(),
             "client": self._target_client.describe() if self._target_client is not None else None,
             "judge": self.judge_setup.judge.describe() if self.judge_setup is not None else None,
@@ -759,6 +771,9 @@ def _outcome(report: pytest.TestReport) -> str:
     return str(report.outcome)
 
 
-def _longrepr_line(report: pytest.TestReport) -> str:
+def _longrepr_line(report: pytest.TestReport, call: Optional[pytest.CallInfo[None]] = None) -> str:
+    """One line saying why an item errored: ``Type: message`` of its exception, never only ``file.py:N``."""
+    if call is not None and call.excinfo is not None and not isinstance(call.excinfo.value, pytest.fail.Exception):
+        return error_message(call.excinfo.value)
     text = str(report.longrepr or "").strip()
     return text.splitlines()[-1] if text else "error"

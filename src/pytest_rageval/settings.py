@@ -6,6 +6,7 @@ from ini/pyproject are relative to rootdir (SPEC section 7).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from functools import partial
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from .pyproject_table import key_line, table_problems
+from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
+from .sanitize import Limits
 from .suggest import did_you_mean
 from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
 
@@ -50,6 +53,7 @@ class Settings:
     ignore_invariants: bool = False
     gate_significance: bool = False
     store_full_text: bool = False
+    limits: Limits = field(default_factory=Limits)  # size caps of text from outside (rageval_max_*_chars)
     retrieval_only: bool = False
     thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
     gate: Mapping[str, float] = field(default_factory=dict)
@@ -75,16 +79,29 @@ class Settings:
     def judge_enabled(self) -> bool:
         return self.judge != "none" and not self.retrieval_only
 
+    def redactor(self, environ: Mapping[str, str]) -> Redactor:
+        """Every secret this configuration knows: header values (``${VAR}`` expanded from ``environ``),
+        credentials in the target and judge URLs, and the judge key."""
+        from .client import RagConfigError, parse_headers
+
+        try:
+            headers = parse_headers(self.headers_text, environ)
+        except RagConfigError:  # an unset ${VAR}: the run stops on it anyway; keep what the lines say
+            headers = {str(i): line.partition(":")[2] for i, line in enumerate(self.headers_text.splitlines())}
+        urls = [url for url in (self.target, self.judge_base_url) if url]
+        return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
+
     def snapshot(self) -> dict[str, Any]:
         """The configuration that defines a run, for config.json and its hash.
 
-        Header values are secrets: only their names are kept.
+        Header values are secrets: only their names are kept. URLs are kept without
+        credentials and with secret-looking query values masked (redact.public_url).
         """
         header_names = sorted(
             line.split(":", 1)[0].strip() for line in self.headers_text.splitlines() if ":" in line
         )
         return {
-            "target": self.target,
+            "target": public_url(self.target) if self.target else self.target,
             "header_names": header_names,
             "request_map": self.request_map_text,
             "response_map": self.response_map_text,
@@ -93,10 +110,12 @@ class Settings:
             "require_snippets": self.require_snippets,
             "judge": self.judge,
             "judge_model": self.judge_model,
-            "judge_base_url": self.judge_base_url,
+            "judge_base_url": public_url(self.judge_base_url) if self.judge_base_url else self.judge_base_url,
             "judge_metrics": list(self.judge_metrics),
             "retrieval_only": self.retrieval_only,
             "store_full_text": self.store_full_text,
+            # only when changed: the default caps keep the hash of runs made before they existed
+            **({"limits": dataclasses.asdict(self.limits)} if self.limits != Limits() else {}),
             "thresholds": {
                 "global": dict(self.thresholds.global_),
                 "by_category": {c: dict(t) for c, t in self.thresholds.by_category.items()},
@@ -296,6 +315,7 @@ def build_settings(
         ignore_invariants=bool(option.rageval_ignore_invariants),
         gate_significance=bool(option.rageval_gate_significance),
         store_full_text=bool(option.rageval_store_full_text),
+        limits=_limits(ini),
         retrieval_only=bool(option.rageval_retrieval_only),
         thresholds=ThresholdConfig(global_, by_category, cli),
         gate=parse_gate(gate_table, "[tool.rageval.gate]"),
@@ -319,6 +339,22 @@ def build_settings(
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
     )
+
+
+def _limits(ini: Mapping[str, Any]) -> Limits:
+    """The ``rageval_max_*_chars`` ini keys: each a whole number of characters, at least 100."""
+    values: dict[str, int] = {}
+    for name, key in Limits.INI.items():
+        raw = ini.get(key)
+        if raw in (None, ""):
+            continue
+        try:
+            values[name] = int(str(raw).strip())
+        except ValueError:
+            raise SettingsError(f"{key}: must be a whole number of characters, got {raw!r}") from None
+        if values[name] < 100:
+            raise SettingsError(f"{key}: must be at least 100 characters, got {raw!r}")
+    return Limits(**values)
 
 
 def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from .judges.base import SCALES
 from .metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS
+from .sanitize import terminal_safe
 from .schema import EvalCase
 
 Threshold = Union[bool, float]
@@ -194,6 +195,6 @@ def _fmt(value: Any) -> str:
 
 
 def shorten(text: Optional[str], limit: int = 300) -> str:
-    """One-line excerpt of ``text`` for messages."""
-    flat = " ".join((text or "").split())
+    """One-line excerpt of ``text`` for messages, safe for a terminal (control characters shown escaped)."""
+    flat = terminal_safe(" ".join((text or "")[: limit * 4].split()), multiline=False)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -25,7 +25,12 @@ A malformed, non-JSON or truncated (finish_reason "length") answer is re-asked
 at most ``max_reasks`` times, then JudgeError; a re-ask appends the unusable answer
 and a message naming what was wrong and the form to answer in (prompts.reask_message),
 so it is not the identical request again. 401/403 raise JudgeAuthError.
-The API key never appears in messages, reprs, ``describe()`` or logs.
+The API key never appears in messages, reprs, ``describe()``, logs, verdicts or the
+cache: everything the server sends (message content and refusal, error bodies, the
+SDK's exception texts) is masked by ``redact.Redactor`` after decoding and before
+any cut, a verdict's fields are masked once more after parsing, and an SDK failure
+becomes a JudgeError with a short masked message of its own (no chained traceback
+that could print the body). The base URL is shown without credentials.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ from pydantic import BaseModel, ValidationError
 import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
 
 from . import prompts
+from .. import safejson
+from ..redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from ..retry import retry_after_seconds
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .ratelimit import EndpointLimiter, Probe
@@ -102,7 +109,9 @@ def parse_answer(metric: str, content: str) -> Verdict:
     if not text:
         raise ValueError("the answer was empty")
     try:
-        data = json.loads(text)
+        data, _ = safejson.loads(text, nonfinite="repair")  # bounded; a NaN score becomes null: "score" is then wrong
+    except safejson.JsonLimitError as exc:
+        raise ValueError(f"the answer is not valid JSON ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"the answer is not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(data, dict):
@@ -152,19 +161,20 @@ def _error_text(exc: Any) -> str:
             return str(inner["message"])
         if isinstance(inner, str):
             return inner
-        return json.dumps(body)[:2000]
+        return json.dumps(body)  # whole: it is masked before it is cut
     if isinstance(body, str):
         return body
     return str(getattr(exc, "message", "") or exc)
 
 
 class _Attempt:
-    """What one ask produced: the message text, whether it was cut off, and its token usage."""
+    """What one ask produced: the message text (masked), whether it was cut off, and its token usage."""
 
-    def __init__(self, completion: Any) -> None:
+    def __init__(self, completion: Any, redactor: Redactor) -> None:
         choice = completion.choices[0]
-        self.content = choice.message.content or ""
-        self.refusal = getattr(choice.message, "refusal", None)
+        self.content = redactor.mask(str(choice.message.content or ""))
+        refusal = getattr(choice.message, "refusal", None)
+        self.refusal = redactor.mask(str(refusal)) if refusal else None
         self.truncated = choice.finish_reason == "length"
         usage = getattr(completion, "usage", None)
         self.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -217,6 +227,10 @@ class OpenAIJudge:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.__key = api_key if api_key else resolve_api_key(os.environ)
+        key = [self.__key] if self.__key != PLACEHOLDER_KEY else []
+        self._redactor = Redactor([*key, *environment_secrets(os.environ), *url_secrets(self.base_url)])
+        self._shown_url = public_url(self.base_url)  # for messages, reprs and describe(): no credentials
+        guard_http_logs()
         self._step = first_step(json_mode)  # index into formats.FORMATS
         self._probe = Probe()
         self.requests_sent = 0  # chat.completions requests, retries and re-asks included
@@ -228,7 +242,7 @@ class OpenAIJudge:
         self.limiter = limiter or EndpointLimiter(max_in_flight, timeout=self.timeout)
 
     def __repr__(self) -> str:
-        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r}, json_mode={self.json_mode_in_use!r})"
+        return f"OpenAIJudge(model={self.model!r}, base_url={self._shown_url!r}, json_mode={self.json_mode_in_use!r})"
 
     @property
     def json_mode_in_use(self) -> str:
@@ -246,7 +260,7 @@ class OpenAIJudge:
         return {
             "name": self.name,
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": self._shown_url,
             "prompt_version": prompts.prompt_version(),
             "prompt_versions": dict(prompts.PROMPT_VERSIONS),
             "temperature": self.temperature,
@@ -284,9 +298,10 @@ class OpenAIJudge:
             attempt = await self._probe.run(functools.partial(self._ask, metric, inp, turns))
             prompt_tokens += attempt.prompt_tokens
             completion_tokens += attempt.completion_tokens
-            attempt.content = raw = self._scrub(attempt.content)  # a server echoing the key must not store it
+            raw = attempt.content  # masked already: a server echoing the key must not store it
             problem, verdict = self._check(metric, attempt)
             if verdict is not None:
+                verdict = self._masked(verdict)
                 verdict.attempts = ask
                 verdict.prompt_tokens, verdict.completion_tokens = prompt_tokens, completion_tokens
                 verdict.cost_usd = self.cost(prompt_tokens, completion_tokens)
@@ -308,6 +323,20 @@ class OpenAIJudge:
         if not price:
             return 0.0
         return (prompt_tokens * float(price[0]) + completion_tokens * float(price[1])) / 1_000_000
+
+    def _masked(self, verdict: Verdict) -> Verdict:
+        """The verdict with its decoded texts masked (a secret the raw text hid in an escape it could not undo
+        withholds the raw text)."""
+        mask = self._redactor.mask
+        texts = [verdict.reasoning, *verdict.supported_claims, *verdict.unsupported_claims]
+        if all(mask(text) == text for text in texts):
+            return verdict
+        return verdict.model_copy(update={
+            "reasoning": mask(verdict.reasoning),
+            "supported_claims": [mask(c) for c in verdict.supported_claims],
+            "unsupported_claims": [mask(c) for c in verdict.unsupported_claims],
+            "raw": MASK,
+        })
 
     @staticmethod
     def _check(metric: str, attempt: _Attempt) -> tuple[str, Optional[Verdict]]:
@@ -354,7 +383,7 @@ class OpenAIJudge:
             if self._step == step:
                 self._step = to
                 log.warning("rageval judge: %s refused response format %s; using %s from now on",
-                            self.base_url, FORMATS[step].describe(), FORMATS[to].describe())
+                            self._shown_url, FORMATS[step].describe(), FORMATS[to].describe())
             return self._step
 
     async def _ask(self, metric: str, inp: JudgeInput, turns: list[dict[str, str]]) -> _Attempt:
@@ -362,6 +391,7 @@ class OpenAIJudge:
         retries = 0
         step = self._step
         while True:
+            invalid = ""
             try:
                 async with self.limiter.slot() as ticket:
                     with self._lock:
@@ -370,9 +400,9 @@ class OpenAIJudge:
                     sent = time.monotonic()
                     completion = await self._client_now().chat.completions.create(**request)
                     ticket.done(time.monotonic() - sent)
-                return _Attempt(completion)
+                return _Attempt(completion, self._redactor)
             except openai.APIStatusError as exc:
-                status, text = exc.status_code, _error_text(exc)
+                status, text = exc.status_code, self._redactor.mask(_error_text(exc))
                 refused = next_step(step, status, text)
                 if refused is not None:
                     step = self._fall_back(step, refused)
@@ -380,7 +410,7 @@ class OpenAIJudge:
                 if status in (401, 403):
                     raise JudgeAuthError(
                         metric,
-                        f"judge endpoint refused the API key (HTTP {status}) at {self.base_url}; "
+                        f"judge endpoint refused the API key (HTTP {status}) at {self._shown_url}; "
                         "set RAGEVAL_JUDGE_API_KEY",
                     ) from None
                 failure = f"HTTP {status}: {_shorten(text, 200)}"
@@ -388,11 +418,13 @@ class OpenAIJudge:
                 headers = exc.response.headers if exc.response is not None else None
             except openai.APIConnectionError as exc:
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
-                failure, transient, headers = f"{kind} ({_shorten(str(exc), 200)})", True, None
-            except (AttributeError, IndexError, TypeError, openai.APIResponseValidationError) as exc:
-                raise JudgeError(
-                    metric, self._scrub(f"judge endpoint {self.base_url} returned an invalid chat completion: {exc}")
-                ) from None
+                failure, transient, headers = f"{kind} ({_shorten(self._redactor.mask(str(exc)), 200)})", True, None
+            except (AttributeError, IndexError, TypeError, ValueError, openai.OpenAIError) as exc:
+                # A 200 that is no chat completion (a body that is not JSON, a wrong shape): the SDK's exception
+                # and its traceback may carry the body, so only a short masked text of it goes on.
+                invalid = f"{type(exc).__name__}: {_shorten(self._redactor.mask(str(exc)), 200)}"
+            if invalid:  # raised outside the except block: no chained SDK traceback
+                raise JudgeError(metric, f"judge endpoint {self._shown_url} returned an invalid chat completion ({invalid})")
             if not transient or retries >= self.max_retries:
                 tries = retries + 1
                 hint = ""
@@ -401,13 +433,12 @@ class OpenAIJudge:
                             "at a time makes the others wait, so --rageval-concurrency 1 or 2 may help)")
                 raise JudgeError(
                     metric,
-                    self._scrub(f"judge request to {self.base_url} failed after {tries} attempt"
-                                f"{'s' if tries != 1 else ''}: {failure}{hint}"),
+                    f"judge request to {self._shown_url} failed after {tries} attempt{'s' if tries != 1 else ''}: "
+                    f"{failure}{hint}",
                 )
             delay = self._delay(retries, headers)
             retries += 1
-            log.debug("rageval judge: %s; retry %d of %d in %.2f s", self._scrub(failure), retries,
-                      self.max_retries, delay)
+            log.debug("rageval judge: %s; retry %d of %d in %.2f s", failure, retries, self.max_retries, delay)
             if failure.startswith("HTTP 429"):
                 self.limiter.pause(delay)  # every request to this endpoint waits, not just this one
             else:
@@ -420,13 +451,6 @@ class OpenAIJudge:
             return min(after, self.max_backoff)
         base = self.backoff * (2**retries)
         return min(base * (1.0 + 0.1 * random.random()), self.max_backoff)
-
-    def _scrub(self, text: str) -> str:
-        """The text with the API key masked (servers sometimes echo it)."""
-        key = self.__key
-        if key and key != PLACEHOLDER_KEY and len(key) >= 4:
-            text = text.replace(key, "***")
-        return text
 
 
 def _running_loop() -> Optional[asyncio.AbstractEventLoop]:

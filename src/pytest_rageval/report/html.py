@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .. import safejson
 from ..artifacts import write_text_atomic
 
 __all__ = [
@@ -108,7 +109,7 @@ def _fmt(value: Any) -> str:
             return escape(value)
         return f"{value:.3f}"
     if isinstance(value, (dict, list)):
-        return escape(json.dumps(value, ensure_ascii=False, default=str))
+        return escape(safejson.dumps(value))
     return escape(value)
 
 
@@ -323,6 +324,7 @@ def render_case_body(record: dict) -> str:
     body = [
         _render_case_text(record),
         _render_error(record),
+        _render_notes(record.get("notes")),
         _render_misses(record.get("misses")),
         _render_case_metrics(record),
         _render_chunks("Retrieved chunks", record.get("retrieved_chunks")),
@@ -384,6 +386,13 @@ def _render_error(record: dict) -> str:
     else:
         kind, message = "error", error
     return f'<h4>Error: <code>{escape(kind)}</code></h4><div class="errbox">{escape(message)}</div>'
+
+
+def _render_notes(notes: Any) -> str:
+    """What was repaired or cut in what the RAG or judge sent (record["notes"])."""
+    if not isinstance(notes, list) or not notes:
+        return ""
+    return "<h4>Notes</h4><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
 
 
 def _render_misses(misses: Any) -> str:

@@ -1,10 +1,17 @@
-"""Text for people: a failing case's message and the session's summary section."""
+"""Text for people: a failing case's message and the session's summary section.
+
+Everything here may hold text from outside (answers, chunk paths, judge
+reasoning, error bodies, notes): each message goes through
+``sanitize.terminal_safe`` so no escape sequence reaches the terminal.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
+from ..sanitize import terminal_safe
 from ..thresholds import Miss, describe_runs, shorten
 
 if TYPE_CHECKING:
@@ -47,7 +54,42 @@ def format_failure(record: Mapping[str, Any]) -> str:
             lines.append(f"{metric} judge: {shorten(verdict['reasoning'], 300)}")
         for claim in verdict.get("unsupported_claims") or []:
             lines.append(f"  unsupported: {shorten(claim, 200)}")
-    return "\n".join(lines)
+    lines += _note_lines(record)
+    return terminal_safe("\n".join(lines))
+
+
+def format_error(record: Mapping[str, Any], line: int) -> str:
+    """An errored case's message: where, which case, what failed and why, then its notes."""
+    error = record.get("error") or {}
+    kind = error.get("kind")
+    what = "judge failed" if kind == "judge" else f"RAG call failed ({kind})"
+    head = f"{record.get('file')}:{line} [{shorten(record.get('test_case_id'), 200)}] {what}: {error.get('message')}"
+    return terminal_safe("\n".join([head, *_note_lines(record)]))
+
+
+def escape_longrepr(node: Any, depth: int = 0) -> Any:
+    """A pytest report's ``longrepr`` with every text in it terminal-safe (in place where it is a dataclass).
+
+    pytest prints it to the terminal and writes it to JUnit XML and pytest-html;
+    a traceback's lines and crash message may hold text from outside (an
+    exception message that quotes a server). Its structure (pytest's
+    ``ExceptionChainRepr`` and parts, plain dataclasses) is kept, so the short
+    summary still shows the crash message.
+    """
+    if isinstance(node, str):
+        return terminal_safe(node)
+    if isinstance(node, (list, tuple)):
+        return type(node)(escape_longrepr(item, depth + 1) for item in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type) and depth < 12:
+        for item in dataclasses.fields(node):
+            setattr(node, item.name, escape_longrepr(getattr(node, item.name), depth + 1))
+    return node
+
+
+def _note_lines(record: Mapping[str, Any]) -> list[str]:
+    """The case's notes (what was repaired or cut in what the RAG or judge sent), one line each."""
+    notes = [n for n in record.get("notes") or [] if isinstance(n, str)]
+    return ["notes:", *(f"  {shorten(n, 300)}" for n in notes)] if notes else []
 
 
 def _fmt(value: Any) -> str:
@@ -111,7 +153,10 @@ def styled_summary_lines(
     notes: Iterable[str],
     run_dir: Optional[Path],
 ) -> list[tuple[str, Markup]]:
-    """The terminal section after the run, each line with its terminal markup (regressions in red)."""
+    """The terminal section after the run, each line with its terminal markup (regressions in red).
+
+    Every line is terminal-safe (notes and case ids may carry text from outside).
+    """
     agg = metrics.get("aggregate_metrics", {})
     deltas = {d.name: d for d in comparison.deltas} if comparison else {}
     counts = (
@@ -165,7 +210,7 @@ def styled_summary_lines(
     lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
     if run_dir is not None:
         lines.append((f"run: {run_dir} (metrics.json, results.jsonl, report.html)", {}))
-    return lines
+    return [(terminal_safe(line, multiline=False), markup) for line, markup in lines]
 
 
 def _comparison_lines(comparison: "Comparison") -> list[tuple[str, Markup]]:
