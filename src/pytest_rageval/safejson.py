@@ -250,19 +250,21 @@ def clean(
                 problem = f"nested deeper than {max_depth} levels"
                 raise JsonLimitError(problem, where, message=f"{problem} (at {_path_text(where)})")
             items = src.items() if isinstance(src, dict) else enumerate(src)
+            nested: list[tuple[Any, Any, tuple[Any, ...], int]] = []
             for key, item in items:
                 if isinstance(dst, dict) and isinstance(key, str):
                     key = fix_str(key, where + (_SURROGATE.sub("\ufffd", key),))
                 sub = where + (key,)
                 if isinstance(item, (dict, list, tuple)):
                     child: Any = {} if isinstance(item, dict) else []
-                    stack.append((item, child, sub, level + 1))
+                    nested.append((item, child, sub, level + 1))
                 else:
                     child = fix_leaf(item, sub)
                 if isinstance(dst, dict):
                     dst[key] = child
                 else:
                     dst.append(child)
+            stack.extend(reversed(nested))  # the first container is walked first: problems in document order
         return root
 
     return copy(value, (), 1), notes
