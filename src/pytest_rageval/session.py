@@ -178,6 +178,19 @@ class RagevalPlugin:
             return True
         return None
 
+    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> None:
+        """Note the broken ``.jsonl`` symlinks of a folder being collected (pytest's walk skips them silently)."""
+        try:
+            names = sorted(entry.name for entry in os.scandir(path) if entry.name.endswith(".jsonl") and entry.is_symlink())
+        except OSError:
+            return None
+        known = {p for p, _ in self.broken_sets}
+        for name in names:
+            problem = broken_link_problem(path / name)
+            if problem and path / name not in known:
+                self.broken_sets.append((path / name, problem))
+        return None
+
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
         if file_path.suffix == ".jsonl":
             return EvalSetFile.from_parent(parent, path=file_path)

@@ -100,13 +100,13 @@ def test_repeat_is_capped_at_100(pytester: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------- symlinks
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_dangling_symlink_and_loop_are_one_error_item_each(pytester: pytest.Pytester, xdist: list[str]) -> None:
+@pytest.mark.parametrize("args", [[], ["-n", "2"], ["eval_sets"]], ids=["globs", "globs-xdist", "folder-argument"])
+def test_dangling_symlink_and_loop_are_one_error_item_each(pytester: pytest.Pytester, args: list[str]) -> None:
     project(pytester, GOOD)
     sets = pytester.path / "eval_sets"
     os.symlink(pytester.path / "missing" / "gone.jsonl", sets / "dangling.jsonl")
     os.symlink("loop.jsonl", sets / "loop.jsonl")
-    result = run(pytester, *xdist)
+    result = run(pytester, *args)
     result.assert_outcomes(passed=len(GOOD), errors=2)
     result.stdout.fnmatch_lines_random([
         "*eval_sets/dangling.jsonl:0: cannot read eval set: broken symlink to *gone.jsonl* (No such file or directory)*",
