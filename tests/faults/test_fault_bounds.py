@@ -49,6 +49,38 @@ def no_traceback(result: pytest.RunResult) -> None:
     assert "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
 
 
+# --------------------------------------------------------------------------- hostile JSON in a line
+
+HOSTILE = {
+    "deep nesting": ('{"id": "deep", "question": "q?", "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+                     "field 'metadata.x[0][0][0][0]...': nested deeper than 64 levels"),
+    "long integer": ('{"id": "long", "question": "q?", "params": {"n": ' + "7" * 5000 + "}}",
+                     "field 'params.n': a number of 5000 characters (at most 100)"),
+    "nan": ('{"id": "nan", "question": "q?", "params": {"t": NaN}}', "field 'params.t': NaN is not valid JSON"),
+    "infinity": ('{"id": "inf", "question": "q?", "thresholds": {"mrr": -Infinity}}',
+                 "field 'thresholds.mrr': -Infinity is not valid JSON"),
+    "lone surrogate": ('{"id": "sur", "question": "q?", "metadata": {"k": "x\\ud800"}}',
+                       "field 'metadata.k': a lone surrogate (\\ud800) is not valid Unicode text"),
+    "duplicate key": ('{"id": "dup", "question": "q?", "question": "again?"}',
+                      "field 'question': key 'question' is given twice in one object"),
+}
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_hostile_json_is_one_bad_line_and_every_other_line_and_set_runs(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    project(pytester, [GOOD[0], *(text for text, _ in HOSTILE.values()), GOOD[1]], name="eval_sets/hostile")
+    project(pytester, [GOOD[2]], name="eval_sets/other")
+    result = run(pytester, *xdist)
+    result.assert_outcomes(passed=3, errors=len(HOSTILE))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    for number, (_, message) in enumerate(HOSTILE.values(), start=2):
+        assert f"eval_sets/hostile.jsonl:{number}: {message}" in out, message
+    no_traceback(result)
+    metrics = latest_metrics(pytester.path)
+    assert metrics["complete"] is True and metrics["invalid_lines"] == len(HOSTILE) and metrics["passed"] == 3
+
+
 # --------------------------------------------------------------------------- ids
 
 BAD_IDS = {
