@@ -275,7 +275,7 @@ def test_non_object_lines(tmp_path: Path, text: str, kind: str) -> None:
 
 def test_nan_is_not_json(tmp_path: Path) -> None:
     bad = only_bad(load(tmp_path, '{"id": "a", "question": "q", "thresholds": {"mrr": NaN}}'))
-    assert bad.message == f"{DISPLAY}:1: invalid JSON: NaN is not valid JSON"
+    assert bad.message == f"{DISPLAY}:1: field 'thresholds.mrr': NaN is not valid JSON"
 
 
 def test_duplicate_ids_claim_the_first_line_even_when_it_is_bad(tmp_path: Path) -> None:

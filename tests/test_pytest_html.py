@@ -191,3 +191,25 @@ def test_headless_browser_shows_payload_as_text(pytester: pytest.Pytester, tmp_p
     assert 'class="rageval"' in dom  # app.js inserted the extras
     assert ESCAPED in dom and PAYLOAD not in dom  # serialised back as text, i.e. parsed as text
     assert "<b>chunk</b>" not in dom
+
+
+HTML_IDS = [
+    "<img src=x onerror=document.body.setAttribute('data-pwned','img')>",
+    "<script>document.body.setAttribute('data-pwned','script')</script>",
+]
+
+
+@pytest.mark.usefixtures("needs_chromium")
+def test_headless_browser_shows_html_case_ids_as_text(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """pytest-html 4.2 puts the test id into its results table as HTML; the plugin escapes it (EscapedTestIds)."""
+    cases = [{"id": case_id, "question": "What is A?", "gold_supports": [GOLD]} for case_id in HTML_IDS]
+    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
+    with AskServer(System()) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+                                    "--html=report.html", "--self-contained-html")
+    result.assert_outcomes(passed=2)
+    dom = dump_dom(pytester.path / "report.html", tmp_path / "profile")
+    assert 'data-pwned="' not in dom  # neither the onerror handler nor the script ran (they would set it on <body>)
+    for case_id in HTML_IDS:
+        assert f'<td class="col-testId">eval_sets/s.jsonl::{html.escape(case_id, quote=False)}</td>' in dom
+    assert '<img src="x"' not in dom and "<script>document" not in dom  # no element was made from an id

@@ -100,12 +100,35 @@ def _history(args: argparse.Namespace) -> int:
             print()
         print(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
         print("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total  note")
+        odd: list[str] = []
         for metrics in runs:
-            agg = metrics.get("aggregate_metrics", {})
-            cells = "".join(("—" if agg.get(n) is None else f"{agg[n]:.3f}").rjust(16) for n in names)
+            agg = metrics.get("aggregate_metrics")
+            agg = agg if isinstance(agg, dict) else {}
+            cells = "".join(_history_cell(agg.get(n)).rjust(16) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
             print(f"{str(metrics.get('run_id')):<24}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
+            bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
+            if bad:
+                where = Path(args.dir) / str(metrics.get("run_id")) / "metrics.json"
+                odd.append(f"? {where}: {', '.join(bad)} not a number")
+        for line in odd:
+            print(line)
     return 0
+
+
+def _history_cell(value: Any) -> str:
+    """An aggregate as ``rageval history`` shows it: ``0.812``, ``—`` for null, ``?`` for what is not a number."""
+    import math
+
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "?"
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return "?"
+    return f"{number:.3f}" if math.isfinite(number) else "?"
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -9,7 +9,9 @@ quality miss is a failure (F).
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import pytest
@@ -148,6 +150,38 @@ def warn_once(config: pytest.Config, record: dict[str, Any]) -> None:
             warned.add(code)
             # One fixed location, so pytest's summary shows one entry whichever case and worker warned.
             warnings.warn_explicit(RagevalWarning(WARNINGS[code]), RagevalWarning, filename="pytest-rageval", lineno=0)
+
+
+def broken_link_problem(path: Path) -> Optional[str]:
+    """Why ``path``, a symlink, cannot be read (dangling, or a loop), or None when it is no broken symlink."""
+    if not path.is_symlink():
+        return None
+    try:
+        path.stat()
+    except OSError as exc:
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"cannot read eval set: broken symlink to {target!r} ({exc.strerror or exc})"
+    return None
+
+
+class BrokenEvalSet(pytest.File):
+    """An eval-set path that is a dangling symlink or a symlink loop: one error item, ``<path>::line0``."""
+
+    def __init__(self, *, problem: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def collect(self) -> Iterator[pytest.Item]:
+        message = f"{_relative(self.path, self.config.rootpath)}:0: {self.problem}"
+        yield BadLineItem.from_parent(self, name="line0", message=message, line=0)
+
+
+def broken_set_items(session: pytest.Session, broken: list[tuple[Path, str]]) -> list[pytest.Item]:
+    """The error items of the broken eval-set paths (collected apart: pytest cannot collect a missing path)."""
+    return [item for path, problem in broken for item in BrokenEvalSet.from_parent(session, path=path, problem=problem).collect()]
 
 
 class BadLineItem(pytest.Item):

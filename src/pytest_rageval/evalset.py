@@ -25,7 +25,9 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_rageval.schema import EvalCase
+from pytest_rageval import safejson
+from pytest_rageval.safejson import JsonLimitError
+from pytest_rageval.schema import EvalCase, id_problem
 from pytest_rageval.suggest import closest
 
 __all__ = ["BadLine", "EvalFile", "LoadedCase", "line_json_schema", "load_eval_file"]
@@ -47,7 +49,7 @@ class BadLine:
     """A line that did not validate.
 
     ``message`` is one line, ``<display>:<line>: <problems joined by "; ">``.
-    ``case_id`` is the line's ``"id"`` when it was a non-empty string that no
+    ``case_id`` is the line's ``"id"`` when it was a valid id that no
     earlier line of the file used, else None (so it is safe as a node-id part).
     ``line`` is 0 when the file could not be read at all.
     """
@@ -64,17 +66,6 @@ class EvalFile:
     display: str
     cases: list[LoadedCase]
     bad: list[BadLine]
-
-
-class _NonStandardConstant(ValueError):
-    """Raised for NaN / Infinity, which Python's json accepts but JSON does not."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NonStandardConstant(f"{name} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def load_eval_file(path: Path, display: str | None = None) -> EvalFile:
@@ -115,12 +106,12 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
         if not stripped or stripped.startswith("//"):
             continue
         try:
-            obj = _DECODER.decode(text)
+            obj, _ = safejson.loads(text, surrogates="refuse", duplicate_keys="refuse")
         except json.JSONDecodeError as exc:
             bad.append(BadLine(lineno, f"{display}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})", None))
             continue
-        except _NonStandardConstant as exc:
-            bad.append(BadLine(lineno, f"{display}:{lineno}: invalid JSON: {exc}", None))
+        except JsonLimitError as exc:
+            bad.append(BadLine(lineno, f"{display}:{lineno}: {_limit_problem(exc)}", None))
             continue
         if not isinstance(obj, dict):
             message = f"{display}:{lineno}: expected a JSON object, got {json_kind(obj)}"
@@ -129,7 +120,7 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
 
         problems: list[str] = []
         case_id = obj.get("id")
-        if not isinstance(case_id, str) or not case_id:
+        if not isinstance(case_id, str) or not case_id or id_problem(case_id) is not None:
             case_id = None
         elif case_id in first_line_of_id:
             problems.append(
@@ -180,6 +171,22 @@ def _schema_text() -> str:
 
 
 # --- turning pydantic errors into one-line messages -------------------------------------------
+
+
+#: How many segments of a JSON path a message shows (a too-deep path is cut with "...").
+_SHOWN_PATH = 6
+
+
+def _limit_problem(exc: JsonLimitError) -> str:
+    """A bound the line's JSON broke, worded like a field problem: ``field 'metadata.k[1]': ...``."""
+    if not exc.path:
+        return f"invalid JSON: {exc.problem}"
+    path = ""
+    for part in exc.path[:_SHOWN_PATH]:
+        path = path + f"[{part}]" if isinstance(part, int) else _join(path, str(part))
+    if len(exc.path) > _SHOWN_PATH:
+        path += "..."
+    return f"field {path!r}: {exc.problem}"
 
 
 def _decode_problem(exc: UnicodeDecodeError) -> str:

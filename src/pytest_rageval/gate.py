@@ -142,6 +142,21 @@ class Comparison:
         return any(d.regressed for d in self.deltas) or bool(self.coverage_failures)
 
     @property
+    def one_sided(self) -> list[str]:
+        """``not compared: <metric> (null in the baseline, 0.800 in this run)`` per metric null on one side only.
+
+        Such a metric is not gated (nothing to compare it with) and does not fail
+        the gate, but it is never skipped silently: these lines are in the gate's output.
+        """
+        notes = []
+        for d in self.deltas:
+            if (d.whole_old is None) != (d.whole_new is None):
+                where = f"null in the baseline, {_f(d.whole_new)} in this run" if d.whole_old is None else (
+                    f"{_f(d.whole_old)} in the baseline, null in this run")
+                notes.append(f"not compared: {d.name} ({where})")
+        return notes
+
+    @property
     def regressed_metrics(self) -> list[str]:
         """Names of the regressed metrics, in delta order."""
         return [d.name for d in self.deltas if d.regressed]
@@ -239,11 +254,41 @@ def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
         raise ValueError(f"{path}: cannot read baseline: {exc}") from exc
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: baseline is not valid JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
+        raise ValueError(f"{path}: baseline is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("aggregate_metrics"), dict):
         raise ValueError(f"{path}: not a metrics.json (no aggregate_metrics object)")
+    problems = non_numbers(data)
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems) + " (a gated value must be a number or null)")
     return data
+
+
+def _gated_raw(metrics_json: Mapping[str, Any]) -> dict[str, Any]:
+    """The values :func:`_scalars` compares, as stored: the known metrics' aggregates, rates and latency percentiles."""
+    agg = metrics_json.get("aggregate_metrics") or {}
+    raw = {key: agg[key] for key in sorted(GATE_NAMES) if key in agg}
+    operational = agg.get("operational_metrics")
+    if isinstance(operational, Mapping):
+        raw.update({key: operational[key] for key in ("error_rate", "timeout_rate", "empty_response_rate") if key in operational})
+    latency = agg.get("latency")
+    if isinstance(latency, Mapping):
+        raw.update({f"latency_{key}": latency[key] for key in ("p50_ms", "p95_ms") if key in latency})
+    return raw
+
+
+def non_numbers(metrics_json: Mapping[str, Any]) -> list[str]:
+    """One problem per known metric whose stored value is neither a finite number nor null (a gate would skip it)."""
+    problems = []
+    for name, value in _gated_raw(metrics_json).items():
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+            continue
+        if isinstance(value, float):
+            shown = repr(value).replace("nan", "NaN").replace("inf", "Infinity")
+        else:
+            shown = json.dumps(value, default=str)[:40]
+        problems.append(f"{name} is {shown}, not a number")
+    return problems
 
 
 # --------------------------------------------------------------------------- invariants
@@ -745,6 +790,7 @@ def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[st
     if comparison.not_compared:
         return lines + [f"not compared: {comparison.not_compared}"]
     lines += [format_delta(d) for d in comparison.deltas]
+    lines += comparison.one_sided
     lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)
     lines += _case_list("cases that flipped from fail to pass:", comparison.flipped_to_pass, max_cases)
     lines += list(comparison.invariant_differences)

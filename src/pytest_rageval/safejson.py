@@ -27,12 +27,25 @@ MAX_NUMBER_CHARS = 100
 
 _NONFINITE_NAMES = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a JSON text holding a surrogate must contain: the character itself or a ``\\uD800``-``\\uDFFF`` escape.
+_MAYBE_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
 
 Policy = Literal["refuse", "repair"]
 
 
 class JsonLimitError(ValueError):
-    """JSON that is valid text but breaks a bound; ``str()`` is one readable line naming the JSON path."""
+    """JSON that is valid text but breaks a bound; ``str()`` is one readable line naming the JSON path.
+
+    ``path`` is the JSON path of the offending value (keys and list indices; empty
+    when the problem is at the top level or could not be placed) and ``problem``
+    the message without the path, so a caller can word the path its own way;
+    ``message`` (when given) is ``str()`` instead of ``"<path>: <problem>"``.
+    """
+
+    def __init__(self, problem: str, path: tuple[Any, ...] = (), *, message: str | None = None) -> None:
+        super().__init__(message or (f"{_path_text(path)}: {problem}" if path else problem))
+        self.problem = problem
+        self.path = path
 
 
 def _path_text(path: tuple[Any, ...]) -> str:
@@ -64,9 +77,13 @@ def loads(
     Syntax errors raise ``json.JSONDecodeError`` as usual.
     """
 
+    nonfinite_seen = False
+
     def parse_constant(name: str) -> Any:
+        nonlocal nonfinite_seen
         if nonfinite == "refuse":
             raise JsonLimitError(f"{name} is not valid JSON")
+        nonfinite_seen = True
         return float(name)  # clean() below nulls it with a note naming its path
 
     def parse_int(literal: str) -> int:
@@ -77,9 +94,12 @@ def loads(
     def parse_float(literal: str) -> Any:
         if len(literal) > MAX_NUMBER_CHARS:
             raise JsonLimitError(f"a number of {len(literal)} characters (at most {MAX_NUMBER_CHARS})")
+        nonlocal nonfinite_seen
         value = float(literal)
-        if not math.isfinite(value) and nonfinite == "refuse":
-            raise JsonLimitError(f"{literal} is too large for a float (not valid JSON)")
+        if not math.isfinite(value):
+            if nonfinite == "refuse":
+                raise JsonLimitError(f"{literal} is too large for a float (not valid JSON)")
+            nonfinite_seen = True
         return value
 
     def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -104,7 +124,13 @@ def loads(
     try:
         value = decoder.decode(text)
     except RecursionError:
-        raise JsonLimitError(f"nested deeper than {max_depth} levels") from None
+        raise _placed(JsonLimitError(f"nested deeper than {max_depth} levels"), text, decoder) from None
+    except JsonLimitError as exc:
+        raise _placed(exc, text, decoder) from None
+    if not nonfinite_seen and text.count("[") + text.count("{") <= max_depth and not _MAYBE_SURROGATE.search(text):
+        # Fast path: too few brackets to nest past the bound, no surrogate or surrogate escape in the
+        # text, no NaN/Infinity to null, and the decoder hooks above already bounded numbers.
+        return value, notes
     value, repaired = clean(value, max_depth=max_depth, nonfinite=nonfinite, surrogates=surrogates)
     return value, notes + repaired
 
@@ -117,6 +143,57 @@ def _decode(data: bytes, notes: list[str]) -> str:
     except UnicodeDecodeError as exc:
         notes.append(f"invalid {encoding.upper()} bytes (first at byte {exc.start}) replaced by U+FFFD")
         return data.decode(encoding, "replace")
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+#: How many levels :func:`_placed` descends to name the value at fault.
+_PLACE_DEPTH = 8
+
+
+def _placed(exc: JsonLimitError, text: str, decoder: json.JSONDecoder) -> JsonLimitError:
+    """``exc`` (raised while decoding, so without a path) with the JSON path of the value at fault.
+
+    Only run on failure: re-reads the document container by container with the
+    same decoder, descending into the member that fails (at most
+    ``_PLACE_DEPTH`` levels); a key given twice is its own place. ``exc`` is
+    returned as it was when the fault cannot be placed (a syntax error first).
+    """
+    if exc.path:
+        return exc
+    try:
+        path = _fault_path(text, _WS.match(text, 0).end(), decoder, _PLACE_DEPTH)
+    except ValueError:
+        return exc
+    return JsonLimitError(exc.problem, path) if path else exc
+
+
+def _fault_path(text: str, idx: int, decoder: json.JSONDecoder, levels: int) -> tuple[Any, ...]:
+    """The path, below the value starting at ``idx``, of the member whose decoding fails (``()``: this value)."""
+    opener = text[idx : idx + 1]
+    if levels <= 0 or opener not in ("{", "["):
+        return ()
+    seen: set[str] = set()
+    idx = _WS.match(text, idx + 1).end()
+    position = 0
+    while text[idx : idx + 1] not in ("", "}", "]"):
+        key: Any = position
+        if opener == "{":
+            key, idx = json.decoder.scanstring(text, idx + 1)
+            if key in seen:
+                return (key,)
+            seen.add(key)
+            idx = _WS.match(text, idx).end() + 1  # past the ':'
+            idx = _WS.match(text, idx).end()
+        start = idx
+        try:
+            _, idx = decoder.raw_decode(text, idx)
+        except (JsonLimitError, RecursionError):
+            return (key, *_fault_path(text, start, decoder, levels - 1))
+        idx = _WS.match(text, idx).end()
+        if text[idx : idx + 1] == ",":
+            idx = _WS.match(text, idx + 1).end()
+        position += 1
+    return ()
 
 
 def clean(
@@ -141,7 +218,7 @@ def clean(
         if found is None:
             return text
         if surrogates == "refuse":
-            raise JsonLimitError(f"{_path_text(path)}: a lone surrogate (\\u{ord(found[0]):04x}) is not valid Unicode text")
+            raise JsonLimitError(f"a lone surrogate (\\u{ord(found[0]):04x}) is not valid Unicode text", path)
         notes.append(f"{_path_text(path)}: invalid Unicode (lone surrogate) replaced by U+FFFD")
         return _SURROGATE.sub("\ufffd", text)
 
@@ -152,11 +229,11 @@ def clean(
             return leaf
         if isinstance(leaf, int):
             if leaf.bit_length() > MAX_NUMBER_CHARS * 3.33:
-                raise JsonLimitError(f"{_path_text(path)}: an integer of more than {MAX_NUMBER_CHARS} digits")
+                raise JsonLimitError(f"an integer of more than {MAX_NUMBER_CHARS} digits", path)
             return leaf
         if isinstance(leaf, float) and not math.isfinite(leaf):
             if nonfinite == "refuse":
-                raise JsonLimitError(f"{_path_text(path)}: {leaf} is not valid JSON")
+                raise JsonLimitError(f"{_NONFINITE_NAMES[str(leaf)]} is not valid JSON", path)
             notes.append(f"{_path_text(path)}: {_NONFINITE_NAMES[str(leaf)]} replaced by null")
             return None
         return leaf
@@ -170,21 +247,24 @@ def clean(
         while stack:
             src, dst, where, level = stack.pop()
             if level > max_depth:
-                raise JsonLimitError(f"nested deeper than {max_depth} levels (at {_path_text(where)})")
+                problem = f"nested deeper than {max_depth} levels"
+                raise JsonLimitError(problem, where, message=f"{problem} (at {_path_text(where)})")
             items = src.items() if isinstance(src, dict) else enumerate(src)
+            nested: list[tuple[Any, Any, tuple[Any, ...], int]] = []
             for key, item in items:
                 if isinstance(dst, dict) and isinstance(key, str):
                     key = fix_str(key, where + (_SURROGATE.sub("\ufffd", key),))
                 sub = where + (key,)
                 if isinstance(item, (dict, list, tuple)):
                     child: Any = {} if isinstance(item, dict) else []
-                    stack.append((item, child, sub, level + 1))
+                    nested.append((item, child, sub, level + 1))
                 else:
                     child = fix_leaf(item, sub)
                 if isinstance(dst, dict):
                     dst[key] = child
                 else:
                     dst.append(child)
+            stack.extend(reversed(nested))  # the first container is walked first: problems in document order
         return root
 
     return copy(value, (), 1), notes

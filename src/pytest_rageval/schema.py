@@ -6,6 +6,8 @@ file/line/field messages lives in ``evalset.py``.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any, Literal, Optional, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -13,6 +15,47 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 HeadingPath = Union[str, list[str]]
 
 CATEGORY_DEFAULT = "factual"
+
+#: The most runs one case may ask for with ``repeat``.
+MAX_REPEAT = 100
+#: What a case id may look like, for the JSON Schema; :func:`id_problem` is the check with the messages.
+#: (ECMA-262 regex; it spells out C0/C1 controls and Unicode separators, the check refuses all non-printables.)
+ID_PATTERN = (
+    r"^(?!line[0-9]+$)(?!.*::)(?=\S)(?=.*\S$)"
+    r"[^\u0000-\u001f\u007f-\u009f\u00ad\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\[\]]+$"
+)
+_ERROR_ITEM_NAME = re.compile(r"line[0-9]+")
+
+
+def id_problem(value: str) -> Optional[str]:
+    """Why ``value`` cannot be a case id (it becomes a pytest node-id part and shows in every report), or None.
+
+    Printable characters only (``str.isprintable``: no control characters such
+    as newline, tab, NUL, ESC, DEL or C1, no format characters, no surrogates,
+    no line or paragraph separators); no leading or trailing whitespace; no
+    ``::`` (it splits node ids); no ``[`` or ``]`` (pytest reads them as a
+    parametrization suffix when selecting by node id); not ``line<N>``, the
+    name of a bad line's error item.
+    """
+    for char in value:
+        if not char.isprintable():
+            return f"must hold printable characters only, found {_char_name(char)}"
+    if value != value.strip():
+        return "must not start or end with whitespace"
+    if "::" in value:
+        return "must not contain '::' (it would split the test's node id)"
+    if "[" in value or "]" in value:
+        return "must not contain '[' or ']' (pytest reads them as parameters when selecting by node id)"
+    if _ERROR_ITEM_NAME.fullmatch(value):
+        return f"{value!r} is reserved: bad lines are reported as items named line<N>"
+    return None
+
+
+def _char_name(char: str) -> str:
+    """``U+000A (a control character)``: how a refused character reads in a message."""
+    kind = {"Cc": "a control character", "Cf": "a format character", "Cs": "a lone surrogate"}
+    category = unicodedata.category(char)
+    return f"U+{ord(char):04X} ({kind.get(category, 'not printable')})"
 
 
 class GoldSupport(BaseModel):
@@ -30,7 +73,12 @@ class EvalCase(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)  # "yes" is no bool, "2" no int
 
-    id: str = Field(min_length=1)
+    id: str = Field(
+        min_length=1,
+        json_schema_extra={"pattern": ID_PATTERN},
+        description="Printable characters only (no control characters, no leading or trailing whitespace), "
+        "without '::', '[' or ']', and not of the form line<N> (the name of a bad line's error item).",
+    )
     question: str = Field(min_length=1, validation_alias=AliasChoices("question", "query"))
     answerable: bool = True
     reference_answer: Optional[str] = Field(
@@ -60,7 +108,7 @@ class EvalCase(BaseModel):
     thresholds: dict[str, Union[bool, float]] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
     flaky: bool = False
-    repeat: Optional[int] = Field(default=None, ge=1)
+    repeat: Optional[int] = Field(default=None, ge=1, le=MAX_REPEAT)
     skip: Optional[str] = None
     xfail: Optional[str] = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -68,8 +116,9 @@ class EvalCase(BaseModel):
     @field_validator("id")
     @classmethod
     def _id_fits_a_node_id(cls, value: str) -> str:
-        if "::" in value:
-            raise ValueError("must not contain '::' (it would split the test's node id)")
+        problem = id_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("question")

@@ -21,10 +21,11 @@ from . import __version__
 from .aggregate import Aggregator
 from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, portable_record, writable_record, write_json_atomic
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
-from .collect import BadLineItem, CaseItem, EvalSetFile
+from .collect import BadLineItem, CaseItem, EvalSetFile, broken_link_problem, broken_set_items
 from .gate import Comparison, gate_runs, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
+from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
 from .redact import public_args, public_url
@@ -65,11 +66,26 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
         from .report.pytest_html import register
 
         register(config, plugin)
-    if settings.clear_cache and not plugin.is_worker:
-        from .judges.cache import JudgeCache
-
-        plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
+    if not plugin.is_worker:
+        _prepare_cache(plugin, check=not (settings.dry_run or config.option.collectonly))
     return plugin
+
+
+def _prepare_cache(plugin: "RagevalPlugin", *, check: bool) -> None:
+    """Clear the judge cache when asked; then a corrupt or unreadable one is one usage error before any case.
+
+    Runs on the controller only: xdist starts its workers after this.
+    """
+    from .judges.cache import JudgeCache, check_judge_cache
+
+    settings = plugin.settings
+    try:
+        if settings.clear_cache:
+            plugin.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
+        for setup in (plugin.judge_setup, plugin.spot_setup) if check else ():
+            check_judge_cache(setup.judge if setup is not None else None)
+    except JudgeCacheError as exc:
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
 
 
 def _check_target(plugin: "RagevalPlugin") -> None:
@@ -117,6 +133,7 @@ class RagevalPlugin:
         self.accepted = 0  # records folded in (resumed ones included)
         self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
         self.eval_files: set[str] = set()
+        self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
         self.digests: dict[str, str] = {}
         self.writer: Optional[RunWriter] = None
         self.metrics: Optional[dict[str, Any]] = None
@@ -141,6 +158,11 @@ class RagevalPlugin:
         for pattern in self.settings.eval_set_globs:
             matches = sorted(glob.glob(str(root / pattern), recursive=True))
             files.extend(m for m in matches if m not in files)
+        # A dangling symlink or a loop would stop pytest ("file or directory not found"): an error item instead.
+        self.broken_sets = [(Path(f), problem) for f in files if (problem := broken_link_problem(Path(f)))]
+        files = [f for f in files if f not in {str(path) for path, _ in self.broken_sets}]
+        if not files and self.broken_sets:
+            raise pytest.UsageError("pytest-rageval: no eval set can be read: " + "; ".join(f"{p}: {why}" for p, why in self.broken_sets))
         if not files:
             raise pytest.UsageError(
                 f"pytest-rageval: no eval sets match {', '.join(self.settings.eval_set_globs)} "
@@ -154,6 +176,19 @@ class RagevalPlugin:
         out = self.settings.output_dir
         if collection_path == out or out in collection_path.parents:
             return True
+        return None
+
+    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> None:
+        """Note the broken ``.jsonl`` symlinks of a folder being collected (pytest's walk skips them silently)."""
+        try:
+            names = sorted(entry.name for entry in os.scandir(path) if entry.name.endswith(".jsonl") and entry.is_symlink())
+        except OSError:
+            return None
+        known = {p for p, _ in self.broken_sets}
+        for name in names:
+            problem = broken_link_problem(path / name)
+            if problem and path / name not in known:
+                self.broken_sets.append((path / name, problem))
         return None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
@@ -177,6 +212,11 @@ class RagevalPlugin:
         Every xdist worker computes the same result (hashes and seeds over node ids).
         """
         s = self.settings
+        if self.broken_sets and self.session is not None:
+            broken = broken_set_items(self.session, self.broken_sets)
+            for item in broken:
+                config.hook.pytest_itemcollected(item=item)
+            items[:0] = broken
         done = self.resumed_keys()
         if s.shard is not None or done:
             keep, drop = [], []
@@ -272,6 +312,8 @@ class RagevalPlugin:
             return self.engine.wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
         except JudgeAuthError as exc:
             message = terminal_safe(f"pytest-rageval: {exc.message}")  # the judge server's words may be in it
+        except JudgeCacheError as exc:  # damaged after the start-up check: stop once, not an error per case
+            message = terminal_safe(f"pytest-rageval: {exc}")
         self.stop_message = message
         if self.is_worker:
             # xdist takes an exiting worker for a crash unless it says it should stop; the controller

@@ -30,7 +30,10 @@ from pydantic import ValidationError
 
 from .base import Judge, JudgeInput, Verdict
 
-__all__ = ["CacheStats", "CachedJudge", "JudgeCache", "JudgeCacheError", "JudgeCacheLockedError", "DB_NAME", "KEY_VERSION"]
+__all__ = [
+    "CacheStats", "CachedJudge", "JudgeCache", "JudgeCacheError", "JudgeCacheLockedError", "DB_NAME", "KEY_VERSION",
+    "check_judge_cache",
+]
 
 DB_NAME = "judge_cache.sqlite3"
 #: Bumped whenever the key's parts or their encoding change (old rows then simply miss).
@@ -210,8 +213,19 @@ class JudgeCache:
 
     # ------------------------------------------------------------------ API
     def open(self) -> None:
-        """Open and check the store now (e.g. at session start); raises ``JudgeCacheError``."""
-        self._run(lambda conn: conn.execute("SELECT count(*) FROM verdicts").fetchone())
+        """Open and check the store now (e.g. at session start); raises ``JudgeCacheError``.
+
+        Reads the row count and one row's columns, so garbage bytes, a file that is
+        not a database, a ``verdicts`` table of another shape or a file that cannot
+        be opened fail here; damage deeper in the file fails at the read that meets it.
+        """
+        self._run(self._check_shape)
+
+    @staticmethod
+    def _check_shape(conn: sqlite3.Connection) -> None:
+        """Raise ``sqlite3.Error`` unless ``verdicts`` can be counted and has the columns we read."""
+        conn.execute("SELECT count(*) FROM verdicts").fetchone()
+        conn.execute("SELECT key, verdict FROM verdicts LIMIT 1").fetchall()
 
     def get(self, key: str) -> Optional[Verdict]:
         """The stored verdict with ``cached=True`` and ``cost_usd=0`` (tokens as stored), or None."""
@@ -259,6 +273,7 @@ class JudgeCache:
         open); a corrupt or unreadable one is deleted from disk (returns 0).
         """
         def wipe(conn: sqlite3.Connection) -> int:
+            self._check_shape(conn)  # a table of another shape is deleted with the file below
             conn.execute("BEGIN IMMEDIATE")
             n = int(conn.execute("SELECT count(*) FROM verdicts").fetchone()[0])
             conn.execute("DELETE FROM verdicts")
@@ -275,11 +290,21 @@ class JudgeCache:
             except JudgeCacheError:
                 self.close()
                 for suffix in _SUFFIXES:
-                    try:
-                        os.unlink(f"{self.path}{suffix}")
-                    except FileNotFoundError:
-                        pass
+                    self._remove(Path(f"{self.path}{suffix}"))
                 return 0
+
+    @staticmethod
+    def _remove(path: Path) -> None:
+        """Delete one store file; an empty folder in its place goes too, anything else is a ``JudgeCacheError``."""
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise JudgeCacheError(f"judge cache {path} cannot be deleted ({exc.strerror or exc}); remove it by hand") from None
 
     def close(self) -> None:
         """Close this process's connection (the next call reopens it)."""
@@ -290,6 +315,20 @@ class JudgeCache:
                     conn.close()
                 except sqlite3.Error:
                     pass
+
+
+def check_judge_cache(judge: Any) -> None:
+    """Open the cache in front of ``judge`` (a :class:`CachedJudge` with a cache) once and close it again.
+
+    Called before any case runs, so a corrupt store is one ``JudgeCacheError``
+    (naming the file and ``--rageval-clear-cache``) instead of an error per case.
+    """
+    cache = getattr(judge, "cache", None) if isinstance(judge, CachedJudge) else None
+    if cache is not None:
+        try:
+            cache.open()
+        finally:
+            cache.close()
 
 
 class CachedJudge:

@@ -17,6 +17,8 @@ Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
 - ``pytest_html_results_summary`` is called from pytest-html's ``trylast``
   ``pytest_sessionfinish``, after the session plugin's ``tryfirst`` one has
   built ``metrics`` and the baseline ``comparison``.
+- ``pytest_html_results_table_row`` (:class:`EscapedTestIds`) runs on the
+  controller, where pytest-html turns reports into rows.
 - Under xdist, reports are made on workers; ``report.extras`` (plain dicts)
   travels to the controller with the rest of the report's ``__dict__``.
 """
@@ -35,7 +37,7 @@ from .terminal import SUMMARY_METRICS
 if TYPE_CHECKING:
     from ..session import RagevalPlugin
 
-__all__ = ["HtmlExtras", "HtmlSummary", "MAIN_METRICS", "case_html", "main_aggregates", "register", "scoped_css", "summary_html"]
+__all__ = ["EscapedTestIds", "HtmlExtras", "HtmlSummary", "MAIN_METRICS", "case_html", "main_aggregates", "register", "scoped_css", "summary_html"]
 
 SCOPE = ".rageval"
 #: the aggregates in the summary table (regressed ones are added when a baseline is compared)
@@ -69,6 +71,27 @@ class HtmlSummary:
             summary.append(summary_html(self.plugin))
 
 
+class EscapedTestIds:
+    """Show each test id in pytest-html's results table as text (controller only).
+
+    pytest-html 4.2 builds the row cell as ``<td class="col-testId">{nodeid}</td>``
+    without escaping and its app.js sets it as ``innerHTML``: an eval-set id such
+    as ``<img src=x onerror=...>`` would run script in the report. ``tryfirst``,
+    so a user's own row hook still sees (and may change) the escaped cell; a cell
+    that no longer holds the raw id (another plugin, or a pytest-html that
+    escapes) is left alone.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_html_results_table_row(self, report: Any, cells: list[Any]) -> None:
+        when = getattr(report, "when", "call")
+        raw = report.nodeid if when == "call" else f"{report.nodeid}::{when}"
+        plain = f'<td class="col-testId">{raw}</td>'
+        for index, cell in enumerate(cells):
+            if cell == plain:
+                cells[index] = f'<td class="col-testId">{escape(raw)}</td>'
+
+
 def register(config: pytest.Config, plugin: "RagevalPlugin") -> None:
     """Register the pytest-html hooks when a report is asked for (``--html``); the summary only on the controller.
 
@@ -79,6 +102,7 @@ def register(config: pytest.Config, plugin: "RagevalPlugin") -> None:
     config.pluginmanager.register(HtmlExtras(), "rageval-html-extras")
     if not plugin.is_worker:
         config.pluginmanager.register(HtmlSummary(plugin), "rageval-html-summary")
+        config.pluginmanager.register(EscapedTestIds(), "rageval-html-test-ids")
 
 
 def case_html(record: dict[str, Any]) -> str:
