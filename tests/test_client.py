@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import threading
@@ -199,6 +200,16 @@ def test_request_carries_debug_body_and_interpolated_headers(serve: Any) -> None
     assert seen.headers["Authorization"] == "Bearer tok-123"
     assert seen.headers["X-Tenant"] == "acme"
     assert seen.headers["Content-Type"] == "application/json"
+
+
+def test_url_credentials_are_basic_auth_unless_an_authorization_header_is_configured(serve: Any) -> None:
+    server = serve(Reply())
+    with_creds = server.url.replace("http://", "http://ann:s3cret-pw@")
+    ask(fast(with_creds))
+    ask(fast(with_creds, headers={"authorization": "Bearer tok-123"}))
+    basic, bearer = server.seen
+    assert basic.headers["Authorization"] == "Basic " + base64.b64encode(b"ann:s3cret-pw").decode()
+    assert {k.lower(): v for k, v in bearer.headers.items()}["authorization"] == "Bearer tok-123"
 
 
 def test_request_map_renames_and_drops_fields(serve: Any) -> None:

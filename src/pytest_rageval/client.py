@@ -50,6 +50,7 @@ masked (``redact.Redactor``) before anything reads or cuts them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import functools
 import importlib
@@ -562,13 +563,18 @@ class HttpClient:
             raise RagConfigError("backoff and max_backoff must be >= 0")
         if "debug" not in parsed.params:
             parsed = parsed.copy_add_param("debug", "true")
-        self._url = parsed
         self._headers = {"Accept": "application/json", "User-Agent": _user_agent()}
         for name, value in (headers or {}).items():
             for existing in list(self._headers):
                 if existing.lower() == name.lower():
                     del self._headers[existing]
             self._headers[name] = value
+        if parsed.userinfo:  # sent as Basic auth unless an Authorization header is configured (httpx would replace it)
+            if not any(n.lower() == "authorization" for n in self._headers):
+                token = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode("ascii")
+                self._headers["Authorization"] = f"Basic {token}"
+            parsed = parsed.copy_with(userinfo=b"")
+        self._url = parsed
         self._redactor = Redactor([*header_secrets(headers or {}), *url_secrets(url), *environment_secrets(os.environ)])
         guard_http_logs()  # httpx logs every request's URL, credentials included
         self.timeout = float(timeout)
