@@ -29,6 +29,8 @@ T = TypeVar("T")
 TRUNCATE = 200
 #: ``record["warnings"]`` entry: the case has gold_supports but the response carries no rel_path at all.
 NO_REL_PATH = "gold_supports_without_rel_path"
+#: Seconds the engine waits for each closer, and for its loop thread, when the session ends.
+_CLOSE_TIMEOUT = 5.0
 
 
 class Engine:
@@ -41,8 +43,18 @@ class Engine:
     def __init__(self, concurrency: int = 1) -> None:
         self._loop = asyncio.new_event_loop()
         self._slots = asyncio.Semaphore(max(1, concurrency))
-        self._thread = threading.Thread(target=self._loop.run_forever, name="rageval-loop", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="rageval-loop", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        """Run the loop until ``close`` stops it: a SystemExit or KeyboardInterrupt escaping a task (asyncio
+        re-raises those out of the loop) ends only that task, whose waiter gets it, not every case."""
+        while True:
+            try:
+                self._loop.run_forever()
+                return
+            except BaseException:  # noqa: BLE001 - already set on the task that raised it
+                continue
 
     def submit(self, coro: Awaitable[T], *, order: Optional[int] = None) -> "concurrent.futures.Future[T]":
         """Start ``coro`` on the loop, bounded by the concurrency slots; ``order`` (the case's collection
@@ -56,18 +68,25 @@ class Engine:
 
         return asyncio.run_coroutine_threadsafe(bounded(), self._loop)
 
-    def run(self, coro: Awaitable[T]) -> T:
+    def run(self, coro: Awaitable[T], *, timeout: Optional[float] = None) -> T:
         """Run ``coro`` on the loop (not counted against the slots) and wait; Ctrl-C cancels everything."""
-        return self.wait(asyncio.run_coroutine_threadsafe(coro, self._loop))  # type: ignore[arg-type]
+        return self.wait(asyncio.run_coroutine_threadsafe(coro, self._loop), timeout=timeout)  # type: ignore[arg-type]
 
-    def wait(self, future: "concurrent.futures.Future[T]") -> T:
-        """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight."""
+    def wait(self, future: "concurrent.futures.Future[T]", *, timeout: Optional[float] = None) -> T:
+        """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight.
+
+        Only an interrupt that arrives while waiting cancels the rest: a case whose own result is a
+        BaseException (a target's SystemExit) is that case's outcome. ``timeout`` raises TimeoutError.
+        """
         try:
-            return future.result()
-        except BaseException as exc:
-            if not isinstance(exc, Exception):  # KeyboardInterrupt and the like, not a case's own failure
-                self.cancel_all()
+            done, _ = concurrent.futures.wait([future], timeout=timeout)
+        except BaseException:
+            self.cancel_all()
             raise
+        if not done:
+            future.cancel()
+            raise TimeoutError(f"no result within {timeout:g} s")
+        return future.result()
 
     def cancel_all(self) -> None:
         """Cancel every coroutine of the loop in one step, so no queued case takes a slot that frees up."""
@@ -75,15 +94,19 @@ class Engine:
             self._loop.call_soon_threadsafe(self._cancel_all)
 
     def close(self, *closers: Callable[[], Awaitable[Any]]) -> None:
-        """Cancel what is still running, await each closer, stop the loop and join its thread."""
+        """Cancel what is still running, await each closer (a few seconds at most), stop the loop and join its thread.
+
+        Bounded: a loop blocked by a target (an async function that sleeps without awaiting) cannot keep
+        the session from ending; its daemon thread is left behind.
+        """
         self.cancel_all()
         for closer in closers:
             try:
-                self.run(closer())
+                self.run(closer(), timeout=_CLOSE_TIMEOUT)
             except Exception:  # closing must not mask the session's outcome
                 pass
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=_CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self._loop.close()
 
