@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
@@ -31,6 +33,8 @@ TRUNCATE = 200
 NO_REL_PATH = "gold_supports_without_rel_path"
 #: Seconds the engine waits for each closer, and for its loop thread, when the session ends.
 _CLOSE_TIMEOUT = 5.0
+#: How often a waiting xdist worker looks for the controller's stop file (seconds).
+_STOP_POLL = 0.2
 
 
 class Engine:
@@ -40,7 +44,8 @@ class Engine:
     running together; the caller waits on the returned future.
     """
 
-    def __init__(self, concurrency: int = 1) -> None:
+    def __init__(self, concurrency: int = 1, *, stop_file: Optional[Path] = None) -> None:
+        self._stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
         self._loop = asyncio.new_event_loop()
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._thread = threading.Thread(target=self._serve, name="rageval-loop", daemon=True)
@@ -79,7 +84,7 @@ class Engine:
         BaseException (a target's SystemExit) is that case's outcome. ``timeout`` raises TimeoutError.
         """
         try:
-            done, _ = concurrent.futures.wait([future], timeout=timeout)
+            done = self._wait(future, timeout)
         except BaseException:
             self.cancel_all()
             raise
@@ -87,6 +92,20 @@ class Engine:
             future.cancel()
             raise TimeoutError(f"no result within {timeout:g} s")
         return future.result()
+
+    def _wait(self, future: "concurrent.futures.Future[T]", timeout: Optional[float]) -> bool:
+        """Whether ``future`` finished within ``timeout``; KeyboardInterrupt once the stop file appears."""
+        if self._stop_file is None:
+            return bool(concurrent.futures.wait([future], timeout=timeout)[0])
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = _STOP_POLL if deadline is None else min(_STOP_POLL, max(0.0, deadline - time.monotonic()))
+            if concurrent.futures.wait([future], timeout=step)[0]:
+                return True
+            if self._stop_file.exists():
+                raise KeyboardInterrupt("the controller was stopped (SIGTERM)")
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def cancel_all(self) -> None:
         """Cancel every coroutine of the loop in one step, so no queued case takes a slot that frees up."""

@@ -13,7 +13,7 @@ import os
 import glob
 import sys
 from pathlib import Path
-from typing import Any, Generator, Optional, Sequence
+from typing import Any, Callable, Generator, Optional, Sequence
 
 import pytest
 
@@ -107,6 +107,7 @@ class RagevalPlugin:
         self._lookahead: Optional[Lookahead] = None
         self._resumed: Optional[list[dict[str, Any]]] = None
         self._resume_lock: Optional[RunLock] = None
+        self._stop_dir: Optional[Path] = None  # xdist controller: holds the file that stops the workers (SIGTERM)
         self._previous_sigterm: Any = None
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text)
         self._engine: Optional[Engine] = None
@@ -220,7 +221,8 @@ class RagevalPlugin:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.settings.concurrency)
+            stop = self.config.workerinput.get("rageval_stop_file") if self.is_worker else None  # type: ignore[attr-defined]
+            self._engine = Engine(self.settings.concurrency, stop_file=Path(stop) if stop else None)
         return self._engine
 
     def target_client(self) -> RagClient:
@@ -287,6 +289,26 @@ class RagevalPlugin:
         """Ctrl-C or SIGTERM between waits: nothing more is sent for the cases started ahead."""
         if self._engine is not None:
             self._engine.cancel_all()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """On the xdist controller: name the file whose appearance stops a worker waiting for a case."""
+        node.workerinput["rageval_stop_file"] = str(self._stop_file_path())
+
+    def _stop_file_path(self) -> Path:
+        if self._stop_dir is None:
+            import tempfile
+
+            self._stop_dir = Path(tempfile.mkdtemp(prefix="rageval-stop-"))
+        return self._stop_dir / "stop"
+
+    def _stop_workers(self) -> None:
+        """SIGTERM reaches the controller only: tell the xdist workers to stop too (they watch this file)."""
+        if self._stop_dir is not None:
+            try:
+                self._stop_file_path().touch()
+            except OSError:
+                pass
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -525,6 +547,10 @@ class RagevalPlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.release_resume_lock()
+        if self._stop_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._stop_dir, ignore_errors=True)
 
     def resumed_keys(self) -> set[str]:
         """Keys of the cases the run being resumed has already finished."""
@@ -553,7 +579,7 @@ class RagevalPlugin:
             config_hash=config_hash(self.settings.snapshot()),
             judge=judge_info(self.judge_setup.judge if self.judge_setup else None),
         )
-        self._previous_sigterm = _interrupt_on_sigterm()
+        self._previous_sigterm = _interrupt_on_sigterm(self._stop_workers)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.is_worker or self.writer is None:
@@ -787,8 +813,8 @@ class RagevalPlugin:
 handwritten_key = pytest.StashKey[list]()
 
 
-def _interrupt_on_sigterm() -> Any:
-    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept."""
+def _interrupt_on_sigterm(on_signal: Callable[[], None]) -> Any:
+    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept; ``on_signal`` first."""
     import signal
     import threading
 
@@ -797,6 +823,7 @@ def _interrupt_on_sigterm() -> Any:
 
     def interrupt(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        on_signal()
         raise KeyboardInterrupt("SIGTERM: stopping; finished cases are kept")
 
     return signal.signal(signal.SIGTERM, interrupt)
