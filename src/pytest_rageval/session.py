@@ -129,6 +129,7 @@ class RagevalPlugin:
         self.selection = Selection()  # eval-set items collected and deselected (partial runs)
         self.session: Optional[pytest.Session] = None
         self.stop_message: Optional[str] = None  # why this process or a worker stopped the whole session
+        self.write_error: Optional[str] = None  # results.jsonl could not be written (disk full): the session stopped
         self.in_order: set[str] = set()  # cases not started ahead: conftest code runs at their setup
         self.in_order_elsewhere = 0  # the same, counted by xdist workers
 
@@ -596,17 +597,34 @@ class RagevalPlugin:
     def _accept(self, rec: dict[str, Any], *, write: bool) -> None:
         """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
         assert self.writer is not None
+        spot = rec.pop("spot_input", None)  # full contexts: never written
+        if write and not self._write(rec):
+            return  # metrics.json counts only what results.jsonl holds
         self.accepted += 1
         if self.settings.resume is not None:
             self._record_keys.append((rec.get("key"), rec.get("file")))
-        spot = rec.pop("spot_input", None)  # full contexts: never written
         if spot is not None:
             self.spot_sample.offer(rec["key"], spot)
-        if write:
-            self.writer.add(with_seed_keys(rec, self.case_config))
         self.aggregator.add(rec)
         if rec.get("file"):
             self.eval_files.add(rec["file"])
+
+    def _write(self, rec: dict[str, Any]) -> bool:
+        """Append ``rec`` to results.jsonl; a failed write (disk full) stops the session once, not as an INTERNALERROR."""
+        assert self.writer is not None
+        if self.write_error is not None:
+            return False
+        try:
+            self.writer.add(with_seed_keys(rec, self.case_config))
+        except OSError as exc:
+            self.write_error = (f"pytest-rageval: cannot write {self.writer.results_path}: {exc.strerror or exc}; "
+                                "the run stops here (resume it once it can be written)")
+            self.stop_message = self.stop_message or self.write_error
+            self.gate_notes.append(self.write_error.removeprefix("pytest-rageval: "))
+            if self.session is not None:
+                self.session.shouldstop = self.write_error
+            return False
+        return True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -643,8 +661,12 @@ class RagevalPlugin:
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:
             self.gate_notes.append(f"{self.settings.output_dir / 'latest'} not moved: {kept}")
-        self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
-        self.write_html()
+        try:
+            self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
+            self.write_html()
+        except OSError as exc:
+            self.gate_notes.append(f"the run folder is not complete: cannot write in {self.writer.run_dir}: {exc.strerror or exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.release_resume_lock()
 
     def _one_record_per_selected_case(self) -> bool:

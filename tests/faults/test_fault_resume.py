@@ -231,3 +231,29 @@ def test_an_unwritable_run_folder_is_refused_before_resuming(project: pytest.Pyt
         finally:
             subprocess.run(["chattr", "-i", str(run_dir)], check=True)
     assert "--rageval-resume:" in line and "cannot write in" in line, line
+
+
+def test_a_disk_that_fills_mid_run_stops_it_cleanly_and_the_resume_is_exact(project: pytest.Pytester) -> None:
+    """A file-size limit (RLIMIT_FSIZE, as a full disk does) cuts results.jsonl mid-record: no INTERNALERROR,
+    the session stops with the reason, and a resume once there is room completes the run exactly."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))  # config.json fits; results.jsonl holds 2 records and a half
+
+    with AskServer(respond) as server:
+        cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+               "-p", "no:cacheprovider"]
+        full = subprocess.run(cmd, cwd=project.path, preexec_fn=small_files, capture_output=True, text=True, timeout=60)
+        output = full.stdout + full.stderr
+        assert "INTERNALERROR" not in output and "Traceback" not in output, output
+        assert "results.jsonl: File too large; the run stops here" in output, output
+        (run_dir,) = [p for p in (project.path / "results").iterdir() if p.is_dir()]
+        assert not (run_dir / "results.jsonl").read_bytes().endswith(b"\n")  # the last record is torn
+        result = rageval(project, server.url, f"--rageval-resume={run_dir}")
+    clean(result)
+    assert result.ret == 0
+    records = [json.loads(line) for line in lines(run_dir)]
+    assert sorted(r["test_case_id"] for r in records) == [f"c{i:03d}" for i in range(CASES)]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["complete"] is True and metrics["total_tests"] == CASES
