@@ -530,13 +530,12 @@ class RagevalPlugin:
 
     @staticmethod
     def recorded_identity(run_dir: Path) -> dict[str, Any]:
-        """The run's config.json; without one (killed before it was written) its first record's ``config``."""
+        """The run's config.json; without one (a run folder of an older version, killed) its first case's ``config``."""
         recorded = read_json_object(run_dir / "config.json")
         if recorded:
             return recorded
-        first = next(iter(read_records(run_dir)), {})
-        per_case = first.get("config") if isinstance(first, dict) else None
-        if not isinstance(per_case, dict):
+        per_case = next((r["config"] for r in read_records(run_dir) if isinstance(r.get("config"), dict)), None)
+        if per_case is None:  # invalid-line records carry no `config`
             return {}
         return {"config_hash": per_case.get("config_hash"),
                 "config": {name: per_case[name] for name in ("k", "judge", "judge_model") if name in per_case}}
