@@ -32,7 +32,7 @@ TRUNCATE = 200
 #: ``record["warnings"]`` entry: the case has gold_supports but the response carries no rel_path at all.
 NO_REL_PATH = "gold_supports_without_rel_path"
 #: Seconds the engine waits for each closer, and for its loop thread, when the session ends.
-_CLOSE_TIMEOUT = 5.0
+_CLOSE_TIMEOUT = 3.0
 #: How often a waiting xdist worker looks for the controller's stop file (seconds).
 _STOP_POLL = 0.2
 
@@ -119,13 +119,17 @@ class Engine:
         the session from ending; its daemon thread is left behind.
         """
         self.cancel_all()
+        blocked = False
         for closer in closers:
             try:
                 self.run(closer(), timeout=_CLOSE_TIMEOUT)
+            except TimeoutError:  # the loop does not run (a target blocks it): nothing more will
+                blocked = True
+                break
             except Exception:  # closing must not mask the session's outcome
                 pass
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=_CLOSE_TIMEOUT)
+        self._thread.join(timeout=0.5 if blocked else _CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self._loop.close()
 
