@@ -67,6 +67,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import safejson
+from .daemon_calls import Abandoned, DaemonCalls, NotStarted
 from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
@@ -735,6 +736,26 @@ def _is_async_callable(fn: Any) -> bool:
     return not inspect.isroutine(fn) and call is not None and inspect.iscoroutinefunction(call)
 
 
+def _raised(exc: BaseException, redactor: Redactor) -> str:
+    """What a target raised, on one line, secrets masked before the cut: ``KeyError: 'x'``, or
+    ``the target raised SystemExit(2)`` for a BaseException."""
+    def cut(text: str) -> str:
+        text = " ".join(redactor.mask(text).split())
+        return text[:500] + ("..." if len(text) > 500 else "")
+
+    if isinstance(exc, Exception):
+        text = cut(str(exc))
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return "the target raised " + cut(repr(exc))
+
+
+def _cancelled_from_outside() -> bool:
+    """Whether this task was cancelled (timeout, interrupt), not handed a CancelledError the target raised itself."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return cancelling is None or cancelling() > 0
+
+
 def _callable_name(fn: Any) -> str:
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", None)
@@ -742,7 +763,14 @@ def _callable_name(fn: Any) -> str:
 
 
 class CallableClient:
-    """A Python callable ``fn(question, params)`` as the system under test (sync or async)."""
+    """A Python callable ``fn(question, params)`` as the system under test (sync or async).
+
+    Whatever the target raises is that case's error, BaseExceptions included
+    (``SystemExit`` from an ``argparse`` call, ``KeyboardInterrupt``): the
+    other cases still run. A sync target runs on a daemon thread
+    (:mod:`.daemon_calls`); past ``timeout`` the call is abandoned, never
+    joined, and at most ``abandon_limit`` abandoned calls run at once.
+    """
 
     def __init__(
         self,
@@ -751,6 +779,7 @@ class CallableClient:
         name: str | None = None,
         response_map: ResponseMap | None = None,
         timeout: float | None = None,
+        abandon_limit: int = 8,
     ) -> None:
         if not callable(fn):
             raise RagConfigError(f"rageval_target: {name or fn!r} is not callable")
@@ -761,6 +790,8 @@ class CallableClient:
         self.response_map = response_map or ResponseMap()
         self.timeout = timeout
         self._is_async = _is_async_callable(fn)
+        self._threads = DaemonCalls(abandon_limit)
+        self._redactor = Redactor(environment_secrets(os.environ))  # a callable may echo the judge key
 
     def __repr__(self) -> str:
         return f"CallableClient({self.name!r})"
@@ -775,34 +806,56 @@ class CallableClient:
         }
 
     async def _call(self, question: str, params: dict[str, Any]) -> Any:
-        if self._is_async:
-            result = self.fn(question, params)
-        else:
-            result = await asyncio.to_thread(self.fn, question, params)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        """The target's result; anything it raises, BaseExceptions included, as a ``target`` RagCallError.
+
+        An async target runs in its own task under ``wait_for``: a SystemExit or
+        KeyboardInterrupt escaping a task stops the session's event loop, so none may leave here.
+        """
+        try:
+            if self._is_async:
+                result = self.fn(question, params)
+            else:
+                result = await self._threads.call(self.fn, question, params, timeout=self.timeout)
+            if inspect.isawaitable(result):  # a sync function returning a coroutine: awaited within the timeout
+                result = await (result if self._is_async or self.timeout is None else asyncio.wait_for(result, self.timeout))
+            return result
+        except (RagCallError, Abandoned, NotStarted):
+            raise
+        except asyncio.CancelledError as exc:
+            if _cancelled_from_outside():  # the timeout or the session cancelled this call
+                raise
+            raise RagCallError("target", _raised(exc, self._redactor)) from None
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's code
+            raise RagCallError("target", _raised(exc, self._redactor)) from exc
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, GeneratorExit of the target
+            raise RagCallError("target", _raised(exc, self._redactor)) from None
 
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         """Call the target with ``(question, {"k": k, **params})`` and normalise its result."""
         call_params = {"k": k, **(params or {})}
         start = time.perf_counter()
         try:
-            if self.timeout is None:
-                result = await self._call(question, call_params)
-            else:
+            if self._is_async and self.timeout is not None:
                 result = await asyncio.wait_for(self._call(question, call_params), self.timeout)
-        except asyncio.TimeoutError:
-            raise RagCallError("timeout", f"{self.name} did not return within {self.timeout:g} s") from None
-        except RagCallError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure of the user's code
-            text = " ".join(str(exc).split())
-            text = text[:500] + ("..." if len(text) > 500 else "")
-            raise RagCallError("target", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from exc
+            else:  # a sync target's thread call keeps its own timeout
+                result = await self._call(question, call_params)
+        except (asyncio.TimeoutError, Abandoned):
+            raise RagCallError("timeout", self._timed_out()) from None
+        except NotStarted as exc:
+            raise RagCallError(
+                "timeout",
+                f"{self.name} was not called within {self.timeout:g} s: {exc.running} earlier calls are past their "
+                f"timeout and still running (at most {self._threads.limit} are left running)",
+            ) from None
         latency_ms = (time.perf_counter() - start) * 1000.0
         response, notes = self._normalise(result)
         return RagReply(response=response, latency_ms=latency_ms, attempts=1, notes=tuple(notes))
+
+    def _timed_out(self) -> str:
+        message = f"{self.name} did not return within {self.timeout:g} s"
+        if self._is_async:
+            return message
+        return message + "; the call was abandoned (its thread is left running and does not keep pytest from exiting)"
 
     def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
         """The response of ``result`` and what was repaired in it (NaN, invalid Unicode: safejson.clean)."""
@@ -819,6 +872,7 @@ class CallableClient:
             result, notes = safejson.clean(result)
         except safejson.JsonLimitError as exc:
             raise RagCallError("invalid_response", f"{self.name} returned a value refused: {exc}") from None
+        result, notes = self._redactor.mask_data(result), [self._redactor.mask(note) for note in notes]
         if not ready:
             return map_response(result, self.response_map), notes
         if isinstance(result.get("timings"), dict):  # a NaN timing became null: drop it as map_response does
@@ -889,13 +943,14 @@ def check_target(spec: str) -> str:
     return spec
 
 
-def load_target(spec: str, *, folders: Sequence[str] = (), **http_options: Any) -> RagClient:
+def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, **http_options: Any) -> RagClient:
     """A client for ``http(s)://...`` or ``package.module:callable``.
 
     ``folders`` are tried on sys.path when the module is not importable as is
     (the working directory and rootdir). ``http_options`` are HttpClient's
     keyword arguments; a callable target uses only ``response_map`` and
-    ``timeout`` of them.
+    ``timeout`` of them, and leaves at most ``concurrency`` calls past their
+    timeout running.
     """
     spec = check_target(spec)
     if spec.lower().startswith(("http://", "https://")):
@@ -914,4 +969,5 @@ def load_target(spec: str, *, folders: Sequence[str] = (), **http_options: Any) 
         name=spec,
         response_map=http_options.get("response_map"),
         timeout=http_options.get("timeout"),
+        abandon_limit=concurrency,
     )

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
@@ -30,6 +32,10 @@ T = TypeVar("T")
 TRUNCATE = 200
 #: ``record["warnings"]`` entry: the case has gold_supports but the response carries no rel_path at all.
 NO_REL_PATH = "gold_supports_without_rel_path"
+#: Seconds the engine waits for each closer, and for its loop thread, when the session ends.
+_CLOSE_TIMEOUT = 3.0
+#: How often a waiting xdist worker looks for the controller's stop file (seconds).
+_STOP_POLL = 0.2
 
 
 class Engine:
@@ -39,11 +45,22 @@ class Engine:
     running together; the caller waits on the returned future.
     """
 
-    def __init__(self, concurrency: int = 1) -> None:
+    def __init__(self, concurrency: int = 1, *, stop_file: Optional[Path] = None) -> None:
+        self._stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
         self._loop = asyncio.new_event_loop()
         self._slots = asyncio.Semaphore(max(1, concurrency))
-        self._thread = threading.Thread(target=self._loop.run_forever, name="rageval-loop", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="rageval-loop", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        """Run the loop until ``close`` stops it: a SystemExit or KeyboardInterrupt escaping a task (asyncio
+        re-raises those out of the loop) ends only that task, whose waiter gets it, not every case."""
+        while True:
+            try:
+                self._loop.run_forever()
+                return
+            except BaseException:  # noqa: BLE001 - already set on the task that raised it
+                continue
 
     def submit(self, coro: Awaitable[T], *, order: Optional[int] = None) -> "concurrent.futures.Future[T]":
         """Start ``coro`` on the loop, bounded by the concurrency slots; ``order`` (the case's collection
@@ -57,18 +74,39 @@ class Engine:
 
         return asyncio.run_coroutine_threadsafe(bounded(), self._loop)
 
-    def run(self, coro: Awaitable[T]) -> T:
+    def run(self, coro: Awaitable[T], *, timeout: Optional[float] = None) -> T:
         """Run ``coro`` on the loop (not counted against the slots) and wait; Ctrl-C cancels everything."""
-        return self.wait(asyncio.run_coroutine_threadsafe(coro, self._loop))  # type: ignore[arg-type]
+        return self.wait(asyncio.run_coroutine_threadsafe(coro, self._loop), timeout=timeout)  # type: ignore[arg-type]
 
-    def wait(self, future: "concurrent.futures.Future[T]") -> T:
-        """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight."""
+    def wait(self, future: "concurrent.futures.Future[T]", *, timeout: Optional[float] = None) -> T:
+        """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight.
+
+        Only an interrupt that arrives while waiting cancels the rest: a case whose own result is a
+        BaseException (a target's SystemExit) is that case's outcome. ``timeout`` raises TimeoutError.
+        """
         try:
-            return future.result()
-        except BaseException as exc:
-            if not isinstance(exc, Exception):  # KeyboardInterrupt and the like, not a case's own failure
-                self.cancel_all()
+            done = self._wait(future, timeout)
+        except BaseException:
+            self.cancel_all()
             raise
+        if not done:
+            future.cancel()
+            raise TimeoutError(f"no result within {timeout:g} s")
+        return future.result()
+
+    def _wait(self, future: "concurrent.futures.Future[T]", timeout: Optional[float]) -> bool:
+        """Whether ``future`` finished within ``timeout``; KeyboardInterrupt once the stop file appears."""
+        if self._stop_file is None:
+            return bool(concurrent.futures.wait([future], timeout=timeout)[0])
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = _STOP_POLL if deadline is None else min(_STOP_POLL, max(0.0, deadline - time.monotonic()))
+            if concurrent.futures.wait([future], timeout=step)[0]:
+                return True
+            if self._stop_file.exists():
+                raise KeyboardInterrupt("the controller was stopped (SIGTERM)")
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def cancel_all(self) -> None:
         """Cancel every coroutine of the loop in one step, so no queued case takes a slot that frees up."""
@@ -76,15 +114,23 @@ class Engine:
             self._loop.call_soon_threadsafe(self._cancel_all)
 
     def close(self, *closers: Callable[[], Awaitable[Any]]) -> None:
-        """Cancel what is still running, await each closer, stop the loop and join its thread."""
+        """Cancel what is still running, await each closer (a few seconds at most), stop the loop and join its thread.
+
+        Bounded: a loop blocked by a target (an async function that sleeps without awaiting) cannot keep
+        the session from ending; its daemon thread is left behind.
+        """
         self.cancel_all()
+        blocked = False
         for closer in closers:
             try:
-                self.run(closer())
+                self.run(closer(), timeout=_CLOSE_TIMEOUT)
+            except TimeoutError:  # the loop does not run (a target blocks it): nothing more will
+                blocked = True
+                break
             except Exception:  # closing must not mask the session's outcome
                 pass
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=0.5 if blocked else _CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self._loop.close()
 

@@ -13,13 +13,15 @@ import os
 import glob
 import sys
 from pathlib import Path
-from typing import Any, Generator, Optional, Sequence
+from typing import Any, Callable, Generator, Optional, Sequence
 
 import pytest
 
 from . import __version__
 from .aggregate import Aggregator
-from .artifacts import RunWriter, case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, read_records, why_not_latest, with_seed_keys, portable_record, writable_record, write_json_atomic
+from .artifacts import (RunFolderError, RunLock, RunWriter, case_config, check_writable, compose_metrics, config_hash, file_digests,
+                        git_commit, new_run_id, portable_record, read_json_object, read_records, repair_results, why_not_latest,
+                        with_seed_keys, writable_record, write_json_atomic)
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile, broken_link_problem, broken_set_items
 from .gate import Comparison, gate_runs, load_baseline
@@ -35,6 +37,7 @@ from .sanitize import error_message, terminal_safe
 from .spotcheck import SpotSample
 from .schedule import NOTHING, Lookahead, cached_fixture, in_shard, is_own_fixture, runs_conftest_setup, skipped_by_marks
 from .plugin import INI_KEYS
+from .resume import differences, selection_of
 from .selection import Selection
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .thresholds import resolve_thresholds
@@ -62,6 +65,8 @@ def create_plugin(config: pytest.Config) -> "RagevalPlugin":
     if not plugin.is_worker:  # xdist starts its workers after this: a mistake stops the run once, before any case
         _check_target(plugin)
     plugin.choose_default_args()
+    if not plugin.is_worker and not (settings.dry_run or config.option.collectonly):
+        plugin.prepare_run_folder()
     if config.pluginmanager.hasplugin("html"):  # pytest-html loaded: per-case extras, summary table
         from .report.pytest_html import register
 
@@ -122,6 +127,8 @@ class RagevalPlugin:
         self._done: set[str] = set()
         self._lookahead: Optional[Lookahead] = None
         self._resumed: Optional[list[dict[str, Any]]] = None
+        self._resume_lock: Optional[RunLock] = None
+        self._stop_dir: Optional[Path] = None  # xdist controller: holds the file that stops the workers (SIGTERM)
         self._previous_sigterm: Any = None
         self.opts = RunOptions(k=settings.k, require_snippets=settings.require_snippets, store_full_text=settings.store_full_text,
                                limits=settings.limits)
@@ -131,6 +138,7 @@ class RagevalPlugin:
         self.current_item: Optional[pytest.Item] = None
         self.aggregator = Aggregator()
         self.accepted = 0  # records folded in (resumed ones included)
+        self._record_keys: list[tuple[Any, Any]] = []  # (key, file) of each: a resume checks one per selected case
         self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
         self.eval_files: set[str] = set()
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
@@ -144,6 +152,7 @@ class RagevalPlugin:
         self.selection = Selection()  # eval-set items collected and deselected (partial runs)
         self.session: Optional[pytest.Session] = None
         self.stop_message: Optional[str] = None  # why this process or a worker stopped the whole session
+        self.write_error: Optional[str] = None  # results.jsonl could not be written (disk full): the session stopped
         self.in_order: set[str] = set()  # cases not started ahead: conftest code runs at their setup
         self.in_order_elsewhere = 0  # the same, counted by xdist workers
 
@@ -259,7 +268,8 @@ class RagevalPlugin:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.settings.concurrency)
+            stop = self.config.workerinput.get("rageval_stop_file") if self.is_worker else None  # type: ignore[attr-defined]
+            self._engine = Engine(self.settings.concurrency, stop_file=Path(stop) if stop else None)
         return self._engine
 
     def target_client(self) -> RagClient:
@@ -274,6 +284,7 @@ class RagevalPlugin:
             self._target_client = load_target(
                 s.target,
                 folders=[os.getcwd(), str(s.rootdir)],
+                concurrency=s.concurrency,
                 headers=parse_headers(s.headers_text, os.environ),
                 timeout=s.timeout,
                 request_map=parse_request_map(s.request_map_text),
@@ -327,6 +338,26 @@ class RagevalPlugin:
         """Ctrl-C or SIGTERM between waits: nothing more is sent for the cases started ahead."""
         if self._engine is not None:
             self._engine.cancel_all()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """On the xdist controller: name the file whose appearance stops a worker waiting for a case."""
+        node.workerinput["rageval_stop_file"] = str(self._stop_file_path())
+
+    def _stop_file_path(self) -> Path:
+        if self._stop_dir is None:
+            import tempfile
+
+            self._stop_dir = Path(tempfile.mkdtemp(prefix="rageval-stop-"))
+        return self._stop_dir / "stop"
+
+    def _stop_workers(self) -> None:
+        """SIGTERM reaches the controller only: tell the xdist workers to stop too (they watch this file)."""
+        if self._stop_dir is not None:
+            try:
+                self._stop_file_path().touch()
+            except OSError:
+                pass
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -505,6 +536,77 @@ class RagevalPlugin:
             pytest.exit("pytest-rageval: " + "\n".join(result.lines), returncode=pytest.ExitCode.TESTS_FAILED)
         self.gate_notes.extend(result.lines)
 
+    def prepare_run_folder(self) -> None:
+        """Before any case: the output folder must be writable; a resumed run is locked, made with this
+        configuration and selection, and its results.jsonl mended. Each refusal is one usage error."""
+        s = self.settings
+        try:
+            if s.resume is None:
+                check_writable(s.output_dir)
+                return
+            check_writable(s.resume.parent)  # `latest` is written there
+            self._resume_lock = RunLock(s.resume)
+            self._resume_lock.acquire()
+            check_writable(s.resume)
+            changed = differences(self.recorded_identity(s.resume), self.identity())
+            if changed:
+                raise RunFolderError(
+                    f"{s.resume} was made with another configuration ({'; '.join(changed)}): "
+                    "resume it with the options it was made with, or start a new run"
+                )
+            repair = repair_results(s.resume)
+        except (RunFolderError, OSError) as exc:
+            self.release_resume_lock()
+            where = "--rageval-resume" if s.resume is not None else "--rageval-output"
+            raise pytest.UsageError(f"pytest-rageval: {where}: {exc}") from None
+        self._resumed = repair.records
+        if repair.cut_bytes:
+            self.gate_notes.append(
+                f"resume: results.jsonl ended in a torn line ({repair.cut_bytes} bytes), cut; "
+                f"{len(repair.records)} records kept"
+            )
+
+    def identity(self) -> dict[str, Any]:
+        """What a resume must share with its run: the configuration snapshot, its hash, the selection."""
+        s, option = self.settings, self.config.option
+        return {
+            "config_hash": config_hash(s.snapshot()),
+            "config": s.snapshot(),
+            "selection": selection_of(
+                args=[str(a) for a in self.config.args],
+                invocation_dir=Path(str(self.config.invocation_params.dir)),
+                rootdir=s.rootdir,
+                keyword=getattr(option, "keyword", "") or "",
+                markexpr=getattr(option, "markexpr", "") or "",
+                deselect=[str(d) for d in getattr(option, "deselect", None) or []],
+                shard=f"{s.shard[0]}/{s.shard[1]}" if s.shard else None,
+            ),
+        }
+
+    @staticmethod
+    def recorded_identity(run_dir: Path) -> dict[str, Any]:
+        """The run's config.json; without one (a run folder of an older version, killed) its first case's ``config``."""
+        recorded = read_json_object(run_dir / "config.json")
+        if recorded:
+            return recorded
+        per_case = next((r["config"] for r in read_records(run_dir) if isinstance(r.get("config"), dict)), None)
+        if per_case is None:  # invalid-line records carry no `config`
+            return {}
+        return {"config_hash": per_case.get("config_hash"),
+                "config": {name: per_case[name] for name in ("k", "judge", "judge_model") if name in per_case}}
+
+    def release_resume_lock(self) -> None:
+        if self._resume_lock is not None:
+            self._resume_lock.release()
+            self._resume_lock = None
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.release_resume_lock()
+        if self._stop_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._stop_dir, ignore_errors=True)
+
     def resumed_keys(self) -> set[str]:
         """Keys of the cases the run being resumed has already finished."""
         if self.settings.resume is None:
@@ -521,18 +623,18 @@ class RagevalPlugin:
             self.check_judge()
         resume = self.settings.resume
         if resume is not None:
-            self.writer = RunWriter(resume.parent, resume.name)
+            self.writer = RunWriter(resume.parent, resume.name, config=self.build_config)
             self.resumed_keys()
             for record in self._resumed or []:
                 self._accept(record, write=False)
         else:
-            self.writer = RunWriter(self.settings.output_dir, new_run_id())
+            self.writer = RunWriter(self.settings.output_dir, new_run_id(), config=self.build_config)
         self.case_config = case_config(
             k=self.settings.k,
             config_hash=config_hash(self.settings.snapshot()),
             judge=judge_info(self.judge_setup.judge if self.judge_setup else None),
         )
-        self._previous_sigterm = _interrupt_on_sigterm()
+        self._previous_sigterm = _interrupt_on_sigterm(self._stop_workers)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.is_worker or self.writer is None:
@@ -549,16 +651,41 @@ class RagevalPlugin:
     def _accept(self, rec: dict[str, Any], *, write: bool) -> None:
         """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
         assert self.writer is not None
-        self.accepted += 1
         spot = rec.pop("spot_input", None)  # full contexts: never written
+        if write:  # a record that cannot be written becomes an error saying why (counted so in metrics.json too)
+            written = self._write(rec)
+            if written is None:
+                return  # metrics.json counts only what results.jsonl holds
+            rec = written
+        self.accepted += 1
+        if self.settings.resume is not None:
+            self._record_keys.append((rec.get("key"), rec.get("file")))
         if spot is not None:
             self.spot_sample.offer(rec["key"], spot)
-        if write:  # a record that cannot be written becomes an error saying why (counted so in metrics.json too)
-            rec = writable_record(with_seed_keys(rec, self.case_config))
-            self.writer.add(rec)
         self.aggregator.add(rec)
         if rec.get("file"):
             self.eval_files.add(rec["file"])
+
+    def _write(self, rec: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """Append ``rec`` as written (``writable_record``) to results.jsonl and return it; None when the write failed.
+
+        A failed write (disk full) stops the session once, not as an INTERNALERROR.
+        """
+        assert self.writer is not None
+        if self.write_error is not None:
+            return None
+        rec = writable_record(with_seed_keys(rec, self.case_config))
+        try:
+            self.writer.add(rec)
+        except OSError as exc:
+            self.write_error = (f"pytest-rageval: cannot write {self.writer.results_path}: {exc.strerror or exc}; "
+                                "the run stops here (resume it once it can be written)")
+            self.stop_message = self.stop_message or self.write_error
+            self.gate_notes.append(self.write_error.removeprefix("pytest-rageval: "))
+            if self.session is not None:
+                self.session.shouldstop = self.write_error
+            return None
+        return rec
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -588,14 +715,26 @@ class RagevalPlugin:
         # -x on the last case stops nothing; under xdist the controller has no items to count, so it says incomplete.
         ran_everything = bool(session.items) and len(self._done) >= len(session.items)
         complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
-                    and (ran_everything or not (session.shouldfail or session.shouldstop)))
+                    and (ran_everything or not (session.shouldfail or session.shouldstop))
+                    and (self.settings.resume is None or self._one_record_per_selected_case()))
         self.metrics = self.build_metrics(complete)
         self.gate(session)  # before writing: metrics.json carries the comparison
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:
             self.gate_notes.append(f"{self.settings.output_dir / 'latest'} not moved: {kept}")
-        self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
-        self.write_html()
+        try:
+            self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
+            self.write_html()
+        except OSError as exc:
+            self.gate_notes.append(f"the run folder is not complete: cannot write in {self.writer.run_dir}: {exc.strerror or exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        self.release_resume_lock()
+
+    def _one_record_per_selected_case(self) -> bool:
+        """A resumed run is complete only when every selected eval-set item has exactly one record."""
+        files = set(self.selection.collected)
+        keys = [k for k, f in self._record_keys if f in files]
+        return len(keys) == len(set(keys)) == self.selection.selected
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
     def pytest_sessionfinish_last_line(self, session: pytest.Session) -> Generator[None, Any, None]:
@@ -659,9 +798,10 @@ class RagevalPlugin:
 
     def build_config(self) -> dict[str, Any]:
         s = self.settings
+        identity = self.identity()
         return {
             "run_id": self.writer.run_id if self.writer else None,
-            "config_hash": config_hash(s.snapshot()),
+            "config_hash": identity["config_hash"],
             "eval_set_hash": self.metrics["eval_set_hash"] if self.metrics else None,
             "eval_set_files": self.digests,
             "git_commit": git_commit(s.rootdir),
@@ -669,7 +809,8 @@ class RagevalPlugin:
             "python": sys.version.split()[0],
             "pytest": pytest.__version__,
             "args": public_args(self.config.invocation_params.args, s.redactor(os.environ)),
-            "config": s.snapshot(),
+            "config": identity["config"],
+            "selection": identity["selection"],  # what a resume must select again (resume.py)
             "client": self._target_client.describe() if self._target_client is not None else None,
             "judge": self.judge_setup.judge.describe() if self.judge_setup is not None else None,
         }
@@ -755,8 +896,8 @@ class RagevalPlugin:
 handwritten_key = pytest.StashKey[list]()
 
 
-def _interrupt_on_sigterm() -> Any:
-    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept."""
+def _interrupt_on_sigterm(on_signal: Callable[[], None]) -> Any:
+    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept; ``on_signal`` first."""
     import signal
     import threading
 
@@ -764,7 +905,9 @@ def _interrupt_on_sigterm() -> Any:
         return None
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        on_signal()
+        raise KeyboardInterrupt("SIGTERM: stopping; finished cases are kept")
 
     return signal.signal(signal.SIGTERM, interrupt)
 

@@ -1,0 +1,124 @@
+"""A sync target's calls, each on its own daemon thread; a call past its timeout is abandoned.
+
+``asyncio.to_thread`` runs calls on the loop's default executor, whose threads
+the interpreter joins at exit: a target that slept past ``rageval_timeout``
+errored at the timeout but kept pytest alive until it returned. A daemon
+thread that nothing joins lets the process end with the session.
+
+Abandoned calls keep their thread until they return, so they are bounded: at
+most ``limit`` of them may still run at once; a new call waits (within its own
+timeout) for one of them to return before it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from typing import Any, Callable, Optional
+
+__all__ = ["Abandoned", "DaemonCalls", "NotStarted"]
+
+#: How often a call waiting for an abandoned call to return looks again (seconds).
+_POLL = 0.05
+
+
+class Abandoned(Exception):
+    """The call did not return within its timeout; its thread is left running."""
+
+
+class NotStarted(Exception):
+    """The call never started: ``running`` abandoned calls (the limit) held every slot until its timeout."""
+
+    def __init__(self, running: int) -> None:
+        super().__init__(running)
+        self.running = running
+
+
+class _Call:
+    __slots__ = ("finished", "abandoned")
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.abandoned = False
+
+
+class DaemonCalls:
+    """Run ``fn(*args)`` on daemon threads for an event loop; at most ``limit`` abandoned calls at once."""
+
+    def __init__(self, limit: int = 8) -> None:
+        self.limit = max(1, int(limit))
+        self._lock = threading.Lock()
+        self._abandoned = 0
+
+    @property
+    def abandoned(self) -> int:
+        """Calls past their timeout whose threads have not returned yet."""
+        with self._lock:
+            return self._abandoned
+
+    async def call(self, fn: Callable[..., Any], *args: Any, timeout: Optional[float] = None) -> Any:
+        """``fn(*args)`` on a new daemon thread; what it raises (any BaseException) is raised here.
+
+        Raises :class:`Abandoned` when it runs past ``timeout`` seconds and
+        :class:`NotStarted` when the abandoned calls held every slot that long.
+        A cancelled wait abandons the call as well.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self.abandoned >= self.limit:
+            if deadline is not None and loop.time() >= deadline:
+                raise NotStarted(self.abandoned)
+            await asyncio.sleep(_POLL)
+        done: asyncio.Future[tuple[Any, Optional[BaseException]]] = loop.create_future()
+        call = _Call()
+        context = contextvars.copy_context()
+
+        def run() -> None:
+            try:
+                outcome: tuple[Any, Optional[BaseException]] = (context.run(fn, *args), None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
+                outcome = (None, exc)
+            if not self._finish(call):
+                return  # abandoned: nobody waits for it
+            try:
+                loop.call_soon_threadsafe(_settle, done, outcome)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+        threading.Thread(target=run, name="rageval-target-call", daemon=True).start()
+        try:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            finished, _ = await asyncio.wait({done}, timeout=remaining)
+        except asyncio.CancelledError:
+            self._abandon(call)
+            raise
+        if not finished and self._abandon(call):
+            raise Abandoned()
+        value, exc = await done  # finished, or returned just as it was given up: its result is on the way
+        if exc is not None:
+            raise exc
+        return value
+
+    def _finish(self, call: _Call) -> bool:
+        """The thread returned: True when its caller still waits, else it frees its abandoned slot."""
+        with self._lock:
+            if call.abandoned:
+                self._abandoned -= 1
+                return False
+            call.finished = True
+            return True
+
+    def _abandon(self, call: _Call) -> bool:
+        """Give up waiting for ``call``: True unless it had just finished."""
+        with self._lock:
+            if call.finished:
+                return False
+            call.abandoned = True
+            self._abandoned += 1
+            return True
+
+
+def _settle(future: "asyncio.Future[Any]", outcome: tuple[Any, Optional[BaseException]]) -> None:
+    if not future.done():
+        future.set_result(outcome)
