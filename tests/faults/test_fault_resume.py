@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
+from needs import missing
 
 CASES = 6
 XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -203,7 +204,7 @@ def test_an_output_folder_under_a_file_is_a_usage_error_before_any_case(project:
 @XDIST
 def test_an_unwritable_output_folder_is_a_usage_error_before_any_case(project: pytest.Pytester, xdist: list[str]) -> None:
     if not _immutable_dir_works():
-        pytest.skip("chattr +i is not available here (needs root and a file system that supports it)")
+        missing("chattr +i is not available here (needs root and a file system that supports it)")
     out = project.path / "results"
     out.mkdir()
     subprocess.run(["chattr", "+i", str(out)], check=True)
@@ -219,7 +220,7 @@ def test_an_unwritable_output_folder_is_a_usage_error_before_any_case(project: p
 
 def test_an_unwritable_run_folder_is_refused_before_resuming(project: pytest.Pytester) -> None:
     if not _immutable_dir_works():
-        pytest.skip("chattr +i is not available here (needs root and a file system that supports it)")
+        missing("chattr +i is not available here (needs root and a file system that supports it)")
     with AskServer(respond) as server:
         run_dir = made_run(project, server.url)
         (run_dir / "results.jsonl").write_bytes((run_dir / "results.jsonl").read_bytes().rsplit(b"\n", 2)[0] + b"\n")
