@@ -370,6 +370,22 @@ def test_callable_raising_target() -> None:
     assert error.message == "KeyError: 'index not loaded'"
 
 
+def test_callable_target_echoing_the_judge_key_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-canary-" + "7" * 24
+    monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", key)
+
+    def echo(question: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"answer": "x" * 300 + key, "retrieved_chunks": [{"doc_id": key, "text": f"see {key}"}]}
+
+    def leak(question: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("y" * 495 + key)
+
+    response = ask(CallableClient(echo)).response
+    assert key[:8] not in response.answer and response.answer.endswith("***")
+    assert response.retrieved_chunks[0].doc_id == "***" and response.retrieved_chunks[0].text == "see ***"
+    assert key[:8] not in ask_error(CallableClient(leak)).message  # masked before the 500-character cut
+
+
 def test_callable_timeout_and_bad_result() -> None:
     async def slow(question: str, params: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(5)
