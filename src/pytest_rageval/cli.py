@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 
+def say(text: Any = "", *, file: Any = None) -> None:
+    """``print`` for what comes from run folders (ids, messages, run ids): control characters shown escaped."""
+    from .sanitize import terminal_safe
+
+    print(terminal_safe(text), file=file)
+
+
 def _schema(args: argparse.Namespace) -> int:
     from .evalset import line_json_schema
 
@@ -18,7 +25,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _usage_error(message: str) -> SystemExit:
     """Exit status 2 (like argparse): what was asked cannot be done, which is not a regression."""
-    print(f"rageval: {message}", file=sys.stderr)
+    say(f"rageval: {message}", file=sys.stderr)
     return SystemExit(2)
 
 
@@ -62,13 +69,13 @@ def _compare(args: argparse.Namespace) -> int:
     base, new = _load(args.base), _load(args.new)
     comparison = gate_runs(base, new, gate=gate, significance=args.significance, ignore_invariants=args.ignore_invariants)
     if comparison.refused:
-        print("runs are not comparable (use --ignore-invariants to compare anyway):")
+        say("runs are not comparable (use --ignore-invariants to compare anyway):")
         for difference in comparison.invariant_differences:
-            print(f"  {difference}")
+            say(f"  {difference}")
         return comparison.exit_code
     for line in format_comparison(comparison, max_cases=args.max_cases):
-        print(line)
-    print(comparison.status.upper() if comparison.status == "regression" else comparison.status)
+        say(line)
+    say(comparison.status.upper() if comparison.status == "regression" else comparison.status)
     return comparison.exit_code
 
 
@@ -80,7 +87,7 @@ def _report(args: argparse.Namespace) -> int:
     metrics = _load(args.run)
     history = [m for m in load_history(run_dir.parent) if m.get("run_id") != metrics.get("run_id")]
     write_report(run_dir / "report.html", metrics, read_records(run_dir), history=history)
-    print(run_dir / "report.html")
+    say(run_dir / "report.html")
     return 0
 
 
@@ -97,22 +104,22 @@ def _history(args: argparse.Namespace) -> int:
         files = runs[-1].get("eval_set_files")
         label = ", ".join(sorted(files)) if isinstance(files, dict) and files else "files not recorded"
         if number:
-            print()
-        print(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
-        print("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total  note")
+            say()
+        say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
+        say("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total  note")
         odd: list[str] = []
         for metrics in runs:
             agg = metrics.get("aggregate_metrics")
             agg = agg if isinstance(agg, dict) else {}
             cells = "".join(_history_cell(agg.get(n)).rjust(16) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
-            print(f"{str(metrics.get('run_id')):<24}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
+            say(f"{str(metrics.get('run_id')):<24}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
             if bad:
                 where = Path(args.dir) / str(metrics.get("run_id")) / "metrics.json"
                 odd.append(f"? {where}: {', '.join(bad)} not a number")
         for line in odd:
-            print(line)
+            say(line)
     return 0
 
 
@@ -142,8 +149,8 @@ def _merge(args: argparse.Namespace) -> int:
         raise _usage_error(str(exc)) from None
     write_report(run_dir / "report.html", metrics, read_records(run_dir))
     for note in notes:
-        print(note)
-    print(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors)")
+        say(note)
+    say(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors)")
     return 0
 
 
@@ -190,7 +197,7 @@ def _judge(args: argparse.Namespace) -> int:
     except JudgeAuthError as exc:
         raise _usage_error(exc.message) from None
     for line in result.lines:
-        print(line)
+        say(line)
     _report(argparse.Namespace(run=args.run))
     return 1 if result.errors else 0
 

@@ -200,6 +200,19 @@ def test_history_shows_a_non_number_aggregate_as_unknown(tmp_path: Path) -> None
     assert f"? {tmp_path / 'r3' / 'metrics.json'}: mrr_avg not a number" in lines
 
 
+def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
+    (tmp_path / "r1").mkdir()
+    hostile = json.dumps("r1\x1b[2J\x1b]0;pwned\x07")
+    (tmp_path / "r1" / "metrics.json").write_text(
+        f'{{"run_id": {hostile}, "timestamp": "t", "aggregate_metrics": {{"mrr_avg": 0.5}}}}'
+    )
+    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "r1\\x1b[2J\\x1b]0;pwned\\x07" in result.stdout
+
+
 # --------------------------------------------------------------------------- judge cache
 
 
