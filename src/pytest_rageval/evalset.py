@@ -153,6 +153,8 @@ def line_json_schema() -> dict[str, Any]:
     ``gold_supports``, unique ids) are not expressed in the schema.
     """
     schema = EvalCase.model_json_schema()
+    for field in ("metadata", "params"):  # pydantic >= 2.7 adds the default `additionalProperties: true`; 2.5 does not
+        schema["properties"][field].pop("additionalProperties", None)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-rageval eval-set line"
     schema["description"] = (

@@ -187,6 +187,7 @@ class RagevalPlugin:
             return True
         return None
 
+    @pytest.hookimpl(optionalhook=True)  # pytest >= 8 only; on pytest 7 such a link is skipped silently, as pytest does
     def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> None:
         """Note the broken ``.jsonl`` symlinks of a folder being collected (pytest's walk skips them silently)."""
         try:
@@ -713,7 +714,8 @@ class RagevalPlugin:
             self.gate_notes.append("no case ran: no run folder written, no baseline compared")
             return
         # -x on the last case stops nothing; under xdist the controller has no items to count, so it says incomplete.
-        ran_everything = bool(session.items) and len(self._done) >= len(session.items)
+        items = getattr(session, "items", None) or []  # pytest 7 sets no `items` on the xdist controller
+        ran_everything = bool(items) and len(self._done) >= len(items)
         complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
                     and (ran_everything or not (session.shouldfail or session.shouldstop))
                     and (self.settings.resume is None or self._one_record_per_selected_case()))

@@ -139,6 +139,11 @@ def test_dangling_symlink_and_loop_are_one_error_item_each(pytester: pytest.Pyte
     os.symlink(pytester.path / "missing" / "gone.jsonl", sets / "dangling.jsonl")
     os.symlink("loop.jsonl", sets / "loop.jsonl")
     result = run(pytester, *args)
+    if args == ["eval_sets"] and int(pytest.__version__.split(".")[0]) < 8:
+        # pytest 7 has no pytest_collect_directory: a folder's broken links are skipped silently, as pytest does
+        result.assert_outcomes(passed=len(GOOD))
+        no_traceback(result)
+        return
     result.assert_outcomes(passed=len(GOOD), errors=2)
     result.stdout.fnmatch_lines_random([
         "*eval_sets/dangling.jsonl:0: cannot read eval set: broken symlink to *gone.jsonl* (No such file or directory)*",

@@ -173,7 +173,10 @@ def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypat
     assert {k for k, r in records.items() if r["outcome"] == "error"} == ERRORS
     assert "***" in records["r-echo"]["answer"] and "***" in records["j-escaped"]["judge"]["groundedness"]["reasoning"]
     assert "model refused" in records["j-refusal"]["error"]["message"]
-    assert "Traceback" not in result.stdout.str() and "json/decoder.py" not in result.stdout.str()
+    # No traceback of the plugin and none that prints a body (the SDK's JSONDecodeError); an SDK's own DEBUG
+    # log may hold one of its tracebacks (openai 1.30 logs each 4xx with one), which log_level=DEBUG shows.
+    assert "json/decoder.py" not in result.stdout.str()
+    assert not re.search(r'File "[^"]*pytest_rageval', result.stdout.str())
 
     found = leaks(pytester.path, {"stdout": result.stdout.str(), "stderr": result.stderr.str()})
     assert not found, "canaries leaked:\n" + "\n".join(found)
