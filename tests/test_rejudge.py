@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -347,3 +349,37 @@ def test_many_records_are_judged_concurrently_but_bounded(tmp_path: Path) -> Non
     assert result.judged == 20
     # 8 cases in flight, each with its two metrics concurrently
     assert 2 < state["peak"] <= 16
+
+
+# --------------------------------------------------------------------------- unreadable lines
+
+
+@pytest.mark.parametrize(
+    ("damage", "command", "refused"),
+    [
+        ("middle", "judge", True), ("middle", "report", True), ("middle", "merge", True),
+        ("torn-tail", "judge", True), ("torn-tail", "merge", True), ("torn-tail", "report", False),
+    ],
+)
+def test_a_line_that_cannot_be_read_is_never_dropped(tmp_path: Path, damage: str, command: str, refused: bool) -> None:
+    """`rageval judge`/`merge` never rewrite a run without a line they could not read; `report` only skips a torn tail."""
+    run = make_run(tmp_path, three_records())
+    results = run / "results.jsonl"
+    lines = results.read_text(encoding="utf-8").splitlines(keepends=True)
+    if damage == "middle":
+        lines.insert(1, '{"key": "cut short\n')
+    else:
+        lines.append('{"key": "torn')
+    results.write_text("".join(lines), encoding="utf-8")
+    before = results.read_bytes()
+    args = {"judge": ["judge", str(run), "--judge", "lexical"], "report": ["report", str(run)],
+            "merge": ["merge", str(run), "-o", str(tmp_path / "merged")]}[command]
+    proc = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, timeout=120)
+    assert results.read_bytes() == before
+    if refused:
+        line = 2 if damage == "middle" else len(lines)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"results.jsonl:{line}: cannot read this record" in proc.stderr and "Traceback" not in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert (run / "report.html").exists()

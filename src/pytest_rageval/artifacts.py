@@ -172,18 +172,29 @@ class RunWriter:
             write_text_atomic(self.output_dir / "latest", self.run_id + "\n")
 
 
-def read_records(run_dir: Path) -> Iterable[dict[str, Any]]:
-    """The CaseRecords of a run folder's results.jsonl, skipping a torn last line."""
+def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterable[dict[str, Any]]:
+    """The CaseRecords of a run folder's results.jsonl; a line that cannot be read is an UnreadableRecord.
+
+    A torn last line (no newline after it: a write cut short by kill -9 or a full
+    disk) is skipped when ``torn_tail`` (readers that only show a run), and refused
+    otherwise (commands that write what they read, which must not drop it); any
+    other unreadable line is always refused, naming the file and line.
+    """
     path = run_dir / "results.jsonl"
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
+    with path.open(encoding="utf-8", errors="surrogateescape") as fh:
+        for number, raw in enumerate(fh, start=1):
+            line = raw.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                record = json.loads(line)
+            except ValueError as exc:
+                if torn_tail and not raw.endswith("\n"):
+                    return
+                raise UnreadableRecord(f"{path}:{number}: cannot read this record ({exc}); nothing was changed") from None
+            if not isinstance(record, dict):
+                raise UnreadableRecord(f"{path}:{number}: a record must be a JSON object; nothing was changed")
+            yield record
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
@@ -287,6 +298,10 @@ def git_commit(root: Path) -> Optional[str]:
 
 class RunFolderError(Exception):
     """A run folder cannot be written or resumed; the message says why, on one line."""
+
+
+class UnreadableRecord(RunFolderError):
+    """A line of results.jsonl that cannot be read: the message names the file and the line."""
 
 
 def check_writable(folder: Path) -> None:

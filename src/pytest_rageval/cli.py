@@ -243,8 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .artifacts import RunFolderError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except RunFolderError as exc:  # e.g. a results.jsonl line that cannot be read: never dropped, never rewritten
+        raise _usage_error(str(exc)) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

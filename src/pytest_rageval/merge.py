@@ -38,7 +38,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         notes.append("warning: the runs used different judges")
     records: dict[str, dict[str, Any]] = {}
     for run_dir in run_dirs:
-        for record in read_records(run_dir):
+        for record in read_records(run_dir, torn_tail=False):  # a merged run must hold every record
             records[record.get("key") or f"{record.get('file')}::{record.get('test_case_id')}"] = record
     digests: dict[str, str] = {}
     for config in configs:

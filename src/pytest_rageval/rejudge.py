@@ -170,7 +170,7 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     (401/403) propagates before anything is written.
     """
     run_dir = Path(run_dir)
-    records = list(read_records(run_dir))
+    records = list(read_records(run_dir, torn_tail=False))  # rewritten below: no line may be dropped
     jobs = [_job(r, k) for r in records if _judgeable(r)]
     semaphore = asyncio.Semaphore(CONCURRENCY)
 

@@ -730,6 +730,9 @@ class RagevalPlugin:
         except OSError as exc:
             self.gate_notes.append(f"the run folder is not complete: cannot write in {self.writer.run_dir}: {exc.strerror or exc}")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        except RunFolderError as exc:  # a results.jsonl line changed under the run: no report rather than a wrong one
+            self.gate_notes.append(f"report.html not written: {exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
         self.release_resume_lock()
 
     def _one_record_per_selected_case(self) -> bool:
