@@ -320,6 +320,35 @@ def test_handwritten_test_with_assert_metrics_is_recorded(pytester: pytest.Pytes
     assert metrics["cases"]["test_hand.py::test_bad::strict"]["outcome"] == "failed"
 
 
+def test_conftest_judge_counts_in_handwritten_tests_as_in_eval_set_cases(pytester: pytest.Pytester) -> None:
+    """A conftest override of ``rageval_judge`` judges hand-written ``evaluate`` calls too (the run has no judge)."""
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_rageval.judges.lexical import LexicalJudge
+
+        @pytest.fixture(scope="session")
+        def rageval_judge():
+            return LexicalJudge()
+        """
+    )
+    pytester.makepyfile(
+        test_hand="""
+        def test_judged(rageval_client):
+            result = rageval_client.evaluate(question="q-good", gold_supports=[{"rel_path": "docs/a.md"}])
+            assert result.metrics["groundedness"] is not None
+        """
+    )
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q-good", "gold_supports": [GOLD]}])
+    with AskServer(Ranked()) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+                                    "test_hand.py", "eval_sets")
+    result.assert_outcomes(passed=2)
+    cases = latest_metrics(pytester.path)["cases"]
+    assert cases["eval_sets/s.jsonl::a"]["metrics"]["groundedness"] is not None
+    assert cases["test_hand.py::test_judged::test_judged"]["metrics"]["groundedness"] is not None
+
+
 def test_handwritten_fixture_without_rageval_skips(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_hand="def test_x(rageval_client):\n    pass\n")
     result = pytester.runpytest("-rs")

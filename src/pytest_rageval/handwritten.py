@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .client import RagClient
-from .runner import evaluate_case
+from .runner import JudgeSetup, evaluate_case
 from .schema import EvalCase, RagResponse
 from .thresholds import ThresholdError, coerce_threshold, find_misses
 
@@ -57,6 +57,7 @@ class SessionClient:
     def __init__(self, rag_client: RagClient, *, plugin: "RagevalPlugin") -> None:
         self.rag_client = rag_client
         self._plugin = plugin
+        self.judge: Optional[JudgeSetup] = plugin.judge_setup  # the rageval_judge fixture's, once it is set up
 
     def ask(self, question: str, *, k: Optional[int] = None, **params: Any) -> RagResponse:
         """Ask the system under test one question and return its normalised response."""
@@ -79,7 +80,7 @@ class SessionClient:
         plugin = self._plugin
         record = plugin.evaluate(
             evaluate_case(
-                model, self.rag_client, plugin.opts, plugin.thresholds_for(model), key=key, file=file, line=0, judge=plugin.judge_setup
+                model, self.rag_client, plugin.opts, plugin.thresholds_for(model), key=key, file=file, line=0, judge=self.judge
             )
         )
         self._plugin.record_handwritten(record)

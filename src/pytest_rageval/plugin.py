@@ -103,9 +103,13 @@ def _plugin(config: pytest.Config) -> "RagevalPlugin":
 
 
 @pytest.fixture(scope="session")
-def rageval_client(pytestconfig: pytest.Config) -> Any:
-    """The system under test, from ``--rageval-target``; override it in conftest.py to supply your own."""
-    return _plugin(pytestconfig).session_client()
+def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> Any:
+    """The system under test, from ``--rageval-target``; override it in conftest.py to supply your own.
+
+    Its ``evaluate`` judges with the ``rageval_judge`` fixture, so a conftest override of that one counts
+    in hand-written tests as it does for eval-set cases.
+    """
+    return _plugin(pytestconfig).session_client(judge=rageval_judge)
 
 
 @pytest.fixture(scope="session")

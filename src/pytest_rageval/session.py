@@ -293,17 +293,19 @@ class RagevalPlugin:
             )
         return self._target_client
 
-    def session_client(self) -> SessionClient:
-        """What the ``rageval_client`` fixture returns."""
+    def session_client(self, judge: Any = NOTHING) -> SessionClient:
+        """What the ``rageval_client`` fixture returns; ``judge`` is the ``rageval_judge`` fixture's value."""
         if self._session_client is None:
+            problem = None
             try:
-                client = self.target_client()
+                self._session_client = SessionClient(self.target_client(), plugin=self)
             except (RagConfigError, ValueError) as exc:
                 problem = str(exc)
-            else:
-                self._session_client = SessionClient(client, plugin=self)
-                return self._session_client
-            pytest.fail(f"pytest-rageval: {problem}", pytrace=False)  # outside `except`: no chained traceback
+            if problem is not None:
+                pytest.fail(f"pytest-rageval: {problem}", pytrace=False)  # outside `except`: no chained traceback
+        assert self._session_client is not None
+        if judge is not NOTHING:
+            self._session_client.judge = self.judge_for(judge)
         return self._session_client
 
     def session_judge(self) -> Optional[SessionJudge]:
