@@ -1,8 +1,9 @@
-"""The test suite's pytest wiring."""
+"""The test suite's own wiring: warm the HTTP transports before any in-process ``pytester`` run.
+
+The project-wide wiring (``pytester``, helper imports) is the root ``conftest.py``.
+"""
 
 import httpx
-
-pytest_plugins = ["pytester"]
 
 
 def _load_httpx_lazily_imported_modules() -> None:

@@ -26,7 +26,6 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import safejson
-from pytest_rageval.safejson import JsonLimitError
 from pytest_rageval.schema import EvalCase, id_problem
 from pytest_rageval.suggest import closest
 
@@ -110,7 +109,7 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
         except json.JSONDecodeError as exc:
             bad.append(BadLine(lineno, f"{display}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})", None))
             continue
-        except JsonLimitError as exc:
+        except safejson.JsonLimitError as exc:
             bad.append(BadLine(lineno, f"{display}:{lineno}: {_limit_problem(exc)}", None))
             continue
         if not isinstance(obj, dict):
@@ -179,7 +178,7 @@ def _schema_text() -> str:
 _SHOWN_PATH = 6
 
 
-def _limit_problem(exc: JsonLimitError) -> str:
+def _limit_problem(exc: safejson.JsonLimitError) -> str:
     """A bound the line's JSON broke, worded like a field problem: ``field 'metadata.k[1]': ...``."""
     if not exc.path:
         return f"invalid JSON: {exc.problem}"
