@@ -1,4 +1,4 @@
-"""The eval-set file collector and its items.
+"""The eval-set file collector, its items, and the collection hooks of a ``--rageval`` session.
 
 A good line becomes a ``CaseItem`` (a ``pytest.Function``, so it gets fixtures
 like any test); a bad line becomes a ``BadLineItem`` that errors with the
@@ -12,17 +12,21 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+import glob
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 import pytest
 
 from .evalset import load_eval_file
+from .keys import collection_key, runner_key
 from .runner import NO_REL_PATH
+from .schedule import in_shard
 from .schema import EvalCase
+from .selection import Selection
 from .thresholds import ThresholdError, check_metric_name, coerce_threshold
 
 if TYPE_CHECKING:
-    from .plugin import RagevalPlugin
+    from .run_setup import RunSetup
 
 
 def _case_function(rageval_client: Any, rageval_judge: Any) -> None:
@@ -58,11 +62,11 @@ class EvalSetFile(pytest.File):
 
 def judge_dependent(config: pytest.Config, case: EvalCase) -> bool:
     """A case whose thresholds name a judge metric (its outcome depends on a verdict)."""
-    from .plugin import plugin_key
     from .thresholds import JUDGE_METRICS
 
-    plugin = config.stash.get(plugin_key, None)
-    return plugin is not None and plugin.judge_setup is not None and any(m in JUDGE_METRICS for m in plugin.thresholds_for(case))
+    collection = config.stash.get(collection_key, None)
+    setup = collection.setup if collection is not None else None
+    return setup is not None and setup.judge_setup is not None and any(m in JUDGE_METRICS for m in setup.thresholds_for(case))
 
 
 def _relative(path: Any, root: Any) -> str:
@@ -99,17 +103,11 @@ class CaseItem(pytest.Function):
         self.extra_keyword_matches.update(case.tags)
         self.extra_keyword_matches.add(case.category)
 
-    @property
-    def plugin(self) -> "RagevalPlugin":
-        from .plugin import plugin_key
-
-        return self.config.stash[plugin_key]
-
     def setup(self) -> None:
         super().setup()
         from .report.terminal import format_error
 
-        self.record = self.plugin.run_case(self)
+        self.record = self.config.stash[runner_key].run_case(self)
         if self.record.get("error"):
             pytest.fail(format_error(self.record, self.line), pytrace=False)
 
@@ -203,3 +201,120 @@ class BadLineItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int, str]:
         return self.path, self.line - 1, self.name
+
+
+class EvalCollection:
+    """The collection hooks (every process that collects: a serial session, each xdist worker).
+
+    Eval-set paths when none are given, ``.jsonl`` files as eval sets, broken symlinks as error
+    items, the shard and a resumed run's finished cases left out, and the count of eval-set items
+    collected and deselected (``selection``: what a partial run stands for).
+    """
+
+    def __init__(self, config: pytest.Config, setup: "RunSetup", *, resumed: frozenset[str] = frozenset()) -> None:
+        self.config = config
+        self.setup = setup
+        self.settings = setup.settings
+        self.resumed = resumed  # keys of the cases a resumed run has finished already
+        self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
+        self.selection = Selection()
+        self.session: Optional[pytest.Session] = None
+
+    def choose_default_args(self) -> None:
+        """``pytest --rageval`` without paths runs the eval sets of ``rageval_eval_sets``."""
+        if self.config.args_source == pytest.Config.ArgsSource.ARGS:
+            return
+        root = self.settings.rootdir
+        files: list[str] = []
+        for pattern in self.settings.eval_set_globs:
+            matches = sorted(glob.glob(str(root / pattern), recursive=True))
+            files.extend(m for m in matches if m not in files)
+        # A dangling symlink or a loop would stop pytest ("file or directory not found"): an error item instead.
+        self.broken_sets = [(Path(f), problem) for f in files if (problem := broken_link_problem(Path(f)))]
+        files = [f for f in files if f not in {str(path) for path, _ in self.broken_sets}]
+        if not files and self.broken_sets:
+            raise pytest.UsageError("pytest-rageval: no eval set can be read: " + "; ".join(f"{p}: {why}" for p, why in self.broken_sets))
+        if not files:
+            raise pytest.UsageError(
+                f"pytest-rageval: no eval sets match {', '.join(self.settings.eval_set_globs)} "
+                f"(rageval_eval_sets, relative to {root}); name files or folders on the command line"
+            )
+        self.config.args = files
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path: Path) -> Optional[bool]:
+        """Never collect the run artifacts themselves (results/**/results.jsonl)."""
+        out = self.settings.output_dir
+        if collection_path == out or out in collection_path.parents:
+            return True
+        return None
+
+    @pytest.hookimpl(optionalhook=True)  # pytest >= 8 only; on pytest 7 such a link is skipped silently, as pytest does
+    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> None:
+        """Note the broken ``.jsonl`` symlinks of a folder being collected (pytest's walk skips them silently)."""
+        try:
+            names = sorted(entry.name for entry in os.scandir(path) if entry.name.endswith(".jsonl") and entry.is_symlink())
+        except OSError:
+            return None
+        known = {p for p, _ in self.broken_sets}
+        for name in names:
+            problem = broken_link_problem(path / name)
+            if problem and path / name not in known:
+                self.broken_sets.append((path / name, problem))
+        return None
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
+        if file_path.suffix == ".jsonl":
+            return EvalSetFile.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The collected items live for the whole session: keep the cyclic GC from rescanning them.
+
+        With 50,000 cases, pytest's end-of-session ``gc.collect`` passes alone cost seconds otherwise.
+        """
+        import gc
+
+        gc.freeze()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Keep this shard's cases and those a resumed run lacks.
+
+        Every xdist worker computes the same result (hashes and seeds over node ids).
+        """
+        shard = self.settings.shard
+        if self.broken_sets and self.session is not None:
+            broken = broken_set_items(self.session, self.broken_sets)
+            for item in broken:
+                config.hook.pytest_itemcollected(item=item)
+            items[:0] = broken
+        if shard is not None or self.resumed:
+            keep: list[pytest.Item] = []
+            drop: list[pytest.Item] = []
+            for item in items:
+                eval_item = isinstance(item, (CaseItem, BadLineItem))
+                out_of_shard = eval_item and shard is not None and not in_shard(item.nodeid, *shard)
+                (drop if out_of_shard or item.nodeid in self.resumed else keep).append(item)
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = keep
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        """Count the eval set's items (cases and invalid lines) per file, before any deselection."""
+        if isinstance(item, (CaseItem, BadLineItem)):
+            self.selection.add_collected(item.nodeid.partition("::")[0])
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        """Count eval-set items left out of this run: out of its shard, or by -k/-m/--lf (a resumed run's are not)."""
+        shard = self.settings.shard
+        for item in items:
+            if not isinstance(item, (CaseItem, BadLineItem)):
+                continue
+            if shard is not None and not in_shard(item.nodeid, *shard):
+                self.selection.out_of_shard += 1
+            elif item.nodeid not in self.resumed:
+                self.selection.deselected += 1

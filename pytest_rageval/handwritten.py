@@ -25,8 +25,8 @@ from .runner import JudgeSetup, evaluate_case
 from .schema import EvalCase, RagResponse
 from .thresholds import ThresholdError, coerce_threshold, find_misses
 
-if TYPE_CHECKING:
-    from .session import RagevalPlugin
+if TYPE_CHECKING:  # a type only: case_runner imports this module
+    from .case_runner import CaseRunner
 
 
 @dataclass
@@ -54,36 +54,33 @@ class CaseResult:
 class SessionClient:
     """Synchronous face of the session's RAG client, for hand-written tests."""
 
-    def __init__(self, rag_client: RagClient, *, plugin: "RagevalPlugin") -> None:
+    def __init__(self, rag_client: RagClient, *, runner: "CaseRunner") -> None:
         self.rag_client = rag_client
-        self._plugin = plugin
-        self.judge: Optional[JudgeSetup] = plugin.judge_setup  # the rageval_judge fixture's, once it is set up
+        self._runner = runner
+        self.judge: Optional[JudgeSetup] = runner.setup.judge_setup  # the rageval_judge fixture's, once it is set up
 
     def ask(self, question: str, *, k: Optional[int] = None, **params: Any) -> RagResponse:
         """Ask the system under test one question and return its normalised response."""
-        k = k or self._plugin.settings.k
-        return self._plugin.engine.run(self.rag_client.aask(question, k=k, params=params)).response
+        k = k or self._runner.settings.k
+        return self._runner.engine.run(self.rag_client.aask(question, k=k, params=params)).response
 
     def evaluate(self, case: Union[EvalCase, dict[str, Any], None] = None, **fields: Any) -> CaseResult:
         """Run one case (an EvalCase, a dict, or eval-set fields as keywords) and score it."""
+        runner = self._runner
+        item = runner.current_item
         if isinstance(case, EvalCase):
             model = case
         else:
             data = dict(case or {})
             data.update(fields)
-            item = self._plugin.current_item
             data.setdefault("id", item.name if item is not None else "case")
             model = EvalCase.model_validate(data)
-        item = self._plugin.current_item
         key = f"{item.nodeid}::{model.id}" if item is not None else model.id
         file = item.nodeid.partition("::")[0] if item is not None else ""
-        plugin = self._plugin
-        record = plugin.evaluate(
-            evaluate_case(
-                model, self.rag_client, plugin.opts, plugin.thresholds_for(model), key=key, file=file, line=0, judge=self.judge
-            )
+        record = runner.evaluate_handwritten(
+            evaluate_case(model, self.rag_client, runner.opts, runner.setup.thresholds_for(model),
+                          key=key, file=file, line=0, judge=self.judge)
         )
-        self._plugin.record_handwritten(record)
         return CaseResult(record)
 
 

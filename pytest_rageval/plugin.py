@@ -2,22 +2,21 @@
 
 Every pytest run imports this module wherever the plugin is installed, so it
 imports nothing heavy. Without ``--rageval`` it only registers options and
-markers; with it, ``pytest_configure`` builds a ``RagevalPlugin``
-(session.py) and registers it.
+markers; with it, ``pytest_configure`` registers the plugin objects of this
+process's part (session.py decides which).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import pytest
 
-if TYPE_CHECKING:
-    from .session import RagevalPlugin
+from .keys import runner_key
 
-plugin_key = pytest.StashKey["RagevalPlugin"]()
+IniType = Literal["string", "linelist", "bool"]
 
-INI_KEYS: tuple[tuple[str, str, str, Any], ...] = (
+INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_eval_sets", "eval-set files (globs relative to rootdir) run by `pytest --rageval` without paths", "linelist", ["eval_sets/**/*.jsonl"]),
     ("rageval_target", "the system under test: an http(s):// URL or package.module:callable", "string", ""),
     ("rageval_headers", "HTTP headers for the target, lines `Name: value`, ${ENV_VAR} interpolated", "linelist", []),
@@ -81,25 +80,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "judge: the outcome depends on an LLM judge verdict")
     if not config.getoption("rageval"):
         return
-    from .session import create_plugin
+    from .session import start_session
 
-    plugin = create_plugin(config)
-    config.stash[plugin_key] = plugin
-    config.pluginmanager.register(plugin, "rageval-session")
+    start_session(config, INI_KEYS)
 
 
+@pytest.hookimpl(trylast=True)  # after the session's plugin objects' own unconfigure
 def pytest_unconfigure(config: pytest.Config) -> None:
-    plugin = config.stash.get(plugin_key, None)
-    if plugin is not None:
-        config.pluginmanager.unregister(plugin)
-        del config.stash[plugin_key]
+    if config.getoption("rageval", False):
+        from .session import end_session
+
+        end_session(config)
 
 
-def _plugin(config: pytest.Config) -> "RagevalPlugin":
-    plugin = config.stash.get(plugin_key, None)
-    if plugin is None:
+def _runner(config: pytest.Config) -> Any:
+    runner = config.stash.get(runner_key, None)
+    if runner is None:
         pytest.skip("pytest-rageval is not enabled: run pytest with --rageval")
-    return plugin
+    return runner
 
 
 @pytest.fixture(scope="session")
@@ -109,10 +107,10 @@ def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> Any:
     Its ``evaluate`` judges with the ``rageval_judge`` fixture, so a conftest override of that one counts
     in hand-written tests as it does for eval-set cases.
     """
-    return _plugin(pytestconfig).session_client(judge=rageval_judge)
+    return _runner(pytestconfig).session_client(judge=rageval_judge)
 
 
 @pytest.fixture(scope="session")
 def rageval_judge(pytestconfig: pytest.Config) -> Any:
     """The judge in use (None without one); ``rageval_judge.judge(metric, question=..., answer=..., contexts=[...])``."""
-    return _plugin(pytestconfig).session_judge()
+    return _runner(pytestconfig).session_judge()

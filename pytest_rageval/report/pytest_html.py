@@ -27,21 +27,30 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Optional, Protocol
 
 import pytest
 
+from ..gate import Comparison
 from .html import CSS, escape, render_aggregates, render_case_body
 from .terminal import SUMMARY_METRICS
-
-if TYPE_CHECKING:
-    from ..session import RagevalPlugin
 
 __all__ = ["EscapedTestIds", "HtmlExtras", "HtmlSummary", "MAIN_METRICS", "case_html", "main_aggregates", "register", "scoped_css", "summary_html"]
 
 SCOPE = ".rageval"
 #: the aggregates in the summary table (regressed ones are added when a baseline is compared)
 MAIN_METRICS: tuple[str, ...] = (*SUMMARY_METRICS, "latency_p50_ms", "latency_p95_ms")
+
+
+class FinishedRun(Protocol):
+    """What the summary shows of the run (the run controller has it once the session finished)."""
+
+    metrics: Optional[dict[str, Any]]
+    comparison: Optional[Comparison]
+
+    @property
+    def report_path(self) -> Optional[Path]: ...
 
 
 class HtmlExtras:
@@ -62,13 +71,13 @@ class HtmlExtras:
 class HtmlSummary:
     """Add the aggregate table, baseline deltas and the report.html path to pytest-html's summary (controller only)."""
 
-    def __init__(self, plugin: "RagevalPlugin") -> None:
-        self.plugin = plugin
+    def __init__(self, run: FinishedRun) -> None:
+        self.run = run
 
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session) -> None:
         summary.append(f"<style>{scoped_css(CSS)}</style>")
-        if self.plugin.metrics is not None:
-            summary.append(summary_html(self.plugin))
+        if self.run.metrics is not None:
+            summary.append(summary_html(self.run))
 
 
 class EscapedTestIds:
@@ -92,16 +101,18 @@ class EscapedTestIds:
                 cells[index] = f'<td class="col-testId">{escape(raw)}</td>'
 
 
-def register(config: pytest.Config, plugin: "RagevalPlugin") -> None:
-    """Register the pytest-html hooks when a report is asked for (``--html``); the summary only on the controller.
+def register(config: pytest.Config, *, runs_cases: bool, run: Optional[FinishedRun]) -> None:
+    """Register the pytest-html hooks when a report is asked for (``--html``): the per-case extras where
+    cases run, the summary and escaped test ids where the report is written (``run``, the controller).
 
     Without ``--html`` nothing is rendered: pytest keeps every report to the end of the session.
     """
     if not config.getoption("htmlpath", None):
         return
-    config.pluginmanager.register(HtmlExtras(), "rageval-html-extras")
-    if not plugin.is_worker:
-        config.pluginmanager.register(HtmlSummary(plugin), "rageval-html-summary")
+    if runs_cases:
+        config.pluginmanager.register(HtmlExtras(), "rageval-html-extras")
+    if run is not None:
+        config.pluginmanager.register(HtmlSummary(run), "rageval-html-summary")
         config.pluginmanager.register(EscapedTestIds(), "rageval-html-test-ids")
 
 
@@ -110,10 +121,10 @@ def case_html(record: dict[str, Any]) -> str:
     return f'<div class="rageval">{render_case_body(record)}</div>'
 
 
-def summary_html(plugin: "RagevalPlugin") -> str:
+def summary_html(finished: FinishedRun) -> str:
     """The rageval section of pytest-html's summary."""
-    metrics = plugin.metrics or {}
-    comparison = plugin.comparison
+    metrics = finished.metrics or {}
+    comparison = finished.comparison
     deltas = None
     if comparison is not None:
         deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in MAIN_METRICS or d.regressed]
@@ -125,8 +136,8 @@ def summary_html(plugin: "RagevalPlugin") -> str:
     if comparison is not None:
         verdict = comparison.status if comparison.passed else comparison.status.upper()
         parts.append(f"<p>baseline: <strong>{verdict}</strong> ({escape(comparison.reason() or comparison.scope())})</p>")
-    if plugin.writer is not None:
-        path = plugin.writer.run_dir / "report.html"
+    path = finished.report_path
+    if path is not None:
         parts.append(f'<p>rageval report: <a href="{escape(path.resolve().as_uri())}"><code>{escape(path)}</code></a></p>')
     parts.append("</div>")
     return "".join(parts)

@@ -1,0 +1,546 @@
+"""The run controller: where results are kept (a serial session, or the xdist controller).
+
+It takes each case's record off the test reports, streams it to results.jsonl and folds it into
+the aggregates; at the end it writes metrics.json, config.json and report.html, gates against the
+baseline and prints the summary. Before any case it checks the run folder (and a resumed run's
+identity) and the judge. It runs no case: the case runner does (case_runner.py). Under xdist,
+``XdistControllerLink`` adds what the workers report beyond their test reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
+
+import pytest
+
+from . import __version__, spotcheck
+from .aggregate import Aggregator
+from .artifacts import (RunFolderError, RunLock, RunWriter, case_config, check_writable, compose_metrics, config_hash,
+                        file_digests, git_commit, new_run_id, read_json_object, read_records, repair_results,
+                        why_not_latest, with_seed_keys, writable_record, write_json_atomic)
+from .collect import CaseItem
+from .gate import Comparison, gate_runs, load_baseline
+from .judges.base import JudgeAuthError
+from .judges.cache import JudgeCacheError
+from .record import CaseRecord
+from .redact import public_args, public_url
+from .resume import differences, selection_of
+from .run_setup import RunSetup
+from .runner import Engine
+from .sanitize import terminal_safe
+from .selection import Selection
+from .spotcheck import SpotSample
+
+if TYPE_CHECKING:
+    from .case_runner import RunnerTotals
+    from .collect import EvalCollection
+
+
+class RunController:
+    """State of the run being recorded: the run folder, the aggregates, the gate."""
+
+    def __init__(self, config: pytest.Config, setup: RunSetup, collection: "EvalCollection",
+                 finish_runner: Optional[Callable[[], "RunnerTotals"]] = None) -> None:
+        self.config = config
+        self.setup = setup
+        self.settings = setup.settings
+        self.collection = collection
+        self.finish_runner = finish_runner  # the case runner of this process (a serial session), if any
+        self.spot_sample = SpotSample(self.settings.spot_check)  # the judged cases to re-judge after the run
+        self.aggregator = Aggregator()
+        self.accepted = 0  # records folded in (resumed ones included)
+        self._record_keys: list[tuple[Any, Any]] = []  # (key, file) of each: a resume checks one per selected case
+        self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
+        self.eval_files: set[str] = set()
+        self.digests: dict[str, str] = {}
+        self.writer: Optional[RunWriter] = None
+        self.metrics: Optional[dict[str, Any]] = None
+        self.comparison: Optional[Comparison] = None
+        self.gate_notes: list[str] = []
+        self.gate_failed = False
+        self.gate_reason = ""  # the session's last line when the gate failed
+        self.stop_message: Optional[str] = None  # why the session stopped (a worker's refused judge key, a full disk)
+        self.write_error: Optional[str] = None  # results.jsonl could not be written (disk full): the session stopped
+        self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
+        self.session: Optional[pytest.Session] = None
+        self.resumed: list[CaseRecord] = []
+        self._resume_lock: Optional[RunLock] = None
+        self._previous_sigterm: Any = None
+        self.stop_workers: Callable[[], None] = lambda: None  # XdistControllerLink sets it
+
+    @property
+    def report_path(self) -> Optional[Path]:
+        """Where report.html is written (None before the run folder is known)."""
+        return self.writer.run_dir / "report.html" if self.writer is not None else None
+
+    @property
+    def selection(self) -> Selection:
+        return self.collection.selection
+
+    # -- before any case ------------------------------------------------------
+
+    def prepare_run_folder(self) -> None:
+        """Before any case: the output folder must be writable; a resumed run is locked, made with this
+        configuration and selection, and its results.jsonl mended. Each refusal is one usage error."""
+        s = self.settings
+        try:
+            if s.resume is None:
+                check_writable(s.output_dir)
+                return
+            check_writable(s.resume.parent)  # `latest` is written there
+            self._resume_lock = RunLock(s.resume)
+            self._resume_lock.acquire()
+            check_writable(s.resume)
+            changed = differences(self.recorded_identity(s.resume), self.identity())
+            if changed:
+                raise RunFolderError(
+                    f"{s.resume} was made with another configuration ({'; '.join(changed)}): "
+                    "resume it with the options it was made with, or start a new run"
+                )
+            repair = repair_results(s.resume)
+        except (RunFolderError, OSError) as exc:
+            self.release_resume_lock()
+            where = "--rageval-resume" if s.resume is not None else "--rageval-output"
+            raise pytest.UsageError(f"pytest-rageval: {where}: {exc}") from None
+        self.resumed = repair.records
+        if repair.cut_bytes:
+            self.gate_notes.append(
+                f"resume: results.jsonl ended in a torn line ({repair.cut_bytes} bytes), cut; "
+                f"{len(repair.records)} records kept"
+            )
+
+    def identity(self) -> dict[str, Any]:
+        """What a resume must share with its run: the configuration snapshot, its hash, the selection."""
+        s, option = self.settings, self.config.option
+        return {
+            "config_hash": config_hash(s.snapshot()),
+            "config": s.snapshot(),
+            "selection": selection_of(
+                args=[str(a) for a in self.config.args],
+                invocation_dir=Path(str(self.config.invocation_params.dir)),
+                rootdir=s.rootdir,
+                keyword=getattr(option, "keyword", "") or "",
+                markexpr=getattr(option, "markexpr", "") or "",
+                deselect=[str(d) for d in getattr(option, "deselect", None) or []],
+                shard=f"{s.shard[0]}/{s.shard[1]}" if s.shard else None,
+            ),
+        }
+
+    @staticmethod
+    def recorded_identity(run_dir: Path) -> dict[str, Any]:
+        """The run's config.json; without one (a run folder of an older version, killed) its first case's ``config``."""
+        recorded = read_json_object(run_dir / "config.json")
+        if recorded:
+            return recorded
+        per_case = next((r["config"] for r in read_records(run_dir) if isinstance(r.get("config"), dict)), None)
+        if per_case is None:  # invalid-line records carry no `config`
+            return {}
+        return {"config_hash": per_case.get("config_hash"),
+                "config": {name: per_case[name] for name in ("k", "judge", "judge_model") if name in per_case}}
+
+    def release_resume_lock(self) -> None:
+        if self._resume_lock is not None:
+            self._resume_lock.release()
+            self._resume_lock = None
+
+    def check_judge(self) -> None:
+        """``--rageval-judge-check``: the judge must tell seed 000's faithful answer from the hallucinated one."""
+        from .judges.calibration import check_judge
+
+        setup = self.setup.judge_setup
+        if setup is None:
+            raise pytest.UsageError("pytest-rageval: --rageval-judge-check needs a judge (not --rageval-judge none)")
+        engine = Engine(1)
+        try:
+            result = engine.run(check_judge(setup.judge))
+        except (JudgeAuthError, JudgeCacheError) as exc:
+            pytest.exit(terminal_safe(f"pytest-rageval: {getattr(exc, 'message', exc)}"), returncode=pytest.ExitCode.USAGE_ERROR)
+        finally:
+            engine.close(setup.judge.aclose)  # the judge opens a new client on the runner's loop
+        if not result.passed:
+            pytest.exit("pytest-rageval: " + "\n".join(result.lines), returncode=pytest.ExitCode.TESTS_FAILED)
+        self.gate_notes.extend(result.lines)
+
+    def dry_run(self, items: list[pytest.Item]) -> None:
+        """Print the planned requests, tokens and cost, and stop before anything is sent."""
+        from .judges.estimate import plan
+        from .judges.factory import DEFAULT_PRICES
+
+        s = self.settings
+        lexical = s.judge == "lexical"
+        result = plan(
+            [item.case for item in items if isinstance(item, CaseItem)],
+            k=s.k,
+            metrics=s.judge_metrics,
+            judge_enabled=s.judge_enabled,
+            model=None if lexical else s.judge_model,
+            prices={**DEFAULT_PRICES, **s.judge_prices},
+            lexical=lexical,
+        )
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", "rageval dry run")
+            for line in result.lines:
+                reporter.write_line(line)
+        pytest.exit("rageval dry run: nothing was sent", returncode=pytest.ExitCode.OK)
+
+    # -- hooks ----------------------------------------------------------------
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        s = self.settings
+        target = public_url(s.target) if s.target else "(the rageval_client fixture)"
+        info = self.setup.judge_info()
+        judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
+        return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.settings.dry_run:
+            self.dry_run(session.items)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+        s = self.settings
+        if s.dry_run or self.config.option.collectonly:
+            return
+        if s.judge_check:
+            self.check_judge()
+        if s.resume is not None:
+            self.writer = RunWriter(s.resume.parent, s.resume.name, config=self.build_config)
+            for record in self.resumed:
+                self._accept(record, write=False)
+        else:
+            self.writer = RunWriter(s.output_dir, new_run_id(), config=self.build_config)
+        self.case_config = case_config(k=s.k, config_hash=config_hash(s.snapshot()), judge=self.setup.judge_info())
+        self._previous_sigterm = _interrupt_on_sigterm(lambda: self.stop_workers())
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.writer is None:
+            return
+        record = getattr(report, "rageval_case", None)
+        for rec in [record] if record else list(getattr(report, "rageval_records", None) or []):
+            self._accept(rec, write=True)
+        # Streamed to disk and folded into the aggregates: pytest keeps every report until the end,
+        # so drop the record from it to keep memory flat on long runs.
+        for name in ("rageval_case", "rageval_records"):
+            if hasattr(report, name):
+                delattr(report, name)
+
+    def _accept(self, rec: CaseRecord, *, write: bool) -> None:
+        """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
+        spot = rec.pop("spot_input", None)  # full contexts: never written
+        if write:  # a record that cannot be written becomes an error saying why (counted so in metrics.json too)
+            written = self._write(rec)
+            if written is None:
+                return  # metrics.json counts only what results.jsonl holds
+            rec = written
+        self.accepted += 1
+        if self.settings.resume is not None:
+            self._record_keys.append((rec.get("key"), rec.get("file")))
+        if spot is not None:
+            self.spot_sample.offer(rec["key"], spot)
+        self.aggregator.add(rec)
+        if rec.get("file"):
+            self.eval_files.add(rec["file"])
+
+    def _write(self, rec: CaseRecord) -> Optional[CaseRecord]:
+        """Append ``rec`` as written (``writable_record``) to results.jsonl and return it; None when the write failed.
+
+        A failed write (disk full) stops the session once, not as an INTERNALERROR.
+        """
+        assert self.writer is not None
+        if self.write_error is not None:
+            return None
+        rec = writable_record(with_seed_keys(rec, self.case_config))
+        try:
+            self.writer.add(rec)
+        except OSError as exc:
+            self.write_error = (f"pytest-rageval: cannot write {self.writer.results_path}: {exc.strerror or exc}; "
+                                "the run stops here (resume it once it can be written)")
+            self.stop_message = self.stop_message or self.write_error
+            self.gate_notes.append(self.write_error.removeprefix("pytest-rageval: "))
+            if self.session is not None:
+                self.session.shouldstop = self.write_error
+            return None
+        return rec
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Metrics, gate, artifacts; before pytest-html's ``trylast`` one renders its summary from them."""
+        totals = self.finish_runner() if self.finish_runner is not None else None  # its clients closed first
+        if self.writer is None:
+            return
+        if totals is not None and totals.stop_message:
+            self.stop_message = self.stop_message or totals.stop_message
+        in_order = (totals.in_order if totals is not None else 0) + self.in_order_elsewhere
+        if in_order:
+            self.gate_notes.append(
+                f"{in_order} case{'s' if in_order != 1 else ''} ran one at a time: conftest code (a pytest_runtest_setup "
+                "hook or a fixture) runs at their setup and may skip them, so nothing is sent for them ahead of it"
+            )
+        _restore_sigterm(self._previous_sigterm)
+        if self.stop_message:  # the same exit status as a serial run that stopped on it
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if not self.accepted and self.settings.resume is None:
+            self.gate_notes.append("no case ran: no run folder written, no baseline compared")
+            return
+        # -x on the last case stops nothing; the xdist controller runs no item itself, so it cannot tell.
+        items = getattr(session, "items", None) or []  # pytest 7 sets no `items` on the xdist controller
+        ran_everything = bool(items) and totals is not None and totals.done >= len(items)
+        complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
+                    and (ran_everything or not (session.shouldfail or session.shouldstop))
+                    and (self.settings.resume is None or self._one_record_per_selected_case()))
+        self.metrics = self.build_metrics(complete)
+        self.gate(session)  # before writing: metrics.json carries the comparison
+        kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
+        if kept:
+            self.gate_notes.append(f"{self.settings.output_dir / 'latest'} not moved: {kept}")
+        try:
+            self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
+            self.write_html()
+        except OSError as exc:
+            self.gate_notes.append(f"the run folder is not complete: cannot write in {self.writer.run_dir}: {exc.strerror or exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        except RunFolderError as exc:  # a results.jsonl line changed under the run: no report rather than a wrong one
+            self.gate_notes.append(f"report.html not written: {exc}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        self.release_resume_lock()
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_last_line(self, session: pytest.Session) -> Generator[None, Any, None]:
+        """Outermost: a failed gate gets the session's last line, after pytest's summary."""
+        yield
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.gate_failed and reporter is not None:
+            reporter.write_sep("=", f"rageval gate FAILED: {self.gate_reason}", red=True, bold=True)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.writer is None:
+            return
+        if self.metrics is None:
+            for note in self.gate_notes:
+                terminalreporter.write_line(f"rageval: {note}")
+            return
+        from .report.terminal import styled_summary_lines
+
+        terminalreporter.write_sep("=", "rageval summary")
+        for line, markup in styled_summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes,
+                                                 self.writer.run_dir):
+            terminalreporter.write_line(line, **markup)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.release_resume_lock()
+
+    # -- the end of the run ---------------------------------------------------------
+
+    def _one_record_per_selected_case(self) -> bool:
+        """A resumed run is complete only when every selected eval-set item has exactly one record."""
+        files = set(self.selection.collected)
+        keys = [k for k, f in self._record_keys if f in files]
+        return len(keys) == len(set(keys)) == self.selection.selected
+
+    def build_metrics(self, complete: bool) -> dict[str, Any]:
+        s = self.settings
+        result = self.aggregator.result()
+        if self.setup.spot_setup is not None:
+            result["aggregate_metrics"]["judge_reliability"] = self.spot_check(result["aggregate_metrics"], complete)
+        assert self.writer is not None
+        self.digests = file_digests(self.eval_files | set(self.selection.collected), s.rootdir)
+        return compose_metrics(
+            run_id=self.writer.run_id,
+            complete=complete,
+            config_hash=config_hash(s.snapshot()),
+            digests=self.digests,
+            judge=self.setup.judge_info(),
+            k=s.k,
+            aggregated=result,
+            selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
+        )
+
+    def spot_check(self, aggregate: dict[str, Any], complete: bool) -> dict[str, Any]:
+        """Re-judge the sample with the second model, now that every case ran; its spend counts in ``aggregate``."""
+        spot_setup = self.setup.spot_setup
+        assert spot_setup is not None
+        s, sample = self.settings, self.spot_sample
+        chosen = sample.chosen() if complete else []
+        results: list[dict[str, Any]] = []
+        if chosen:
+            engine = Engine(s.concurrency)
+            try:
+                results = engine.run(spotcheck.rejudge(spot_setup, chosen))
+            except JudgeAuthError as exc:
+                self.gate_notes.append(f"spot check not made: {exc.message}")
+            finally:
+                engine.close(spot_setup.judge.aclose)
+        for result in results:
+            spent = result.pop("spent")
+            aggregate["cost"]["judge_total_tokens"] += spent["judge_tokens"]
+            aggregate["cost"]["judge_total_usd"] += spent["judge_cost_usd"]
+            aggregate["judge_cache"]["hits"] += spent["hits"]
+            aggregate["judge_cache"]["misses"] += spent["misses"]
+        reliability = spotcheck.reliability(results, requested=s.spot_check, judged=sample.judged, model=s.spot_check_model)
+        if not complete:
+            self.gate_notes.append("spot check not made: the run is incomplete")
+        elif sample.judged < s.spot_check:
+            self.gate_notes.append(
+                f"spot check: {s.spot_check} cases asked for, but only {sample.judged} got a judge verdict; re-judged {len(chosen)}"
+            )
+        failed = [r for r in results if r["error"]]
+        if failed:
+            self.gate_notes.append(f"spot check: {len(failed)} of {len(results)} re-judgings failed ({failed[0]['error']})")
+        return reliability
+
+    def build_config(self) -> dict[str, Any]:
+        s = self.settings
+        identity = self.identity()
+        client = self.setup.made_target_client
+        judge_setup = self.setup.judge_setup
+        return {
+            "run_id": self.writer.run_id if self.writer else None,
+            "config_hash": identity["config_hash"],
+            "eval_set_hash": self.metrics["eval_set_hash"] if self.metrics else None,
+            "eval_set_files": self.digests,
+            "git_commit": git_commit(s.rootdir),
+            "plugin_version": __version__,
+            "python": sys.version.split()[0],
+            "pytest": pytest.__version__,
+            "args": public_args(self.config.invocation_params.args, s.redactor(os.environ)),
+            "config": identity["config"],
+            "selection": identity["selection"],  # what a resume must select again (resume.py)
+            "client": client.describe() if client is not None else None,
+            "judge": judge_setup.judge.describe() if judge_setup is not None else None,
+        }
+
+    def write_html(self) -> None:
+        from .report.html import load_history, write_report
+
+        assert self.writer is not None and self.metrics is not None
+        history = [m for m in load_history(self.settings.output_dir) if m.get("run_id") != self.writer.run_id]
+        write_report(
+            self.writer.run_dir / "report.html",
+            self.metrics,
+            read_records(self.writer.run_dir),
+            deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
+            history=history,
+        )
+
+    def gate(self, session: pytest.Session) -> None:
+        """Compare with the baseline (gate.gate_runs), or write it; fail the session unless the gate passed."""
+        s = self.settings
+        assert self.metrics is not None
+        if s.baseline is None:
+            if s.update_baseline:
+                self.gate_notes.append("--rageval-update-baseline needs --rageval-baseline PATH (or ini rageval_baseline)")
+                self._fail(session, self.gate_notes[-1])
+            return
+        # A folder, or a new path not naming a .json file, gets metrics.json inside.
+        is_folder = s.baseline.is_dir() or (not s.baseline.exists() and s.baseline.suffix != ".json")
+        target = s.baseline / "metrics.json" if is_folder else s.baseline
+        if s.update_baseline:
+            write_json_atomic(target, self.metrics)
+            self.gate_notes.append(f"baseline updated: {target}")
+            m = self.metrics
+            if m.get("failed") or m.get("errors"):
+                self.gate_notes.append(
+                    f"warning: the new baseline has {m.get('failed', 0)} failed and {m.get('errors', 0)} errored cases"
+                )
+            if m.get("partial"):
+                self.gate_notes.append(
+                    f"warning: the new baseline covers {m.get('cases_selected')} of the {m.get('cases_in_eval_set')} "
+                    "cases of the eval set (a partial run); later runs are compared on the cases it holds"
+                )
+            return
+        try:
+            baseline = load_baseline(s.baseline)
+        except ValueError as exc:
+            self.gate_notes.append(f"baseline refused: {exc}")
+            self._fail(session, self.gate_notes[-1])
+            return
+        if baseline is None:
+            self.gate_notes.append(f"warning: baseline {s.baseline} not found; no regression gate this run")
+            return
+        comparison = self.comparison = gate_runs(
+            baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
+        )
+        self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
+        if comparison.regressed and s.allow_regressions:
+            self.gate_notes.append("regressions allowed (--rageval-allow-regressions): not failing the session")
+        elif not comparison.passed:
+            self._fail(session, comparison.reason())
+
+    def _fail(self, session: pytest.Session, reason: str) -> None:
+        self.gate_failed = True
+        self.gate_reason = reason
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+class XdistControllerLink:
+    """On the xdist controller: the stop file the workers watch, and what they report beyond test reports."""
+
+    def __init__(self, controller: RunController) -> None:
+        self.controller = controller
+        self._stop_dir: Optional[Path] = None
+        controller.stop_workers = self._stop_workers
+
+    def _stop_file_path(self) -> Path:
+        if self._stop_dir is None:
+            import tempfile
+
+            self._stop_dir = Path(tempfile.mkdtemp(prefix="rageval-stop-"))
+        return self._stop_dir / "stop"
+
+    def _stop_workers(self) -> None:
+        """SIGTERM reaches the controller only: tell the xdist workers to stop too (they watch this file)."""
+        if self._stop_dir is not None:
+            try:
+                self._stop_file_path().touch()
+            except OSError:
+                pass
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Name the file whose appearance stops a worker waiting for a case."""
+        node.workerinput["rageval_stop_file"] = str(self._stop_file_path())
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """What a worker reports beyond its test reports."""
+        controller = self.controller
+        output = getattr(node, "workeroutput", {})
+        if output.get("rageval_stop"):  # it stopped the session (a refused judge key)
+            controller.stop_message = output["rageval_stop"]
+        controller.in_order_elsewhere += output.get("rageval_in_order", 0)
+        collection = controller.collection
+        if output.get("rageval_selection") and not collection.selection.collected:  # every worker collects the same items
+            collection.selection = Selection.from_dict(output["rageval_selection"])
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._stop_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._stop_dir, ignore_errors=True)
+
+
+def _interrupt_on_sigterm(on_signal: Callable[[], None]) -> Any:
+    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept; ``on_signal`` first."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        on_signal()
+        raise KeyboardInterrupt("SIGTERM: stopping; finished cases are kept")
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)

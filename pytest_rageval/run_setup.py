@@ -1,0 +1,84 @@
+"""What one process of a ``--rageval`` session is set up with: settings, the judges, the target's client.
+
+Built once per process by ``plugin.pytest_configure`` and shared by the case runner (which asks and
+judges with it) and the run controller (which describes it in config.json, checks the judge and
+re-judges the spot-check sample with it). Knows nothing of pytest.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
+from .judges.factory import build_judge, judge_info
+from .runner import JudgeSetup
+from .schema import EvalCase
+from .settings import Settings
+from .thresholds import Threshold, resolve_thresholds
+
+
+@dataclass
+class RunSetup:
+    """The settings, the judge (and spot-check judge) setups, and the target's client once made."""
+
+    settings: Settings
+    judge_setup: Optional[JudgeSetup]
+    spot_setup: Optional[JudgeSetup]
+    _target_client: Optional[RagClient] = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, settings: Settings) -> "RunSetup":
+        judge_setup = build_judge(settings, os.environ)
+        spot_setup = (
+            build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=judge_setup)
+            if settings.spot_check and judge_setup is not None
+            else None
+        )
+        return cls(settings, judge_setup, spot_setup)
+
+    def target_client(self) -> RagClient:
+        """The client for the configured target (made once); ``RagConfigError`` when there is none."""
+        if self._target_client is None:
+            s = self.settings
+            if not s.target:
+                raise RagConfigError(
+                    "no system under test: set --rageval-target, ini rageval_target or env RAGEVAL_TARGET, "
+                    "or override the rageval_client fixture in conftest.py"
+                )
+            self._target_client = load_target(
+                s.target,
+                folders=[os.getcwd(), str(s.rootdir)],
+                concurrency=s.concurrency,
+                headers=parse_headers(s.headers_text, os.environ),
+                timeout=s.timeout,
+                request_map=parse_request_map(s.request_map_text),
+                response_map=parse_response_map(s.response_map_text),
+            )
+        return self._target_client
+
+    @property
+    def made_target_client(self) -> Optional[RagClient]:
+        """The target's client if it was made in this process, else None."""
+        return self._target_client
+
+    def check_target(self) -> None:
+        """Import the target and parse its URL, headers and maps now (``RagConfigError`` on a mistake).
+
+        Without a target (a conftest ``rageval_client`` fixture serves the cases) the header and map
+        lines are still checked, for syntax only.
+        """
+        s = self.settings
+        if s.target:
+            self.target_client()
+        else:
+            check_maps(s.headers_text, s.request_map_text, s.response_map_text)
+
+    def judge_info(self) -> dict[str, Any]:
+        """Name, model and kind of the judge in use (``none`` without one)."""
+        return judge_info(self.judge_setup.judge if self.judge_setup else None)
+
+    def thresholds_for(self, case: EvalCase) -> dict[str, Threshold]:
+        """The thresholds that apply to ``case`` (its own over the configured ones)."""
+        return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
