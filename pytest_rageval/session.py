@@ -30,6 +30,7 @@ from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge, build_judge, judge_info
 from . import spotcheck
+from .record import Outcome, error as case_error
 from .redact import public_args, public_url
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .report.terminal import escape_longrepr
@@ -475,7 +476,7 @@ class RagevalPlugin:
                 state = "error"
             record["outcome"] = state
             if state == "error" and not record.get("error"):
-                record["error"] = {"kind": "other", "message": _longrepr_line(report, call)}
+                record["error"] = case_error("other", _longrepr_line(report, call))
             if report.failed:  # a traceback's text may come from outside too (an exception quoting a server)
                 report.longrepr = escape_longrepr(report.longrepr)
             report.rageval_case = record  # type: ignore[attr-defined]
@@ -489,7 +490,7 @@ class RagevalPlugin:
                 "line": item.line,
                 "invalid_line": True,
                 "outcome": "error",
-                "error": {"kind": "invalid_line", "message": item.message},
+                "error": case_error("invalid_line", item.message),
             }
         else:
             records = item.stash.get(handwritten_key, [])
@@ -926,12 +927,12 @@ def _restore_sigterm(previous: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _outcome(report: pytest.TestReport) -> str:
+def _outcome(report: pytest.TestReport) -> Outcome:
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
     if report.when == "setup":
         return "skipped" if report.skipped else "error"
-    return str(report.outcome)
+    return report.outcome
 
 
 def _longrepr_line(report: pytest.TestReport, call: Optional[pytest.CallInfo[None]] = None) -> str:
