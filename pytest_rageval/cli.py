@@ -80,13 +80,13 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .artifacts import read_records
     from .report.html import load_history, write_report
 
+    from .runfolder import RunFolder
     run_dir = Path(args.run)
     metrics = _load(args.run)
     history = [m for m in load_history(run_dir.parent) if m.get("run_id") != metrics.get("run_id")]
-    write_report(run_dir / "report.html", metrics, read_records(run_dir), history=history)
+    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records(), history=history)
     say(run_dir / "report.html")
     return 0
 
@@ -139,15 +139,15 @@ def _history_cell(value: Any) -> str:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .artifacts import read_records
     from .merge import MergeError, merge_runs
     from .report.html import write_report
 
+    from .runfolder import RunFolder
     try:
         run_dir, metrics, notes = merge_runs([Path(r) for r in args.runs], Path(args.output))
     except MergeError as exc:
         raise _usage_error(str(exc)) from None
-    write_report(run_dir / "report.html", metrics, read_records(run_dir))
+    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records())
     for note in notes:
         say(note)
     say(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors)")
@@ -158,14 +158,14 @@ def _judge(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from .artifacts import read_json_object
     from .judges.base import JudgeAuthError
     from .judges.factory import build_judge
     from .rejudge import rejudge_run
     from .settings import Settings
+    from .runfolder import RunFolder
 
     # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.
-    used = read_json_object(Path(args.run) / "config.json")
+    used = RunFolder(Path(args.run)).config()
     used_judge = used.get("judge") if isinstance(used.get("judge"), dict) else {}
     same = args.judge in (None, "openai") and used_judge.get("name") == "openai"
     judge = args.judge or ("openai" if same else "lexical")
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .artifacts import RunFolderError
+    from .runfolder import RunFolderError
 
     args = build_parser().parse_args(argv)
     try:

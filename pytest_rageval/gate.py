@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from . import safejson
 from .aggregate import AVG_METRICS, RATE_METRICS, as_number, percentile
 
 __all__ = [
@@ -249,13 +250,11 @@ def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
     if not path.is_file():
         return None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read baseline: {exc}") from exc
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
-        raise ValueError(f"{path}: baseline is not valid JSON ({exc})") from None
+        data = safejson.read_file(path)
+    except safejson.JsonFileError as exc:
+        if exc.unreadable:
+            raise ValueError(f"{path}: cannot read baseline: {exc.detail}") from None
+        raise ValueError(f"{path}: baseline is not valid JSON ({exc.detail})") from None
     if not isinstance(data, dict) or not isinstance(data.get("aggregate_metrics"), dict):
         raise ValueError(f"{path}: not a metrics.json (no aggregate_metrics object)")
     problems = non_numbers(data)
