@@ -24,7 +24,7 @@ from .artifacts import (RunFolderError, RunLock, RunWriter, case_config, check_w
                         with_seed_keys, writable_record, write_json_atomic)
 from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
 from .collect import BadLineItem, CaseItem, EvalSetFile, broken_link_problem, broken_set_items
-from .gate import Comparison, gate_runs, load_baseline
+from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
@@ -837,7 +837,7 @@ class RagevalPlugin:
         )
 
     def gate(self, session: pytest.Session) -> None:
-        """Compare with the baseline (gate.gate_runs), or write it; fail the session unless the gate passed."""
+        """Compare with the baseline (gate.gate_runs, gate.gate_verdict), or write it; fail the session unless the gate passed."""
         s = self.settings
         assert self.metrics is not None
         if s.baseline is None:
@@ -875,10 +875,11 @@ class RagevalPlugin:
             baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
         self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
-        if comparison.regressed and s.allow_regressions:
-            self.gate_notes.append("regressions allowed (--rageval-allow-regressions): not failing the session")
-        elif not comparison.passed:
-            self._fail(session, comparison.reason())
+        verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
+        if verdict.note:
+            self.gate_notes.append(verdict.note)
+        if verdict.failed:
+            self._fail(session, verdict.reason)
 
     def _fail(self, session: pytest.Session, reason: str) -> None:
         self.gate_failed = True
