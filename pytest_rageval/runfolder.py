@@ -107,6 +107,7 @@ class _Line:
     ended: bool  # a newline follows it (a line without one was cut short, unless it parses)
     record: Optional[dict[str, Any]]
     problem: str  # why the line is no record ("" when it is one)
+    parsed: bool  # the line is JSON (then a line without a record holds a value that is not an object)
 
 
 _JSON_SPACE = " \t\r\n"
@@ -143,13 +144,12 @@ def _lines(path: Path) -> Iterator[_Line]:
             except EOFError:
                 return
             except jsonlines.InvalidLineError as exc:
-                cause = exc.__cause__ if exc.__cause__ is not None else exc.message
-                yield _Line(source.number, source.start, source.end, source.ended, None, str(cause))
+                cause = exc.__cause__ if exc.__cause__ is not None else exc
+                yield _Line(source.number, source.start, source.end, source.ended, None, str(cause), parsed=False)
                 continue
-            if isinstance(value, dict):
-                yield _Line(source.number, source.start, source.end, source.ended, value, "")
-            else:
-                yield _Line(source.number, source.start, source.end, source.ended, None, "not an object")
+            record = value if isinstance(value, dict) else None
+            problem = "" if record is not None else "not a JSON object"
+            yield _Line(source.number, source.start, source.end, source.ended, record, problem, parsed=True)
 
 
 def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterator[dict[str, Any]]:
@@ -167,7 +167,7 @@ def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterator[dict[str,
     for line in _lines(path):
         if line.record is not None:
             yield line.record
-        elif line.problem == "not an object":
+        elif line.parsed:
             raise UnreadableRecord(f"{path}:{line.number}: a record must be a JSON object; nothing was changed")
         elif torn_tail and not line.ended:
             return
