@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import secrets
 import subprocess
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from . import safejson
+from .record import error
+from .runfolder import (Repair, RunFolder, RunFolderError, RunLock, UnreadableRecord, check_writable,  # noqa: F401
+                        read_json_object, read_records, repair_results, write_json_atomic, write_text_atomic)
 from .sanitize import error_message
 
 
@@ -53,8 +53,7 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
         else:
             kept[name] = value
     kept["outcome"] = "error"
-    kept["error"] = {"kind": "unwritable", "message": "the case's record could not be written: field "
-                     + ", ".join(dropped) + " left out"}
+    kept["error"] = error("unwritable", "the case's record could not be written: field " + ", ".join(dropped) + " left out")
     return kept
 
 
@@ -62,35 +61,6 @@ def portable_record(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` as it will be written (writable_record, then through JSON): plain JSON values, no NaN, no lone
     surrogate, so it can also cross to another process (xdist's execnet refuses strings that are not valid UTF-8)."""
     return json.loads(dumps(writable_record(record)))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
-
-    The temp file is created as any new file is (mode 0666 less the umask:
-    0644 usually), not 0600 as ``tempfile.mkstemp`` makes it, so every
-    artifact is as readable as results.jsonl (pytest's cacheprovider fixed
-    the same mkstemp trap).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:  # another writer's temp name: draw again
-            continue
-        break
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, safejson.dumps(data, indent=2) + "\n")
 
 
 def case_config(*, k: int, config_hash: str, judge: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,76 +104,15 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
     return record
 
 
-_SEED_RETRIEVAL = ("recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss",
-                   "attribution_hit", "conflict_rule")
-
-
-class RunWriter:
-    """Writes one run's folder; results.jsonl is appended and flushed per case."""
+class RunWriter(RunFolder):
+    """``RunFolder.new(output_dir, run_id)`` under the name the session builds it by."""
 
     def __init__(self, output_dir: Path, run_id: str, *, config: Optional[Callable[[], dict[str, Any]]] = None) -> None:
-        self.output_dir = output_dir
-        self.run_id = run_id
-        self.run_dir = output_dir / run_id
-        self._results: Optional[IO[str]] = None  # opened with the first record: a run that ran nothing leaves no folder
-        self._config = config  # config.json written with the first record too: a killed run still says how it was made
-
-    @property
-    def results_path(self) -> Path:
-        return self.run_dir / "results.jsonl"
-
-    def add(self, record: dict[str, Any]) -> None:
-        """Append one CaseRecord and flush it, so an interrupted run keeps it."""
-        if self._results is None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            if self._config is not None and not (self.run_dir / "config.json").exists():
-                write_json_atomic(self.run_dir / "config.json", self._config())
-            self._results = self.results_path.open("a", encoding="utf-8")
-        self._results.write(dumps(record) + "\n")
-        self._results.flush()
-
-    def finish(self, metrics: dict[str, Any], config: dict[str, Any], *, move_latest: bool = True) -> None:
-        """Close results.jsonl and write metrics.json, config.json and (unless told not to) ``latest``."""
-        if self._results is not None:
-            self._results.close()
-        write_json_atomic(self.run_dir / "metrics.json", metrics)
-        write_json_atomic(self.run_dir / "config.json", config)
-        if move_latest:
-            write_text_atomic(self.output_dir / "latest", self.run_id + "\n")
+        super().__init__(Path(output_dir) / run_id, config=config)
 
 
-def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterable[dict[str, Any]]:
-    """The CaseRecords of a run folder's results.jsonl; a line that cannot be read is an UnreadableRecord.
-
-    A torn last line (no newline after it: a write cut short by kill -9 or a full
-    disk) is skipped when ``torn_tail`` (readers that only show a run), and refused
-    otherwise (commands that write what they read, which must not drop it); any
-    other unreadable line is always refused, naming the file and line.
-    """
-    path = run_dir / "results.jsonl"
-    with path.open(encoding="utf-8", errors="surrogateescape") as fh:
-        for number, raw in enumerate(fh, start=1):
-            line = raw.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                if torn_tail and not raw.endswith("\n"):
-                    return
-                raise UnreadableRecord(f"{path}:{number}: cannot read this record ({exc}); nothing was changed") from None
-            if not isinstance(record, dict):
-                raise UnreadableRecord(f"{path}:{number}: a record must be a JSON object; nothing was changed")
-            yield record
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``, or {} when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+_SEED_RETRIEVAL = ("recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss",
+                   "attribution_hit", "conflict_rule")
 
 
 def file_digests(names: Iterable[str], root: Path) -> dict[str, str]:
@@ -294,151 +203,3 @@ def git_commit(root: Path) -> Optional[str]:
         return None
     commit = out.stdout.strip()
     return commit if out.returncode == 0 and commit else None
-
-
-class RunFolderError(Exception):
-    """A run folder cannot be written or resumed; the message says why, on one line."""
-
-
-class UnreadableRecord(RunFolderError):
-    """A line of results.jsonl that cannot be read: the message names the file and the line."""
-
-
-def check_writable(folder: Path) -> None:
-    """RunFolderError unless files can be made in ``folder``, or (when it does not exist yet) in the
-    nearest folder above it that does; creates nothing that stays."""
-    probe = folder
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise RunFolderError(f"{folder} cannot be made: {probe} is not a folder")
-    try:
-        with tempfile.TemporaryFile(dir=probe, prefix=".rageval-probe-"):
-            pass
-    except OSError as exc:
-        raise RunFolderError(f"cannot write in {probe}: {exc.strerror or exc}") from None
-
-
-@dataclass(frozen=True)
-class Repair:
-    """What :func:`repair_results` did: records kept, and the bytes of a torn last line it cut (0: none)."""
-
-    records: list[dict[str, Any]]
-    cut_bytes: int = 0
-    newline_added: bool = False
-
-
-def repair_results(run_dir: Path) -> Repair:
-    """Read a run's results.jsonl for a resume, first mending its end so new records start on a line of their own.
-
-    A last line that is not a JSON object (a write cut short by kill -9 or a
-    full disk) is truncated away; a complete last record missing only its
-    newline gets one. A bad line before the last, or two records of one key,
-    is a RunFolderError naming the line: such a run cannot be resumed exactly.
-    """
-    path = run_dir / "results.jsonl"
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    tail = lines.pop()  # what follows the last newline: b"" unless the last write was cut short
-    records: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        record = _record(raw)
-        if record is None:
-            if number == len(lines) and not tail:  # the last line, newline and all, but unreadable
-                return _cut(path, records, cut=len(raw) + 1, size=len(data))
-            raise RunFolderError(f"{path} line {number} is not a JSON record; this run cannot be resumed exactly")
-        _keep(record, number, seen, records, path)
-    if not tail:
-        return Repair(records)
-    record = _record(tail)
-    if record is None:
-        return _cut(path, records, cut=len(tail), size=len(data))
-    _keep(record, len(lines) + 1, seen, records, path)
-    with path.open("ab") as fh:
-        fh.write(b"\n")
-    return Repair(records, newline_added=True)
-
-
-def _record(raw: bytes) -> Optional[dict[str, Any]]:
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _keep(record: dict[str, Any], number: int, seen: dict[str, int], records: list[dict[str, Any]], path: Path) -> None:
-    key = record.get("key")
-    if isinstance(key, str) and key:
-        if key in seen:
-            raise RunFolderError(
-                f"{path} lines {seen[key]} and {number} are two records of {key}; this run cannot be resumed exactly"
-            )
-        seen[key] = number
-    records.append(record)
-
-
-def _cut(path: Path, records: list[dict[str, Any]], *, cut: int, size: int) -> Repair:
-    with path.open("r+b") as fh:
-        fh.truncate(size - cut)
-    return Repair(records, cut_bytes=cut)
-
-
-class RunLock:
-    """An exclusive lock on a run folder (``fcntl.flock`` on ``.rageval-resume.lock``), so two sessions never
-    resume one run at once. The kernel drops it when its process dies (kill -9 leaves no stale lock)."""
-
-    NAME = ".rageval-resume.lock"
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / self.NAME
-        self._fd: Optional[int] = None
-
-    def acquire(self) -> None:
-        """Take the lock or raise RunFolderError naming the process that holds it."""
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: no lock
-            return
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise RunFolderError(f"cannot write in {self.path.parent}: {exc.strerror or exc}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                holder = os.read(fd, 64).decode("ascii", "replace").strip()
-                os.close(fd)
-                who = f"process {holder}" if holder.isdigit() else "another process"
-                raise RunFolderError(
-                    f"{self.path.parent} is being resumed by {who} (it holds {self.path.name}); "
-                    "wait for that session to end"
-                ) from None
-            try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-            except FileNotFoundError:
-                same = False
-            if not same:  # its holder removed the file as we opened it: lock the new one
-                os.close(fd)
-                continue
-            os.ftruncate(fd, 0)
-            os.write(fd, str(os.getpid()).encode())
-            self._fd = fd
-            return
-
-    def release(self) -> None:
-        """Remove the lock file and drop the lock (idempotent)."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            self.path.unlink(missing_ok=True)
-        except OSError:
-            pass
-        os.close(fd)

@@ -22,7 +22,7 @@ from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge
-from .record import CaseRecord, error
+from .record import CaseRecord, Outcome, error
 from .report.terminal import escape_longrepr
 from .run_setup import RunSetup
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
@@ -309,12 +309,12 @@ class WorkerLink:
         output["rageval_selection"] = self.collection.selection.as_dict()
 
 
-def _outcome(report: pytest.TestReport) -> str:
+def _outcome(report: pytest.TestReport) -> Outcome:
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
     if report.when == "setup":
         return "skipped" if report.skipped else "error"
-    return str(report.outcome)
+    return report.outcome
 
 
 def _longrepr_line(report: pytest.TestReport, call: Optional[pytest.CallInfo[None]] = None) -> str:

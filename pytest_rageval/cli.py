@@ -62,31 +62,32 @@ def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """The session's gate policy (gate.gate_runs) on two stored runs: exit 0, 1 on a regression, 2 when not compared."""
-    from .gate import format_comparison, gate_runs
+    """The session's gate policy (gate.gate_verdict) on two stored runs: exit 0, 1 on a regression, 2 when not compared."""
+    from .gate import format_comparison, gate_runs, gate_verdict
 
     gate = _gate_table(args.pyproject)
     base, new = _load(args.base), _load(args.new)
     comparison = gate_runs(base, new, gate=gate, significance=args.significance, ignore_invariants=args.ignore_invariants)
+    verdict = gate_verdict(comparison)
     if comparison.refused:
         say("runs are not comparable (use --ignore-invariants to compare anyway):")
         for difference in comparison.invariant_differences:
             say(f"  {difference}")
-        return comparison.exit_code
+        return verdict.exit_code
     for line in format_comparison(comparison, max_cases=args.max_cases):
         say(line)
     say(comparison.status.upper() if comparison.status == "regression" else comparison.status)
-    return comparison.exit_code
+    return verdict.exit_code
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .artifacts import read_records
     from .report.html import load_history, write_report
+    from .runfolder import RunFolder
 
     run_dir = Path(args.run)
     metrics = _load(args.run)
     history = [m for m in load_history(run_dir.parent) if m.get("run_id") != metrics.get("run_id")]
-    write_report(run_dir / "report.html", metrics, read_records(run_dir), history=history)
+    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records(), history=history)
     say(run_dir / "report.html")
     return 0
 
@@ -139,15 +140,15 @@ def _history_cell(value: Any) -> str:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .artifacts import read_records
     from .merge import MergeError, merge_runs
     from .report.html import write_report
+    from .runfolder import RunFolder
 
     try:
         run_dir, metrics, notes = merge_runs([Path(r) for r in args.runs], Path(args.output))
     except MergeError as exc:
         raise _usage_error(str(exc)) from None
-    write_report(run_dir / "report.html", metrics, read_records(run_dir))
+    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records())
     for note in notes:
         say(note)
     say(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors)")
@@ -158,14 +159,14 @@ def _judge(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from .artifacts import read_json_object
     from .judges.base import JudgeAuthError
     from .judges.factory import build_judge
     from .rejudge import rejudge_run
+    from .runfolder import RunFolder
     from .settings import Settings
 
     # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.
-    used = read_json_object(Path(args.run) / "config.json")
+    used = RunFolder(Path(args.run)).config()
     used_judge = used.get("judge") if isinstance(used.get("judge"), dict) else {}
     same = args.judge in (None, "openai") and used_judge.get("name") == "openai"
     judge = args.judge or ("openai" if same else "lexical")
@@ -243,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .artifacts import RunFolderError
+    from .runfolder import RunFolderError
 
     args = build_parser().parse_args(argv)
     try:

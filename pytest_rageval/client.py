@@ -68,6 +68,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import safejson
 from .daemon_calls import Abandoned, DaemonCalls, NotStarted
+from .record import CALL_ERROR_KINDS, CallErrorKind
 from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from .retry import retry_after_seconds
 from .schema import Chunk, RagResponse
@@ -91,7 +92,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ERROR_KINDS = ("timeout", "http", "connection", "invalid_response", "target")
+ERROR_KINDS = CALL_ERROR_KINDS  # what a failed call is (record.CallErrorKind)
 _MISSING: Any = object()
 
 
@@ -105,11 +106,11 @@ class RagConfigError(ValueError):
 class RagCallError(Exception):
     """A call to the system under test failed; ``kind`` classifies it."""
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+    def __init__(self, kind: CallErrorKind, message: str, *, status: int | None = None, attempts: int = 1) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown RagCallError kind {kind!r}; expected one of {', '.join(ERROR_KINDS)}")
         super().__init__(kind, message)
-        self.kind = kind
+        self.kind: CallErrorKind = kind
         self.message = message
         self.status = status
         self.attempts = attempts
@@ -124,7 +125,7 @@ class RagCallError(Exception):
         return (_rebuild_call_error, (self.kind, self.message, self.status, self.attempts))
 
 
-def _rebuild_call_error(kind: str, message: str, status: int | None, attempts: int) -> RagCallError:
+def _rebuild_call_error(kind: CallErrorKind, message: str, status: int | None, attempts: int) -> RagCallError:
     return RagCallError(kind, message, status=status, attempts=attempts)
 
 
@@ -613,7 +614,7 @@ class HttpClient:
         """``text`` with every secret this client knows masked (before any cut)."""
         return self._redactor.mask(text)
 
-    def _error(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1) -> RagCallError:
+    def _error(self, kind: CallErrorKind, message: str, *, status: int | None = None, attempts: int = 1) -> RagCallError:
         return RagCallError(kind, self._redact(message), status=status, attempts=attempts)
 
     def _get_client(self) -> httpx.AsyncClient:

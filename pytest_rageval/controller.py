@@ -23,10 +23,9 @@ from .artifacts import (RunFolderError, RunLock, RunWriter, case_config, check_w
                         file_digests, git_commit, new_run_id, read_json_object, read_records, repair_results,
                         why_not_latest, with_seed_keys, writable_record, write_json_atomic)
 from .collect import CaseItem
-from .gate import Comparison, gate_runs, load_baseline
+from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
-from .record import CaseRecord
 from .redact import public_args, public_url
 from .resume import differences, selection_of
 from .run_setup import RunSetup
@@ -67,7 +66,7 @@ class RunController:
         self.write_error: Optional[str] = None  # results.jsonl could not be written (disk full): the session stopped
         self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
         self.session: Optional[pytest.Session] = None
-        self.resumed: list[CaseRecord] = []
+        self.resumed: list[dict[str, Any]] = []  # records as read back (readers give plain dicts)
         self._resume_lock: Optional[RunLock] = None
         self._previous_sigterm: Any = None
         self.stop_workers: Callable[[], None] = lambda: None  # XdistControllerLink sets it
@@ -229,7 +228,7 @@ class RunController:
             if hasattr(report, name):
                 delattr(report, name)
 
-    def _accept(self, rec: CaseRecord, *, write: bool) -> None:
+    def _accept(self, rec: dict[str, Any], *, write: bool) -> None:
         """Stream one CaseRecord to results.jsonl and fold it into the aggregates."""
         spot = rec.pop("spot_input", None)  # full contexts: never written
         if write:  # a record that cannot be written becomes an error saying why (counted so in metrics.json too)
@@ -246,7 +245,7 @@ class RunController:
         if rec.get("file"):
             self.eval_files.add(rec["file"])
 
-    def _write(self, rec: CaseRecord) -> Optional[CaseRecord]:
+    def _write(self, rec: dict[str, Any]) -> Optional[dict[str, Any]]:
         """Append ``rec`` as written (``writable_record``) to results.jsonl and return it; None when the write failed.
 
         A failed write (disk full) stops the session once, not as an INTERNALERROR.
@@ -428,7 +427,7 @@ class RunController:
         )
 
     def gate(self, session: pytest.Session) -> None:
-        """Compare with the baseline (gate.gate_runs), or write it; fail the session unless the gate passed."""
+        """Compare with the baseline (gate.gate_runs, gate.gate_verdict), or write it; fail the session unless the gate passed."""
         s = self.settings
         assert self.metrics is not None
         if s.baseline is None:
@@ -466,10 +465,11 @@ class RunController:
             baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
         self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
-        if comparison.regressed and s.allow_regressions:
-            self.gate_notes.append("regressions allowed (--rageval-allow-regressions): not failing the session")
-        elif not comparison.passed:
-            self._fail(session, comparison.reason())
+        verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
+        if verdict.note:
+            self.gate_notes.append(verdict.note)
+        if verdict.failed:
+            self._fail(session, verdict.reason)
 
     def _fail(self, session: pytest.Session, reason: str) -> None:
         self.gate_failed = True

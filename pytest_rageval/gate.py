@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from . import safejson
 from .aggregate import AVG_METRICS, RATE_METRICS, as_number, percentile
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "check_invariants",
     "compare",
     "gate_runs",
+    "GateVerdict",
+    "gate_verdict",
+    "ALLOWED_NOTE",
     "bootstrap_interval",
     "format_comparison",
 ]
@@ -249,13 +253,11 @@ def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
     if not path.is_file():
         return None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read baseline: {exc}") from exc
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
-        raise ValueError(f"{path}: baseline is not valid JSON ({exc})") from None
+        data = safejson.read_file(path)
+    except safejson.JsonFileError as exc:
+        if exc.unreadable:
+            raise ValueError(f"{path}: cannot read baseline: {exc.detail}") from None
+        raise ValueError(f"{path}: baseline is not valid JSON ({exc.detail})") from None
     if not isinstance(data, dict) or not isinstance(data.get("aggregate_metrics"), dict):
         raise ValueError(f"{path}: not a metrics.json (no aggregate_metrics object)")
     problems = non_numbers(data)
@@ -741,6 +743,39 @@ def gate_runs(
         significance=significance,
         min_judge_coverage=DEFAULT_MIN_JUDGE_COVERAGE if minimum is None else float(minimum),
     )
+
+
+#: The note of a run whose regressions ``--rageval-allow-regressions`` let through.
+ALLOWED_NOTE = "regressions allowed (--rageval-allow-regressions): not failing the session"
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The gate's decision on a comparison: whether the run fails, ``rageval compare``'s exit status, and why.
+
+    ``exit_code`` is 0 (no regression, or regressions allowed), 1 (a regression)
+    or 2 (refused or not compared: neither a pass nor a regression); ``reason`` is
+    one line, empty unless ``failed``; ``note`` says when regressions were let through.
+    """
+
+    failed: bool
+    exit_code: int
+    reason: str = ""
+    note: Optional[str] = None
+
+
+def gate_verdict(comparison: Comparison, *, allow_regressions: bool = False) -> GateVerdict:
+    """The one gate policy, of the pytest session and of ``rageval compare``, on a :func:`gate_runs` comparison.
+
+    The gate passes only a run it compared and found no regression in; a
+    refused baseline or a comparison that could not be made fails too (exit 2).
+    ``allow_regressions`` lets a regression through with a note, never a refusal.
+    """
+    if comparison.regressed and allow_regressions:
+        return GateVerdict(failed=False, exit_code=0, note=ALLOWED_NOTE)
+    if comparison.passed:
+        return GateVerdict(failed=False, exit_code=0)
+    return GateVerdict(failed=True, exit_code=comparison.exit_code, reason=comparison.reason())
 
 
 # --------------------------------------------------------------------------- terminal

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import safejson
 from .aggregate import Aggregator
-from .artifacts import RunWriter, compose_metrics, new_run_id, read_records
+from .artifacts import compose_metrics, new_run_id
+from .runfolder import RunFolder
 from .selection import merged_selection
 
 
@@ -17,9 +19,9 @@ class MergeError(ValueError):
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{path}: cannot read: {exc}") from None
+        data = safejson.read_file(path)
+    except safejson.JsonFileError as exc:
+        raise MergeError(f"{path}: cannot read: {exc.detail}") from None
     if not isinstance(data, dict):
         raise MergeError(f"{path}: not a JSON object")
     return data
@@ -38,7 +40,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         notes.append("warning: the runs used different judges")
     records: dict[str, dict[str, Any]] = {}
     for run_dir in run_dirs:
-        for record in read_records(run_dir, torn_tail=False):  # a merged run must hold every record
+        for record in RunFolder(run_dir).records(torn_tail=False):  # a merged run must hold every record
             records[record.get("key") or f"{record.get('file')}::{record.get('test_case_id')}"] = record
     digests: dict[str, str] = {}
     for config in configs:
@@ -59,10 +61,10 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         aggregated=aggregator.result(),
         selection=merged_selection(metrics),
     )
-    writer = RunWriter(output_dir, run_id)
+    folder = RunFolder.new(output_dir, run_id)
     for record in records.values():
-        writer.add(record)
+        folder.add(record)
     config = dict(configs[0])
     config.update(run_id=run_id, merged_from=[str(d) for d in run_dirs], eval_set_files=digests, eval_set_hash=merged["eval_set_hash"])
-    writer.finish(merged, config)
-    return writer.run_dir, merged, notes
+    folder.finish(merged, config)
+    return folder.run_dir, merged, notes

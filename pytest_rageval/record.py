@@ -1,13 +1,152 @@
-"""The per-case record (placeholder until the typed record lands)."""
+"""The case record: the one shape of a results.jsonl line (docs/internals.md, "CaseRecord").
+
+A record is made by the runner (one eval-set case, or one ``evaluate()`` call of
+a hand-written test), travels on the test report to the controller, and is
+written one per line to results.jsonl; ``rageval judge``, ``merge`` and
+``report`` read it back. Every value is a JSON value. The outcomes and the
+error kinds a record may hold are the ``Literal`` types below: an error is made
+only by :func:`error`, so a kind outside :data:`ErrorKind` is a type error.
+
+Pure: no I/O, no pytest.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional, TypedDict, get_args
 
-CaseRecord = dict[str, Any]
-ErrorKind = Literal["timeout", "http", "connection", "invalid_response", "target", "judge", "other", "unwritable", "invalid_line"]
+__all__ = [
+    "CALL_ERROR_KINDS",
+    "ERROR_KINDS",
+    "OUTCOMES",
+    "CallErrorKind",
+    "CaseError",
+    "CaseRecord",
+    "Cost",
+    "ErrorKind",
+    "JudgeCacheCount",
+    "JudgeInputRecord",
+    "Latency",
+    "MissRecord",
+    "Outcome",
+    "error",
+]
+
+#: How a case ended, as pytest reports it (``error`` also when the RAG or judge call failed).
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+
+#: What an ``error`` is about. The first five (:data:`CallErrorKind`) come from the call to the system under test
+#: (``client.RagCallError``): ``timeout``, ``http`` (a status that is not 2xx), ``connection``,
+#: ``invalid_response`` (a body that is not an answer), ``target`` (a callable target raised);
+#: ``judge``: the judge failed (retrieval metrics kept, ``rageval judge`` completes the case);
+#: ``other``: the test errored outside the case's own calls (a fixture, a conftest hook);
+#: ``invalid_line``: the eval-set line could not be read; ``unwritable``: the record could not be
+#: written as JSON and the fields named in the message were left out.
+CallErrorKind = Literal["timeout", "http", "connection", "invalid_response", "target"]
+ErrorKind = Literal[CallErrorKind, "judge", "other", "invalid_line", "unwritable"]
+
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
+CALL_ERROR_KINDS: tuple[CallErrorKind, ...] = get_args(CallErrorKind)
 
 
-def error(kind: ErrorKind, message: str) -> dict[str, str]:
-    """The ``error`` field of a record."""
+class CaseError(TypedDict):
+    """A record's ``error``: its kind and one readable line."""
+
+    kind: ErrorKind
+    message: str
+
+
+def error(kind: ErrorKind, message: str) -> CaseError:
+    """The ``error`` of a record; every error a record holds is made here (the kind is checked by type)."""
     return {"kind": kind, "message": message}
+
+
+class MissRecord(TypedDict):
+    """A threshold a case missed (``thresholds.Miss.as_dict``)."""
+
+    metric: str
+    value: Any
+    threshold: Any
+    op: str  # ">=", "<=" or "=="
+
+
+class JudgeCacheCount(TypedDict):
+    hits: int
+    misses: int
+
+
+class Cost(TypedDict):
+    judge_tokens: int
+    judge_cost_usd: float
+
+
+class JudgeInputRecord(TypedDict, total=False):
+    """What the judge saw (the answer is not repeated: re-judging reads the record's ``answer``)."""
+
+    question: str
+    context_chunk_ids: list[Any]
+    context_chunks_truncated: list[str]
+    contexts: list[str]  # only with full text stored
+
+
+#: ``{"total_ms": float, "<phase>_ms": float, ...}``
+Latency = dict[str, float]
+
+
+class CaseRecord(TypedDict, total=False):
+    """One results.jsonl line. Keys are optional (an invalid-line record has a few; a case that errored
+    before the RAG answered has no ``answer``); the types say what a key holds when it is there."""
+
+    # the eval-set line
+    key: str  # the item's node id, unique in a run
+    test_case_id: str
+    file: str
+    line: int
+    category: Optional[str]
+    tags: list[str]
+    difficulty: Optional[str]
+    answerable: bool
+    recency_conflict_rule: Any
+    question: str
+    reference_answer: Optional[str]
+    expected_key_facts: list[str]
+    params: dict[str, Any]
+    metadata: dict[str, Any]
+    invalid_line: bool  # true only for an eval-set line that could not be read (outcome "error")
+    # the verdict
+    outcome: Optional[Outcome]  # None only while the case runs
+    error: Optional[CaseError]
+    metrics: dict[str, Any]  # metric name -> number, bool ("abstained") or null
+    thresholds: dict[str, Any]
+    misses: list[MissRecord]
+    warnings: list[str]
+    notes: list[str]
+    # what the RAG system sent
+    answer: str
+    abstained: Optional[bool]
+    abstain_reason: Optional[str]
+    empty_response: bool
+    selected_folders: Any
+    retrieved_chunks: list[dict[str, Any]]
+    references: list[dict[str, Any]]
+    latency: Latency
+    # the judge
+    judge: dict[str, dict[str, Any]]  # metric -> verdict dict
+    judge_input: JudgeInputRecord
+    judge_attempted: list[str]
+    judge_cache: JudgeCacheCount
+    cost: Cost
+    spot_check: dict[str, Any]
+    spot_input: dict[str, Any]  # handed to the spot check; never written
+    # repeated cases
+    runs: int
+    flaky: bool
+    repeats: list[dict[str, Any]]
+    shown_run: int
+    # seed 003's keys, derived when the record is written (artifacts.with_seed_keys)
+    retrieval_metrics: dict[str, Any]
+    groundedness: dict[str, Any]
+    correctness: dict[str, Any]
+    abstention: dict[str, Optional[bool]]
+    config: dict[str, Any]
+

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from .aggregate import Aggregator
-from .artifacts import case_config, dumps, read_json_object, read_records, with_seed_keys, write_json_atomic, write_text_atomic
+from .artifacts import case_config, with_seed_keys
 from .judges.base import SCALES, JudgeAuthError, JudgeInput
 from .judges.factory import judge_info
 from .judges.judging import CaseVerdicts, judge_case, verdict_dict
+from .record import error
+from .runfolder import RunFolder
 from .runner import TRUNCATE, JudgeSetup
 from .schema import EvalCase, RagResponse
 from .thresholds import find_misses
@@ -139,7 +141,7 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
         metrics.pop(metric, None)
     if outcome.error is not None:
         record["metrics"] = metrics
-        record["error"] = {"kind": "judge", "message": str(outcome.error)}
+        record["error"] = error("judge", str(outcome.error))
         record["outcome"] = "error"
         record["misses"] = []
         return
@@ -170,7 +172,8 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     (401/403) propagates before anything is written.
     """
     run_dir = Path(run_dir)
-    records = list(read_records(run_dir, torn_tail=False))  # rewritten below: no line may be dropped
+    folder = RunFolder(run_dir)
+    records = list(folder.records(torn_tail=False))  # rewritten below: no line may be dropped
     jobs = [_job(r, k) for r in records if _judgeable(r)]
     semaphore = asyncio.Semaphore(CONCURRENCY)
 
@@ -188,8 +191,8 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
         old = job.record.get("config") or {}
         with_seed_keys(job.record, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
 
-    write_text_atomic(run_dir / "results.jsonl", "".join(dumps(r) + "\n" for r in records))
-    old_metrics = read_json_object(run_dir / "metrics.json")
+    folder.write_records(records)
+    old_metrics = folder.metrics()
     aggregator = Aggregator()
     for record in records:
         aggregator.add(record)
@@ -199,19 +202,19 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     metrics["k"] = old_metrics.get("k")
     metrics["rejudged_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     metrics.update(aggregator.result())
-    write_json_atomic(run_dir / "metrics.json", metrics)
-    _update_config(run_dir / "config.json", setup, metrics["rejudged_at"])
+    folder.write_metrics(metrics)
+    _update_config(folder, setup, metrics["rejudged_at"])
     return _result(records, jobs, outcomes, metrics, setup, k)
 
 
-def _update_config(path: Path, setup: JudgeSetup, when: str) -> None:
+def _update_config(folder: RunFolder, setup: JudgeSetup, when: str) -> None:
     """Record the new judge (and its prompt versions) in config.json, when the run has one."""
-    config = read_json_object(path)
+    config = folder.config()
     if not config:
         return
     config["judge"] = setup.judge.describe()
     config["rejudged_at"] = when
-    write_json_atomic(path, config)
+    folder.write_config(config)
 
 
 def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[CaseVerdicts],

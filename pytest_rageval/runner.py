@@ -24,6 +24,7 @@ from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdi
 from .judges.ratelimit import CASE_ORDER
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case, unmatchable_supports
+from .record import CaseError, CaseRecord, ErrorKind, error
 from .sanitize import Limits, cap, error_message, keep_notes
 from .schema import Chunk, EvalCase, RagResponse
 from .thresholds import Threshold, find_misses
@@ -174,7 +175,7 @@ def as_rag_client(obj: Any) -> RagClient:
     )
 
 
-def base_record(case: EvalCase, *, key: str, file: str, line: int) -> dict[str, Any]:
+def base_record(case: EvalCase, *, key: str, file: str, line: int) -> CaseRecord:
     """The fields of a CaseRecord that come from the eval-set line alone."""
     return {
         "key": key,
@@ -235,7 +236,7 @@ def _combine(runs: list[dict[str, Any]], expected: tuple[str, ...] = ()) -> dict
     return combined
 
 
-def fill_response(record: dict[str, Any], case: EvalCase, response: RagResponse, opts: RunOptions) -> None:
+def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opts: RunOptions) -> None:
     """Store the answer, references and top-K chunks (gold marked) in the record."""
     top = _top_k(response.retrieved_chunks, opts.k)
     marks = gold_marks(top, case, opts.require_snippets)
@@ -273,7 +274,7 @@ async def evaluate_case(
     line: int,
     judge: Optional[JudgeSetup] = None,
     spot_input: bool = False,
-) -> dict[str, Any]:
+) -> CaseRecord:
     """Run ``case`` (``case.runs`` times) and return its CaseRecord without an outcome.
 
     A RAG or judge failure after retries gives a record whose ``error`` is set;
@@ -301,22 +302,22 @@ async def evaluate_case(
 class _Step:
     """Where evaluate_case is (what an unexpected exception there is counted as), and the case's notes."""
 
-    kind: str = "target"
+    kind: ErrorKind = "target"
     doing: str = "asking the RAG system"
     notes: list[str] = field(default_factory=list)
 
-    def at(self, kind: str, doing: str) -> None:
+    def at(self, kind: ErrorKind, doing: str) -> None:
         self.kind, self.doing = kind, doing
 
 
-def _error(kind: str, message: str, limits: Limits) -> dict[str, str]:
+def _error(kind: ErrorKind, message: str, limits: Limits) -> CaseError:
     """A record's ``error``; a message longer than ``limits.error`` is cut and says so."""
     text, note = cap(message, limits.error, "message")
-    return {"kind": kind, "message": f"{text} ... ({note})" if note else text}
+    return error(kind, f"{text} ... ({note})" if note else text)
 
 
 async def _evaluate(
-    record: dict[str, Any],
+    record: CaseRecord,
     case: EvalCase,
     client: RagClient,
     opts: RunOptions,
@@ -456,7 +457,7 @@ def _judge_dicts(verdicts: Mapping[str, Verdict], limits: Limits, notes: list[st
     return out
 
 
-def _account(record: dict[str, Any], outcome: CaseVerdicts, *, cached: bool) -> None:
+def _account(record: CaseRecord, outcome: CaseVerdicts, *, cached: bool) -> None:
     """Add the judge tokens, cost and cache hits/misses of ``outcome`` (failed calls included) to the record."""
     spent = outcome.spent(cached=cached)
     record["cost"]["judge_tokens"] += spent["judge_tokens"]

@@ -8,17 +8,19 @@ these is either refused with a :class:`JsonLimitError` naming the JSON path, or
 repaired with a note saying what was changed, so no value read from an eval
 set, a RAG response or a judge can crash a later writer.
 
-Pure: no pytest, no I/O.
+Pure: no pytest; the one I/O is :func:`read_file`, the reader of every JSON
+artifact (metrics.json, config.json, a baseline).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
-__all__ = ["JsonLimitError", "MAX_DEPTH", "MAX_NUMBER_CHARS", "clean", "dumps", "loads"]
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file"]
 
 #: Deepest nesting accepted (objects and arrays); eval lines and RAG responses need far less.
 MAX_DEPTH = 64
@@ -287,3 +289,36 @@ def dumps(value: Any, **kwargs: Any) -> str:
         value, _ = clean(value)
         text = json.dumps(value, allow_nan=False, **kwargs)
     return _SURROGATE.sub("\ufffd", text)
+
+
+class JsonFileError(ValueError):
+    """A JSON file that cannot be read (``unreadable``: missing, a folder, not UTF-8) or is not JSON.
+
+    ``detail`` is the cause (the OS error or the parser's message) so a caller
+    can word its own message; ``str()`` is ``"<path>: cannot read: <detail>"``
+    or ``"<path>: not valid JSON (<detail>)"``.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike[str]], detail: BaseException, *, unreadable: bool) -> None:
+        self.path = os.fspath(path)
+        self.detail = detail
+        self.unreadable = unreadable
+        super().__init__(f"{self.path}: cannot read: {detail}" if unreadable else f"{self.path}: not valid JSON ({detail})")
+
+
+def read_file(path: Union[str, os.PathLike[str]]) -> Any:
+    """The JSON value of the file at ``path``: the one reader of JSON artifacts (metrics.json, config.json, baselines).
+
+    Read as Python's ``json`` reads it (``NaN`` and long integers come through),
+    so the caller can name a value that is not a number instead of refusing the
+    whole file; raises :class:`JsonFileError` when the file cannot be read or parsed.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JsonFileError(path, exc, unreadable=True) from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, an integer past Python's digit limit, deep nesting
+        raise JsonFileError(path, exc, unreadable=False) from None

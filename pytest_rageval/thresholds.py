@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from .judges.base import SCALES
 from .metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS
+from .record import MissRecord
 from .sanitize import terminal_safe
 from .schema import EvalCase
 
@@ -41,7 +42,8 @@ class Miss:
         shown = "not measured" if self.value is None else _fmt(self.value)
         return f"{self.metric} = {shown} (needs {self.op} {_fmt(self.threshold)})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> MissRecord:
+        """The miss as a record's ``misses`` holds it."""
         return {"metric": self.metric, "value": self.value, "threshold": self.threshold, "op": self.op}
 
 

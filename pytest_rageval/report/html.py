@@ -10,13 +10,12 @@ value that came from the RAG, the judge or the eval set goes through
 from __future__ import annotations
 
 import html
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .. import safejson
-from ..artifacts import write_text_atomic
+from ..runfolder import write_text_atomic
 
 __all__ = [
     "CSS",
@@ -725,8 +724,8 @@ def write_report(
 
 def _read_metrics(path: Path) -> Optional[dict]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = safejson.read_file(path)
+    except safejson.JsonFileError:
         return None
     if not isinstance(data, dict):
         return None
