@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Mapping, Optional
 
-from . import safejson
+from . import registry, safejson
 from .sanitize import error_message
 
 
@@ -117,7 +117,7 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
         return record
     metrics = record.get("metrics") or {}
     judge = record.get("judge") or {}
-    record["retrieval_metrics"] = {name: metrics.get(name) for name in _SEED_RETRIEVAL if name in metrics}
+    record["retrieval_metrics"] = {name: metrics.get(name) for name in _seed_retrieval() if name in metrics}
     for name, fields in (("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")),
                          ("correctness", ("score", "reasoning"))):
         verdict = judge.get(name)
@@ -134,8 +134,9 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
     return record
 
 
-_SEED_RETRIEVAL = ("recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss",
-                   "attribution_hit", "conflict_rule")
+def _seed_retrieval() -> tuple[str, ...]:
+    """Seed 003's ``retrieval_metrics``: every deterministic metric but the abstention ones (under ``abstention``)."""
+    return tuple(m.name for m in registry.metrics("deterministic") if m.aggregate_kind != "abstention")
 
 
 class RunWriter:

@@ -59,10 +59,10 @@ class EvalSetFile(pytest.File):
 def judge_dependent(config: pytest.Config, case: EvalCase) -> bool:
     """A case whose thresholds name a judge metric (its outcome depends on a verdict)."""
     from .plugin import plugin_key
-    from .thresholds import JUDGE_METRICS
+    from .thresholds import judge_metrics
 
     plugin = config.stash.get(plugin_key, None)
-    return plugin is not None and plugin.judge_setup is not None and any(m in JUDGE_METRICS for m in plugin.thresholds_for(case))
+    return plugin is not None and plugin.judge_setup is not None and any(m in judge_metrics() for m in plugin.thresholds_for(case))
 
 
 def _relative(path: Any, root: Any) -> str:
