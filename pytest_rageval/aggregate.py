@@ -6,9 +6,12 @@ sums are kept exactly (Shewchuk partials, rounded once at the end) and the
 latency list is sorted before taking percentiles.
 
 Scored records are those neither invalid, errored nor skipped; averages and
-latency use only them. Judge coverage counts each attempted verdict under the
-metric it feeds (:data:`COVERAGE_KEYS`): a repeated case counts once, attempted
-when any run attempted it and scored when its combined metric is not null. Records with ``invalid_line`` count only in
+latency use only them. Which metric is averaged under which key comes from the
+metric registry (``avg`` and ``rate`` entries; the ``abstention`` ones have
+their own formula here). Judge coverage counts each attempted verdict under the
+metric it feeds (:func:`registry.coverage_metric`): a repeated case counts once,
+attempted when any run attempted it and scored when its combined metric is not
+null. Records with ``invalid_line`` count only in
 ``invalid_lines``. Unknown outcomes count as errors; a missing ``answerable``
 means answerable; a missing category groups under "uncategorized".
 """
@@ -19,47 +22,15 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from .judges.base import SCALES
+from . import registry
 
 __all__ = [
-    "AVG_METRICS",
-    "RATE_METRICS",
-    "JUDGE_METRICS",
-    "COVERAGE_KEYS",
     "Aggregator",
     "aggregate",
+    "as_number",
     "percentile",
 ]
 
-#: aggregate key -> per-case metric, averaged over scored records with a non-null value
-AVG_METRICS: dict[str, str] = {
-    "recall_at_k_avg": "recall_at_k",
-    "recall_all_at_k_avg": "recall_all_at_k",
-    "mrr_avg": "mrr",
-    "precision_at_k_avg": "precision_at_k",
-    "ndcg_at_k_avg": "ndcg_at_k",
-    "groundedness_avg": "groundedness",
-    "correctness_avg": "correctness",
-    "faithfulness_avg": "faithfulness",
-    "relevancy_avg": "relevancy",
-    "completeness_avg": "completeness",
-    "reasoning_quality_avg": "reasoning_quality",
-}
-
-#: aggregate key -> per-case 0/1 metric, averaged the same way
-RATE_METRICS: dict[str, str] = {
-    "scope_miss_rate": "scope_miss",
-    "attribution_hit_rate": "attribution_hit",
-    "conflict_rule_rate": "conflict_rule",
-}
-
-#: metrics a judge produces; used to infer attempts when a record has no ``judge_attempted``
-JUDGE_METRICS: tuple[str, ...] = tuple(SCALES)
-
-#: a judge verdict -> the per-case metric it feeds (other verdicts feed the metric of their own name)
-COVERAGE_KEYS: dict[str, str] = {"abstention": "abstained", "conflict_ack": "conflict_rule"}
-
-_MEAN_METRICS: tuple[tuple[str, str], ...] = (*AVG_METRICS.items(), *RATE_METRICS.items())
 _OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _UNSCORED = ("error", "skipped")
 _NO_CATEGORY = "uncategorized"
@@ -168,10 +139,15 @@ def _answerable(record: Mapping[str, Any]) -> bool:
 _Values = tuple[tuple[tuple[str, float], ...], Optional[float]]
 
 
-def _values(answerable: bool, metrics: Mapping[str, Any]) -> _Values:
+def _mean_metrics() -> tuple[tuple[str, str], ...]:
+    """(aggregate key, metric) of every metric aggregated as a plain mean: ``avg`` entries, then ``rate`` ones."""
+    return (*registry.aggregates("avg").items(), *registry.aggregates("rate").items())
+
+
+def _values(answerable: bool, metrics: Mapping[str, Any], mean_metrics: tuple[tuple[str, str], ...]) -> _Values:
     """The per-case values the groups average, computed once per record."""
     means = []
-    for key, metric in _MEAN_METRICS:
+    for key, metric in mean_metrics:
         value = as_number(metrics.get(metric))
         if value is not None:
             means.append((key, value))
@@ -189,12 +165,12 @@ def _tags(record: Mapping[str, Any]) -> list[str]:
 class _Group:
     """The scalar metrics and counts of one group of records (or of the whole run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Iterable[str]) -> None:
         self.n = 0
         self.passed = 0
         self.failed = 0
         self.errors = 0
-        self.means: dict[str, _Mean] = {key: _Mean() for key in (*AVG_METRICS, *RATE_METRICS)}
+        self.means: dict[str, _Mean] = {key: _Mean() for key in keys}
         self.abstention = _Ratio()  # unanswerable, scored, abstained not null
         self.false_abstention = _Ratio()  # answerable, scored
 
@@ -223,8 +199,7 @@ class _Group:
 
     def scalars(self) -> dict[str, Optional[float]]:
         """The ``*_avg`` / ``*_rate`` metrics, abstention and false abstention."""
-        out: dict[str, Optional[float]] = {key: self.means[key].result() for key in AVG_METRICS}
-        out.update({key: self.means[key].result() for key in RATE_METRICS})
+        out: dict[str, Optional[float]] = {key: mean.result() for key, mean in self.means.items()}
         out["abstention_accuracy"] = self.abstention.result()
         den = self.abstention.den
         out["hallucination_rate_unanswerable"] = (den - self.abstention.num) / den if den else None
@@ -246,10 +221,11 @@ class Aggregator:
     """
 
     def __init__(self) -> None:
-        self._all = _Group()
+        self._mean_metrics = _mean_metrics()  # the registry as it is when aggregation starts
+        self._all = self._new_group()
         self._by_tag: dict[str, _Group] = {}
         self._by_category: dict[str, _Group] = {}
-        self._by_answerable = {"answerable": _Group(), "unanswerable": _Group()}
+        self._by_answerable = {"answerable": self._new_group(), "unanswerable": self._new_group()}
         self._counts = {name: 0 for name in _OUTCOMES}
         self._invalid_lines = 0
         self._answerable = 0
@@ -304,7 +280,7 @@ class Aggregator:
         if record.get("empty_response"):
             self._empty += 1
 
-        values = None if outcome in _UNSCORED else _values(answerable, metrics)
+        values = None if outcome in _UNSCORED else _values(answerable, metrics, self._mean_metrics)
         groups = [self._all, self._by_answerable["answerable" if answerable else "unanswerable"]]
         groups.append(self._group(self._by_category, record.get("category") or _NO_CATEGORY))
         for tag in dict.fromkeys(_tags(record)):  # a tag listed twice counts once
@@ -323,12 +299,14 @@ class Aggregator:
                 self._latencies.append(latency)
                 self._latency_total.add(latency)
 
-    @staticmethod
-    def _group(groups: dict[str, _Group], name: Any) -> _Group:
+    def _new_group(self) -> _Group:
+        return _Group(key for key, _ in self._mean_metrics)
+
+    def _group(self, groups: dict[str, _Group], name: Any) -> _Group:
         name = str(name)
         group = groups.get(name)
         if group is None:
-            group = groups[name] = _Group()
+            group = groups[name] = self._new_group()
         return group
 
     def _add_cost(self, record: Mapping[str, Any]) -> None:
@@ -346,12 +324,19 @@ class Aggregator:
             self._cache_misses += int(as_number(cache.get("misses")) or 0)
 
     def _add_judge_coverage(self, record: Mapping[str, Any], outcome: str, metrics: Mapping[str, Any]) -> None:
-        """Count each verdict attempted for this case once, under the metric it feeds."""
+        """Count each verdict attempted for this case once, under the metric it feeds.
+
+        ``judge_attempted`` lists verdict names. A record without it (one cut
+        short before the list was written) counts the verdicts it holds
+        (``judge``, by verdict name) and the judge metrics it scored; every name
+        goes through the registry to the metric it feeds.
+        """
         attempted = record.get("judge_attempted")
-        if attempted is None:
-            # no attempt list: count the judge metrics that were scored as attempted
-            attempted = [m for m in JUDGE_METRICS if as_number(metrics.get(m)) is not None]
-        for metric in dict.fromkeys(COVERAGE_KEYS.get(str(m), str(m)) for m in attempted):
+        if not isinstance(attempted, list):
+            held = record.get("judge")
+            attempted = [*(held if isinstance(held, Mapping) else {}),
+                         *(m for m in registry.metric_names("judge") if as_number(metrics.get(m)) is not None)]
+        for metric in dict.fromkeys(registry.coverage_metric(str(verdict)) for verdict in attempted):
             entry = self._coverage.setdefault(metric, [0, 0])
             entry[1] += 1
             if outcome != "error" and as_number(metrics.get(metric)) is not None:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from . import safejson
+from . import registry, safejson
 from .record import error
 from .runfolder import (Repair, RunFolder, RunFolderError, RunLock, UnreadableRecord, check_writable,  # noqa: F401
                         read_json_object, read_records, repair_results, write_json_atomic, write_text_atomic)
@@ -87,7 +87,7 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
         return record
     metrics = record.get("metrics") or {}
     judge = record.get("judge") or {}
-    record["retrieval_metrics"] = {name: metrics.get(name) for name in _SEED_RETRIEVAL if name in metrics}
+    record["retrieval_metrics"] = {name: metrics.get(name) for name in _seed_retrieval() if name in metrics}
     for name, fields in (("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")),
                          ("correctness", ("score", "reasoning"))):
         verdict = judge.get(name)
@@ -104,15 +104,16 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
     return record
 
 
+def _seed_retrieval() -> tuple[str, ...]:
+    """Seed 003's ``retrieval_metrics``: every deterministic metric but the abstention ones (under ``abstention``)."""
+    return tuple(m.name for m in registry.metrics("deterministic") if m.aggregate_kind != "abstention")
+
+
 class RunWriter(RunFolder):
     """``RunFolder.new(output_dir, run_id)`` under the name the session builds it by."""
 
     def __init__(self, output_dir: Path, run_id: str, *, config: Optional[Callable[[], dict[str, Any]]] = None) -> None:
         super().__init__(Path(output_dir) / run_id, config=config)
-
-
-_SEED_RETRIEVAL = ("recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss",
-                   "attribution_hit", "conflict_rule")
 
 
 def file_digests(names: Iterable[str], root: Path) -> dict[str, str]:

@@ -94,10 +94,10 @@ def _report(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     """Key metrics per run, grouped by eval set (oldest first); partial, shard, all-error and incomplete runs marked."""
-    from .report.html import load_history
+    from .report.html import load_history, trend_metrics
     from .selection import run_scope_notes
 
-    names = ("recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy")
+    names = trend_metrics()
     groups: dict[str, list[dict[str, Any]]] = {}
     for metrics in load_history(Path(args.dir), limit=args.limit):
         groups.setdefault(str(metrics.get("eval_set_hash") or "unknown"), []).append(metrics)

@@ -62,11 +62,11 @@ class EvalSetFile(pytest.File):
 
 def judge_dependent(config: pytest.Config, case: EvalCase) -> bool:
     """A case whose thresholds name a judge metric (its outcome depends on a verdict)."""
-    from .thresholds import JUDGE_METRICS
+    from .thresholds import judge_metrics
 
     collection = config.stash.get(collection_key, None)
     setup = collection.setup if collection is not None else None
-    return setup is not None and setup.judge_setup is not None and any(m in JUDGE_METRICS for m in setup.thresholds_for(case))
+    return setup is not None and setup.judge_setup is not None and any(m in judge_metrics() for m in setup.thresholds_for(case))
 
 
 def _relative(path: Any, root: Any) -> str:

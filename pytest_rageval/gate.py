@@ -21,14 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from . import safejson
-from .aggregate import AVG_METRICS, RATE_METRICS, as_number, percentile
+from . import registry, safejson
+from .aggregate import as_number, percentile
 
 __all__ = [
-    "DEFAULT_TOLERANCES",
-    "GATE_NAMES",
+    "default_tolerances",
+    "gate_names",
     "gate_name",
-    "LOWER_IS_BETTER",
+    "lower_is_better",
     "MetricDelta",
     "Comparison",
     "load_baseline",
@@ -42,47 +42,30 @@ __all__ = [
     "format_comparison",
 ]
 
-DEFAULT_TOLERANCES: dict[str, float] = {
-    "recall_at_k_avg": 0.05,
-    "mrr_avg": 0.05,
-    "groundedness_avg": 0.5,
-    "correctness_avg": 0.5,
-    "abstention_accuracy": 0.10,
-    "scope_miss_rate": 0.10,
-    "false_abstention_rate": 0.05,
-}
-
 #: ``[tool.rageval.gate] min_judge_coverage`` when not set
 DEFAULT_MIN_JUDGE_COVERAGE = 0.95
 
-#: compared names where a rise is the bad direction (everything else: a drop is)
-LOWER_IS_BETTER: frozenset[str] = frozenset(
-    {
-        "scope_miss_rate",
-        "false_abstention_rate",
-        "hallucination_rate_unanswerable",
-        "error_rate",
-        "timeout_rate",
-        "empty_response_rate",
-        "flake_rate",
-        "latency_p50_ms",
-        "latency_p95_ms",
-    }
-)
+#: compared names that are no metric's aggregate, in delta order
+_OPERATIONAL: tuple[str, ...] = ("error_rate", "timeout_rate", "empty_response_rate", "latency_p50_ms", "latency_p95_ms")
+#: of those (and flake_rate), every one: a rise is the bad direction
+_OPERATIONAL_LOWER: frozenset[str] = frozenset({*_OPERATIONAL, "flake_rate"})
 
-#: order of the deltas; other numeric aggregate_metrics scalars follow, sorted
-_ORDER: tuple[str, ...] = (
-    *AVG_METRICS,
-    *RATE_METRICS,
-    "abstention_accuracy",
-    "hallucination_rate_unanswerable",
-    "false_abstention_rate",
-    "error_rate",
-    "timeout_rate",
-    "empty_response_rate",
-    "latency_p50_ms",
-    "latency_p95_ms",
-)
+
+def default_tolerances() -> dict[str, float]:
+    """Aggregate -> the allowed drop (rise, for a lower-is-better one) when ``[tool.rageval.gate]`` says nothing."""
+    return registry.default_tolerances()
+
+
+def lower_is_better() -> frozenset[str]:
+    """Compared names where a rise is the bad direction (everything else: a drop is)."""
+    metric_keys = [*registry.aggregates("avg"), *registry.aggregates("rate"), *registry.abstention_aggregates()]
+    return frozenset(k for k in metric_keys if registry.aggregate_direction(k) == "lower") | _OPERATIONAL_LOWER
+
+
+def _order() -> tuple[str, ...]:
+    """Order of the deltas (the metrics' aggregates, then operational ones); other numeric scalars follow, sorted."""
+    return (*registry.aggregates("avg"), *registry.aggregates("rate"), *registry.abstention_aggregates(), *_OPERATIONAL)
+
 
 _PASS = ("passed", "xpassed")
 _FAIL = ("failed", "error")
@@ -269,7 +252,7 @@ def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
 def _gated_raw(metrics_json: Mapping[str, Any]) -> dict[str, Any]:
     """The values :func:`_scalars` compares, as stored: the known metrics' aggregates, rates and latency percentiles."""
     agg = metrics_json.get("aggregate_metrics") or {}
-    raw = {key: agg[key] for key in sorted(GATE_NAMES) if key in agg}
+    raw = {key: agg[key] for key in sorted(gate_names()) if key in agg}
     operational = agg.get("operational_metrics")
     if isinstance(operational, Mapping):
         raw.update({key: operational[key] for key in ("error_rate", "timeout_rate", "empty_response_rate") if key in operational})
@@ -457,10 +440,8 @@ def _operational(test: Callable[[Mapping[str, Any]], bool]) -> Getter:
     return get
 
 
-#: aggregate metric -> per-case value; the paired delta and bootstrap are over these
-PER_CASE: dict[str, Getter] = {
-    **{key: _metric_getter(metric) for key, metric in AVG_METRICS.items()},
-    **{key: _metric_getter(metric) for key, metric in RATE_METRICS.items()},
+#: aggregates with a formula of their own (aggregate.py's abstention ones, operational rates) -> per-case value
+_SPECIAL_PER_CASE: dict[str, Getter] = {
     "abstention_accuracy": _abstained_unanswerable,
     "hallucination_rate_unanswerable": _answered_unanswerable,
     "false_abstention_rate": _false_abstention,
@@ -468,6 +449,12 @@ PER_CASE: dict[str, Getter] = {
     "timeout_rate": _operational(lambda c: c.get("outcome") == "error" and c.get("error_kind") == "timeout"),
     "empty_response_rate": _operational(lambda c: bool(c.get("empty_response"))),
 }
+
+
+def per_case_getters() -> dict[str, Getter]:
+    """Aggregate metric -> per-case value; the paired delta and bootstrap are over these."""
+    means = {**registry.aggregates("avg"), **registry.aggregates("rate")}
+    return {**{key: _metric_getter(metric) for key, metric in means.items()}, **_SPECIAL_PER_CASE}
 
 #: latency percentiles, compared over the latencies of the paired cases (no interval)
 _LATENCY: dict[str, float] = {"latency_p50_ms": 50.0, "latency_p95_ms": 95.0}
@@ -529,25 +516,27 @@ def _scalars(metrics_json: Mapping[str, Any]) -> dict[str, Optional[float]]:
     return out
 
 
-#: every name a ``[tool.rageval.gate]`` table may set
-GATE_NAMES: frozenset[str] = frozenset(_ORDER) | LOWER_IS_BETTER | {"min_judge_coverage"}
+def gate_names() -> frozenset[str]:
+    """Every name a ``[tool.rageval.gate]`` table may set."""
+    return frozenset(_order()) | lower_is_better() | {"min_judge_coverage"}
 
 
 def gate_name(key: str) -> str:
     """The aggregate a gate key means (``recall_at_k`` means ``recall_at_k_avg``); ValueError with a did-you-mean."""
+    names = gate_names()
     for name in (key, key + "_avg", key + "_rate"):
-        if name in GATE_NAMES:
+        if name in names:
             return name
     import difflib
 
-    close = difflib.get_close_matches(key, sorted(GATE_NAMES), n=1)
+    close = difflib.get_close_matches(key, sorted(names), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ValueError(f"unknown metric {key!r}{hint}")
 
 
 def _resolve_tolerances(tolerances: Optional[Mapping[str, Any]]) -> dict[str, Optional[float]]:
-    """DEFAULT_TOLERANCES updated by ``tolerances``; ``recall_at_k`` means ``recall_at_k_avg``; None disables."""
-    resolved: dict[str, Optional[float]] = dict(DEFAULT_TOLERANCES)
+    """:func:`default_tolerances` updated by ``tolerances``; ``recall_at_k`` means ``recall_at_k_avg``; None disables."""
+    resolved: dict[str, Optional[float]] = dict(default_tolerances())
     for key, value in (tolerances or {}).items():
         if key == "min_judge_coverage":
             continue
@@ -565,8 +554,8 @@ def _resolve_tolerances(tolerances: Optional[Mapping[str, Any]]) -> dict[str, Op
     return resolved
 
 
-def _is_regression(name: str, delta: float, tolerance: float) -> bool:
-    if name in LOWER_IS_BETTER:
+def _is_regression(name: str, delta: float, tolerance: float, lower: frozenset[str]) -> bool:
+    if name in lower:
         return delta > tolerance + _SLACK
     return -delta > tolerance + _SLACK
 
@@ -658,8 +647,9 @@ def compare(
     if result.not_compared:
         return result
 
-    names = [n for n in _ORDER if n in old_scalars or n in new_scalars]
-    names += sorted((set(old_scalars) | set(new_scalars)) - set(_ORDER))
+    order, lower, per_case = _order(), lower_is_better(), per_case_getters()
+    names = [n for n in order if n in old_scalars or n in new_scalars]
+    names += sorted((set(old_scalars) | set(new_scalars)) - set(order))
     pairs_of = list(shared.values())
     for name in names:
         whole_old, whole_new = old_scalars.get(name), new_scalars.get(name)
@@ -669,7 +659,7 @@ def compare(
         delta = new - old if old is not None and new is not None else None
         interval: Optional[tuple[float, float]] = None
         n_pairs = 0
-        getter = PER_CASE.get(name, _metric_getter("latency_ms") if name in _LATENCY else None)
+        getter = per_case.get(name, _metric_getter("latency_ms") if name in _LATENCY else None)
         if paired and getter is not None:
             pairs = _pairs(pairs_of, getter)
             n_pairs = len(pairs)
@@ -682,10 +672,10 @@ def compare(
         tolerance = resolved.get(name)
         ci_low, ci_high = interval if interval is not None else (None, None)
         regressed = False
-        if delta is not None and tolerance is not None and _is_regression(name, delta, tolerance):
+        if delta is not None and tolerance is not None and _is_regression(name, delta, tolerance, lower):
             regressed = True
             if significance and ci_low is not None and ci_high is not None:
-                regressed = ci_low > 0 if name in LOWER_IS_BETTER else ci_high < 0
+                regressed = ci_low > 0 if name in lower else ci_high < 0
         result.deltas.append(
             MetricDelta(
                 name=name,
@@ -697,7 +687,7 @@ def compare(
                 ci_low=ci_low,
                 ci_high=ci_high,
                 n_shared=n_pairs,
-                lower_is_better=name in LOWER_IS_BETTER,
+                lower_is_better=name in lower,
                 whole_old=whole_old,
                 whole_new=whole_new,
             )

@@ -1,79 +1,47 @@
 """The deterministic metrics of one case (SPEC section 4).
 
-Pure: no pytest, no I/O. A metric that does not apply to a case is ``None``,
-never 0. Binary metrics are ints (0/1), ``mrr``/``precision_at_k``/``ndcg_at_k``
-floats, ``abstained`` a bool (or ``None`` when unknown).
+Pure: no pytest, no I/O. Gold matching is done once per case into a
+:class:`registry.ScoreContext`; each deterministic entry of the metric registry
+scores from it. A metric that does not apply to a case is ``None``, never 0.
+Binary metrics are ints (0/1), ``mrr``/``precision_at_k``/``ndcg_at_k`` floats,
+``abstained`` a bool (or ``None`` when unknown).
 """
 
 from __future__ import annotations
 
-from math import log2
-from typing import Optional, Sequence, Union
+from dataclasses import replace
+from typing import Optional, Sequence
 
+from pytest_rageval import registry
 from pytest_rageval.anchors import GoldMatcher, doc_item_id, in_scope, support_item_id, top_k
+from pytest_rageval.registry import MetricValue, ScoreContext
 from pytest_rageval.schema import Chunk, EvalCase, RagResponse
 
 __all__ = [
-    "LOWER_IS_BETTER",
-    "RETRIEVAL_METRICS",
     "MetricValue",
     "gold_marks",
     "grouped_items",
+    "lower_is_better",
+    "retrieval_metrics",
     "score_case",
     "unmatchable_supports",
 ]
 
-MetricValue = Union[float, int, bool, None]
 
-RETRIEVAL_METRICS: tuple[str, ...] = (
-    "recall_at_k",
-    "recall_all_at_k",
-    "mrr",
-    "precision_at_k",
-    "ndcg_at_k",
-    "scope_miss",
-    "attribution_hit",
-    "conflict_rule",
-    "abstained",
-    "false_abstention",
-)
-
-LOWER_IS_BETTER: frozenset[str] = frozenset({"scope_miss", "false_abstention", "latency_ms"})
-
-# 1 / log2(i + 1) for 1-based positions i; grown on demand.
-_DISCOUNTS: list[float] = [1.0 / log2(i + 1) for i in range(1, 65)]
+def retrieval_metrics() -> tuple[str, ...]:
+    """The keys of :func:`score_case`, in order: the registry's deterministic metrics."""
+    return registry.metric_names("deterministic")
 
 
-def _discount(position: int) -> float:
-    """``1 / log2(position + 1)`` for a 1-based position."""
-    while position > len(_DISCOUNTS):
-        _DISCOUNTS.append(1.0 / log2(len(_DISCOUNTS) + 2))
-    return _DISCOUNTS[position - 1]
+def lower_is_better() -> frozenset[str]:
+    """The per-case metrics where a lower value is better (threshold op ``<=``)."""
+    return frozenset(m.name for m in registry.metrics() if m.direction == "lower")
 
 
 def gold_marks(chunks: Sequence[Chunk], case: EvalCase, require_snippets: bool = False) -> list[bool]:
     """Per chunk (in the given order): whether it matches any gold item of ``case``."""
     matcher = GoldMatcher(case, require_snippets)
     return [bool(matcher.match(chunk)) for chunk in chunks]
-
-
-def _ranking_metrics(matches: list[frozenset[str]], k: int, item_count: int) -> dict[str, MetricValue]:
-    """recall_at_k, mrr, precision_at_k and ndcg_at_k from the top-K matches."""
-    first = next((i for i, m in enumerate(matches, start=1) if m), 0)
-    hits = sum(1 for m in matches if m)
-    seen: set[str] = set()
-    dcg = 0.0
-    for position, matched in enumerate(matches, start=1):
-        if matched and not matched <= seen:
-            dcg += _discount(position)
-            seen |= matched
-    ideal = sum(_discount(i) for i in range(1, min(k, item_count) + 1))
-    return {
-        "recall_at_k": 1 if first else 0,
-        "mrr": 1.0 / first if first else 0.0,
-        "precision_at_k": hits / k,
-        "ndcg_at_k": dcg / ideal if ideal else 0.0,
-    }
 
 
 def grouped_items(case: EvalCase) -> tuple[str, ...]:
@@ -88,33 +56,22 @@ def grouped_items(case: EvalCase) -> tuple[str, ...]:
     return tuple(doc_item_id(doc_id) for doc_id in case.gold_doc_ids)
 
 
-def _recall_all(case: EvalCase, matched: set[str], items: tuple[str, ...]) -> int:
-    """1 when some required group (or, without groups, every item) is fully matched."""
-    groups = case.required_support_groups
-    if not groups:  # None or [] -> every gold support is required
-        return int(all(item in matched for item in items))
-    return int(any(all(items[i] in matched for i in group) for group in groups))
-
-
-def _conflict_rule(
-    rule: str, cited: set[str], items: tuple[str, ...], acknowledges_conflict: Optional[bool]
-) -> int:
-    """Whether the recency/conflict rule is honoured by the cited gold items (``items[0]`` is the newer source)."""
-    if not items:  # unreachable for validated cases
-        return 0
-    if rule == "cite_newer":
-        return int(items[0] in cited)
-    cites_all = all(item in cited for item in items)
-    if rule == "acknowledge_both":
-        return int(cites_all and acknowledges_conflict is not False)
-    return int(cites_all)  # cite_both
-
-
-def _union(matches: list[frozenset[str]]) -> set[str]:
-    out: set[str] = set()
-    for matched in matches:
-        out |= matched
-    return out
+def _context(case: EvalCase, response: RagResponse, k: int, require_snippets: bool, bare: ScoreContext) -> ScoreContext:
+    """``bare`` with the gold matches every scoring function shares, computed once (a case without gold has none)."""
+    if not case.has_gold:  # a validated case with a recency rule has gold
+        return bare
+    matcher = GoldMatcher(case, require_snippets)
+    gold_in_scope = None
+    if case.gold_supports and response.selected_folders is not None:
+        gold_in_scope = any(in_scope(s.rel_path, response.selected_folders) for s in case.gold_supports)
+    return replace(
+        bare,
+        top=tuple(matcher.match(chunk) for chunk in top_k(response.retrieved_chunks, k)),
+        cited=frozenset().union(*(matcher.match(ref) for ref in response.references)),
+        items=grouped_items(case),
+        item_count=matcher.item_count,
+        gold_in_scope=gold_in_scope,
+    )
 
 
 def score_case(
@@ -126,42 +83,21 @@ def score_case(
     abstained: Optional[bool] = None,
     acknowledges_conflict: Optional[bool] = None,
 ) -> dict[str, MetricValue]:
-    """The retrieval, attribution, conflict and abstention metrics of one case.
+    """Every deterministic metric of one case: each registry entry's score, null where it does not apply.
 
     ``abstained`` overrides ``response.abstained`` when given (e.g. a judge's
     classification). ``acknowledges_conflict`` is the judge's verdict for
     ``acknowledge_both``; ``None`` means no judge, citations alone decide.
-    Keys are exactly :data:`RETRIEVAL_METRICS`, in that order.
+    Keys are exactly :func:`retrieval_metrics`, in that order.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    out: dict[str, MetricValue] = dict.fromkeys(RETRIEVAL_METRICS)
-    has_supports = bool(case.gold_supports)
-    has_gold = has_supports or bool(case.gold_doc_ids)
-    rule = case.recency_conflict_rule
-    matcher = GoldMatcher(case, require_snippets) if (has_gold or rule) else None
-
-    items = grouped_items(case)
-    if case.answerable and matcher is not None and has_gold:
-        top = [matcher.match(chunk) for chunk in top_k(response.retrieved_chunks, k)]
-        out.update(_ranking_metrics(top, k, matcher.item_count))
-        if has_supports or case.required_support_groups:  # a bare gold_doc_ids list may name alternatives
-            out["recall_all_at_k"] = _recall_all(case, _union(top), items)
-        if has_supports and response.selected_folders is not None:
-            covered = any(in_scope(s.rel_path, response.selected_folders) for s in case.gold_supports)
-            out["scope_miss"] = 0 if covered else 1
-
-    if matcher is not None and (rule or (case.answerable and has_gold)):
-        cited = _union([matcher.match(ref) for ref in response.references])
-        if case.answerable and has_gold:
-            out["attribution_hit"] = 1 if cited else 0
-        if rule:
-            out["conflict_rule"] = _conflict_rule(rule, cited, items, acknowledges_conflict)
-
-    did_abstain = response.abstained if abstained is None else abstained
-    out["abstained"] = None if did_abstain is None else bool(did_abstain)
-    if case.answerable and did_abstain is not None:
-        out["false_abstention"] = 1 if did_abstain else 0
+    ctx = _context(case, response, k, require_snippets, ScoreContext(
+        k=k, abstained=response.abstained if abstained is None else abstained, acknowledges_conflict=acknowledges_conflict))
+    out: dict[str, MetricValue] = {}
+    for metric in registry.metrics("deterministic"):
+        assert metric.score is not None  # Metric checks it
+        out[metric.name] = metric.score(case, response, ctx) if registry.applies(metric.applies_to, case, ctx.abstained) else None
     return out
 
 

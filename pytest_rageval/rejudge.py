@@ -26,9 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from . import registry
 from .aggregate import Aggregator
 from .artifacts import case_config, with_seed_keys
-from .judges.base import SCALES, JudgeAuthError, JudgeInput
+from .judges.base import JudgeAuthError, JudgeInput
 from .judges.factory import judge_info
 from .judges.judging import CaseVerdicts, judge_case, verdict_dict
 from .record import error
@@ -137,7 +138,7 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
     record["cost"] = {"judge_tokens": spent["judge_tokens"], "judge_cost_usd": spent["judge_cost_usd"]}
     record["judge_cache"] = {"hits": spent["hits"], "misses": spent["misses"]}
     metrics: dict[str, Any] = dict(record.get("metrics") or {})
-    for metric in SCALES:
+    for metric in registry.metric_names("judge"):
         metrics.pop(metric, None)
     if outcome.error is not None:
         record["metrics"] = metrics
@@ -153,7 +154,8 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
     ack = outcome.verdicts.get("conflict_ack")
     if ack is not None and ack.label is False and metrics.get("conflict_rule") is not None:
         metrics["conflict_rule"] = 0  # acknowledge_both needs the acknowledgement
-    metrics.update({m: v.score for m, v in outcome.verdicts.items() if m in SCALES})
+    judged = registry.metric_names("judge")
+    metrics.update({m: v.score for m, v in outcome.verdicts.items() if m in judged})
     record["metrics"] = metrics
     record["error"] = None
     misses = find_misses(metrics, record.get("thresholds") or {})
@@ -241,7 +243,8 @@ def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[Case
              if isinstance(agg.get(name), (int, float))]
     if shown:
         lines.append("now " + ", ".join(shown))
-    if jobs and not any(set(j.record.get("thresholds") or {}) & set(SCALES) for j in jobs):
+    judge_names = set(registry.metric_names("judge"))
+    if jobs and not any(set(j.record.get("thresholds") or {}) & judge_names for j in jobs):
         lines.append("the run stored no judge-metric thresholds, so pass/fail did not change with the verdicts")
     if k is not None:
         lines.append(f"judged on at most the top {k} stored contexts of each case")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
-from . import spotcheck
-from .judges.base import SCALES, Judge, JudgeAuthError, JudgeInput, Verdict
+from . import registry, spotcheck
+from .judges.base import Judge, JudgeAuthError, JudgeInput, Verdict
 from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdict_dict
 from .judges.ratelimit import CASE_ORDER
 from .anchors import top_k as _top_k
@@ -357,6 +357,7 @@ async def _evaluate(
             inp = judge_input(case, response, _top_k(response.retrieved_chunks, opts.k))
             outcome = await judge_case(judge.judge, judge.metrics, case, response, inp, repeat_index=run, budget=judge.budget)
             attempted.extend(m for m in outcome.attempted if m not in attempted)
+            record["judge_attempted"] = attempted  # on every way out: a later run's failure keeps what was asked
             _account(record, outcome, cached=judge.cached)
             if run == 0:
                 record["judge"] = _judge_dicts(outcome.verdicts, opts.limits, step.notes)
@@ -366,14 +367,14 @@ async def _evaluate(
                 # The retrieval metrics still hold (results.jsonl shows them; `rageval judge` completes the case).
                 record["metrics"] = score_case(case, response, k=opts.k, require_snippets=opts.require_snippets)
                 record["metrics"]["latency_ms"] = reply.latency_ms
-                record["judge_attempted"] = attempted
                 record["error"] = _error("judge", str(outcome.error), opts.limits)
                 return
             run_verdicts = outcome.verdicts
             classified = outcome.abstained
             ack = outcome.verdicts.get("conflict_ack")
             acknowledges = ack.label if ack is not None else None
-            scores = {m: v.score for m, v in outcome.verdicts.items() if m in SCALES}
+            judged = registry.metric_names("judge")
+            scores = {m: v.score for m, v in outcome.verdicts.items() if m in judged}
         step.at("invalid_response", "scoring the RAG response")
         metrics = score_case(
             case, response, k=opts.k, require_snippets=opts.require_snippets, abstained=classified, acknowledges_conflict=acknowledges
@@ -384,8 +385,6 @@ async def _evaluate(
         verdicts.append(not find_misses(metrics, thresholds))
         latencies.append({"total_ms": reply.latency_ms, **_phases(response.timings)})
         seen.append((response, run_verdicts, inp))
-    if judge is not None:
-        record["judge_attempted"] = attempted
     passed = sum(verdicts) * 2 > len(verdicts)
     shown = next(i for i, v in enumerate(verdicts) if v == passed)  # the first run that agrees with the majority
     response, run_verdicts, inp = seen[shown]
@@ -393,7 +392,7 @@ async def _evaluate(
         fill_response(record, case, response, opts)
     if judge is not None:
         record["judge"] = _judge_dicts(run_verdicts, opts.limits, step.notes)
-    record["metrics"] = _combine(per_run, tuple(m for m in judge.metrics if m in SCALES) if judge is not None else ())
+    record["metrics"] = _combine(per_run, tuple(m for m in judge.metrics if m in registry.metric_names("judge")) if judge is not None else ())
     record["abstained"] = record["metrics"].get("abstained")
     record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
     if len(per_run) > 1:

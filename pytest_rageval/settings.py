@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
+from . import registry
 from .pyproject_table import key_line, table_problems
 from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from .sanitize import Limits
@@ -381,16 +382,15 @@ def _concurrency(value: Optional[int]) -> int:
 
 def _judge_metrics(value: Any) -> tuple[str, ...]:
     """``[tool.rageval.judge] metrics``: which judge metrics to score (default groundedness, correctness)."""
-    from .judges.base import SCALES
-
     if value is None:
         return ("groundedness", "correctness")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SettingsError("[tool.rageval.judge] metrics: must be a list of metric names")
+    judged = registry.metric_names("judge")
     for name in value:
-        if name not in SCALES:
+        if name not in judged:
             raise SettingsError(
-                f"[tool.rageval.judge] metrics: unknown judge metric {name!r}{did_you_mean(name, SCALES)} (one of {', '.join(SCALES)})"
+                f"[tool.rageval.judge] metrics: unknown judge metric {name!r}{did_you_mean(name, judged)} (one of {', '.join(judged)})"
             )
     return tuple(value)
 

@@ -18,7 +18,8 @@ import bisect
 import hashlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .judges.base import SCALES, JudgeInput, Verdict
+from . import registry
+from .judges.base import JudgeInput, Verdict
 from .judges.judging import disagrees, judge_case
 from .schema import EvalCase, RagResponse
 
@@ -42,7 +43,8 @@ def spot_input(case: EvalCase, inp: JudgeInput, abstained: Optional[bool],
     ``abstained`` is what the primary run decided (the RAG's field or the
     classifier's verdict), so the second model scores the same metrics.
     """
-    scored = {m: {"score": v.score, "label": v.label} for m, v in verdicts.items() if m in SCALES}
+    judged = registry.metric_names("judge")
+    scored = {m: {"score": v.score, "label": v.label} for m, v in verdicts.items() if m in judged}
     if not scored:
         return None
     return {

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence
 
-from .judges.base import SCALES
-from .metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS
+from . import registry
 from .record import MissRecord
+from .registry import Threshold
 from .sanitize import terminal_safe
 from .schema import EvalCase
 
-Threshold = Union[bool, float]
 
-#: Every per-case metric a threshold may name.
-METRIC_NAMES: tuple[str, ...] = (*RETRIEVAL_METRICS, "latency_ms", *SCALES)
-EQUALITY = frozenset({"abstained"})
-JUDGE_METRICS = frozenset(SCALES)
+def metric_names() -> tuple[str, ...]:
+    """Every per-case metric a threshold may name (the metric registry's)."""
+    return registry.metric_names()
+
+
+def judge_metrics() -> frozenset[str]:
+    """The metrics a judge scores: thresholds on them apply only when a judge is on."""
+    return frozenset(registry.metric_names("judge"))
 
 
 class ThresholdError(ValueError):
@@ -61,16 +64,16 @@ class ThresholdConfig:
 
 
 def op_for(metric: str) -> str:
-    """The comparison a threshold on ``metric`` means."""
-    if metric in EQUALITY:
-        return "=="
-    return "<=" if metric in LOWER_IS_BETTER else ">="
+    """The comparison a threshold on ``metric`` means (``>=`` for a name the registry does not know)."""
+    known = registry.get(metric)
+    return known.op if known is not None else ">="
 
 
 def check_metric_name(metric: str, where: str) -> None:
     """Raise ThresholdError naming ``where`` when ``metric`` is not a known metric."""
-    if metric not in METRIC_NAMES:
-        close = difflib.get_close_matches(metric, METRIC_NAMES, n=1)
+    names = metric_names()
+    if metric not in names:
+        close = difflib.get_close_matches(metric, names, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ThresholdError(f"{where}: unknown metric '{metric}'{hint}")
 
@@ -78,7 +81,7 @@ def check_metric_name(metric: str, where: str) -> None:
 def coerce_threshold(metric: str, value: Any, where: str) -> Threshold:
     """Validate one threshold value: a bool for ``abstained``, a number otherwise."""
     check_metric_name(metric, where)
-    if metric in EQUALITY:
+    if op_for(metric) == "==":
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -118,25 +121,20 @@ def parse_cli_thresholds(items: list[str]) -> dict[str, Threshold]:
 
 
 def default_thresholds(case: EvalCase, *, judge: bool) -> dict[str, Threshold]:
-    """SPEC section 5 defaults for every metric the configuration does not name.
+    """SPEC section 5 defaults for every metric the configuration does not name: the registry's.
 
-    One set of judge thresholds for every judge: the lexical judge scores so that 3 separates
-    what it passes from what it fails (a contradiction caps its scores at 2), so it needs no
-    thresholds of its own.
+    Each metric's ``default_threshold`` for the cases in its ``default_for``
+    (else ``applies_to``); a judge metric's only with a judge. One set of judge
+    thresholds for every judge: the lexical judge scores so that 3 separates
+    what it passes from what it fails (a contradiction caps its scores at 2), so
+    it needs no thresholds of its own.
     """
     out: dict[str, Threshold] = {}
-    if case.answerable and case.has_gold:
-        out["recall_at_k"] = 1.0
-    if case.answerable:
-        out["false_abstention"] = 0.0  # a declined answerable question fails, judge on or off
-    else:
-        out["abstained"] = True
-    if case.recency_conflict_rule is not None:
-        out["conflict_rule"] = 1.0
-    if judge:
-        out["groundedness"] = 3.0
-        if case.answerable:
-            out["correctness"] = 3.0
+    for metric in registry.metrics():
+        if metric.default_threshold is None or (metric.kind == "judge" and not judge):
+            continue
+        if registry.applies(metric.default_for or metric.applies_to, case):
+            out[metric.name] = metric.default_threshold
     return out
 
 
@@ -148,7 +146,8 @@ def resolve_thresholds(case: EvalCase, config: ThresholdConfig, *, judge: bool) 
     merged.update(case.thresholds)
     merged.update(config.cli)
     if not judge:
-        merged = {m: v for m, v in merged.items() if m not in JUDGE_METRICS}
+        judged = judge_metrics()
+        merged = {m: v for m, v in merged.items() if m not in judged}
     return merged
 
 
@@ -163,7 +162,7 @@ def find_misses(metrics: Mapping[str, Any], thresholds: Mapping[str, Threshold])
         value = metrics.get(metric)
         op = op_for(metric)
         if value is None:
-            if metric in EQUALITY:
+            if op == "==":
                 misses.append(Miss(metric, None, threshold, op))
             continue
         if op == "==":

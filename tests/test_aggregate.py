@@ -6,11 +6,12 @@ import math
 import random
 from typing import Any
 
-from pytest_rageval.aggregate import AVG_METRICS, RATE_METRICS, Aggregator, aggregate, percentile
+from pytest_rageval import registry
+from pytest_rageval.aggregate import Aggregator, aggregate, percentile
 
 SCALAR_KEYS = [
-    *AVG_METRICS,
-    *RATE_METRICS,
+    *registry.aggregates("avg"),
+    *registry.aggregates("rate"),
     "abstention_accuracy",
     "hallucination_rate_unanswerable",
     "false_abstention_rate",
@@ -154,7 +155,9 @@ def test_counts() -> None:
 
 
 def test_aggregate_metrics_every_key() -> None:
-    assert_close(aggregate(records())["aggregate_metrics"], EXPECTED_AGGREGATE)
+    # every metric of the registry has its aggregate; one added later (no record here has it) is null
+    added = {key: None for key in (*registry.aggregates("avg"), *registry.aggregates("rate")) if key not in EXPECTED_AGGREGATE}
+    assert_close(aggregate(records())["aggregate_metrics"], {**EXPECTED_AGGREGATE, **added})
 
 
 def test_result_keys() -> None:
@@ -328,6 +331,21 @@ def test_coverage_counts_each_verdict_under_the_metric_it_feeds() -> None:
         "abstained": {"scored": 2, "attempted": 3, "coverage": 2 / 3},
         "conflict_rule": {"scored": 1, "attempted": 1, "coverage": 1.0},
         "correctness": {"scored": 1, "attempted": 1, "coverage": 1.0},
+        "groundedness": {"scored": 1, "attempted": 2, "coverage": 0.5},
+    }
+
+
+def test_coverage_without_an_attempt_list_counts_the_verdicts_held_under_their_metric() -> None:
+    # A record cut short before it listed its attempts (a later run failed) still holds its verdicts, by verdict
+    # name: the abstention classifier's counts under abstained, like every other path (before: nothing counted).
+    verdict = {"score": None, "label": True, "reasoning": ""}
+    result = aggregate([
+        rec("cut", "error", answerable=False, error={"kind": "http", "message": "400"},
+            judge={"abstention": verdict, "groundedness": {"score": 4.0, "reasoning": ""}}, metrics={}),
+        rec("old", "passed", metrics={"groundedness": 4, "abstained": False}),  # no verdicts stored: the scored metric
+    ])
+    assert result["judge_coverage"] == {
+        "abstained": {"scored": 0, "attempted": 1, "coverage": 0.0},
         "groundedness": {"scored": 1, "attempted": 2, "coverage": 0.5},
     }
 

@@ -10,17 +10,17 @@ import pytest
 
 from pytest_rageval.aggregate import aggregate
 from pytest_rageval.gate import (
-    DEFAULT_TOLERANCES,
-    LOWER_IS_BETTER,
     Comparison,
     MetricDelta,
     bootstrap_interval,
     check_invariants,
     compare,
     format_comparison,
+    default_tolerances,
     format_delta,
     gate_runs,
     load_baseline,
+    lower_is_better,
 )
 
 JUDGE = {"name": "openai", "model": "gpt-4o-mini", "prompt_version": "g1", "temperature": 0}
@@ -97,7 +97,7 @@ def test_metric_without_tolerance_never_regresses() -> None:
 
 
 def test_scope_miss_rate_rise_regresses() -> None:
-    assert "scope_miss_rate" in LOWER_IS_BETTER
+    assert "scope_miss_rate" in lower_is_better()
     low = run(uniform(4, recall_at_k=1, scope_miss=0))
     high = run({**uniform(2, recall_at_k=1, scope_miss=0),
                 "c002": ("passed", {"recall_at_k": 1, "scope_miss": 1}),
@@ -280,10 +280,10 @@ def test_lower_is_better_operational_rates_compared_when_configured() -> None:
 
 
 def test_default_tolerances_contract() -> None:
-    assert DEFAULT_TOLERANCES == {"recall_at_k_avg": 0.05, "mrr_avg": 0.05, "groundedness_avg": 0.5,
+    assert default_tolerances() == {"recall_at_k_avg": 0.05, "mrr_avg": 0.05, "groundedness_avg": 0.5,
                                   "correctness_avg": 0.5, "abstention_accuracy": 0.10, "scope_miss_rate": 0.10,
                                   "false_abstention_rate": 0.05}
-    assert {"false_abstention_rate", "hallucination_rate_unanswerable"} <= LOWER_IS_BETTER
+    assert {"false_abstention_rate", "hallucination_rate_unanswerable"} <= lower_is_better()
 
 
 def write(path: Path, data: Optional[dict] = None, text: Optional[str] = None) -> Path:

@@ -14,7 +14,7 @@ from pytest_rageval.anchors import (
     support_matches,
     top_k,
 )
-from pytest_rageval.metrics import LOWER_IS_BETTER, RETRIEVAL_METRICS, gold_marks, score_case, unmatchable_supports
+from pytest_rageval.metrics import gold_marks, lower_is_better, retrieval_metrics, score_case, unmatchable_supports
 from pytest_rageval.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 RANKING = ("recall_at_k", "mrr", "precision_at_k", "ndcg_at_k")
@@ -217,12 +217,12 @@ def test_top_k_unranked_after_ranked_and_response_order() -> None:
 
 def test_keys_and_order() -> None:
     out = score_case(case(**ONE_GOLD_CASE), response([GOLD]), k=5)
-    assert tuple(out) == RETRIEVAL_METRICS
-    assert RETRIEVAL_METRICS == (
+    assert tuple(out) == retrieval_metrics()
+    assert retrieval_metrics() == (
         "recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k",
         "scope_miss", "attribution_hit", "conflict_rule", "abstained", "false_abstention",
     )
-    assert LOWER_IS_BETTER == frozenset({"scope_miss", "false_abstention", "latency_ms"})
+    assert lower_is_better() == frozenset({"scope_miss", "false_abstention", "latency_ms"})
 
 
 def test_value_types() -> None:
@@ -465,7 +465,7 @@ def test_unanswerable_case(abstained: bool) -> None:
 def test_unanswerable_without_gold() -> None:
     out = score_case(case(answerable=False), response(noise(3), abstained=None), k=5, abstained=True)
     assert out["abstained"] is True
-    assert all(out[name] is None for name in RETRIEVAL_METRICS if name != "abstained")
+    assert all(out[name] is None for name in retrieval_metrics() if name != "abstained")
 
 
 def test_answerable_without_gold() -> None:

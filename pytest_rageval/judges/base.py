@@ -14,17 +14,13 @@ from typing import Any, Optional, Protocol
 
 from pydantic import BaseModel, Field
 
-#: Judge metrics with a numeric scale (low, high) as stored in metrics.
-SCALES: dict[str, tuple[float, float]] = {
-    "groundedness": (0.0, 5.0),
-    "correctness": (0.0, 5.0),
-    "faithfulness": (0.0, 1.0),
-    "relevancy": (0.0, 1.0),
-    "completeness": (0.0, 1.0),
-    "reasoning_quality": (0.0, 1.0),
-}
-#: Judge classifications: ``Verdict.label`` carries the answer.
-CLASSIFIERS = ("abstention", "conflict_ack")
+from .. import registry
+
+#: Judge metrics with a numeric scale (low, high) as stored in metrics: the metric registry's judge entries
+#: (only deterministic metrics are registered at run time, so this never changes after import).
+SCALES: dict[str, tuple[float, float]] = registry.scales()
+#: Judge classifications: ``Verdict.label`` carries the answer; each feeds a deterministic metric (registry).
+CLASSIFIERS = registry.CLASSIFIERS
 DEFAULT_METRICS = ("groundedness", "correctness")
 ALL_METRICS = (*SCALES, *CLASSIFIERS)
 

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
+from .. import registry
 from ..schema import Chunk, EvalCase, RagResponse
 from .base import SCALES, Judge, JudgeError, JudgeInput, Verdict
 
@@ -67,12 +68,9 @@ def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> 
 
 
 def applicable(metric: str, case: EvalCase, abstained: Optional[bool]) -> bool:
-    """Whether a judge metric applies (SPEC section 4)."""
-    if metric in ("groundedness", "faithfulness", "relevancy", "reasoning_quality"):
-        return abstained is not True
-    if metric in ("correctness", "completeness"):
-        return case.answerable
-    return False
+    """Whether a judge metric applies (SPEC section 4): its registry entry's ``applies_to``."""
+    entry = registry.get(metric)
+    return entry is not None and entry.kind == "judge" and registry.applies(entry.applies_to, case, abstained)
 
 
 async def judge_case(

@@ -14,31 +14,28 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from .. import safejson
+from .. import registry, safejson
 from ..runfolder import write_text_atomic
+from ..thresholds import op_for
 
 __all__ = [
     "CSS",
-    "TREND_METRICS",
     "escape",
     "load_history",
     "render_aggregates",
     "render_case_body",
     "render_report",
+    "trend_metrics",
     "write_report",
 ]
 
-TREND_METRICS: tuple[str, ...] = (
-    "recall_at_k_avg",
-    "mrr_avg",
-    "groundedness_avg",
-    "correctness_avg",
-    "abstention_accuracy",
-)
+def trend_metrics() -> tuple[str, ...]:
+    """The aggregates charted over earlier runs: the metric registry's headline ones."""
+    return registry.headline_aggregates()
+
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
-_LOWER_IS_BETTER = frozenset({"scope_miss", "false_abstention", "latency_ms"})
 _FIRST_OUTCOMES = frozenset({"failed", "error"})
 _OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _COUNT_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -407,9 +404,7 @@ def _render_misses(misses: Any) -> str:
 
 
 def _default_op(metric: str, threshold: Any) -> str:
-    if isinstance(threshold, bool) or metric == "abstained":
-        return "=="
-    return "<=" if metric in _LOWER_IS_BETTER else ">="
+    return "==" if isinstance(threshold, bool) else op_for(metric)
 
 
 def _render_case_metrics(record: dict) -> str:
@@ -619,7 +614,7 @@ def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
 def _render_trends(metrics: dict, history: Optional[list[dict]]) -> str:
     runs, left_out = _trend_runs(metrics, history)
     charts = []
-    for metric in TREND_METRICS:
+    for metric in trend_metrics():
         points = _series(runs, metric)
         if len(points) >= 2:
             charts.append(_svg_chart(metric, points, len(runs)))

@@ -34,13 +34,14 @@ import pytest
 
 from ..gate import Comparison
 from .html import CSS, escape, render_aggregates, render_case_body
-from .terminal import SUMMARY_METRICS
+from .terminal import summary_metrics
 
-__all__ = ["EscapedTestIds", "HtmlExtras", "HtmlSummary", "MAIN_METRICS", "case_html", "main_aggregates", "register", "scoped_css", "summary_html"]
+__all__ = ["EscapedTestIds", "FinishedRun", "HtmlExtras", "HtmlSummary", "case_html", "main_aggregates", "main_metrics", "register", "scoped_css", "summary_html"]
 
 SCOPE = ".rageval"
-#: the aggregates in the summary table (regressed ones are added when a baseline is compared)
-MAIN_METRICS: tuple[str, ...] = (*SUMMARY_METRICS, "latency_p50_ms", "latency_p95_ms")
+def main_metrics() -> tuple[str, ...]:
+    """The aggregates in the summary table (regressed ones are added when a baseline is compared)."""
+    return (*summary_metrics(), "latency_p50_ms", "latency_p95_ms")
 
 
 class FinishedRun(Protocol):
@@ -127,7 +128,8 @@ def summary_html(finished: FinishedRun) -> str:
     comparison = finished.comparison
     deltas = None
     if comparison is not None:
-        deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in MAIN_METRICS or d.regressed]
+        main = main_metrics()
+        deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in main or d.regressed]
     run = f" run <code>{escape(metrics['run_id'])}</code>" if metrics.get("run_id") else ""
     parts = [f'<div class="rageval" id="rageval-summary"><p><strong>rageval</strong>{run}{_judge_text(metrics)}</p>']
     if metrics.get("complete") is False:
@@ -144,12 +146,12 @@ def summary_html(finished: FinishedRun) -> str:
 
 
 def main_aggregates(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The MAIN_METRICS of a metrics.json that have a value, named as in baseline deltas."""
+    """The :func:`main_metrics` of a metrics.json that have a value, named as in baseline deltas."""
     agg = dict(metrics.get("aggregate_metrics") or {})
     latency = agg.get("latency")
     if isinstance(latency, dict):
         agg.update({f"latency_{key}": latency.get(key) for key in ("p50_ms", "p95_ms")})
-    return {name: agg[name] for name in MAIN_METRICS if agg.get(name) is not None}
+    return {name: agg[name] for name in main_metrics() if agg.get(name) is not None}
 
 
 def _judge_text(metrics: dict[str, Any]) -> str:

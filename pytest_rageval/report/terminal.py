@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
+from .. import registry
 from ..sanitize import terminal_safe
 from ..thresholds import Miss, describe_runs, shorten
 
@@ -100,21 +101,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-SUMMARY_METRICS = (
-    "recall_at_k_avg",
-    "recall_all_at_k_avg",
-    "mrr_avg",
-    "precision_at_k_avg",
-    "ndcg_at_k_avg",
-    "scope_miss_rate",
-    "attribution_hit_rate",
-    "conflict_rule_rate",
-    "groundedness_avg",
-    "correctness_avg",
-    "abstention_accuracy",
-    "hallucination_rate_unanswerable",
-    "false_abstention_rate",
-)
+def summary_metrics() -> tuple[str, ...]:
+    """The aggregates the summary has a row for (when they have a value): the metric registry's, in its order."""
+    return registry.summary_aggregates()
 
 
 def _case_threshold(name: str, settings: "Settings") -> str:
@@ -171,7 +160,7 @@ def styled_summary_lines(
         lines.append(("every case ERRORED: no metric was scored", _BAD))
     if not metrics.get("complete", True):
         lines.append(("run INCOMPLETE: metrics cover the finished cases only", _WARN))
-    for name in SUMMARY_METRICS:
+    for name in summary_metrics():
         value = agg.get(name)
         if value is None and name not in deltas:
             continue
