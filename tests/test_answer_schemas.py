@@ -12,7 +12,13 @@ import jsonschema
 import pytest
 from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_of
 
-from pytest_rageval.judges.answers import ANSWER_MODELS, CLAIM_CHARS, MAX_CLAIMS, REASONING_CHARS, strict_schema
+from pytest_rageval.judges.answers import (
+    ANSWER_MODELS,
+    CLAIM_CHARS,
+    MAX_CLAIMS,
+    REASONING_CHARS,
+    strict_schema,
+)
 from pytest_rageval.judges.base import ALL_METRICS, JudgeInput
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 from pytest_rageval.judges.prompts import PROMPT_VERSIONS
@@ -69,7 +75,7 @@ def test_the_schema_sent_is_the_one_made_from_the_model() -> None:
 
 
 def test_strict_form_every_property_required_nothing_else_in_field_order() -> None:
-    for metric, model in ANSWER_MODELS.items():
+    for model in ANSWER_MODELS.values():
         schema = strict_schema(model)
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert schema["required"] == list(schema["properties"]) == list(model.model_fields)
