@@ -7,7 +7,7 @@ HTTP request (seed 003's ask API): ``POST <url>?debug=true`` (``debug=true`` is
 added to the URL's own query unless that already sets ``debug``) with the JSON
 body ``{"question": ..., "k": K, **params}`` and the configured headers.
 Timeouts, connection errors, 429 and 5xx are retried with exponential backoff
-that honours ``Retry-After``.
+with jitter that honours ``Retry-After`` (``retry.backoff_delay``).
 
 Response mapping (ini ``rageval_response_map``): one ``target = source`` line
 per field to read from somewhere else than the default; sources are dotted paths
@@ -70,7 +70,7 @@ from . import safejson
 from .daemon_calls import Abandoned, DaemonCalls, NotStarted
 from .record import CALL_ERROR_KINDS, CallErrorKind
 from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
-from .retry import retry_after_seconds
+from .retry import backoff_delay
 from .schema import Chunk, RagResponse
 from .suggest import did_you_mean
 
@@ -629,13 +629,6 @@ class HttpClient:
             self._loop = loop
         return self._client
 
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        if response is not None:
-            after = retry_after_seconds(response.headers)
-            if after is not None:
-                return min(after, self.max_backoff)
-        return min(self.backoff * 2**attempt, self.max_backoff)
-
     async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
         return await client.post(self._url, json=body, headers=self._headers)
 
@@ -679,7 +672,8 @@ class HttpClient:
                 else:
                     return self._reply(response, latency_ms, attempt + 1)
             if attempt + 1 < total:
-                delay = self._delay(attempt, response)
+                headers = response.headers if response is not None else None
+                delay = backoff_delay(attempt, base=self.backoff, cap=self.max_backoff, headers=headers)
                 log.debug("rageval: %s; retrying in %.2f s", failure, delay)
                 await asyncio.sleep(delay)
         assert failure is not None

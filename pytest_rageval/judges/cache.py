@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import json
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from pydantic import ValidationError
 
+from ..retry import backoff_delay
 from .base import Judge, JudgeInput, Verdict
 
 __all__ = [
@@ -188,7 +188,7 @@ class JudgeCache:
     def _retry(self, op: Callable[[], T], conn: Optional[sqlite3.Connection] = None) -> T:
         """Run ``op``; on "database is locked"/"busy" back off and try again, up to LOCK_RETRY_S."""
         deadline = time.monotonic() + LOCK_RETRY_S
-        delay = 0.005
+        attempt = 0
         while True:
             try:
                 return op()
@@ -199,8 +199,8 @@ class JudgeCache:
                     except sqlite3.Error:
                         pass
                 if _is_lock_error(exc) and time.monotonic() < deadline:
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 0.5)
+                    time.sleep(backoff_delay(attempt, base=0.005, cap=0.5))
+                    attempt += 1
                     continue
                 if _is_lock_error(exc):
                     raise JudgeCacheLockedError(f"judge cache {self.path} stayed locked for {LOCK_RETRY_S:.0f}s: {exc}") from exc

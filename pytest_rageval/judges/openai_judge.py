@@ -9,8 +9,8 @@ One chat.completions request per metric per case::
 
 The SDK's own retries are off (``max_retries=0``); this module retries 408/409/
 429/5xx answers, timeouts and connection errors itself, with exponential backoff
-(``backoff`` doubling, capped at ``max_backoff``) that honours ``Retry-After``
-(seconds or HTTP date) and ``retry-after-ms``. A server that refuses the response
+with full jitter (``backoff`` doubling, capped at ``max_backoff``: ``retry.backoff_delay``)
+that honours ``Retry-After`` (seconds or HTTP date) and ``retry-after-ms``. A server that refuses the response
 format (formats.next_step: HTTP 400/422/500 naming response_format, json_schema or
 a schema keyword, or llama.cpp's 500 "Input should be 'text' or 'json_object'")
 gets the same request once more in the next format; the judge keeps that format
@@ -40,7 +40,6 @@ import functools
 import json
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -53,7 +52,7 @@ import openai  # imported here, not on the event-loop thread, where it stalled e
 from . import prompts
 from .. import safejson
 from ..redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
-from ..retry import retry_after_seconds
+from ..retry import backoff_delay, retry_after_seconds
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .ratelimit import EndpointLimiter, Probe
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
@@ -436,21 +435,13 @@ class OpenAIJudge:
                     f"judge request to {self._shown_url} failed after {tries} attempt{'s' if tries != 1 else ''}: "
                     f"{failure}{hint}",
                 )
-            delay = self._delay(retries, headers)
+            delay = backoff_delay(retries, base=self.backoff, cap=self.max_backoff, headers=headers)
             retries += 1
             log.debug("rageval judge: %s; retry %d of %d in %.2f s", failure, retries, self.max_retries, delay)
             if failure.startswith("HTTP 429"):
                 self.limiter.pause(delay)  # every request to this endpoint waits, not just this one
             else:
                 await asyncio.sleep(delay)
-
-    def _delay(self, retries: int, headers: Any) -> float:
-        """Retry-After when the server sent one, else exponential backoff with a little jitter; capped."""
-        after = retry_after_seconds(headers)
-        if after is not None:
-            return min(after, self.max_backoff)
-        base = self.backoff * (2**retries)
-        return min(base * (1.0 + 0.1 * random.random()), self.max_backoff)
 
 
 def _running_loop() -> Optional[asyncio.AbstractEventLoop]:

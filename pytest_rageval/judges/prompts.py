@@ -1,4 +1,4 @@
-"""Versioned judge prompts, the JSON Schemas of their answers, and message building (SPEC section 6).
+"""Versioned judge prompts and message building (SPEC section 6); the answers' models and schemas are in answers.py.
 
 One prompt per judge metric, one request per metric per case. The system message
 holds the task, the rubric, the rule that everything in the user message is data
@@ -20,10 +20,9 @@ import html
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
+from .answers import ANSWER_MODELS, RESPONSE_SCHEMAS
 from .base import ALL_METRICS, JudgeInput
 from .formats import max_answer_chars
 
@@ -57,42 +56,6 @@ def prompt_version() -> str:
 
 # --------------------------------------------------------------------------- answer schemas
 
-#: Bounds of every answer, so that constrained decoding always closes the object within max_tokens
-#: (a small model otherwise repeats a claim list until the token limit cuts it off).
-REASONING_CHARS = 300
-CLAIM_CHARS = 100
-MAX_CLAIMS = 4
-
-
-def _obj(**props: dict[str, Any]) -> dict[str, Any]:
-    """A strict-mode object schema: every property required, no others allowed."""
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-
-
-_REASONING = {"type": "string", "maxLength": REASONING_CHARS, "description": "one to three sentences explaining the verdict"}
-_CLAIMS = {"type": "array", "maxItems": MAX_CLAIMS,
-           "items": {"type": "string", "maxLength": CLAIM_CHARS, "description": "one claim of the answer"}}
-
-
-def _score(high: float, step: float) -> dict[str, Any]:
-    """A score on 0..high in steps of ``step``, as an enum: local grammars (llama.cpp) ignore minimum/maximum
-    but keep to an enum, so a small model cannot answer 20 on a 0-5 scale."""
-    values = [round(i * step, 2) for i in range(round(high / step) + 1)]
-    return {"type": "number", "enum": [int(v) if v == int(v) else v for v in values]}
-
-
-#: JSON Schema of each metric's answer (reasoning comes first so the model reasons before it scores).
-RESPONSE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "groundedness": _obj(reasoning=_REASONING, supported_claims=_CLAIMS, unsupported_claims=_CLAIMS, score=_score(5, 0.5)),
-    "correctness": _obj(reasoning=_REASONING, score=_score(5, 0.5)),
-    "faithfulness": _obj(reasoning=_REASONING, passing={"type": "boolean"}),
-    "relevancy": _obj(reasoning=_REASONING, passing={"type": "boolean"}),
-    "completeness": _obj(reasoning=_REASONING, score=_score(1, 0.1)),
-    "reasoning_quality": _obj(reasoning=_REASONING, score=_score(1, 0.1)),
-    "abstention": _obj(abstained={"type": "boolean"}, confidence=_score(1, 0.1)),
-    "conflict_ack": _obj(reasoning=_REASONING, acknowledges_conflict={"type": "boolean"}),
-}
-
 #: ``max_tokens`` of each metric's request: room for the longest answer its schema allows.
 MAX_TOKENS: dict[str, int] = {metric: max_answer_chars(schema) for metric, schema in RESPONSE_SCHEMAS.items()}
 
@@ -124,63 +87,6 @@ def reask_message(metric: str, problem: str) -> str:
         f"Your previous reply could not be used: {problem}. Reply again with exactly one JSON object with every "
         f"field, in this form and nothing else: {answer_form(metric)}"
     )
-
-
-class _Answer(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class _Reasoned(_Answer):
-    reasoning: str = ""
-
-
-def _not_bool(value: Any) -> Any:
-    """Numbers only: ``true`` is not a score of 1."""
-    if isinstance(value, bool):
-        raise ValueError("expected a number, not a boolean")
-    return value
-
-
-class GroundednessAnswer(_Reasoned):
-    score: float = Field(allow_inf_nan=False)
-    supported_claims: list[str] = Field(default_factory=list)
-    unsupported_claims: list[str] = Field(default_factory=list)
-
-    _check_score = field_validator("score", mode="before")(_not_bool)
-
-
-class ScoreAnswer(_Reasoned):
-    score: float = Field(allow_inf_nan=False)
-
-    _check_score = field_validator("score", mode="before")(_not_bool)
-
-
-class PassingAnswer(_Reasoned):
-    passing: bool
-
-
-class AbstentionAnswer(_Answer):
-    abstained: bool
-    confidence: Optional[float] = Field(default=None, allow_inf_nan=False)
-
-    _check_confidence = field_validator("confidence", mode="before")(_not_bool)
-
-
-class ConflictAnswer(_Reasoned):
-    acknowledges_conflict: bool
-
-
-#: Pydantic model that validates each metric's parsed JSON answer (same keys as RESPONSE_SCHEMAS).
-ANSWER_MODELS: dict[str, type[BaseModel]] = {
-    "groundedness": GroundednessAnswer,
-    "correctness": ScoreAnswer,
-    "faithfulness": PassingAnswer,
-    "relevancy": PassingAnswer,
-    "completeness": ScoreAnswer,
-    "reasoning_quality": ScoreAnswer,
-    "abstention": AbstentionAnswer,
-    "conflict_ack": ConflictAnswer,
-}
 
 
 # --------------------------------------------------------------------------- prompt texts

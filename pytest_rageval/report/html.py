@@ -1,9 +1,12 @@
 """The standalone ``<run_id>/report.html`` page (SPEC section 9).
 
-Standard library only, no JavaScript, no network references: the page renders
-offline and a Content-Security-Policy forbids scripts and remote loads. Every
-value that came from the RAG, the judge or the eval set goes through
-:func:`escape` (``html.escape(..., quote=True)``). Only :func:`write_report` and
+No JavaScript, no network references: the page renders offline and a
+Content-Security-Policy forbids scripts and remote loads. The page is built of
+:class:`Html` fragments (markupsafe's ``Markup``): a fragment is written as a
+template, ``Html("<td>{}</td>").format(value)``, and anything that is not
+already ``Html`` (what came from the RAG, the judge or the eval set) is escaped
+where it joins one (``format``, ``+``, ``join``), so a value cannot reach the
+page unescaped by being forgotten. Only :func:`write_report` and
 :func:`load_history` touch files; :func:`render_report` is pure.
 """
 
@@ -11,8 +14,11 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
+
+from markupsafe import Markup
 
 from .. import registry, safejson
 from ..runfolder import write_text_atomic
@@ -20,6 +26,7 @@ from ..thresholds import op_for
 
 __all__ = [
     "CSS",
+    "Html",
     "escape",
     "load_history",
     "render_aggregates",
@@ -81,46 +88,64 @@ ul.index{columns:2;margin:4px 0}
 # --------------------------------------------------------------------------- formatting
 
 
-def escape(value: Any) -> str:
-    """Escape anything for HTML text or a quoted attribute; ``None`` becomes ''."""
+class Html(Markup):
+    """A fragment of the page: markup as it is; any other value joined to it (``format``, ``+``, ``join``, ``%``)
+    is escaped with ``html.escape(..., quote=True)`` (the page's bytes as before: ``&#x27;``, ``&quot;``)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def escape(cls, s: Any, /) -> Html:
+        """``s`` as text in HTML (text or a quoted attribute); markup (anything with ``__html__``) stays as is."""
+        if hasattr(s, "__html__"):
+            return cls(s.__html__())
+        return cls(html.escape(s if isinstance(s, str) else str(s), quote=True))
+
+
+_EMPTY = Html("")
+
+
+def escape(value: Any) -> Html:
+    """Anything as text for HTML text or a quoted attribute (markup stays as is); ``None`` becomes ''."""
     if value is None:
-        return ""
-    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+        return _EMPTY
+    return Html.escape(value)
+
+
+def _join(parts: Iterable[Any]) -> Html:
+    """The fragments one after another (a part that is no fragment is escaped)."""
+    return _EMPTY.join(parts)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any) -> Html:
     """A metric value: 3 decimals for floats, '—' for null, escaped text otherwise."""
     if value is None:
-        return _DASH
+        return Html(_DASH)
     if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return escape(value)
-        return f"{value:.3f}"
+        return Html("true" if value else "false")
+    if isinstance(value, float) and math.isfinite(value):
+        return Html("{:.3f}").format(value)
     if isinstance(value, (dict, list)):
         return escape(safejson.dumps(value))
     return escape(value)
 
 
-def _fmt_delta(value: Any) -> str:
+def _fmt_delta(value: Any) -> Html:
     """A signed delta (``+0.050``)."""
     if _is_number(value) and math.isfinite(value):
-        return f"{value:+.3f}"
+        return Html("{:+.3f}").format(value)
     return _fmt(value)
 
 
-def _fmt_count(value: Any) -> str:
+def _fmt_count(value: Any) -> Html:
     if value is None:
-        return _DASH
+        return Html(_DASH)
     if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+        return escape(int(value))
     return _fmt(value)
 
 
@@ -136,19 +161,19 @@ def _outcome_class(outcome: Any) -> str:
     return outcome if outcome in _OUTCOMES else "other"
 
 
-def _badge(label: str, kind: str) -> str:
-    return f'<span class="badge b-{kind}">{escape(label)}</span>'
+def _badge(label: str, kind: str) -> Html:
+    return Html('<span class="badge b-{}">{}</span>').format(kind, label)
 
 
-def _table(headers: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
-    """A table from escaped header labels and pre-rendered ``<tr>`` rows."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+def _table(headers: Iterable[str], rows: Iterable[Html], cls: str = "") -> Html:
+    """A table from header labels (text) and rendered ``<tr>`` rows."""
+    head = _join(Html("<th>{}</th>").format(h) for h in headers)
+    attr = Html(' class="{}"').format(cls) if cls else _EMPTY
+    return Html("<table{}><thead><tr>{}</tr></thead><tbody>{}</tbody></table>").format(attr, head, _join(rows))
 
 
-def _num_td(value: Any, formatter: Any = _fmt) -> str:
-    return f'<td class="num">{formatter(value)}</td>'
+def _num_td(value: Any, formatter: Callable[[Any], Html] = _fmt) -> Html:
+    return Html('<td class="num">{}</td>').format(formatter(value))
 
 
 # --------------------------------------------------------------------------- header
@@ -164,37 +189,37 @@ def _judge_info(metrics: dict) -> tuple[Optional[str], bool]:
     return None, False
 
 
-def _render_header(metrics: dict, title: str) -> str:
-    parts = [f"<h1>{escape(title)}</h1>", '<div class="meta">']
-    parts.append(f"<span>run <code>{escape(metrics.get('run_id') or _DASH)}</code></span>")
-    parts.append(f"<span>timestamp {escape(metrics.get('timestamp') or _DASH)}</span>")
+def _render_header(metrics: dict, title: str) -> Html:
+    parts = [Html("<h1>{}</h1>").format(title), Html('<div class="meta">')]
+    parts.append(Html("<span>run <code>{}</code></span>").format(metrics.get("run_id") or _DASH))
+    parts.append(Html("<span>timestamp {}</span>").format(metrics.get("timestamp") or _DASH))
     for key in ("config_hash", "eval_set_hash"):
         if metrics.get(key):
             full = str(metrics[key])
-            parts.append(f'<span>{escape(key)} <code title="{escape(full)}">{escape(full[:12])}</code></span>')
+            parts.append(Html('<span>{} <code title="{}">{}</code></span>').format(key, full, full[:12]))
     name, heuristic = _judge_info(metrics)
     model = (metrics.get("judge") or {}).get("model") if isinstance(metrics.get("judge"), dict) else None
-    judge = f"<code>{escape(name)}</code>" + (f" ({escape(model)})" if model else "") if name else _DASH
+    judge = Html("<code>{}</code>").format(name) + (Html(" ({})").format(model) if model else _EMPTY) if name else Html(_DASH)
     if heuristic:
-        judge += " " + _badge("heuristic", "heuristic")
-    parts.append(f"<span>judge {judge}</span>")
+        judge += Html(" ") + _badge("heuristic", "heuristic")
+    parts.append(Html("<span>judge {}</span>").format(judge))
     if metrics.get("complete") is not False:
-        parts.append(f"<span>{_badge('complete', 'passed')}</span>")
-    parts.append("</div>")
+        parts.append(Html("<span>{}</span>").format(_badge("complete", "passed")))
+    parts.append(Html("</div>"))
     if metrics.get("complete") is False:
-        parts.append(
+        parts.append(Html(
             '<div class="warn">incomplete run: the session was interrupted; '
             "these numbers cover only the cases that finished.</div>"
-        )
+        ))
     parts.append(_render_counts(metrics))
-    return "".join(parts)
+    return _join(parts)
 
 
-def _render_counts(metrics: dict) -> str:
+def _render_counts(metrics: dict) -> Html:
     keys = ("total_tests", "passed", "failed", "errors", "skipped", "invalid_lines")
     labels = ("total", "passed", "failed", "errors", "skipped", "invalid lines")
-    cells = "".join(_num_td(metrics.get(k), _fmt_count) for k in keys)
-    return _table(labels, [f"<tr>{cells}</tr>"], "counts")
+    cells = _join(_num_td(metrics.get(k), _fmt_count) for k in keys)
+    return _table(labels, [Html("<tr>{}</tr>").format(cells)], "counts")
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -218,7 +243,7 @@ def _delta_map(deltas: Optional[list[dict]]) -> dict[str, dict]:
     return {str(d.get("name")): d for d in deltas or [] if isinstance(d, dict)}
 
 
-def render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> str:
+def render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> Html:
     rows_data = _flatten(metrics.get("aggregate_metrics") or {})
     if isinstance(metrics.get("judge_coverage"), dict):
         rows_data += _flatten(metrics["judge_coverage"], "judge_coverage.")
@@ -231,34 +256,34 @@ def render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> str:
         headers += ["baseline", "delta", "tolerance", "95% CI", "status"]
     rows = [_aggregate_row(name, value, by_name.get(name), with_deltas) for name, value in rows_data]
     if not rows:
-        return '<h2 id="aggregate">Aggregate metrics</h2><p class="muted">No aggregate metrics.</p>'
-    return '<h2 id="aggregate">Aggregate metrics</h2>' + _table(headers, rows, "aggregate")
+        return Html('<h2 id="aggregate">Aggregate metrics</h2><p class="muted">No aggregate metrics.</p>')
+    return Html('<h2 id="aggregate">Aggregate metrics</h2>') + _table(headers, rows, "aggregate")
 
 
-def _aggregate_row(name: str, value: Any, delta: Optional[dict], with_deltas: bool) -> str:
-    cells = f"<td><code>{escape(name)}</code></td>{_num_td(value)}"
+def _aggregate_row(name: str, value: Any, delta: Optional[dict], with_deltas: bool) -> Html:
+    cells = Html("<td><code>{}</code></td>{}").format(name, _num_td(value))
     if not with_deltas:
-        return f"<tr>{cells}</tr>"
+        return Html("<tr>{}</tr>").format(cells)
     if delta is None:
-        return f"<tr>{cells}<td></td><td></td><td></td><td></td><td></td></tr>"
+        return Html("<tr>{}<td></td><td></td><td></td><td></td><td></td></tr>").format(cells)
     regressed = bool(delta.get("regressed"))
-    status = _badge("REGRESSED", "regressed") if regressed else '<span class="muted">ok</span>'
+    status = _badge("REGRESSED", "regressed") if regressed else Html('<span class="muted">ok</span>')
     cells += (
         _num_td(delta.get("old"))
         + _num_td(delta.get("delta"), _fmt_delta)
         + _num_td(delta.get("tolerance"))
         + _num_td(_ci_text(delta), lambda v: v)
-        + f"<td>{status}</td>"
+        + Html("<td>{}</td>").format(status)
     )
-    cls = ' class="regressed"' if regressed else ""
-    return f"<tr{cls}>{cells}</tr>"
+    cls = Html(' class="regressed"') if regressed else _EMPTY
+    return Html("<tr{}>{}</tr>").format(cls, cells)
 
 
-def _ci_text(delta: dict) -> str:
+def _ci_text(delta: dict) -> Html:
     low, high = delta.get("ci_low"), delta.get("ci_high")
     if low is None and high is None:
-        return _DASH
-    return f"[{_fmt_delta(low)}, {_fmt_delta(high)}]"
+        return Html(_DASH)
+    return Html("[{}, {}]").format(_fmt_delta(low), _fmt_delta(high))
 
 
 # --------------------------------------------------------------------------- cases
@@ -272,11 +297,11 @@ def _case_label(record: dict) -> str:
     return str(record.get("key") or record.get("test_case_id") or "(unnamed case)")
 
 
-def _render_cases(records: Iterable[dict]) -> str:
+def _render_cases(records: Iterable[dict]) -> Html:
     """Failed and errored cases first, then the others; rendered while reading, so records are not all kept."""
-    first: list[str] = []
+    first: list[Html] = []
     index: list[tuple[str, str]] = []
-    rest: list[str] = []
+    rest: list[Html] = []
     for record in records:
         if not isinstance(record, dict):
             continue
@@ -287,35 +312,34 @@ def _render_cases(records: Iterable[dict]) -> str:
             rest.append(_render_case(record, f"r{len(rest)}", open_=False))
         else:
             cls = _outcome_class(record.get("outcome"))
-            rest.append(f'<div class="case o-{cls} compact">{_render_summary(record)}</div>')
-    parts = [f'<h2 id="failing">Failed and errored cases ({len(first)})</h2>']
-    parts.append(_render_index(index) + "".join(first) if first else '<p class="muted">None.</p>')
-    parts.append(f'<h2 id="others">Other cases ({len(rest)})</h2>')
+            rest.append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
+    parts = [Html('<h2 id="failing">Failed and errored cases ({})</h2>').format(len(first))]
+    parts.append(_render_index(index) + _join(first) if first else Html('<p class="muted">None.</p>'))
+    parts.append(Html('<h2 id="others">Other cases ({})</h2>').format(len(rest)))
     if len(rest) > DETAIL_LIMIT:
-        parts.append(f'<p class="muted">The first {DETAIL_LIMIT} in full, the rest one line each (results.jsonl has every detail).</p>')
+        parts.append(Html('<p class="muted">The first {} in full, the rest one line each (results.jsonl has every detail).</p>')
+                     .format(DETAIL_LIMIT))
     parts.extend(rest)
-    return "".join(parts)
+    return _join(parts)
 
 
-def _render_index(entries: list[tuple[str, str]]) -> str:
-    items = "".join(
-        f'<li>{_badge(outcome, _outcome_class(outcome))} <a href="#case-{i}"><code>{escape(label)}</code></a></li>'
+def _render_index(entries: list[tuple[str, str]]) -> Html:
+    items = _join(
+        Html('<li>{} <a href="#case-{}"><code>{}</code></a></li>').format(_badge(outcome, _outcome_class(outcome)), i, label)
         for i, (outcome, label) in enumerate(entries)
     )
-    return f'<ul class="index">{items}</ul>'
+    return Html('<ul class="index">{}</ul>').format(items)
 
 
-def _render_case(record: dict, index: Any, *, open_: bool) -> str:
+def _render_case(record: dict, index: Any, *, open_: bool) -> Html:
     cls = _outcome_class(record.get("outcome"))
-    attr = " open" if open_ else ""
-    return (
-        f'<details class="case o-{cls}" id="case-{index}"{attr}>'
-        f"<summary>{_render_summary(record)}</summary>"
-        f"<div>{render_case_body(record)}</div></details>"
+    attr = Html(" open") if open_ else _EMPTY
+    return Html('<details class="case o-{}" id="case-{}"{}><summary>{}</summary><div>{}</div></details>').format(
+        cls, index, attr, _render_summary(record), render_case_body(record)
     )
 
 
-def render_case_body(record: dict) -> str:
+def render_case_body(record: dict) -> Html:
     """A case's detail: texts, error, misses, metric table, chunks (gold marked), judge verdicts."""
     body = [
         _render_case_text(record),
@@ -328,184 +352,184 @@ def render_case_body(record: dict) -> str:
         _render_judge(record.get("judge")),
         _render_case_extras(record),
     ]
-    return "".join(body)
+    return _join(body)
 
 
-def _render_summary(record: dict) -> str:
+def _render_summary(record: dict) -> Html:
     outcome = record.get("outcome")
-    parts = [_badge(str(outcome or "unknown"), _outcome_class(outcome)), f" <code>{escape(_case_label(record))}</code>"]
+    parts = [_badge(str(outcome or "unknown"), _outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
     if record.get("invalid_line"):
-        parts.append(" " + _badge("invalid line", "error"))
+        parts.append(Html(" ") + _badge("invalid line", "error"))
     if record.get("flaky"):
-        parts.append(" " + _badge("flaky", "xfailed"))
+        parts.append(Html(" ") + _badge("flaky", "xfailed"))
     if record.get("category"):
-        parts.append(f' <span class="muted">{escape(record["category"])}</span>')
+        parts.append(Html(' <span class="muted">{}</span>').format(record["category"]))
     tags = record.get("tags") or []
     if isinstance(tags, list) and tags:
-        parts.append('<span class="tags">' + "".join(f"<span>{escape(t)}</span>" for t in tags) + "</span>")
-    return "".join(parts)
+        parts.append(Html('<span class="tags">{}</span>').format(_join(Html("<span>{}</span>").format(escape(t)) for t in tags)))
+    return _join(parts)
 
 
-def _text_block(label: str, value: Any) -> str:
-    return f"<h4>{escape(label)}</h4><div class=\"text\">{escape(value)}</div>"
+def _text_block(label: str, value: Any) -> Html:
+    return Html('<h4>{}</h4><div class="text">{}</div>').format(label, escape(value))
 
 
-def _render_case_text(record: dict) -> str:
-    parts: list[str] = []
+def _render_case_text(record: dict) -> Html:
+    parts: list[Html] = []
     if record.get("file"):
         where = f"{record['file']}:{record['line']}" if record.get("line") else record["file"]
-        parts.append(f'<div class="muted mono">{escape(where)}</div>')
+        parts.append(Html('<div class="muted mono">{}</div>').format(where))
     if record.get("answerable") is False:
-        parts.append('<div class="muted">unanswerable: the system should abstain</div>')
+        parts.append(Html('<div class="muted">unanswerable: the system should abstain</div>'))
     if record.get("question") is not None:
         parts.append(_text_block("Question", record["question"]))
     if record.get("reference_answer"):
         parts.append(_text_block("Expected answer", record["reference_answer"]))
     facts = record.get("expected_key_facts")
     if isinstance(facts, list) and facts:
-        items = "".join(f"<li>{escape(f)}</li>" for f in facts)
-        parts.append(f"<h4>Expected key facts</h4><ul>{items}</ul>")
+        items = _join(Html("<li>{}</li>").format(escape(f)) for f in facts)
+        parts.append(Html("<h4>Expected key facts</h4><ul>{}</ul>").format(items))
     if record.get("answer") is not None:
         label = "Answer (empty)" if record.get("empty_response") else "Answer"
         parts.append(_text_block(label, record["answer"]))
     if record.get("abstain_reason"):
         parts.append(_text_block("Abstain reason", record["abstain_reason"]))
-    return "".join(parts)
+    return _join(parts)
 
 
-def _render_error(record: dict) -> str:
+def _render_error(record: dict) -> Html:
     error = record.get("error")
     if not error:
-        return ""
+        return _EMPTY
     if isinstance(error, dict):
         kind, message = error.get("kind") or "error", error.get("message")
     else:
         kind, message = "error", error
-    return f'<h4>Error: <code>{escape(kind)}</code></h4><div class="errbox">{escape(message)}</div>'
+    return Html('<h4>Error: <code>{}</code></h4><div class="errbox">{}</div>').format(kind, escape(message))
 
 
-def _render_notes(notes: Any) -> str:
+def _render_notes(notes: Any) -> Html:
     """What was repaired or cut in what the RAG or judge sent (record["notes"])."""
     if not isinstance(notes, list) or not notes:
-        return ""
-    return "<h4>Notes</h4><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
+        return _EMPTY
+    return Html("<h4>Notes</h4><ul>{}</ul>").format(_join(Html("<li>{}</li>").format(escape(n)) for n in notes))
 
 
-def _render_misses(misses: Any) -> str:
+def _render_misses(misses: Any) -> Html:
     if not isinstance(misses, list) or not misses:
-        return ""
+        return _EMPTY
     rows = [
-        f'<tr class="miss"><td><code>{escape(m.get("metric"))}</code></td>{_num_td(m.get("value"))}'
-        f'<td class="num">{escape(m.get("op"))}</td>{_num_td(m.get("threshold"))}</tr>'
+        Html('<tr class="miss"><td><code>{}</code></td>{}<td class="num">{}</td>{}</tr>').format(
+            escape(m.get("metric")), _num_td(m.get("value")), escape(m.get("op")), _num_td(m.get("threshold"))
+        )
         for m in misses
         if isinstance(m, dict)
     ]
-    return "<h4>Missed metrics</h4>" + _table(["metric", "value", "op", "threshold"], rows)
+    return Html("<h4>Missed metrics</h4>") + _table(["metric", "value", "op", "threshold"], rows)
 
 
 def _default_op(metric: str, threshold: Any) -> str:
     return "==" if isinstance(threshold, bool) else op_for(metric)
 
 
-def _render_case_metrics(record: dict) -> str:
+def _render_case_metrics(record: dict) -> Html:
     values = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     thresholds = record.get("thresholds") if isinstance(record.get("thresholds"), dict) else {}
     misses = record.get("misses") if isinstance(record.get("misses"), list) else []
     missed = {str(m.get("metric")): m for m in misses if isinstance(m, dict)}
     names = list(values) + [n for n in thresholds if n not in values]
     if not names:
-        return ""
+        return _EMPTY
     rows = [_case_metric_row(str(n), values.get(n), thresholds.get(n), missed.get(str(n))) for n in names]
-    return "<h4>Metrics</h4>" + _table(["metric", "value", "op", "threshold", "status"], rows)
+    return Html("<h4>Metrics</h4>") + _table(["metric", "value", "op", "threshold", "status"], rows)
 
 
-def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> str:
+def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> Html:
     has_threshold = threshold is not None
     op = (miss or {}).get("op") or (_default_op(name, threshold) if has_threshold else "")
     if miss is not None:
-        status, cls = _badge("miss", "failed"), ' class="miss"'
+        status, cls = _badge("miss", "failed"), Html(' class="miss"')
     elif value is None:
-        status, cls = '<span class="muted">n/a</span>', ""
+        status, cls = Html('<span class="muted">n/a</span>'), _EMPTY
     elif has_threshold:
-        status, cls = '<span class="muted">ok</span>', ""
+        status, cls = Html('<span class="muted">ok</span>'), _EMPTY
     else:
-        status, cls = "", ""
-    threshold_cell = _num_td(threshold) if has_threshold else "<td></td>"
-    return (
-        f"<tr{cls}><td><code>{escape(name)}</code></td>{_num_td(value)}"
-        f'<td class="num">{escape(op)}</td>{threshold_cell}<td>{status}</td></tr>'
+        status, cls = _EMPTY, _EMPTY
+    threshold_cell = _num_td(threshold) if has_threshold else Html("<td></td>")
+    return Html('<tr{}><td><code>{}</code></td>{}<td class="num">{}</td>{}<td>{}</td></tr>').format(
+        cls, name, _num_td(value), op, threshold_cell, status
     )
 
 
-def _render_chunks(label: str, chunks: Any) -> str:
+def _render_chunks(label: str, chunks: Any) -> Html:
     if not isinstance(chunks, list) or not chunks:
-        return ""
+        return _EMPTY
     rows = [_chunk_row(c, i) for i, c in enumerate(chunks, start=1) if isinstance(c, dict)]
     headers = ["rank", "gold", "rel_path", "heading_path", "score_final", "text"]
-    return f"<h4>{escape(label)} ({len(rows)})</h4>" + _table(headers, rows, "chunks")
+    return Html("<h4>{} ({})</h4>").format(label, len(rows)) + _table(headers, rows, "chunks")
 
 
-def _chunk_row(chunk: dict, position: int) -> str:
+def _chunk_row(chunk: dict, position: int) -> Html:
     gold = chunk.get("gold") is True
     rank = chunk.get("rank") if chunk.get("rank") is not None else position
-    gold_cell = _badge("gold", "gold") if gold else ""
-    cls = ' class="gold"' if gold else ""
-    return (
-        f'<tr{cls}><td class="num">{escape(rank)}</td><td>{gold_cell}</td>'
-        f'<td class="mono">{escape(chunk.get("rel_path") or chunk.get("doc_id"))}</td>'
-        f"<td>{escape(_heading(chunk.get('heading_path')))}</td>"
-        f"{_num_td(chunk.get('score_final'))}"
-        f'<td><div class="text">{escape(chunk.get("text"))}</div></td></tr>'
+    gold_cell = _badge("gold", "gold") if gold else _EMPTY
+    cls = Html(' class="gold"') if gold else _EMPTY
+    return Html(
+        '<tr{}><td class="num">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td>{}'
+        '<td><div class="text">{}</div></td></tr>'
+    ).format(
+        cls, rank, gold_cell, escape(chunk.get("rel_path") or chunk.get("doc_id")),
+        _heading(chunk.get("heading_path")), _num_td(chunk.get("score_final")), escape(chunk.get("text")),
     )
 
 
-def _render_judge(judge: Any) -> str:
+def _render_judge(judge: Any) -> Html:
     if not isinstance(judge, dict) or not judge:
-        return ""
-    parts = ["<h4>Judge verdicts</h4>"]
+        return _EMPTY
+    parts = [Html("<h4>Judge verdicts</h4>")]
     for metric, verdict in judge.items():
         parts.append(_render_verdict(str(metric), verdict))
-    return "".join(parts)
+    return _join(parts)
 
 
-def _render_verdict(metric: str, verdict: Any) -> str:
+def _render_verdict(metric: str, verdict: Any) -> Html:
     if not isinstance(verdict, dict):
-        return f"<h4><code>{escape(metric)}</code>: {_fmt(verdict)}</h4>"
-    parts = [f"<h4><code>{escape(metric)}</code>: score {_fmt(verdict.get('score'))}</h4>"]
+        return Html("<h4><code>{}</code>: {}</h4>").format(metric, _fmt(verdict))
+    parts = [Html("<h4><code>{}</code>: score {}</h4>").format(metric, _fmt(verdict.get("score")))]
     if verdict.get("reasoning"):
-        parts.append(f'<div class="text">{escape(verdict["reasoning"])}</div>')
+        parts.append(Html('<div class="text">{}</div>').format(verdict["reasoning"]))
     for key in ("unsupported_claims", "supported_claims"):
         claims = verdict.get(key)
         if isinstance(claims, list) and claims:
-            items = "".join(f"<li>{escape(c)}</li>" for c in claims)
-            parts.append(f"<div>{escape(key.replace('_', ' '))}:</div><ul>{items}</ul>")
+            items = _join(Html("<li>{}</li>").format(escape(c)) for c in claims)
+            parts.append(Html("<div>{}:</div><ul>{}</ul>").format(key.replace("_", " "), items))
     skip = {"score", "reasoning", "unsupported_claims", "supported_claims"}
     extras = [(k, v) for k, v in verdict.items() if k not in skip and v not in (None, "", [], {})]
     if extras:
         parts.append(_kv_list(extras))
-    return "".join(parts)
+    return _join(parts)
 
 
-def _kv_list(pairs: Iterable[tuple[Any, Any]]) -> str:
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{_kv_value(v)}</dd>" for k, v in pairs)
-    return f'<dl class="kv">{items}</dl>'
+def _kv_list(pairs: Iterable[tuple[Any, Any]]) -> Html:
+    items = _join(Html("<dt>{}</dt><dd>{}</dd>").format(escape(k), _kv_value(v)) for k, v in pairs)
+    return Html('<dl class="kv">{}</dl>').format(items)
 
 
-def _kv_value(value: Any) -> str:
+def _kv_value(value: Any) -> Html:
     if isinstance(value, str):
-        return f'<span class="mono">{escape(value)}</span>' if len(value) < 200 else f'<div class="text">{escape(value)}</div>'
+        return Html('<span class="mono">{}</span>' if len(value) < 200 else '<div class="text">{}</div>').format(value)
     return _fmt(value)
 
 
-def _render_case_extras(record: dict) -> str:
+def _render_case_extras(record: dict) -> Html:
     pairs: list[tuple[str, Any]] = []
     for key in ("params", "difficulty", "runs", "latency", "cost", "judge_cache"):
         value = record.get(key)
         if value not in (None, "", {}, []):
             pairs.append((key, _compact(value)))
     if not pairs:
-        return ""
-    return "<h4>Details</h4>" + _kv_list(pairs)
+        return _EMPTY
+    return Html("<h4>Details</h4>") + _kv_list(pairs)
 
 
 def _compact(value: Any) -> Any:
@@ -547,24 +571,24 @@ def _rate_columns(groups: dict) -> list[str]:
     return list(columns)
 
 
-def _render_breakdown(label: str, anchor: str, groups: Any) -> str:
-    head = f'<h3 id="{anchor}">By {escape(label)}</h3>'
+def _render_breakdown(label: str, anchor: str, groups: Any) -> Html:
+    head = Html('<h3 id="{}">By {}</h3>').format(anchor, label)
     if not isinstance(groups, dict) or not groups:
-        return head + '<p class="muted">No groups.</p>'
+        return head + Html('<p class="muted">No groups.</p>')
     columns = _rate_columns(groups)
     headers = [label] + [name for name, _ in _COUNT_COLUMNS] + columns
     rows = []
     for name, stats in groups.items():
         stats = stats if isinstance(stats, dict) else {}
-        cells = "".join(_num_td(_group_count(stats, aliases), _fmt_count) for _, aliases in _COUNT_COLUMNS)
-        cells += "".join(_num_td(stats.get(c)) for c in columns)
-        rows.append(f"<tr><td>{escape(name)}</td>{cells}</tr>")
+        cells = _join(_num_td(_group_count(stats, aliases), _fmt_count) for _, aliases in _COUNT_COLUMNS)
+        cells += _join(_num_td(stats.get(c)) for c in columns)
+        rows.append(Html("<tr><td>{}</td>{}</tr>").format(escape(name), cells))
     return head + _table(headers, rows, "breakdown")
 
 
-def _render_breakdowns(metrics: dict) -> str:
+def _render_breakdowns(metrics: dict) -> Html:
     return (
-        '<h2 id="breakdown">Breakdown</h2>'
+        Html('<h2 id="breakdown">Breakdown</h2>')
         + _render_breakdown("category", "by-category", metrics.get("by_category"))
         + _render_breakdown("tag", "by-tag", metrics.get("by_tag"))
     )
@@ -611,22 +635,24 @@ def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
     return points
 
 
-def _render_trends(metrics: dict, history: Optional[list[dict]]) -> str:
+def _render_trends(metrics: dict, history: Optional[list[dict]]) -> Html:
     runs, left_out = _trend_runs(metrics, history)
     charts = []
     for metric in trend_metrics():
         points = _series(runs, metric)
         if len(points) >= 2:
             charts.append(_svg_chart(metric, points, len(runs)))
-    head = '<h2 id="trends">Trends</h2>'
-    skipped = f" Not charted: {escape(', '.join(left_out))}." if left_out else ""
+    head = Html('<h2 id="trends">Trends</h2>')
+    skipped = Html(" Not charted: {}.").format(", ".join(left_out)) if left_out else _EMPTY
     if not charts:
-        return head + f'<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend (need 2 points).{skipped}</p>'
-    note = f'<p class="muted">{len(runs)} runs of this eval set, oldest left; hover a point for its run id.{skipped}</p>'
-    return head + note + "".join(charts)
+        return head + Html('<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend '
+                           "(need 2 points).{}</p>").format(skipped)
+    note = Html('<p class="muted">{} runs of this eval set, oldest left; hover a point for its run id.{}</p>').format(
+        len(runs), skipped)
+    return head + note + _join(charts)
 
 
-def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -> str:
+def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -> Html:
     """An inline SVG line chart of one metric over runs (no script)."""
     width, height, left, right, top, bottom = 420, 170, 56, 14, 22, 30
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -640,39 +666,42 @@ def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -
         return top + (plot_h / 2 if hi == lo else plot_h * (hi - value) / (hi - lo))
 
     coords = " ".join(f"{x(p):.1f},{y(v):.1f}" for p, _, v in points)
-    dots = "".join(
-        f'<circle cx="{x(p):.1f}" cy="{y(v):.1f}" r="{4 if p == n_runs - 1 else 3}" fill="#0969da">'
-        f"<title>{escape(run_id)}: {_fmt(v)}</title></circle>"
+    dots = _join(
+        Html('<circle cx="{:.1f}" cy="{:.1f}" r="{}" fill="#0969da"><title>{}: {}</title></circle>').format(
+            x(p), y(v), 4 if p == n_runs - 1 else 3, run_id, _fmt(v))
         for p, run_id, v in points
     )
+    label = Html('<text x="{}" y="{:.1f}" text-anchor="end">{}</text>')
     axes = (
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#8c959f"/>'
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#8c959f"/>'
-        f'<text x="{left - 6}" y="{y(hi) + 4:.1f}" text-anchor="end">{_fmt(hi)}</text>'
-        + (f'<text x="{left - 6}" y="{y(lo) + 4:.1f}" text-anchor="end">{_fmt(lo)}</text>' if hi != lo else "")
-        + f'<text x="{left}" y="{height - 10}" text-anchor="start">run 1</text>'
-        f'<text x="{left + plot_w}" y="{height - 10}" text-anchor="end">run {n_runs}</text>'
-        f'<text x="{left}" y="14" text-anchor="start" style="font-weight:600;fill:#1f2328">{escape(metric)}</text>'
+        Html('<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#8c959f"/>'
+             '<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#8c959f"/>').format(
+            left=left, top=top, bottom=top + plot_h, right=left + plot_w)
+        + label.format(left - 6, y(hi) + 4, _fmt(hi))
+        + (label.format(left - 6, y(lo) + 4, _fmt(lo)) if hi != lo else _EMPTY)
+        + Html('<text x="{left}" y="{base}" text-anchor="start">run 1</text>'
+               '<text x="{right}" y="{base}" text-anchor="end">run {n}</text>'
+               '<text x="{left}" y="14" text-anchor="start" style="font-weight:600;fill:#1f2328">{metric}</text>').format(
+            left=left, right=left + plot_w, base=height - 10, n=n_runs, metric=metric)
     )
-    return (
-        f'<div class="chart"><svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{escape(metric)} over runs"><title>{escape(metric)}</title>{axes}'
-        f'<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>{dots}</svg></div>'
-    )
+    return Html(
+        '<div class="chart"><svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        'role="img" aria-label="{metric} over runs"><title>{metric}</title>{axes}'
+        '<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>{dots}</svg></div>'
+    ).format(w=width, h=height, metric=metric, axes=axes, coords=coords, dots=dots)
 
 
 # --------------------------------------------------------------------------- page
 
 
-def _render_nav() -> str:
+def _render_nav() -> Html:
     links = (
         ("aggregate", "aggregate"),
-        ("failing", "failed &amp; errored"),
+        ("failing", "failed & errored"),
         ("breakdown", "breakdown"),
         ("trends", "trends"),
         ("others", "other cases"),
     )
-    return '<p class="muted">' + " · ".join(f'<a href="#{a}">{t}</a>' for a, t in links) + "</p>"
+    return Html('<p class="muted">{}</p>').format(Html(" · ").join(Html('<a href="#{}">{}</a>').format(a, t) for a, t in links))
 
 
 def render_report(
@@ -685,23 +714,26 @@ def render_report(
 ) -> str:
     """The whole standalone HTML page of one run."""
     metrics = metrics if isinstance(metrics, dict) else {}
+    head = Html(
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<meta name="referrer" content="no-referrer">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        "<title>{title} {run_id}</title>"
+        "<style>{css}</style></head><body><main>"
+    ).format(csp=Html(CSP), title=title, run_id=metrics.get("run_id") or "", css=Html(CSS))  # CSP, CSS: our own text
     parts = [
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        '<meta name="referrer" content="no-referrer">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(title)} {escape(metrics.get('run_id') or '')}</title>",
-        f"<style>{CSS}</style></head><body><main>",
+        head,
         _render_header(metrics, title),
         _render_nav(),
         render_aggregates(metrics, deltas),
         _render_trends(metrics, history),
         _render_breakdowns(metrics),
         _render_cases(records),
-        '<p class="muted">Generated by pytest-rageval. Standalone page: no scripts, no network.</p>',
-        "</main></body></html>\n",
+        Html('<p class="muted">Generated by pytest-rageval. Standalone page: no scripts, no network.</p>'),
+        Html("</main></body></html>\n"),
     ]
-    return "".join(parts)
+    return str(_join(parts))
 
 
 def write_report(

@@ -2,8 +2,10 @@
 
 Imported and registered only when pytest-html is loaded
 (``config.pluginmanager.hasplugin("html")``), so the plugin works without it.
-The HTML comes from :mod:`.html` (the standalone report's helpers, which
-escape everything that came from the RAG, the judge or the eval set).
+The HTML comes from :mod:`.html` (the standalone report's ``Html`` fragments,
+which escape everything that is not one where it joins them). What goes to
+pytest-html is a plain ``str``: ``report.extras`` crosses to the xdist
+controller, whose serializer takes no ``str`` subclass.
 
 Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
 
@@ -33,7 +35,7 @@ from typing import Any, Optional, Protocol
 import pytest
 
 from ..gate import Comparison
-from .html import CSS, escape, render_aggregates, render_case_body
+from .html import CSS, Html, render_aggregates, render_case_body
 from .terminal import summary_metrics
 
 __all__ = ["EscapedTestIds", "FinishedRun", "HtmlExtras", "HtmlSummary", "case_html", "main_aggregates", "main_metrics", "register", "scoped_css", "summary_html"]
@@ -76,7 +78,7 @@ class HtmlSummary:
         self.run = run
 
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session) -> None:
-        summary.append(f"<style>{scoped_css(CSS)}</style>")
+        summary.append(str(Html("<style>{}</style>").format(Html(scoped_css(CSS)))))  # our own CSS
         if self.run.metrics is not None:
             summary.append(summary_html(self.run))
 
@@ -99,7 +101,7 @@ class EscapedTestIds:
         plain = f'<td class="col-testId">{raw}</td>'
         for index, cell in enumerate(cells):
             if cell == plain:
-                cells[index] = f'<td class="col-testId">{escape(raw)}</td>'
+                cells[index] = str(Html('<td class="col-testId">{}</td>').format(raw))
 
 
 def register(config: pytest.Config, *, runs_cases: bool, run: Optional[FinishedRun]) -> None:
@@ -119,7 +121,7 @@ def register(config: pytest.Config, *, runs_cases: bool, run: Optional[FinishedR
 
 def case_html(record: dict[str, Any]) -> str:
     """One case's extra: question, expectations, answer, chunks, metric table, judge, error."""
-    return f'<div class="rageval">{render_case_body(record)}</div>'
+    return str(Html('<div class="rageval">{}</div>').format(render_case_body(record)))
 
 
 def summary_html(finished: FinishedRun) -> str:
@@ -130,19 +132,19 @@ def summary_html(finished: FinishedRun) -> str:
     if comparison is not None:
         main = main_metrics()
         deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in main or d.regressed]
-    run = f" run <code>{escape(metrics['run_id'])}</code>" if metrics.get("run_id") else ""
-    parts = [f'<div class="rageval" id="rageval-summary"><p><strong>rageval</strong>{run}{_judge_text(metrics)}</p>']
+    run = Html(" run <code>{}</code>").format(metrics["run_id"]) if metrics.get("run_id") else Html("")
+    parts = [Html('<div class="rageval" id="rageval-summary"><p><strong>rageval</strong>{}{}</p>').format(run, _judge_text(metrics))]
     if metrics.get("complete") is False:
-        parts.append('<div class="warn">incomplete run: these numbers cover only the cases that finished.</div>')
+        parts.append(Html('<div class="warn">incomplete run: these numbers cover only the cases that finished.</div>'))
     parts.append(render_aggregates({"aggregate_metrics": main_aggregates(metrics)}, deltas))
     if comparison is not None:
         verdict = comparison.status if comparison.passed else comparison.status.upper()
-        parts.append(f"<p>baseline: <strong>{verdict}</strong> ({escape(comparison.reason() or comparison.scope())})</p>")
+        parts.append(Html("<p>baseline: <strong>{}</strong> ({})</p>").format(verdict, comparison.reason() or comparison.scope()))
     path = finished.report_path
     if path is not None:
-        parts.append(f'<p>rageval report: <a href="{escape(path.resolve().as_uri())}"><code>{escape(path)}</code></a></p>')
-    parts.append("</div>")
-    return "".join(parts)
+        parts.append(Html('<p>rageval report: <a href="{}"><code>{}</code></a></p>').format(path.resolve().as_uri(), path))
+    parts.append(Html("</div>"))
+    return str(Html("").join(parts))
 
 
 def main_aggregates(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -154,13 +156,13 @@ def main_aggregates(metrics: dict[str, Any]) -> dict[str, Any]:
     return {name: agg[name] for name in main_metrics() if agg.get(name) is not None}
 
 
-def _judge_text(metrics: dict[str, Any]) -> str:
+def _judge_text(metrics: dict[str, Any]) -> Html:
     judge = metrics.get("judge")
     name = judge.get("name") if isinstance(judge, dict) else judge
     if not name:
-        return ""
+        return Html("")
     model = judge.get("model") if isinstance(judge, dict) else None
-    return f", judge <code>{escape(name)}</code>" + (f" ({escape(model)})" if model else "")
+    return Html(", judge <code>{}</code>").format(name) + (Html(" ({})").format(model) if model else Html(""))
 
 
 def scoped_css(css: str, scope: str = SCOPE) -> str:
