@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import pytest
 
+from . import compat
 from .evalset import load_eval_file
 from .runner import NO_REL_PATH
 from .schema import EvalCase
@@ -36,7 +37,7 @@ class EvalSetFile(pytest.File):
         display = _relative(self.path, self.config.rootpath)
         loaded = load_eval_file(self.path, display=display)
         # One fixture closure serves every case of the file (as pytest does for a parametrized function).
-        fixtureinfo = self.session._fixturemanager.getfixtureinfo(node=self, func=_case_function, cls=None)
+        fixtureinfo = compat.shared_fixtureinfo(self, _case_function)
         entries: list[tuple[int, pytest.Item]] = []
         for bad in loaded.bad:
             entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))

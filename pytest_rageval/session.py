@@ -29,7 +29,7 @@ from .handwritten import SessionClient
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge, build_judge, judge_info
-from . import spotcheck
+from . import compat, spotcheck
 from .redact import public_args, public_url
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .report.terminal import escape_longrepr
@@ -115,7 +115,7 @@ class RagevalPlugin:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.is_worker = hasattr(config, "workerinput")
+        self.is_worker = compat.is_xdist_worker(config)
         self.judge_setup: Optional[JudgeSetup] = build_judge(settings, os.environ)
         self.spot_setup: Optional[JudgeSetup] = (
             build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=self.judge_setup)
@@ -716,10 +716,11 @@ class RagevalPlugin:
             self.gate_notes.append("no case ran: no run folder written, no baseline compared")
             return
         # -x on the last case stops nothing; under xdist the controller has no items to count, so it says incomplete.
-        items = getattr(session, "items", None) or []  # pytest 7 sets no `items` on the xdist controller
+        stopped = bool(session.shouldfail or session.shouldstop)
+        items = (compat.session_items(session) or []) if stopped else []  # pytest 7 sets none on the xdist controller
         ran_everything = bool(items) and len(self._done) >= len(items)
         complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
-                    and (ran_everything or not (session.shouldfail or session.shouldstop))
+                    and (ran_everything or not stopped)
                     and (self.settings.resume is None or self._one_record_per_selected_case()))
         self.metrics = self.build_metrics(complete)
         self.gate(session)  # before writing: metrics.json carries the comparison
