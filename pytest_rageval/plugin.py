@@ -60,8 +60,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "judge: the outcome depends on an LLM judge verdict")
     if not config.getoption("rageval"):
         return
+    from .compat import arm_gc_freeze
     from .session import create_plugin
 
+    arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups
     plugin = create_plugin(config)
     config.stash[plugin_key] = plugin
     config.pluginmanager.register(plugin, "rageval-session")

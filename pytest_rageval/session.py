@@ -210,10 +210,9 @@ class RagevalPlugin:
         """The collected items live for the whole session: keep the cyclic GC from rescanning them.
 
         With 50,000 cases, pytest's end-of-session ``gc.collect`` passes alone cost seconds otherwise.
+        Given back when the session's config is cleaned up (compat.arm_gc_freeze).
         """
-        import gc
-
-        gc.freeze()
+        compat.freeze_collected(self.config)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

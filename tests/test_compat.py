@@ -7,6 +7,7 @@ the run shows one CompatWarning naming what was missing.
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -74,6 +75,21 @@ def test_without_xdists_queue_lock_a_worker_looks_one_item_ahead(project: pytest
 def test_with_every_internal_present_nothing_is_said(project: pytest.Pytester) -> None:
     output = run(project, "-n", "2") if _has_xdist() else run(project)
     assert "CompatWarning" not in output, output
+
+
+def test_the_collected_items_go_back_to_the_gc_after_the_session(project: pytest.Pytester) -> None:
+    """gc.freeze() keeps the GC off the items during the session (in-process here) and is undone at its end."""
+    assert gc.get_freeze_count() == 0, "something in this process froze objects: the test cannot tell"
+    frozen = project.path / "frozen"
+    project.makeconftest(
+        "import gc, pytest\n"
+        "@pytest.hookimpl(trylast=True)\n"
+        "def pytest_collection_finish(session):\n"
+        f"    open({str(frozen)!r}, 'w').write(str(gc.get_freeze_count()))\n"
+    )
+    run(project)
+    assert int(frozen.read_text()) > 0
+    assert gc.get_freeze_count() == 0
 
 
 def _has_xdist() -> bool:
