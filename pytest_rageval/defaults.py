@@ -1,16 +1,14 @@
 """Every default of the configuration, written once, and the ini keys that carry it.
 
-Foundations (layer 0): imports only the standard library and sanitize.py, so
-the pytest surface (plugin.py, imported by every pytest run) can register the
-ini keys from here without loading pydantic. ``settings.Settings``, the
+Foundations (layer 0): imports nothing but ``typing``, so the pytest surface
+(plugin.py, imported by every pytest run) can register the ini keys from here
+without loading anything else. ``settings.Settings``, ``sanitize.Limits``, the
 ``[tool.rageval]`` model (config.py) and ``pytest_addoption`` read these names.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
-
-from .sanitize import Limits
 
 EVAL_SET_GLOBS: tuple[str, ...] = ("eval_sets/**/*.jsonl",)  # relative to rootdir
 TIMEOUT = 60.0  # seconds before a RAG call times out
@@ -23,8 +21,10 @@ JUDGE_METRICS: tuple[str, ...] = ("groundedness", "correctness")  # [tool.rageva
 OUTPUT_DIR = "results"  # relative to rootdir
 CACHE_DIR = ".rageval_cache"  # relative to rootdir
 CONCURRENCY = 8  # cases in flight at once in one process
-
-_LIMITS = Limits()
+MAX_ANSWER_CHARS = 20_000  # answer and abstain reason (sanitize.Limits)
+MAX_CHUNK_CHARS = 20_000  # text of a retrieved chunk or reference field
+MAX_REASONING_CHARS = 4_000  # judge reasoning, claim or raw answer
+MAX_ERROR_CHARS = 2_000  # error message
 
 #: (name, help, pytest ini type, default) of every ini key, for ``parser.addini``. A default of ""
 #: means "not set": settings.py then falls back to the constant above (the ini value would win over
@@ -39,10 +39,10 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_timeout", f"seconds before a RAG call times out (default {TIMEOUT:g})", "string", f"{TIMEOUT:g}"),
     ("rageval_k", f"how many retrieved chunks count (default {K})", "string", ""),
     ("rageval_max_answer_chars",
-     f"longest answer (and abstain reason) kept; longer is cut with a note (default {_LIMITS.answer})", "string", ""),
-    ("rageval_max_chunk_chars", f"longest text of a retrieved chunk or reference field kept (default {_LIMITS.chunk_text})", "string", ""),
-    ("rageval_max_reasoning_chars", f"longest judge reasoning, claim or raw answer kept (default {_LIMITS.reasoning})", "string", ""),
-    ("rageval_max_error_chars", f"longest error message kept (default {_LIMITS.error})", "string", ""),
+     f"longest answer (and abstain reason) kept; longer is cut with a note (default {MAX_ANSWER_CHARS})", "string", ""),
+    ("rageval_max_chunk_chars", f"longest text of a retrieved chunk or reference field kept (default {MAX_CHUNK_CHARS})", "string", ""),
+    ("rageval_max_reasoning_chars", f"longest judge reasoning, claim or raw answer kept (default {MAX_REASONING_CHARS})", "string", ""),
+    ("rageval_max_error_chars", f"longest error message kept (default {MAX_ERROR_CHARS})", "string", ""),
     ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
     ("rageval_judge", "judge: auto (openai with a model, else lexical), openai, lexical or none", "string", ""),
     ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),
