@@ -145,9 +145,8 @@ def _problem(err: Mapping[str, Any]) -> str:
 def _hint(parent: tuple[str, ...], key: str, *, as_table: bool) -> str:
     if not parent and key in NOT_BUILT:
         return f" ({NOT_BUILT[key]})"
-    if not parent and not as_table:
-        if f"rageval_{key}" in {name for name, *_ in INI_KEYS}:
-            return f" (rageval_{key} is an ini key: set it under [tool.pytest.ini_options])"
+    if not parent and not as_table and f"rageval_{key}" in {name for name, *_ in INI_KEYS}:
+        return f" (rageval_{key} is an ini key: set it under [tool.pytest.ini_options])"
     match = closest(key, _model_at(parent).model_fields)
     if match is None:
         return ""

@@ -8,6 +8,7 @@ the run shows one CompatWarning naming what was missing.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import json
 
 import pytest
@@ -73,7 +74,7 @@ def test_without_xdists_queue_lock_a_worker_looks_one_item_ahead(project: pytest
 
 
 def test_with_every_internal_present_nothing_is_said(project: pytest.Pytester) -> None:
-    output = run(project, "-n", "2") if _has_xdist() else run(project)
+    output = run(project, "-n", "2") if importlib.util.find_spec("xdist") else run(project)
     assert "CompatWarning" not in output, output
 
 
@@ -90,11 +91,3 @@ def test_the_collected_items_go_back_to_the_gc_after_the_session(project: pytest
     run(project)
     assert int(frozen.read_text()) > 0
     assert gc.get_freeze_count() == 0
-
-
-def _has_xdist() -> bool:
-    try:
-        import xdist  # noqa: F401
-    except ImportError:
-        return False
-    return True
