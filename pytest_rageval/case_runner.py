@@ -47,8 +47,10 @@ class RunnerTotals:
 class CaseRunner:
     """Runs each eval-set item's case and puts its record on the item's report."""
 
-    def __init__(self, config: pytest.Config, setup: RunSetup, *, stop_file: Optional[Path] = None) -> None:
+    def __init__(self, config: pytest.Config, setup: RunSetup, *, stop_file: Optional[Path] = None,
+                 lookahead: type[Lookahead] = Lookahead) -> None:
         self.config = config
+        self.lookahead_kind = lookahead  # WorkerLookahead on an xdist worker
         self.setup = setup
         self.settings = setup.settings
         self.stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
@@ -145,7 +147,7 @@ class CaseRunner:
 
     def _lookahead_for(self, session: pytest.Session) -> Lookahead:
         if self._lookahead is None:
-            self._lookahead = Lookahead(self.config, session.items)
+            self._lookahead = self.lookahead_kind(self.config, session.items)
         return self._lookahead
 
     def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Coroutine[Any, Any, CaseRecord]:

@@ -53,10 +53,7 @@ def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
         here = Path.cwd()
         path = next((d / "pyproject.toml" for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
     try:
-        table = read_pyproject_table(path).get("gate", {})
-        if not isinstance(table, dict):
-            raise SettingsError(f"{path}: [tool.rageval.gate] must be a table")
-        return parse_gate(table, "[tool.rageval.gate]")
+        return parse_gate(read_pyproject_table(path).gate, "[tool.rageval.gate]")
     except SettingsError as exc:
         raise _usage_error(str(exc)) from None
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 import pytest
 
+from . import compat
 from .evalset import load_eval_file
 from .keys import collection_key, runner_key
 from .runner import NO_REL_PATH
@@ -40,7 +41,7 @@ class EvalSetFile(pytest.File):
         display = _relative(self.path, self.config.rootpath)
         loaded = load_eval_file(self.path, display=display)
         # One fixture closure serves every case of the file (as pytest does for a parametrized function).
-        fixtureinfo = self.session._fixturemanager.getfixtureinfo(node=self, func=_case_function, cls=None)
+        fixtureinfo = compat.shared_fixtureinfo(self, _case_function)
         entries: list[tuple[int, pytest.Item]] = []
         for bad in loaded.bad:
             entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
@@ -275,10 +276,9 @@ class EvalCollection:
         """The collected items live for the whole session: keep the cyclic GC from rescanning them.
 
         With 50,000 cases, pytest's end-of-session ``gc.collect`` passes alone cost seconds otherwise.
+        Given back when the session's config is cleaned up (compat.arm_gc_freeze).
         """
-        import gc
-
-        gc.freeze()
+        compat.freeze_collected(self.config)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

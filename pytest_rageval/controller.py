@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
 import pytest
 
-from . import __version__, spotcheck
+from . import __version__, compat, spotcheck
 from .aggregate import Aggregator
 from .artifacts import (RunFolderError, RunLock, RunWriter, case_config, check_writable, compose_metrics, config_hash,
                         file_digests, git_commit, new_run_id, read_json_object, read_records, repair_results,
@@ -287,10 +287,11 @@ class RunController:
             self.gate_notes.append("no case ran: no run folder written, no baseline compared")
             return
         # -x on the last case stops nothing; the xdist controller runs no item itself, so it cannot tell.
-        items = getattr(session, "items", None) or []  # pytest 7 sets no `items` on the xdist controller
+        stopped = bool(session.shouldfail or session.shouldstop)
+        items = (compat.session_items(session) or []) if stopped else []  # pytest 7 sets none on the xdist controller
         ran_everything = bool(items) and totals is not None and totals.done >= len(items)
         complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
-                    and (ran_everything or not (session.shouldfail or session.shouldstop))
+                    and (ran_everything or not stopped)
                     and (self.settings.resume is None or self._one_record_per_selected_case()))
         self.metrics = self.build_metrics(complete)
         self.gate(session)  # before writing: metrics.json carries the comparison

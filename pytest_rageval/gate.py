@@ -348,9 +348,9 @@ def bootstrap_interval(
 ) -> Optional[tuple[float, float]]:
     """Percentile interval of the mean of ``diffs`` under resampling with replacement.
 
-    Deterministic for given inputs; None with fewer than 2 values or no samples.
-    Uses ``random.Random(seed)``; for very large inputs (cases x samples above
-    2,000,000) numpy's ``default_rng(seed)`` when numpy is importable.
+    Deterministic for given inputs, in every process and environment: one random
+    source, ``random.Random(seed)``, whatever else is importable. None with fewer
+    than 2 values or no samples.
     """
     values = [float(d) for d in diffs]
     n = len(values)
@@ -358,36 +358,14 @@ def bootstrap_interval(
         return None
     if all(v == values[0] for v in values):
         return values[0], values[0]
-    means = _numpy_means(values, samples, seed) if n * samples > _NUMPY_MIN_DRAWS else None
-    if means is None:
-        rng = random.Random(seed)
-        choices = rng.choices
-        means = [sum(choices(values, k=n)) / n for _ in range(samples)]
+    choices = random.Random(seed).choices
+    means = [sum(choices(values, k=n)) / n for _ in range(samples)]
     means.sort()
     tail = (1.0 - level) / 2.0 * 100.0
     low = percentile(means, tail)
     high = percentile(means, 100.0 - tail)
     assert low is not None and high is not None
     return low, high
-
-
-def _numpy_means(values: list[float], samples: int, seed: int) -> Optional[list[float]]:
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy is optional
-        return None
-    data = np.asarray(values, dtype=float)
-    n = len(values)
-    rng = np.random.default_rng(seed)
-    per_chunk = max(1, _NUMPY_MIN_DRAWS // n)
-    out: list[float] = []
-    done = 0
-    while done < samples:
-        rows = min(per_chunk, samples - done)
-        idx = rng.integers(0, n, size=(rows, n))
-        out.extend(data[idx].mean(axis=1).tolist())
-        done += rows
-    return out
 
 
 Getter = Callable[[Mapping[str, Any]], Optional[float]]

@@ -12,40 +12,18 @@ from typing import Any, Literal
 
 import pytest
 
+from . import defaults
+from .defaults import INI_KEYS
 from .keys import runner_key
 
 IniType = Literal["string", "linelist", "bool"]
-
-INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
-    ("rageval_eval_sets", "eval-set files (globs relative to rootdir) run by `pytest --rageval` without paths", "linelist", ["eval_sets/**/*.jsonl"]),
-    ("rageval_target", "the system under test: an http(s):// URL or package.module:callable", "string", ""),
-    ("rageval_headers", "HTTP headers for the target, lines `Name: value`, ${ENV_VAR} interpolated", "linelist", []),
-    ("rageval_request_map", "request body key renames, lines `question = query`, `k = topK`", "linelist", []),
-    ("rageval_response_map", "response mapping, lines `target = source.path`", "linelist", []),
-    ("rageval_timeout", "seconds before a RAG call times out (default 60)", "string", "60"),
-    ("rageval_k", "how many retrieved chunks count (default 5)", "string", ""),
-    ("rageval_max_answer_chars", "longest answer (and abstain reason) kept; longer is cut with a note (default 20000)", "string", ""),
-    ("rageval_max_chunk_chars", "longest text of a retrieved chunk or reference field kept (default 20000)", "string", ""),
-    ("rageval_max_reasoning_chars", "longest judge reasoning, claim or raw answer kept (default 4000)", "string", ""),
-    ("rageval_max_error_chars", "longest error message kept (default 2000)", "string", ""),
-    ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
-    ("rageval_judge", "judge: auto (openai with a model, else lexical), openai, lexical or none", "string", ""),
-    ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),
-    ("rageval_judge_base_url", "base URL of the OpenAI-compatible judge (env OPENAI_BASE_URL)", "string", ""),
-    ("rageval_judge_json_mode", "json_schema (default), json_object or text", "string", ""),
-    ("rageval_citation_patterns", "extra citation markers the lexical judge removes from answers, one regex a line", "linelist", []),
-    ("rageval_cache_dir", "judge cache folder (default .rageval_cache)", "string", ""),
-    ("rageval_output", "folder of run artifacts (default results)", "string", ""),
-    ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
-)
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rageval", "RAG evaluation (pytest-rageval)")
     group.addoption("--rageval", action="store_true", default=False, help="collect eval sets (*.jsonl) as tests and write run artifacts")
     group.addoption("--rageval-target", default=None, metavar="URL|MODULE:CALLABLE", help="system under test (ini rageval_target, env RAGEVAL_TARGET)")
-    group.addoption("--rageval-k", default=None, type=int, metavar="K", help="how many retrieved chunks count (ini rageval_k, default 5)")
-    group.addoption("--rageval-output", default=None, metavar="DIR", help="folder of run artifacts (ini rageval_output, default results)")
+    group.addoption("--rageval-k", default=None, type=int, metavar="K", help=f"how many retrieved chunks count (ini rageval_k, default {defaults.K})")
+    group.addoption("--rageval-output", default=None, metavar="DIR", help=f"folder of run artifacts (ini rageval_output, default {defaults.OUTPUT_DIR})")
     group.addoption("--rageval-baseline", default=None, metavar="PATH", help="baseline metrics.json or run folder to compare with (ini rageval_baseline)")
     group.addoption("--rageval-update-baseline", action="store_true", default=False, help="write this run's metrics.json to the baseline path instead of gating")
     group.addoption("--rageval-allow-regressions", action="store_true", default=False, help="report baseline regressions without failing the session")
@@ -54,13 +32,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)")
     group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
-    group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help="cases in flight at once in this process, RAG and judge requests included (default 8)")
+    group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help=f"cases in flight at once in this process, RAG and judge requests included (default {defaults.CONCURRENCY})")
     group.addoption("--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs")
     group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")
-    group.addoption("--rageval-judge", default=None, choices=("auto", "openai", "lexical", "none"), help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
+    group.addoption("--rageval-judge", default=None, choices=defaults.JUDGE_CHOICES, help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
     group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")
-    group.addoption("--rageval-cache-dir", default=None, metavar="DIR", help="judge cache folder (ini rageval_cache_dir, default .rageval_cache)")
+    group.addoption("--rageval-cache-dir", default=None, metavar="DIR", help=f"judge cache folder (ini rageval_cache_dir, default {defaults.CACHE_DIR})")
     group.addoption("--rageval-no-cache", action="store_true", default=False, help="neither read nor write the judge cache")
     group.addoption("--rageval-clear-cache", action="store_true", default=False, help="empty the judge cache before the run")
     group.addoption("--rageval-judge-check", action="store_true", default=False, help="first check that the judge tells a faithful from a hallucinated answer")
@@ -80,8 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "judge: the outcome depends on an LLM judge verdict")
     if not config.getoption("rageval"):
         return
+    from .compat import arm_gc_freeze
     from .session import start_session
 
+    arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups
     start_session(config, INI_KEYS)
 
 

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from . import defaults
+
 __all__ = ["Limits", "MAX_NOTES", "cap", "error_message", "keep_notes", "terminal_safe"]
 
 #: Control characters a terminal acts on: C0 (but tab and newline), DEL, C1, and the
@@ -54,10 +56,10 @@ def terminal_safe(text: Any, *, multiline: bool = True) -> str:
 class Limits:
     """Most characters kept of each text from outside; what is longer is cut with a note."""
 
-    answer: int = 20_000
-    chunk_text: int = 20_000
-    reasoning: int = 4_000
-    error: int = 2_000
+    answer: int = defaults.MAX_ANSWER_CHARS
+    chunk_text: int = defaults.MAX_CHUNK_CHARS
+    reasoning: int = defaults.MAX_REASONING_CHARS
+    error: int = defaults.MAX_ERROR_CHARS
 
     #: The ini key of each limit.
     INI = {

@@ -13,20 +13,14 @@ from typing import Any, Iterator, Optional, Sequence
 
 import pytest
 
-NOTHING = object()
+from . import compat
+
+NOTHING = compat.NOTHING
 
 
 def skipped_by_marks(item: pytest.Item) -> bool:
     """Whether pytest will skip ``item`` (skip/skipif/xfail(run=False)): then nothing may be sent for it."""
-    try:
-        from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
-
-        if evaluate_skip_marks(item) is not None:
-            return True
-        xfailed = evaluate_xfail_marks(item)
-        return xfailed is not None and not xfailed.run
-    except Exception:  # a private API changed or a condition raised: let setup decide
-        return True
+    return compat.skip_decided_by_marks(item)
 
 
 def _is_conftest(module_name: str) -> bool:
@@ -41,9 +35,12 @@ def runs_conftest_setup(item: pytest.Item, own: tuple[str, ...] = ("rageval_clie
     """
     if any(_is_conftest(getattr(impl.plugin, "__name__", "")) for impl in item.ihook.pytest_runtest_setup.get_hookimpls()):
         return True
-    info = getattr(item, "_fixtureinfo", None)
     for name in getattr(item, "fixturenames", ()):
-        defs = info.name2fixturedefs.get(name) if info is not None and name not in own else None
+        if name in own:
+            continue
+        defs = compat.fixture_defs(item, name)
+        if defs is None:  # unknown: it may be a conftest fixture
+            return True
         if defs and _is_conftest(getattr(defs[-1].func, "__module__", "")) and cached_fixture(item, name) is NOTHING:
             return True
     return False
@@ -51,57 +48,40 @@ def runs_conftest_setup(item: pytest.Item, own: tuple[str, ...] = ("rageval_clie
 
 def cached_fixture(item: pytest.Item, name: str) -> Any:
     """The fixture's value if it is computed already (session scope), else NOTHING."""
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.get(name) if info is not None else None
-    if not defs:
-        return NOTHING
-    fixturedef = defs[-1]
-    cached = getattr(fixturedef, "cached_result", None)
-    if fixturedef.scope == "session" and cached is not None and len(cached) == 3 and cached[2] is None:
-        return cached[0]
-    return NOTHING
+    defs = compat.fixture_defs(item, name)
+    return compat.cached_value(item.config, defs[-1]) if defs else NOTHING
 
 
 def is_own_fixture(item: pytest.Item, name: str) -> bool:
     """Whether ``name`` resolves to the plugin's own fixture (not a conftest override)."""
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.get(name) if info is not None else None
-    return bool(defs) and getattr(defs[-1].func, "__module__", "") == "pytest_rageval.plugin"
-
-
-def _xdist_pending(config: pytest.Config) -> Optional[list[int]]:
-    """Indices this xdist worker has been sent but not started, or None when unknown."""
-    for plugin in config.pluginmanager.get_plugins():
-        queue = getattr(plugin, "torun", None)
-        if type(plugin).__name__ == "WorkerInteractor" and queue is not None and hasattr(queue, "lock"):
-            try:
-                with queue.lock() as pending:
-                    return [i for i in pending if isinstance(i, int)]
-            except Exception:
-                return None
-    return None
+    defs = compat.fixture_defs(item, name)
+    return defs is not None and bool(defs) and getattr(defs[-1].func, "__module__", "") == "pytest_rageval.plugin"
 
 
 class Lookahead:
-    """Yields the items that follow the current one in this process's run order."""
+    """A serial session: the items after the current one in the session's list."""
 
     def __init__(self, config: pytest.Config, items: Sequence[pytest.Item]) -> None:
         self.config = config
         self.items = items
         self.position = {id(item): i for i, item in enumerate(items)}
-        self.worker = hasattr(config, "workerinput")
 
     def upcoming(self, item: pytest.Item, nextitem: Optional[pytest.Item], window: int) -> Iterator[pytest.Item]:
         """``item``, then up to ``window`` items this process will run after it."""
         yield item
-        if not self.worker:
-            start = self.position.get(id(item))
-            if start is not None:
-                yield from self.items[start + 1 : start + 1 + window]
-            return
+        start = self.position.get(id(item))
+        if start is not None:
+            yield from self.items[start + 1 : start + 1 + window]
+
+
+class WorkerLookahead(Lookahead):
+    """An xdist worker: the next item, then those the controller has sent this worker but it has not started."""
+
+    def upcoming(self, item: pytest.Item, nextitem: Optional[pytest.Item], window: int) -> Iterator[pytest.Item]:
+        yield item
         if nextitem is not None:
             yield nextitem
-        pending = _xdist_pending(self.config) or []
+        pending = compat.xdist_pending(self.config) or []
         for index in pending[: max(0, window - 1)]:
             if 0 <= index < len(self.items):
                 yield self.items[index]

@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 
 import pytest
 
+from . import compat
 from .artifacts import read_records
 from .case_runner import CaseRunner, WorkerLink
 from .client import RagConfigError
@@ -26,6 +27,7 @@ from .controller import RunController, XdistControllerLink
 from .judges.cache import JudgeCacheError
 from .keys import collection_key, controller_key, runner_key
 from .run_setup import RunSetup
+from .schedule import Lookahead, WorkerLookahead
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 
 
@@ -33,7 +35,7 @@ def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any,
     """Resolve the settings and register this process's plugin objects (a mistake is one usage error)."""
     settings = _settings(config, ini_keys)
     setup = RunSetup.build(settings)
-    worker = hasattr(config, "workerinput")  # xdist's own test (``is_xdist_worker``)
+    worker = compat.is_xdist_worker(config)
     controller_only = not worker and _distributes(config)
     collection = EvalCollection(config, setup)
     runner: Optional[CaseRunner] = None
@@ -51,7 +53,8 @@ def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any,
         collection.resumed = frozenset(r["key"] for r in read_records(settings.resume) if r.get("key"))
     if not controller_only:
         stop_file = config.workerinput.get("rageval_stop_file") if worker else None  # type: ignore[attr-defined]
-        runner = CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None)
+        runner = CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None,
+                            lookahead=WorkerLookahead if worker else Lookahead)
     plugins: list[tuple[str, Any]] = [("rageval-collection", collection)]
     if controller is not None:
         controller.finish_runner = runner.finish if runner is not None else None

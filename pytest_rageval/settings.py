@@ -1,36 +1,30 @@
 """One frozen ``Settings`` resolved from CLI > ini/pyproject > env > defaults.
 
-Paths given on the command line are relative to the current directory; paths
-from ini/pyproject are relative to rootdir (SPEC section 7).
+The ``[tool.rageval]`` table arrives checked (config.py: ``RagevalConfig``,
+with the value checks below joined to its messages); the defaults are
+defaults.py's. Paths given on the command line are relative to the current
+directory; paths from ini/pyproject are relative to rootdir (SPEC section 7).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
-from . import registry
-from .pyproject_table import key_line, table_problems
+from . import defaults, registry
+from .config import ConfigError, Problem, RagevalConfig, read_config
 from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from .sanitize import Limits
 from .suggest import did_you_mean
 from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+#: A configuration value is wrong; the message names the setting (one error type for every configuration mistake).
+SettingsError = ConfigError
 
-
-class SettingsError(ValueError):
-    """A configuration value is wrong; the message names the setting."""
-
-
-JUDGE_CHOICES = ("auto", "openai", "lexical", "none")
+JUDGE_CHOICES = defaults.JUDGE_CHOICES
 
 
 @dataclass(frozen=True)
@@ -38,16 +32,16 @@ class Settings:
     """Everything the plugin needs to know about this run's configuration."""
 
     rootdir: Path
-    eval_set_globs: tuple[str, ...] = ("eval_sets/**/*.jsonl",)
+    eval_set_globs: tuple[str, ...] = defaults.EVAL_SET_GLOBS
     target: Optional[str] = None
     headers_text: str = ""
     request_map_text: str = ""
     response_map_text: str = ""
-    timeout: float = 60.0
-    k: int = 5
+    timeout: float = defaults.TIMEOUT
+    k: int = defaults.K
     require_snippets: bool = False
-    judge: str = "none"
-    output_dir: Path = Path("results")
+    judge: str = "none"  # resolved ("auto" is gone by now); a bare Settings judges nothing
+    output_dir: Path = Path(defaults.OUTPUT_DIR)
     baseline: Optional[Path] = None
     update_baseline: bool = False
     allow_regressions: bool = False
@@ -60,11 +54,11 @@ class Settings:
     gate: Mapping[str, float] = field(default_factory=dict)
     judge_model: Optional[str] = None
     judge_base_url: Optional[str] = None
-    judge_json_mode: str = "json_schema"
-    judge_metrics: tuple[str, ...] = ("groundedness", "correctness")
+    judge_json_mode: str = defaults.JUDGE_JSON_MODE
+    judge_metrics: tuple[str, ...] = defaults.JUDGE_METRICS
     judge_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     citation_patterns: tuple[str, ...] = ()  # extra citation regexes of the lexical judge
-    cache_dir: Path = Path(".rageval_cache")
+    cache_dir: Path = Path(defaults.CACHE_DIR)
     no_cache: bool = False
     clear_cache: bool = False
     judge_check: bool = False
@@ -72,7 +66,7 @@ class Settings:
     max_judge_cost: Optional[float] = None
     spot_check: int = 0
     spot_check_model: Optional[str] = None
-    concurrency: int = 8
+    concurrency: int = defaults.CONCURRENCY
     shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
     resume: Optional[Path] = None
 
@@ -126,38 +120,19 @@ class Settings:
         }
 
 
-def read_pyproject_table(path: Optional[Path]) -> dict[str, Any]:
-    """The ``[tool.rageval]`` table of a pyproject.toml, checked (:func:`check_table`); {} when there is none."""
-    if path is None or not path.is_file():
-        return {}
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"{path}: cannot read [tool.rageval]: {exc}") from None
-    tool = data.get("tool", {})
-    table = tool.get("rageval", {}) if isinstance(tool, dict) else {}
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: [tool.rageval] must be a table")
-    check_table(table, display=_display(path), text=text)
-    return table
+def read_pyproject_table(path: Optional[Path]) -> RagevalConfig:
+    """The checked ``[tool.rageval]`` table of a pyproject.toml (config.read_config, with the value checks
+    below); the empty table when there is none. SettingsError names file, line, key and problem of each mistake."""
+    return read_config(path, _value_problems)
 
 
-def check_table(table: Mapping[str, Any], *, display: str, text: str) -> None:
-    """Every table and key of ``[tool.rageval]`` is known and its values valid.
-
-    SettingsError otherwise, one message naming the file, the line and the key
-    of each problem (an unknown name with a did-you-mean), joined by "; ".
-    """
-    problems = table_problems(table)
+def _value_problems(table: Mapping[str, Any]) -> Iterator[Problem]:
+    """(key path, problem) of each wrong value, worded by the code that reads it."""
     for path, check in _value_checks(table):
         try:
             check()
         except (SettingsError, ThresholdError) as exc:
-            problems.append((path, str(exc)))
-    if problems:
-        located = sorted((key_line(text, path) or 0, message) for path, message in problems)
-        raise SettingsError("; ".join(f"{display}{f':{line}' if line else ''}: {message}" for line, message in located))
+            yield path, str(exc)
 
 
 def _value_checks(table: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], Callable[[], Any]]]:
@@ -182,14 +157,6 @@ def _table(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """A sub-table, or {} when it is missing or no table (a problem table_problems reports)."""
     value = table.get(name, {})
     return value if isinstance(value, Mapping) else {}
-
-
-def _display(path: Path) -> str:
-    """``path`` relative to the current folder when it lies below it (shorter messages)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (OSError, ValueError):
-        return str(path)
 
 
 def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
@@ -229,10 +196,10 @@ def build_settings(
     invocation_dir: Path,
     option: Any,
     ini: Mapping[str, Any],
-    pyproject: Mapping[str, Any],
+    pyproject: RagevalConfig,
     environ: Mapping[str, str],
 ) -> Settings:
-    """Resolve settings. ``option`` is pytest's ``config.option`` (attribute access)."""
+    """Resolve settings. ``option`` is pytest's ``config.option`` (attribute access); ``pyproject`` the checked table."""
 
     def cli_path(value: Optional[str]) -> Optional[Path]:
         return None if not value else (invocation_dir / value).resolve()
@@ -241,23 +208,21 @@ def build_settings(
         return None if not value else (rootdir / value).resolve()
 
     try:
-        k = int(_first(option.rageval_k, ini.get("rageval_k"), 5))
+        k = int(_first(option.rageval_k, ini.get("rageval_k"), defaults.K))
     except (TypeError, ValueError):
         raise SettingsError(f"rageval_k: must be a whole number, got {ini.get('rageval_k')!r}") from None
     if k < 1:
         raise SettingsError(f"--rageval-k: must be at least 1, got {k}")
     try:
-        timeout = float(_first(ini.get("rageval_timeout"), 60.0))
+        timeout = float(_first(ini.get("rageval_timeout"), defaults.TIMEOUT))
     except (TypeError, ValueError):
         raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
     if not timeout > 0:
         raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {ini.get('rageval_timeout')!r}")
 
-    judge_table = pyproject.get("judge", {})
-    if not isinstance(judge_table, Mapping):
-        raise SettingsError("[tool.rageval.judge] must be a table")
-    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"), judge_table.get("model"))
-    judge = _first(option.rageval_judge, ini.get("rageval_judge"), "auto")
+    judge_table = pyproject.judge
+    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"), judge_table.model)
+    judge = _first(option.rageval_judge, ini.get("rageval_judge"), defaults.JUDGE)
     if judge not in JUDGE_CHOICES:
         raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
     if judge == "auto":
@@ -267,8 +232,8 @@ def build_settings(
             "--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model "
             "or [tool.rageval.judge] model"
         )
-    json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.get("json_mode"), "json_schema")
-    if json_mode not in ("json_schema", "json_object", "text"):
+    json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.json_mode, defaults.JUDGE_JSON_MODE)
+    if json_mode not in defaults.JUDGE_JSON_MODES:
         raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
     citation_patterns = tuple(str(line) for line in ini.get("rageval_citation_patterns") or [])
     try:
@@ -277,26 +242,20 @@ def build_settings(
         compile_citation_patterns(citation_patterns)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    judge_metrics = _judge_metrics(judge_table.get("metrics"))
-    prices = _prices(judge_table.get("prices", {}))
+    judge_metrics = _judge_metrics(judge_table.metrics)
+    prices = _prices(judge_table.prices)
     spot_check = int(option.rageval_spot_check or 0)
     if spot_check and not option.rageval_spot_check_model:
         raise SettingsError("--rageval-spot-check needs --rageval-spot-check-model (the second judge model)")
 
-    thresholds_table = pyproject.get("thresholds", {})
-    if not isinstance(thresholds_table, Mapping):
-        raise SettingsError("[tool.rageval.thresholds] must be a table")
     try:
-        global_, by_category = parse_threshold_table(thresholds_table, "[tool.rageval.thresholds]")
+        global_, by_category = parse_threshold_table(pyproject.thresholds, "[tool.rageval.thresholds]")
         cli = parse_cli_thresholds(list(option.rageval_threshold or []))
     except ThresholdError as exc:
         raise SettingsError(str(exc)) from None
-    gate_table = pyproject.get("gate", {})
-    if not isinstance(gate_table, Mapping):
-        raise SettingsError("[tool.rageval.gate] must be a table")
 
-    globs = ini.get("rageval_eval_sets") or ["eval_sets/**/*.jsonl"]
-    output = cli_path(option.rageval_output) or ini_path(ini.get("rageval_output")) or rootdir / "results"
+    globs = ini.get("rageval_eval_sets") or defaults.EVAL_SET_GLOBS
+    output = cli_path(option.rageval_output) or ini_path(ini.get("rageval_output")) or rootdir / defaults.OUTPUT_DIR
     baseline = cli_path(option.rageval_baseline) or ini_path(ini.get("rageval_baseline"))
     return Settings(
         rootdir=rootdir,
@@ -319,16 +278,16 @@ def build_settings(
         limits=_limits(ini),
         retrieval_only=bool(option.rageval_retrieval_only),
         thresholds=ThresholdConfig(global_, by_category, cli),
-        gate=parse_gate(gate_table, "[tool.rageval.gate]"),
+        gate=parse_gate(pyproject.gate, "[tool.rageval.gate]"),
         judge_model=judge_model,
         judge_base_url=_first(
-            option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.get("base_url"), environ.get("OPENAI_BASE_URL")
+            option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.base_url, environ.get("OPENAI_BASE_URL")
         ),
         judge_json_mode=json_mode,
         judge_metrics=judge_metrics,
         judge_prices=prices,
         citation_patterns=citation_patterns,
-        cache_dir=cli_path(option.rageval_cache_dir) or ini_path(ini.get("rageval_cache_dir")) or rootdir / ".rageval_cache",
+        cache_dir=cli_path(option.rageval_cache_dir) or ini_path(ini.get("rageval_cache_dir")) or rootdir / defaults.CACHE_DIR,
         no_cache=bool(option.rageval_no_cache),
         clear_cache=bool(option.rageval_clear_cache),
         judge_check=bool(option.rageval_judge_check),
@@ -374,7 +333,7 @@ def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:
 
 def _concurrency(value: Optional[int]) -> int:
     if value is None:
-        return 8
+        return defaults.CONCURRENCY
     if value < 1:
         raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
     return value
@@ -383,7 +342,7 @@ def _concurrency(value: Optional[int]) -> int:
 def _judge_metrics(value: Any) -> tuple[str, ...]:
     """``[tool.rageval.judge] metrics``: which judge metrics to score (default groundedness, correctness)."""
     if value is None:
-        return ("groundedness", "correctness")
+        return defaults.JUDGE_METRICS
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SettingsError("[tool.rageval.judge] metrics: must be a list of metric names")
     judged = registry.metric_names("judge")

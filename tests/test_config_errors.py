@@ -73,6 +73,25 @@ def test_a_mistake_in_tool_rageval_stops_the_run_once(project: pytest.Pytester, 
     assert line.startswith("ERROR: pytest-rageval: ") and message in line, line
 
 
+@pytest.mark.parametrize(("table", "message"), [
+    ("[tool.rageval]\nthersholds = 0.5\n",
+     "pyproject.toml:2: [tool.rageval]: unknown key 'thersholds' (did you mean 'thresholds'?)"),
+    ('[tool.rageval.judge]\nbase_ulr = "http://127.0.0.1:9/v1"\n',
+     "pyproject.toml:2: [tool.rageval.judge]: unknown key 'base_ulr' (did you mean 'base_url'?)"),
+    ('[tool.rageval]\njudge = { modle = "m" }\n',
+     "pyproject.toml:2: [tool.rageval.judge]: unknown key 'modle' (did you mean 'model'?)"),
+    ("[tool.rageval.judge]\nmodel = 4\n", "pyproject.toml:2: [tool.rageval.judge] model: Input should be a valid string"),
+    ("[tool.rageval]\ngate = 0.1\n", "pyproject.toml:2: [tool.rageval.gate] must be a table, got a number"),
+    ('[tool.rageval.judge.prices]\ngpt = "cheap"\n',
+     "pyproject.toml:2: [tool.rageval.judge.prices] gpt: must be [USD per 1M prompt tokens, USD per 1M completion tokens]"),
+], ids=["unknown-key", "sub-table-key", "inline-sub-table-key", "wrong-type", "key-not-a-table", "wrong-value"])
+def test_the_table_is_one_checked_model(project: pytest.Pytester, table: str, message: str) -> None:
+    """config.RagevalConfig forbids unknown keys at every level and checks types; each mistake is one usage error."""
+    project.makepyprojecttoml(table)
+    line = stopped_at_startup(project)
+    assert line == f"ERROR: pytest-rageval: {message}", line
+
+
 def test_every_mistake_of_the_table_is_named_in_file_order(project: pytest.Pytester) -> None:
     project.makepyprojecttoml(
         "[tool.rageval.gate]\nmrr_avgg = 0.1\n\n[tool.rageval.treshold]\nmrr = 1\n\n"

@@ -453,3 +453,26 @@ def test_gate_runs_is_one_policy() -> None:
     low["aggregate_metrics"]["judge_coverage"] = {"abstained": {"scored": 3, "attempted": 4, "coverage": 0.75}}
     assert gate_runs(base, low).coverage_failures == ["judge coverage of abstained 0.75 < 0.95"]  # default minimum
     assert gate_runs(base, low, gate={"min_judge_coverage": 0.5}).passed
+
+
+def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
+    """One random source: 3,000 cases x 1,000 samples (past the 2,000,000 draws where numpy once took over)
+    give the same interval in a fresh process, with numpy importable or made unimportable, under any hash seed."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "if sys.argv[1] == 'no-numpy':\n"
+        "    sys.modules['numpy'] = None  # import numpy raises ImportError\n"
+        "from pytest_rageval.gate import bootstrap_interval\n"
+        "diffs = [(-1.0, 0.0, 0.0, 1.0, 0.5, 0.25)[i % 6] + (i % 7) / 100 for i in range(3000)]\n"
+        "print(repr(bootstrap_interval(diffs, samples=1000, seed=5)))\n"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for mode, seed in (("numpy", "0"), ("no-numpy", "1"), ("numpy", "2"))
+    }
+    assert len(outputs) == 1 and next(iter(outputs)).startswith("("), outputs

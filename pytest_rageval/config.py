@@ -1,46 +1,104 @@
-"""The shape of pyproject.toml's ``[tool.rageval]`` table, and where a key of it sits in the file.
+"""The ``[tool.rageval]`` table of pyproject.toml: one checked model, and where a key of it sits in the file.
 
-Pure: no pytest. :class:`RagevalTable` lists every table and key the plugin
-reads (``extra="forbid"``): anything else is a mistake that
-:func:`table_problems` turns into a message with a did-you-mean. The values
-of thresholds, gate tolerances, judge metrics and prices are checked by the
-code that reads them (settings.py), which already words those messages.
-:func:`key_line` finds the line of a key, so each message can name it.
+Pure logic (layer 1) plus reading the file; no pytest. :class:`RagevalConfig`
+lists every table and key the plugin reads (``extra="forbid"``, strict types):
+anything else is a mistake that :func:`table_problems` words with a
+did-you-mean, in the eval-set loader's style (``pyproject.toml:3:
+[tool.rageval.judge]: unknown key 'modle' (did you mean 'model'?)``).
+:func:`read_config` reads a file into the model or raises one
+:class:`ConfigError` naming the file, line, key path and problem of every
+mistake, in file order. Values whose rules live with the code that reads them
+(threshold and gate metric names, judge metrics, prices) are checked by a
+``value_problems`` callable the caller hands in (settings.py), so their
+messages join the same list. A key left out is ``None`` (or empty): the
+defaults themselves are in defaults.py, applied by settings.py after the ini
+keys and the environment had their say.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Mapping, Optional
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .defaults import INI_KEYS
 from .evalset import json_kind
 from .suggest import closest
 
-__all__ = ["JudgeTable", "RagevalTable", "key_line", "table_name", "table_problems"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["ConfigError", "JudgeConfig", "RagevalConfig", "key_line", "read_config", "table_name", "table_problems"]
+
+#: (key path below ``[tool.rageval]``, problem): one mistake in the table.
+Problem = tuple[tuple[str, ...], str]
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the file or setting, the key and the problem."""
 
 
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class JudgeTable(_Table):
+class JudgeConfig(_Table):
     """``[tool.rageval.judge]``: model, endpoint and mode pyproject-side (ini and CLI win), metrics, prices."""
 
-    metrics: Any = None  # list of judge metric names
+    metrics: Any = None  # list of judge metric names (checked with the judge scales, settings.py)
     prices: dict[str, Any] = Field(default_factory=dict)  # model = [USD per 1M prompt, per 1M completion tokens]
     model: Optional[str] = Field(default=None, min_length=1)
     base_url: Optional[str] = Field(default=None, min_length=1)
     json_mode: Optional[Literal["json_schema", "json_object", "text"]] = None
 
 
-class RagevalTable(_Table):
+class RagevalConfig(_Table):
     """``[tool.rageval]``."""
 
     thresholds: dict[str, Any] = Field(default_factory=dict)  # metric = value, or <category> = {metric = value}
     gate: dict[str, Any] = Field(default_factory=dict)  # aggregate = tolerance, min_judge_coverage
-    judge: JudgeTable = Field(default_factory=JudgeTable)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+
+
+def read_config(path: Optional[Path], value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()
+                ) -> RagevalConfig:
+    """The checked ``[tool.rageval]`` table of a pyproject.toml; the empty model when there is none.
+
+    ``value_problems`` adds the mistakes in the values of a structurally valid
+    table. ConfigError names every mistake, ``<file>:<line>: <problem>``, in
+    file order, joined by "; ".
+    """
+    if path is None or not path.is_file():
+        return RagevalConfig()
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read [tool.rageval]: {exc}") from None
+    tool = data.get("tool", {})
+    table = tool.get("rageval", {}) if isinstance(tool, dict) else {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.rageval] must be a table")
+    problems = table_problems(table)
+    problems.extend(value_problems(table))
+    if problems:
+        display = _display(path)
+        located = sorted((key_line(text, keys) or 0, message) for keys, message in problems)
+        raise ConfigError("; ".join(f"{display}{f':{line}' if line else ''}: {message}" for line, message in located))
+    return RagevalConfig.model_validate(table)
+
+
+def _display(path: Path) -> str:
+    """``path`` relative to the current folder when it lies below it (shorter messages)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (OSError, ValueError):
+        return str(path)
 
 
 #: Tables SPEC names that this version does not read yet: a clear word instead of a did-you-mean.
@@ -52,10 +110,10 @@ def table_name(path: tuple[str, ...]) -> str:
     return "[" + ".".join(("tool", "rageval", *path)) + "]"
 
 
-def table_problems(table: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+def table_problems(table: Mapping[str, Any]) -> list[Problem]:
     """(key path below ``[tool.rageval]``, problem) for every unknown or mistyped table or key."""
     try:
-        RagevalTable.model_validate(dict(table))
+        RagevalConfig.model_validate(dict(table))
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False)
         return [(tuple(str(p) for p in err["loc"]), _problem(err)) for err in errors]
@@ -63,7 +121,7 @@ def table_problems(table: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]
 
 
 def _model_at(path: tuple[str, ...]) -> type[BaseModel]:
-    model: type[BaseModel] = RagevalTable
+    model: type[BaseModel] = RagevalConfig
     for part in path:
         annotation = model.model_fields[part].annotation
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
@@ -87,11 +145,8 @@ def _problem(err: Mapping[str, Any]) -> str:
 def _hint(parent: tuple[str, ...], key: str, *, as_table: bool) -> str:
     if not parent and key in NOT_BUILT:
         return f" ({NOT_BUILT[key]})"
-    if not parent and not as_table:
-        from .plugin import INI_KEYS  # the pytest surface imports nothing heavy
-
-        if f"rageval_{key}" in {name for name, *_ in INI_KEYS}:
-            return f" (rageval_{key} is an ini key: set it under [tool.pytest.ini_options])"
+    if not parent and not as_table and f"rageval_{key}" in {name for name, *_ in INI_KEYS}:
+        return f" (rageval_{key} is an ini key: set it under [tool.pytest.ini_options])"
     match = closest(key, _model_at(parent).model_fields)
     if match is None:
         return ""

@@ -1,0 +1,55 @@
+"""Every default of the configuration, written once, and the ini keys that carry it.
+
+Foundations (layer 0): imports nothing but ``typing``, so the pytest surface
+(plugin.py, imported by every pytest run) can register the ini keys from here
+without loading anything else. ``settings.Settings``, ``sanitize.Limits``, the
+``[tool.rageval]`` model (config.py) and ``pytest_addoption`` read these names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+EVAL_SET_GLOBS: tuple[str, ...] = ("eval_sets/**/*.jsonl",)  # relative to rootdir
+TIMEOUT = 60.0  # seconds before a RAG call times out
+K = 5  # retrieved chunks that count
+JUDGE = "auto"  # openai with a judge model, else lexical
+JUDGE_CHOICES = ("auto", "openai", "lexical", "none")
+JUDGE_JSON_MODE = "json_schema"
+JUDGE_JSON_MODES = ("json_schema", "json_object", "text")
+JUDGE_METRICS: tuple[str, ...] = ("groundedness", "correctness")  # [tool.rageval.judge] metrics
+OUTPUT_DIR = "results"  # relative to rootdir
+CACHE_DIR = ".rageval_cache"  # relative to rootdir
+CONCURRENCY = 8  # cases in flight at once in one process
+MAX_ANSWER_CHARS = 20_000  # answer and abstain reason (sanitize.Limits)
+MAX_CHUNK_CHARS = 20_000  # text of a retrieved chunk or reference field
+MAX_REASONING_CHARS = 4_000  # judge reasoning, claim or raw answer
+MAX_ERROR_CHARS = 2_000  # error message
+
+#: (name, help, pytest ini type, default) of every ini key, for ``parser.addini``. A default of ""
+#: means "not set": settings.py then falls back to the constant above (the ini value would win over
+#: ``[tool.rageval]`` otherwise).
+IniType = Literal["string", "linelist", "bool"]
+INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
+    ("rageval_eval_sets", "eval-set files (globs relative to rootdir) run by `pytest --rageval` without paths", "linelist", list(EVAL_SET_GLOBS)),
+    ("rageval_target", "the system under test: an http(s):// URL or package.module:callable", "string", ""),
+    ("rageval_headers", "HTTP headers for the target, lines `Name: value`, ${ENV_VAR} interpolated", "linelist", []),
+    ("rageval_request_map", "request body key renames, lines `question = query`, `k = topK`", "linelist", []),
+    ("rageval_response_map", "response mapping, lines `target = source.path`", "linelist", []),
+    ("rageval_timeout", f"seconds before a RAG call times out (default {TIMEOUT:g})", "string", f"{TIMEOUT:g}"),
+    ("rageval_k", f"how many retrieved chunks count (default {K})", "string", ""),
+    ("rageval_max_answer_chars",
+     f"longest answer (and abstain reason) kept; longer is cut with a note (default {MAX_ANSWER_CHARS})", "string", ""),
+    ("rageval_max_chunk_chars", f"longest text of a retrieved chunk or reference field kept (default {MAX_CHUNK_CHARS})", "string", ""),
+    ("rageval_max_reasoning_chars", f"longest judge reasoning, claim or raw answer kept (default {MAX_REASONING_CHARS})", "string", ""),
+    ("rageval_max_error_chars", f"longest error message kept (default {MAX_ERROR_CHARS})", "string", ""),
+    ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
+    ("rageval_judge", "judge: auto (openai with a model, else lexical), openai, lexical or none", "string", ""),
+    ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),
+    ("rageval_judge_base_url", "base URL of the OpenAI-compatible judge (env OPENAI_BASE_URL)", "string", ""),
+    ("rageval_judge_json_mode", f"{JUDGE_JSON_MODE} (default), json_object or text", "string", ""),
+    ("rageval_citation_patterns", "extra citation markers the lexical judge removes from answers, one regex a line", "linelist", []),
+    ("rageval_cache_dir", f"judge cache folder (default {CACHE_DIR})", "string", ""),
+    ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
+    ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
+)
