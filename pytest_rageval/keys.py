@@ -16,6 +16,6 @@ if TYPE_CHECKING:  # types only: these modules import this one
     from .collect import EvalCollection
     from .controller import RunController
 
-collection_key = pytest.StashKey["EvalCollection"]()
-runner_key = pytest.StashKey["CaseRunner"]()
-controller_key = pytest.StashKey["RunController"]()
+collection_key: pytest.StashKey[EvalCollection] = pytest.StashKey()
+runner_key: pytest.StashKey[CaseRunner] = pytest.StashKey()
+controller_key: pytest.StashKey[RunController] = pytest.StashKey()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 __all__ = [
@@ -251,10 +251,11 @@ def _public_ini(assignment: str) -> str:
     return assignment
 
 
-def public_args(args: Sequence[str], redactor: Redactor = Redactor()) -> list[str]:
+def public_args(args: Sequence[str], redactor: Optional[Redactor] = None) -> list[str]:
     """A command line fit to store: ``-o``/``--override-ini`` values of secret ini keys, values of
     secret-looking options (``--api-key X``, ``--token=X``) and ``name=value`` arguments masked, URLs made
     public, and every known secret masked."""
+    redactor = redactor if redactor is not None else Redactor()
     out: list[str] = []
     pending = ""  # "ini": the next argument is an -o value; "value": the next argument is a secret
     for arg in args:

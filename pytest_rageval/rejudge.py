@@ -184,7 +184,7 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
             return await judge_case(setup.judge, setup.metrics, job.case, job.response, job.inp, budget=setup.budget)
 
     outcomes = await asyncio.gather(*(one(job) for job in jobs))
-    for job, outcome in zip(jobs, outcomes):
+    for outcome in outcomes:
         if isinstance(outcome.error, JudgeAuthError):
             raise outcome.error
     judge = judge_info(setup.judge)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
@@ -50,6 +52,7 @@ class Engine:
         self._stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
         self._loop = asyncio.new_event_loop()
         self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._submitted: "weakref.WeakSet[Any]" = weakref.WeakSet()  # the cases' coroutines, until they are gone
         self._thread = threading.Thread(target=self._serve, name="rageval-loop", daemon=True)
         self._thread.start()
 
@@ -66,6 +69,9 @@ class Engine:
     def submit(self, coro: Awaitable[T], *, order: Optional[int] = None) -> "concurrent.futures.Future[T]":
         """Start ``coro`` on the loop, bounded by the concurrency slots; ``order`` (the case's collection
         index) ranks its judge requests: the endpoint limiter serves the earliest case first."""
+
+        if inspect.iscoroutine(coro):
+            self._submitted.add(coro)
 
         async def bounded() -> T:
             if order is not None:
@@ -134,6 +140,9 @@ class Engine:
         self._thread.join(timeout=0.5 if blocked else _CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self._loop.close()
+            for coro in list(self._submitted):  # cancelled before they began: no "never awaited" warning
+                if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                    coro.close()
 
     def _cancel_all(self) -> None:
         for task in asyncio.all_tasks(self._loop):
@@ -394,7 +403,7 @@ async def _evaluate(
         record["judge"] = _judge_dicts(run_verdicts, opts.limits, step.notes)
     record["metrics"] = _combine(per_run, tuple(m for m in judge.metrics if m in registry.metric_names("judge")) if judge is not None else ())
     record["abstained"] = record["metrics"].get("abstained")
-    record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(l["total_ms"] for l in latencies) / len(latencies)}
+    record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(lat["total_ms"] for lat in latencies) / len(latencies)}
     if len(per_run) > 1:
         record["flaky"] = 0 < sum(verdicts) < len(verdicts)
         record["repeats"] = [{"passed": v, "metrics": m} for v, m in zip(verdicts, per_run)]

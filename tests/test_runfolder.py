@@ -161,6 +161,6 @@ def test_no_command_drops_a_line_it_cannot_read(tmp_path: Path, command: str, da
             cli.main(args[command])
         assert info.value.code == 2
         err = capsys.readouterr().err
-        assert f"results.jsonl:4: cannot read this record" in err, err
+        assert "results.jsonl:4: cannot read this record" in err, err
         assert not (tmp_path / "m").exists()
     assert folder.results_path.read_bytes() == before

@@ -38,7 +38,8 @@ from ..gate import Comparison
 from .html import CSS, Html, render_aggregates, render_case_body
 from .terminal import summary_metrics
 
-__all__ = ["EscapedTestIds", "FinishedRun", "HtmlExtras", "HtmlSummary", "case_html", "main_aggregates", "main_metrics", "register", "scoped_css", "summary_html"]
+__all__ = ["EscapedTestIds", "FinishedRun", "HtmlExtras", "HtmlSummary", "case_html", "main_aggregates", "main_metrics", "register",
+           "scoped_css", "summary_html"]
 
 SCOPE = ".rageval"
 def main_metrics() -> tuple[str, ...]:

@@ -7,7 +7,6 @@ as a crash or a full disk leaves it, then resumed.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
