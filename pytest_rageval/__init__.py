@@ -6,7 +6,12 @@ through the plugin entry point, and most runs never need them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy names below
+    from pytest_rageval.client import CallableClient, HttpClient, RagCallError
+    from pytest_rageval.handwritten import CaseResult, SessionClient, assert_metrics
+    from pytest_rageval.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 __version__ = "0.1.0"
 
@@ -23,7 +28,8 @@ _EXPORTS = {
     "RagCallError": "pytest_rageval.client",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["CallableClient", "CaseResult", "Chunk", "EvalCase", "GoldSupport", "HttpClient", "RagCallError", "RagResponse",
+           "SessionClient", "__version__", "assert_metrics"]  # the names of _EXPORTS
 
 
 def __getattr__(name: str) -> Any:

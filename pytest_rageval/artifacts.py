@@ -63,8 +63,9 @@ def portable_record(record: dict[str, Any]) -> dict[str, Any]:
     return json.loads(dumps(writable_record(record)))
 
 
-def case_config(*, k: int, config_hash: str, judge: Mapping[str, Any]) -> dict[str, Any]:
-    """Seed 003's per-case ``config``: what a case's numbers depend on (judge from ``judges.factory.judge_info``)."""
+def case_config(*, k: Optional[int], config_hash: Optional[str], judge: Mapping[str, Any]) -> dict[str, Any]:
+    """Seed 003's per-case ``config``: what a case's numbers depend on (judge from ``judges.factory.judge_info``;
+    k and hash None when ``rageval judge`` rewrites a record that lacks them)."""
     return {
         "k": k,
         "config_hash": config_hash,

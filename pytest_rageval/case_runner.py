@@ -130,7 +130,7 @@ class CaseRunner:
                 pytest.fail(str(exc), pytrace=False)
             judge = self.judge_for(item.funcargs["rageval_judge"])
             future = self.engine.submit(self._case_coro(item, client, judge), order=self._case_order(item))
-        return self.evaluate(future)  # type: ignore[no-any-return]
+        return self.evaluate(future)
 
     def evaluate_handwritten(self, coro: Coroutine[Any, Any, CaseRecord]) -> CaseRecord:
         """Run a hand-written test's ``evaluate`` and keep its record for the test's report."""

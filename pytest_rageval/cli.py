@@ -45,8 +45,9 @@ def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
     """``[tool.rageval.gate]`` of ``pyproject`` or of the nearest pyproject.toml above the current folder."""
     from .settings import SettingsError, parse_gate, read_pyproject_table
 
+    path: Optional[Path]
     if pyproject is not None:
-        path: Optional[Path] = Path(pyproject)
+        path = Path(pyproject)
         if not path.is_file():
             raise _usage_error(f"--pyproject {pyproject}: no such file")
     else:
@@ -164,13 +165,15 @@ def _judge(args: argparse.Namespace) -> int:
 
     # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.
     used = RunFolder(Path(args.run)).config()
-    used_judge = used.get("judge") if isinstance(used.get("judge"), dict) else {}
+    found = used.get("judge")
+    used_judge: dict[str, Any] = found if isinstance(found, dict) else {}
     same = args.judge in (None, "openai") and used_judge.get("name") == "openai"
     judge = args.judge or ("openai" if same else "lexical")
     model = args.model or (used_judge.get("model") if same else None)
     if judge == "openai" and not model:
         raise _usage_error("--judge openai needs --model")
-    run_metrics = (used.get("config") or {}).get("judge_metrics") if isinstance(used.get("config"), dict) else None
+    used_config = used.get("config")
+    run_metrics = used_config.get("judge_metrics") if isinstance(used_config, dict) else None
     settings = Settings(
         rootdir=Path.cwd(),
         judge=judge,

@@ -13,13 +13,14 @@ import os
 import warnings
 from pathlib import Path
 import glob
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
 from . import compat
 from .evalset import load_eval_file
 from .keys import collection_key, runner_key
+from .record import CaseRecord
 from .runner import NO_REL_PATH
 from .schedule import in_shard
 from .schema import EvalCase
@@ -95,7 +96,7 @@ class CaseItem(pytest.Function):
         super().__init__(**kwargs)
         self.case = case
         self.line = line
-        self.record: Optional[dict[str, Any]] = None
+        self.record: Optional[CaseRecord] = None
         self.add_marker(pytest.mark.rageval)
         if case.skip is not None:
             self.add_marker(pytest.mark.skip(reason=case.skip))
@@ -108,9 +109,9 @@ class CaseItem(pytest.Function):
         super().setup()
         from .report.terminal import format_error
 
-        self.record = self.config.stash[runner_key].run_case(self)
-        if self.record.get("error"):
-            pytest.fail(format_error(self.record, self.line), pytrace=False)
+        record = self.record = self.config.stash[runner_key].run_case(self)
+        if record.get("error"):
+            pytest.fail(format_error(record, self.line), pytrace=False)
 
     def runtest(self) -> None:
         from .report.terminal import format_failure
@@ -141,7 +142,7 @@ WARNINGS = {
 warned_key = pytest.StashKey[set]()
 
 
-def warn_once(config: pytest.Config, record: dict[str, Any]) -> None:
+def warn_once(config: pytest.Config, record: Mapping[str, Any]) -> None:
     """Warn about each of the record's warning codes once per process (xdist's summary merges the workers')."""
     warned = config.stash.setdefault(warned_key, set())
     for code in record.get("warnings") or ():

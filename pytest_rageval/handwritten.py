@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .client import RagClient
+from .record import CaseError, CaseRecord
 from .runner import JudgeSetup, evaluate_case
 from .schema import EvalCase, RagResponse
 from .thresholds import ThresholdError, coerce_threshold, find_misses
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # a type only: case_runner imports this module
 class CaseResult:
     """The outcome of ``rageval_client.evaluate``: the case's CaseRecord and its metrics."""
 
-    record: dict[str, Any]
+    record: CaseRecord
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -44,7 +45,7 @@ class CaseResult:
         return self.record.get("answer")
 
     @property
-    def error(self) -> Optional[dict[str, str]]:
+    def error(self) -> Optional[CaseError]:
         return self.record.get("error")
 
     def __getitem__(self, metric: str) -> Any:

@@ -18,7 +18,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Literal, Union
+from typing import Any, Callable, Literal, Union
 
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file"]
 
@@ -163,10 +163,19 @@ def _placed(exc: JsonLimitError, text: str, decoder: json.JSONDecoder) -> JsonLi
     if exc.path:
         return exc
     try:
-        path = _fault_path(text, _WS.match(text, 0).end(), decoder, _PLACE_DEPTH)
+        path = _fault_path(text, _skip_ws(text, 0), decoder, _PLACE_DEPTH)
     except ValueError:
         return exc
     return JsonLimitError(exc.problem, path) if path else exc
+
+
+def _skip_ws(text: str, idx: int) -> int:
+    """The index of the first character at or after ``idx`` that is not JSON whitespace."""
+    found = _WS.match(text, idx)
+    return found.end() if found is not None else idx
+
+
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _fault_path(text: str, idx: int, decoder: json.JSONDecoder, levels: int) -> tuple[Any, ...]:
@@ -175,25 +184,25 @@ def _fault_path(text: str, idx: int, decoder: json.JSONDecoder, levels: int) -> 
     if levels <= 0 or opener not in ("{", "["):
         return ()
     seen: set[str] = set()
-    idx = _WS.match(text, idx + 1).end()
+    idx = _skip_ws(text, idx + 1)
     position = 0
     while text[idx : idx + 1] not in ("", "}", "]"):
         key: Any = position
         if opener == "{":
-            key, idx = json.decoder.scanstring(text, idx + 1)
+            key, idx = _scanstring(text, idx + 1)
             if key in seen:
                 return (key,)
             seen.add(key)
-            idx = _WS.match(text, idx).end() + 1  # past the ':'
-            idx = _WS.match(text, idx).end()
+            idx = _skip_ws(text, idx) + 1  # past the ':'
+            idx = _skip_ws(text, idx)
         start = idx
         try:
             _, idx = decoder.raw_decode(text, idx)
         except (JsonLimitError, RecursionError):
             return (key, *_fault_path(text, start, decoder, levels - 1))
-        idx = _WS.match(text, idx).end()
+        idx = _skip_ws(text, idx)
         if text[idx : idx + 1] == ",":
-            idx = _WS.match(text, idx + 1).end()
+            idx = _skip_ws(text, idx + 1)
         position += 1
     return ()
 

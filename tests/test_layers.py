@@ -171,3 +171,12 @@ def test_the_checker_sees_a_circle_and_an_upward_import(tmp_path: Path) -> None:
             raise AssertionError("the circle metrics -> plugin -> metrics was not found")
     finally:
         PACKAGE = saved
+
+
+def test_public_names_are_the_lazy_exports() -> None:
+    """``__all__`` (what a type checker and ``import *`` see) names exactly what ``__getattr__`` serves."""
+    import pytest_rageval
+
+    assert set(pytest_rageval.__all__) - {"__version__"} == set(pytest_rageval._EXPORTS)
+    for name in pytest_rageval._EXPORTS:
+        assert getattr(pytest_rageval, name) is not None

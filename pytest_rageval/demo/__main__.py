@@ -43,7 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     default_corpus()  # index before the first request
     server = make_server(args.host, args.port, verbose=not args.quiet)
     host, port = server.server_address[:2]
-    print(f"rageval demo RAG on http://{host}:{port}{ASK_PATH} (Ctrl-C to stop)", flush=True)
+    shown = host.decode() if isinstance(host, bytes) else host
+    print(f"rageval demo RAG on http://{shown}:{port}{ASK_PATH} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

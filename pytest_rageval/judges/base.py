@@ -77,8 +77,15 @@ class JudgeAuthError(JudgeError):
 
 
 class Judge(Protocol):
-    name: str  # "openai" | "lexical"
-    heuristic: bool
+    @property
+    def name(self) -> str:
+        """``openai`` or ``lexical``."""
+        ...
+
+    @property
+    def heuristic(self) -> bool:
+        """Whether its verdicts come from word overlap rather than a model."""
+        ...
 
     def describe(self) -> dict[str, Any]:
         """name, model, base_url, prompt_versions, temperature, seed, json_mode, heuristic; never a key."""

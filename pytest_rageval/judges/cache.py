@@ -348,11 +348,11 @@ class CachedJudge:
         self._count_lock = threading.Lock()
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return self.inner.name
 
     @property
-    def heuristic(self) -> bool:  # type: ignore[override]
+    def heuristic(self) -> bool:
         return self.inner.heuristic
 
     @property

@@ -45,7 +45,8 @@ class CaseVerdicts:
     def spent(self, *, cached: bool) -> dict[str, Any]:
         """Tokens, cost and cache hits/misses of this judging; a failed call is a paid cache miss."""
         tokens, usd, hits, misses = 0, 0.0, 0, 0
-        for call in [*self.verdicts.values(), *self.failures]:
+        calls: list[Union[Verdict, JudgeError]] = [*self.verdicts.values(), *self.failures]
+        for call in calls:
             hit = isinstance(call, Verdict) and call.cached
             if not hit:  # a cached verdict cost nothing this run
                 tokens += call.prompt_tokens + call.completion_tokens

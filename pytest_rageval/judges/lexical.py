@@ -337,11 +337,11 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
         absent = sorted(display(t) for t in tokens - vocabulary)
         return ClaimCheck(claim, "unsupported", share, "not in the retrieved text: " + ", ".join(absent))
     exact = {t for t in tokens if exact_class(t)} - spelled_numbers(claim)
-    absent = (exact | names(claim)) - vocabulary
-    if absent:
-        status = "contradicted" if _substitution(claim, absent, evidence.sentences) else "unsupported"
+    missing = (exact | names(claim)) - vocabulary
+    if missing:
+        status = "contradicted" if _substitution(claim, frozenset(missing), evidence.sentences) else "unsupported"
         return ClaimCheck(claim, status, share,
-                          "not in the retrieved text: " + ", ".join(sorted(display(t) for t in absent)))
+                          "not in the retrieved text: " + ", ".join(sorted(display(t) for t in missing)))
     conflict = _negation_conflict(claim, evidence.sentences)
     if conflict is not None:
         return ClaimCheck(claim, "contradicted", share, conflict)

@@ -16,13 +16,15 @@ import html
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from markupsafe import Markup
 
 from .. import registry, safejson
 from ..runfolder import write_text_atomic
 from ..thresholds import op_for
+
+T = TypeVar("T")
 
 __all__ = [
     "CSS",
@@ -432,10 +434,16 @@ def _default_op(metric: str, threshold: Any) -> str:
     return "==" if isinstance(threshold, bool) else op_for(metric)
 
 
+def _field(record: dict, name: str, kind: type[T]) -> T:
+    """``record[name]`` when it is a ``kind`` (a record from a file may hold anything), else an empty one."""
+    value = record.get(name)
+    return value if isinstance(value, kind) else kind()
+
+
 def _render_case_metrics(record: dict) -> Html:
-    values = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
-    thresholds = record.get("thresholds") if isinstance(record.get("thresholds"), dict) else {}
-    misses = record.get("misses") if isinstance(record.get("misses"), list) else []
+    values = _field(record, "metrics", dict)
+    thresholds = _field(record, "thresholds", dict)
+    misses = _field(record, "misses", list)
     missed = {str(m.get("metric")): m for m in misses if isinstance(m, dict)}
     names = list(values) + [n for n in thresholds if n not in values]
     if not names:
@@ -630,7 +638,7 @@ def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
     for i, run in enumerate(runs):
         aggregates = run.get("aggregate_metrics")
         value = aggregates.get(metric) if isinstance(aggregates, dict) else None
-        if _is_number(value) and math.isfinite(value):
+        if isinstance(value, (int, float)) and _is_number(value) and math.isfinite(value):
             points.append((i, str(run.get("run_id") or f"run {i + 1}"), float(value)))
     return points
 
