@@ -2,7 +2,10 @@
 
 - ``pytester`` for the suite's end-to-end runs of the plugin;
 - ``tests/`` on ``sys.path``, so the shared loopback servers (``ask_server``, ``openai_server``,
-  ``llama_server``, ``loopback``) and helpers (``needs``, ``browser``) import from any test folder.
+  ``llama_server``, ``loopback``) and helpers (``needs``, ``browser``) import from any test folder;
+- shared fixtures: ``xdist`` (each requesting test runs serially and under ``-n 2``, the way syrupy's
+  ``plugin_args`` does), ``demo_url`` (the bundled demo RAG served on a loopback port) and
+  ``needs_chromium`` (the headless browser of the report tests).
 
 What only the test suite needs (warming the HTTP transports) is in ``tests/conftest.py``.
 """
@@ -10,10 +13,49 @@ What only the test suite needs (warming the HTTP transports) is in ``tests/conft
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 pytest_plugins = ["pytester"]
 
 TESTS = str(Path(__file__).resolve().parent / "tests")
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+
+
+@pytest.fixture(params=[[], ["-n", "2"]], ids=["serial", "xdist"])
+def xdist(request: pytest.FixtureRequest) -> list[str]:
+    """Extra pytest arguments: none, then two pytest-xdist workers (the same scenario both ways)."""
+    return list(request.param)
+
+
+@pytest.fixture(scope="session")
+def demo_url() -> Iterator[str]:
+    """The bundled demo RAG (``pytest_rageval.demo``) over HTTP on a free loopback port."""
+    from pytest_rageval.demo import make_server
+
+    server = make_server("127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    try:
+        yield f"http://{host!s}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def needs_chromium() -> str:
+    """The Chromium binary; skips the test without one (fails it under CI)."""
+    from browser import chromium
+    from needs import missing
+
+    path = chromium()
+    if path is None:
+        missing("chromium is not installed (Debian package chromium)")
+    return path

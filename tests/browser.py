@@ -9,20 +9,9 @@ from typing import Optional
 
 import pytest
 
-from needs import missing
-
 
 def chromium() -> Optional[str]:
     return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.fixture
-def needs_chromium() -> str:
-    """The Chromium binary; skips the test without one (fails it under CI)."""
-    path = chromium()
-    if path is None:
-        missing("chromium is not installed (Debian package chromium)")
-    return path
 
 
 def dump_dom(page: Path, profile: Path) -> str:

@@ -16,7 +16,6 @@ from ask_server import AskServer, answer, chunk
 from openai_server import OpenAIServer, verdicts
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
-XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 
 
 def respond(body: dict) -> Any:
@@ -52,7 +51,6 @@ def _one_usage_error(pytester: pytest.Pytester, result: pytest.RunResult, reques
     return errors[0]
 
 
-@XDIST
 @pytest.mark.parametrize(("table", "message"), [
     ("[tool.rageval.treshold]\nmrr = 1\n",
      "pyproject.toml:1: unknown table [tool.rageval.treshold] (did you mean [tool.rageval.thresholds]?)"),
@@ -103,7 +101,6 @@ def test_every_mistake_of_the_table_is_named_in_file_order(project: pytest.Pytes
         < line.index("pyproject.toml:8: [tool.rageval.judge] metrics: unknown judge metric 'groundednes' (did you mean 'groundedness'?)")
 
 
-@XDIST
 @pytest.mark.parametrize(("ini", "message"), [
     ("rageval_response_map =\n    answer = reply\n    anser = text\n",
      "rageval_response_map line 2: unknown target 'anser' (did you mean 'answer'?)"),
@@ -123,7 +120,6 @@ def test_a_map_or_header_that_does_not_parse_stops_the_run_once(project: pytest.
     assert message in line, line
 
 
-@XDIST
 @pytest.mark.parametrize(("target", "message"), [
     ("nomod_rageval_test:ask", "rageval_target 'nomod_rageval_test:ask': cannot import module 'nomod_rageval_test'"),
     ("myrag:aks", "rageval_target 'myrag:aks': module 'myrag' has no attribute 'aks'"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,7 +18,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from pytest_rageval.demo import ask, make_server
+from pytest_rageval.demo import ask
 from pytest_rageval.demo.__main__ import main as demo_main
 from pytest_rageval.demo.bm25 import B, K1, BM25Index, tokenize
 from pytest_rageval.demo.chunker import chunk_note
@@ -179,19 +178,10 @@ def test_cli_ask_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    """A client of the demo server, running in a thread on a free port."""
-    server = make_server("127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        with httpx.Client(base_url=f"http://{host}:{port}", timeout=10) as client:
-            yield client
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def http(demo_url: str) -> Iterator[httpx.Client]:
+    """A client of the demo server (``demo_url``, the root conftest.py)."""
+    with httpx.Client(base_url=demo_url, timeout=10) as client:
+        yield client
 
 
 def test_http_ask(http: httpx.Client) -> None:

@@ -53,7 +53,6 @@ def base_args(url: str, *extra: str) -> list[str]:
     return ["--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", *extra]
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_k_subset_is_gated_on_its_shared_cases_and_leaves_latest(pytester: pytest.Pytester, xdist: list[str]) -> None:
     eval_set(pytester, "eval_sets/s", [f"stip{i}" for i in range(3)] + [f"other{i}" for i in range(5)])
     system = System()
@@ -106,7 +105,6 @@ def test_another_file_selection_is_compared_on_the_cases_both_runs_share(pyteste
     changed.stdout.fnmatch_lines(["baseline refused*", "  eval_set_hash differs: baseline eval_sets/a.jsonl *"])
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_an_all_error_run_is_not_compared_and_leaves_latest(pytester: pytest.Pytester, xdist: list[str]) -> None:
     eval_set(pytester, "eval_sets/s", ["c1", "c2"])
     system = System()

@@ -141,7 +141,6 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester, xdist: list[str]) -> None:
     with AskServer(respond) as server:
         result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *xdist)

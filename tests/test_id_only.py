@@ -47,7 +47,6 @@ def metrics_of(pytester: pytest.Pytester) -> dict[str, Any]:
     return json.loads((pytester.path / "results" / run / "metrics.json").read_text())["cases"]
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pytester, xdist: list[str]) -> None:
     pytester.makeini(seed_001_ini())
     write(pytester, CASES)
@@ -61,7 +60,6 @@ def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pyteste
     assert "RagevalWarning" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: pytest.Pytester, xdist: list[str]) -> None:
     pytester.makeini(seed_001_ini())
     write(pytester, [

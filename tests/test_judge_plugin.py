@@ -180,7 +180,6 @@ def test_server_rejecting_json_schema_falls_back_and_completes(project: pytest.P
     assert modes.count("json_object") == 4
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_refused_key_stops_the_session_with_one_message(project: pytest.Pytester, xdist: list[str]) -> None:
     refuse = lambda body, headers: error(401, "Incorrect API key provided", type_="invalid_request_error")  # noqa: E731
     with AskServer(rag) as ragsrv, OpenAIServer(refuse) as judge:

@@ -77,7 +77,6 @@ def test_bad_lines_are_error_items_naming_file_line_and_field(pytester: pytest.P
     assert metrics["invalid_lines"] == 4 and metrics["total_tests"] == 3 and metrics["errors"] == 0
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_gate_fails_on_mrr_drop_even_when_every_case_passes(pytester: pytest.Pytester, xdist: list[str]) -> None:
     write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(4)])
     system = Ranked()

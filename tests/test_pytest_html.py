@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import dump_dom, needs_chromium  # noqa: F401 (a fixture)
+from browser import dump_dom
 from needs import need_module
 from ask_server import AskServer, answer, chunk
 
@@ -111,7 +111,6 @@ def check_page(root: Path) -> str:
     return page
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_extras_and_summary(pytester: pytest.Pytester, xdist: list[str]) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
@@ -153,7 +152,6 @@ def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     assert f"unsupported claims:</div><ul><li>{ESCAPED}</li></ul>" in verdicts and PAYLOAD not in page
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_runs_without_pytest_html(pytester: pytest.Pytester, xdist: list[str]) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
@@ -178,7 +176,6 @@ def test_without_html_option_nothing_is_rendered(pytester: pytest.Pytester) -> N
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-s")
     result.assert_outcomes(passed=1, failed=1, errors=1)
     result.stdout.fnmatch_lines(["*EXTRAS [[]0, 0, 0[]]*"])
-
 
 
 @pytest.mark.usefixtures("needs_chromium")

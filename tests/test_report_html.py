@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import dump_dom, needs_chromium  # noqa: F401 (a fixture)
+from browser import dump_dom
 
 from pytest_rageval.report.html import load_history, render_report, write_report
 
@@ -319,7 +319,6 @@ def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict, monk
         write_report(target, metrics, [])
     assert target.read_text(encoding="utf-8") == "old"
     assert os.listdir(tmp_path) == ["report.html"]
-
 
 
 @pytest.mark.usefixtures("needs_chromium")

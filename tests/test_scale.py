@@ -167,7 +167,6 @@ def test_exitfirst_stops_marks_incomplete_and_cancels_the_rest(pytester: pytest.
     assert asked <= 5 + 2 * 4
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_cases_that_conftest_code_skips_at_setup_send_nothing(pytester: pytest.Pytester, xdist: list[str]) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": cases(12)})
     pytester.makeconftest(

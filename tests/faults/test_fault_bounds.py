@@ -66,7 +66,6 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_hostile_json_is_one_bad_line_and_every_other_line_and_set_runs(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester, [GOOD[0], *(text for text, _ in HOSTILE.values()), GOOD[1]], name="eval_sets/hostile")
     project(pytester, [GOOD[2]], name="eval_sets/other")

@@ -21,7 +21,6 @@ from ask_server import AskServer, answer, chunk
 from needs import missing
 
 CASES = 6
-XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 
 
 def respond(body: dict) -> Any:
@@ -200,7 +199,6 @@ def test_an_output_folder_under_a_file_is_a_usage_error_before_any_case(project:
     assert "--rageval-output:" in line and "blocker is not a folder" in line, line
 
 
-@XDIST
 def test_an_unwritable_output_folder_is_a_usage_error_before_any_case(project: pytest.Pytester, xdist: list[str]) -> None:
     if not _immutable_dir_works():
         missing("chattr +i is not available here (needs root and a file system that supports it)")

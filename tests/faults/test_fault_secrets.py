@@ -146,7 +146,6 @@ def leaks(root: Path, streams: dict[str, str]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                             xdist: list[str]) -> None:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", KEY)

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from ask_server import AskServer, answer, chunk
 
-XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 CASES = 8
 #: What the target does for each question (other questions get an answer): cases run before and after each fault.
 FAULTS = {"q1": "systemexit", "q2": "keyboardinterrupt", "q4": "generatorexit", "q5": "exit-code", "q6": "cancelled"}
@@ -111,7 +110,6 @@ def test_a_base_exception_under_xdist_is_that_cases_error(pytester: pytest.Pytes
     assert_errors_rest_ran(pytester, result, faults)
 
 
-@XDIST
 def test_a_sync_target_past_its_timeout_is_abandoned_and_pytest_exits(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester, {"q3": "hang"})
     start = time.monotonic()
@@ -201,7 +199,6 @@ def assert_kept_and_incomplete(root: Path, proc: subprocess.Popen, took: float) 
     assert sorted(r["test_case_id"] for r in records) == [f"c{i:03d}" for i in range(LAST)]
 
 
-@XDIST
 def test_sigterm_ends_the_run_while_a_sync_target_hangs(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester, {f"q{LAST}": "hang"})
     cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask",
@@ -211,7 +208,6 @@ def test_sigterm_ends_the_run_while_a_sync_target_hangs(pytester: pytest.Pyteste
     assert_kept_and_incomplete(root, proc, took)
 
 
-@XDIST
 def test_sigterm_ends_the_run_while_an_http_request_hangs(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester, {})
     release = threading.Event()
