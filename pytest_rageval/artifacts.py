@@ -1,6 +1,7 @@
-"""The run folder: streamed results.jsonl, atomic metrics.json/config.json, ``latest``.
+"""What a run folder holds (how it is written and read is runfolder.py): records made writable and
+portable, seed 003's per-case keys, metrics.json composed, eval-set digests, the git commit.
 
-Only the controller process writes here (never an xdist worker).
+Only the controller process writes a run folder (never an xdist worker).
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ import secrets
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from . import registry, safejson
 from .record import error
-from .runfolder import (Repair, RunFolder, RunFolderError, RunLock, UnreadableRecord, check_writable,  # noqa: F401
-                        read_json_object, read_records, repair_results, write_json_atomic, write_text_atomic)
 from .sanitize import error_message
 
 
@@ -24,11 +23,6 @@ def new_run_id(now: Optional[datetime] = None) -> str:
     """A sortable, unique run id: UTC timestamp plus a short random suffix."""
     now = now or datetime.now(timezone.utc)
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-
-
-def dumps(data: Any) -> str:
-    """One JSON line of an artifact: strict (no NaN), valid UTF-8 (no lone surrogate); see safejson.dumps."""
-    return safejson.dumps(data)
 
 
 def writable_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +33,7 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
     that field and makes the case an error naming it, so the run goes on.
     """
     try:
-        dumps(record)
+        safejson.dumps(record)
         return record
     except Exception:  # noqa: BLE001 - find the fields at fault below
         pass
@@ -47,7 +41,7 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
     dropped: list[str] = []
     for name, value in record.items():
         try:
-            dumps(value)
+            safejson.dumps(value)
         except Exception as exc:  # noqa: BLE001
             dropped.append(f"'{name}' ({error_message(exc, 200)})")
         else:
@@ -60,7 +54,7 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
 def portable_record(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` as it will be written (writable_record, then through JSON): plain JSON values, no NaN, no lone
     surrogate, so it can also cross to another process (xdist's execnet refuses strings that are not valid UTF-8)."""
-    return json.loads(dumps(writable_record(record)))
+    return json.loads(safejson.dumps(writable_record(record)))
 
 
 def case_config(*, k: Optional[int], config_hash: Optional[str], judge: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,13 +102,6 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
 def _seed_retrieval() -> tuple[str, ...]:
     """Seed 003's ``retrieval_metrics``: every deterministic metric but the abstention ones (under ``abstention``)."""
     return tuple(m.name for m in registry.metrics("deterministic") if m.aggregate_kind != "abstention")
-
-
-class RunWriter(RunFolder):
-    """``RunFolder.new(output_dir, run_id)`` under the name the session builds it by."""
-
-    def __init__(self, output_dir: Path, run_id: str, *, config: Optional[Callable[[], dict[str, Any]]] = None) -> None:
-        super().__init__(Path(output_dir) / run_id, config=config)
 
 
 def file_digests(names: Iterable[str], root: Path) -> dict[str, str]:

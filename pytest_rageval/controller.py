@@ -19,9 +19,8 @@ import pytest
 
 from . import __version__, compat, spotcheck
 from .aggregate import Aggregator
-from .artifacts import (RunFolderError, RunLock, RunWriter, case_config, check_writable, compose_metrics, config_hash,
-                        file_digests, git_commit, new_run_id, read_json_object, read_records, repair_results,
-                        why_not_latest, with_seed_keys, writable_record, write_json_atomic)
+from .artifacts import (case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, why_not_latest,
+                        with_seed_keys, writable_record)
 from .collect import CaseItem
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
@@ -29,6 +28,8 @@ from .judges.cache import JudgeCacheError
 from .redact import public_args, public_url
 from .resume import differences, selection_of
 from .run_setup import RunSetup
+from .runfolder import (RunFolder, RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results,
+                        write_json_atomic)
 from .runner import Engine
 from .sanitize import terminal_safe
 from .selection import Selection
@@ -56,7 +57,7 @@ class RunController:
         self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
         self.eval_files: set[str] = set()
         self.digests: dict[str, str] = {}
-        self.writer: Optional[RunWriter] = None
+        self.writer: Optional[RunFolder] = None
         self.metrics: Optional[dict[str, Any]] = None
         self.comparison: Optional[Comparison] = None
         self.gate_notes: list[str] = []
@@ -208,11 +209,11 @@ class RunController:
         if s.judge_check:
             self.check_judge()
         if s.resume is not None:
-            self.writer = RunWriter(s.resume.parent, s.resume.name, config=self.build_config)
+            self.writer = RunFolder(s.resume, config=self.build_config)
             for record in self.resumed:
                 self._accept(record, write=False)
         else:
-            self.writer = RunWriter(s.output_dir, new_run_id(), config=self.build_config)
+            self.writer = RunFolder.new(s.output_dir, new_run_id(), config=self.build_config)
         self.case_config = case_config(k=s.k, config_hash=config_hash(s.snapshot()), judge=self.setup.judge_info())
         self._previous_sigterm = _interrupt_on_sigterm(lambda: self.stop_workers())
 

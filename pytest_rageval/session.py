@@ -19,7 +19,6 @@ from typing import Any, Optional, Sequence
 import pytest
 
 from . import compat
-from .artifacts import read_records
 from .case_runner import CaseRunner, WorkerLink
 from .client import RagConfigError
 from .collect import EvalCollection
@@ -27,6 +26,7 @@ from .controller import RunController, XdistControllerLink
 from .judges.cache import JudgeCacheError
 from .keys import collection_key, controller_key, runner_key
 from .run_setup import RunSetup
+from .runfolder import read_records
 from .schedule import Lookahead, WorkerLookahead
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 

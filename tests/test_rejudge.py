@@ -14,7 +14,7 @@ import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
 
 from pytest_rageval.aggregate import aggregate
-from pytest_rageval.artifacts import read_records, write_json_atomic
+from pytest_rageval.runfolder import read_records, write_json_atomic
 from pytest_rageval.judges.base import JudgeAuthError
 from pytest_rageval.judges.cache import CachedJudge, JudgeCache
 from pytest_rageval.judges.calibration import CALIBRATION_CASES

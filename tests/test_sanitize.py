@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rageval.artifacts import dumps, writable_record
+from pytest_rageval.artifacts import writable_record
+from pytest_rageval.safejson import dumps
 from pytest_rageval.runner import bound_response
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes, terminal_safe
 from pytest_rageval.schema import Chunk, RagResponse
