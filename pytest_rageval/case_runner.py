@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Union
 
 import pytest
 
+from .artifacts import portable_record
 from .client import RagClient, RagConfigError
 from .collect import BadLineItem, CaseItem
 from .handwritten import SessionClient
@@ -50,10 +51,10 @@ class CaseRunner:
     def __init__(self, config: pytest.Config, setup: RunSetup, *, stop_file: Optional[Path] = None,
                  lookahead: type[Lookahead] = Lookahead) -> None:
         self.config = config
-        self.lookahead_kind = lookahead  # WorkerLookahead on an xdist worker
         self.setup = setup
         self.settings = setup.settings
         self.stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
+        self.lookahead_kind = lookahead  # WorkerLookahead on an xdist worker
         s = self.settings
         self.opts = RunOptions(k=s.k, require_snippets=s.require_snippets, store_full_text=s.store_full_text, limits=s.limits)
         self._engine: Optional[Engine] = None
@@ -291,8 +292,6 @@ class WorkerLink:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         """Outermost, so after the runner's: execnet refuses what JSON would (a lone surrogate)."""
-        from .artifacts import portable_record
-
         outcome = yield
         report = outcome.get_result()
         if hasattr(report, "rageval_case"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Sequence
 
 import pytest
 
@@ -33,49 +33,65 @@ from .settings import Settings, SettingsError, build_settings, pyproject_path, r
 
 def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any]]) -> None:
     """Resolve the settings and register this process's plugin objects (a mistake is one usage error)."""
-    settings = _settings(config, ini_keys)
-    setup = RunSetup.build(settings)
+    setup = RunSetup.build(_settings(config, ini_keys))
     worker = compat.is_xdist_worker(config)
-    controller_only = not worker and _distributes(config)
     collection = EvalCollection(config, setup)
-    runner: Optional[CaseRunner] = None
-    controller: Optional[RunController] = None
-    if not worker:  # xdist starts its workers after this: a mistake stops the run once, before any case
-        _usage_error_on(RagConfigError, setup.check_target)
-    collection.choose_default_args()
-    if not worker:
-        controller = RunController(config, setup, collection)
-        if not (settings.dry_run or config.option.collectonly):
-            controller.prepare_run_folder()
-        _prepare_cache(setup, controller, check=not (settings.dry_run or config.option.collectonly))
-        collection.resumed = frozenset(r["key"] for r in controller.resumed if r.get("key"))
-    elif settings.resume is not None:  # the controller mended results.jsonl before starting the workers
-        collection.resumed = frozenset(r["key"] for r in read_records(settings.resume) if r.get("key"))
-    if not controller_only:
-        stop_file = config.workerinput.get("rageval_stop_file") if worker else None  # type: ignore[attr-defined]
-        runner = CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None,
-                            lookahead=WorkerLookahead if worker else Lookahead)
+    controller = None if worker else _controller(config, setup, collection)
+    runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)
     plugins: list[tuple[str, Any]] = [("rageval-collection", collection)]
     if controller is not None:
+        config.stash[controller_key] = controller
         controller.finish_runner = runner.finish if runner is not None else None
         plugins.append(("rageval-controller", controller))
-        if controller_only:
+        if runner is None:
             plugins.append(("rageval-xdist-controller", XdistControllerLink(controller)))
     if runner is not None:
+        config.stash[runner_key] = runner
         plugins.append(("rageval-runner", runner))
         if worker:
             plugins.append(("rageval-worker", WorkerLink(config, runner, collection)))
     config.stash[collection_key] = collection
-    if runner is not None:
-        config.stash[runner_key] = runner
-    if controller is not None:
-        config.stash[controller_key] = controller
     for name, plugin in plugins:
         config.pluginmanager.register(plugin, name)
     if config.pluginmanager.hasplugin("html"):  # pytest-html loaded: per-case extras, summary table
         from .report.pytest_html import register
 
         register(config, runs_cases=runner is not None, run=controller)
+
+
+def _controller(config: pytest.Config, setup: RunSetup, collection: EvalCollection) -> RunController:
+    """Where results are kept: check the target, the run folder and the judge cache now, before xdist starts
+    its workers, so that a mistake stops the run once, before any case."""
+    settings = setup.settings
+    try:
+        setup.check_target()
+    except RagConfigError as exc:
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
+    collection.choose_default_args()
+    controller = RunController(config, setup, collection)
+    running = not (settings.dry_run or config.option.collectonly)
+    if running:
+        controller.prepare_run_folder()
+    _prepare_cache(setup, controller, check=running)
+    collection.resumed = _keys(controller.resumed)
+    return controller
+
+
+def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, *, worker: bool) -> CaseRunner:
+    """Where cases run: a serial session, or an xdist worker (which the controller has set up for already)."""
+    stop_file = None
+    if worker:
+        collection.choose_default_args()
+        if setup.settings.resume is not None:  # the controller mended results.jsonl before starting the workers
+            collection.resumed = _keys(read_records(setup.settings.resume))
+        stop_file = config.workerinput.get("rageval_stop_file")  # type: ignore[attr-defined]
+    return CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None,
+                      lookahead=WorkerLookahead if worker else Lookahead)
+
+
+def _keys(records: Iterable[dict[str, Any]]) -> frozenset[str]:
+    """The keys of a resumed run's records: the cases it has finished."""
+    return frozenset(r["key"] for r in records if r.get("key"))
 
 
 def end_session(config: pytest.Config) -> None:
@@ -108,13 +124,6 @@ def _settings(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any
     if settings.resume is not None and not (settings.resume / "results.jsonl").is_file():
         raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     return settings
-
-
-def _usage_error_on(kind: type[Exception], check: Any) -> None:
-    try:
-        check()
-    except kind as exc:
-        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
 
 
 def _prepare_cache(setup: RunSetup, controller: RunController, *, check: bool) -> None:

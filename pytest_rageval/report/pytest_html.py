@@ -9,7 +9,7 @@ controller, whose serializer takes no ``str`` subclass.
 
 Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
 
-- ``pytest_runtest_makereport``: the session plugin's wrapper (plain
+- ``pytest_runtest_makereport``: the case runner's wrapper (plain
   ``hookwrapper``) sets ``report.rageval_case`` after its ``yield``. A wrapper's
   code after ``yield`` runs only after every wrapper inside it has finished, so
   :class:`HtmlExtras` is ``tryfirst`` (outermost) to see the record; a
@@ -17,7 +17,7 @@ Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
   wrapper is also ``tryfirst``; whichever of the two runs later, both keep the
   extras already on the report.
 - ``pytest_html_results_summary`` is called from pytest-html's ``trylast``
-  ``pytest_sessionfinish``, after the session plugin's ``tryfirst`` one has
+  ``pytest_sessionfinish``, after the run controller's ``tryfirst`` one has
   built ``metrics`` and the baseline ``comparison``.
 - ``pytest_html_results_table_row`` (:class:`EscapedTestIds`) runs on the
   controller, where pytest-html turns reports into rows.
