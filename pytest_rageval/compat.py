@@ -192,19 +192,32 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 def xdist_pending(config: pytest.Config) -> Optional[list[int]]:
     """Indices of the items this xdist worker has been sent but not started; None when unknown.
 
-    Reads pytest-xdist's ``WorkerInteractor.torun`` under its ``lock()`` (pytest-xdist 3.6 and later).
+    Reads pytest-xdist's ``WorkerInteractor.torun``: its ``TestQueue`` under ``lock()`` (pytest-xdist 3.7
+    and later), or the ``queue.Queue`` of earlier versions under its ``mutex``.
     """
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ != "WorkerInteractor":
             continue
-        lock = getattr(getattr(plugin, "torun", None), "lock", None)
-        if lock is None:
-            break
-        try:
-            with lock() as pending:
-                return [i for i in pending if isinstance(i, int)]
-        except Exception:
-            break
-    _warn_once(config, "pytest-xdist's WorkerInteractor.torun.lock()",
+        pending = _queued(getattr(plugin, "torun", None))
+        if pending is not None:
+            return [i for i in pending if isinstance(i, int)]
+        break
+    _warn_once(config, "pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex)",
                "each worker starts only its current and next case ahead, not --rageval-concurrency of them")
+    return None
+
+
+def _queued(torun: Any) -> Optional[list[Any]]:
+    """A copy of what xdist's queue holds, taken under its lock; None when it cannot be read."""
+    try:
+        lock = getattr(torun, "lock", None)
+        if lock is not None:
+            with lock() as items:
+                return list(items)
+        mutex, items = getattr(torun, "mutex", None), getattr(torun, "queue", None)
+        if mutex is not None and items is not None:
+            with mutex:
+                return list(items)
+    except Exception:  # another shape: say so once, start fewer ahead
+        return None
     return None

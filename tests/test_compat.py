@@ -12,6 +12,7 @@ import importlib.util
 import json
 
 import pytest
+from needs import need_module
 
 RAG = (
     "def ask(question, params):\n"
@@ -40,10 +41,18 @@ def run(project: pytest.Pytester, *args: str) -> str:
 
 
 def test_without_the_fixture_info_of_an_item_cases_wait_for_their_setup(project: pytest.Pytester) -> None:
+    # Each item's fixture info seen without name2fixturedefs (pytest itself still needs the rest of it).
     project.makeconftest(
+        "class Hidden:\n"
+        "    def __init__(self, info):\n"
+        "        self._info = info\n"
+        "    def __getattr__(self, name):\n"
+        "        if name == 'name2fixturedefs':\n"
+        "            raise AttributeError(name)\n"
+        "        return getattr(self._info, name)\n"
         "def pytest_collection_modifyitems(items):\n"
         "    for item in items:\n"
-        "        del item._fixtureinfo\n"
+        "        item._fixtureinfo = Hidden(item._fixtureinfo)\n"
     )
     output = run(project)
     assert output.count("CompatWarning: pytest-rageval: pytest.Function._fixtureinfo.name2fixturedefs is missing") == 1, output
@@ -51,15 +60,15 @@ def test_without_the_fixture_info_of_an_item_cases_wait_for_their_setup(project:
 
 
 def test_without_xdists_queue_lock_a_worker_looks_one_item_ahead(project: pytest.Pytester) -> None:
-    pytest.importorskip("xdist")
-    # In each worker (its own process), xdist's queue seen without lock(), as pytest-xdist before 3.6 has it;
-    # xdist's own calls still reach the real queue behind it.
+    need_module("xdist")
+    # In each worker (its own process), xdist's queue seen with neither lock() (pytest-xdist 3.7+) nor a
+    # mutex (the queue.Queue of 3.6); xdist's own calls still reach the real queue behind it.
     project.makeconftest(
         "class NoLock:\n"
         "    def __init__(self, queue):\n"
         "        self._queue = queue\n"
         "    def __getattr__(self, name):\n"
-        "        if name == 'lock':\n"
+        "        if name in ('lock', 'mutex'):\n"
         "            raise AttributeError(name)\n"
         "        return getattr(self._queue, name)\n"
         "def pytest_sessionstart(session):\n"
@@ -69,7 +78,8 @@ def test_without_xdists_queue_lock_a_worker_looks_one_item_ahead(project: pytest
     )
     output = run(project, "-n", "2")
     # one line in the warnings summary (pytest groups the workers' identical warnings)
-    assert output.count("CompatWarning: pytest-rageval: pytest-xdist's WorkerInteractor.torun.lock() is missing") == 1, output
+    assert output.count(
+        "CompatWarning: pytest-rageval: pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex) is missing") == 1, output
     assert "not --rageval-concurrency of them" in output
 
 

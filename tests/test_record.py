@@ -12,6 +12,8 @@ from typing import Any, Iterator
 import jsonlines
 import pytest
 
+from needs import need_module
+
 import pytest_rageval
 from pytest_rageval import safejson
 from pytest_rageval.record import CALL_ERROR_KINDS, ERROR_KINDS, OUTCOMES, CaseRecord
@@ -74,7 +76,7 @@ def test_every_error_kind_and_outcome_written_is_in_the_literals() -> None:
 
 
 def test_mypy_refuses_a_kind_outside_the_literal(tmp_path: Path) -> None:
-    pytest.importorskip("mypy")
+    need_module("mypy")
     snippet = tmp_path / "kinds.py"
     snippet.write_text("from pytest_rageval.record import error\n\nerror('judge', 'ok')\nerror('judge_failed', 'stray')\n")
     proc = subprocess.run([sys.executable, "-m", "mypy", str(snippet), "--cache-dir=/dev/null", "--follow-imports=silent",
