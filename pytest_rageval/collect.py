@@ -43,6 +43,8 @@ class EvalSetFile(pytest.File):
         loaded = load_eval_file(self.path, display=display)
         # One fixture closure serves every case of the file (as pytest does for a parametrized function).
         fixtureinfo = compat.shared_fixtureinfo(self, _case_function)
+        collection = self.config.stash.get(collection_key, None)
+        judged = collection.judge_marked() if collection is not None else frozenset()
         entries: list[tuple[int, pytest.Item]] = []
         for bad in loaded.bad:
             entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
@@ -54,21 +56,12 @@ class EvalSetFile(pytest.File):
                 item = CaseItem.from_parent(
                     self, name=good.case.id, callobj=_case_function, fixtureinfo=fixtureinfo, case=good.case, line=good.line
                 )
-                if judge_dependent(self.config, good.case):
-                    item.add_marker(pytest.mark.judge)
+                if judged and collection is not None and not judged.isdisjoint(collection.setup.thresholds_for(good.case)):
+                    item.add_marker(pytest.mark.judge)  # its outcome depends on a judge verdict
             entries.append((good.line, item))
         entries.sort(key=lambda pair: pair[0])
         for _, item in entries:
             yield item
-
-
-def judge_dependent(config: pytest.Config, case: EvalCase) -> bool:
-    """A case whose thresholds name a judge metric (its outcome depends on a verdict)."""
-    from .thresholds import judge_metrics
-
-    collection = config.stash.get(collection_key, None)
-    setup = collection.setup if collection is not None else None
-    return setup is not None and setup.judge_setup is not None and any(m in judge_metrics() for m in setup.thresholds_for(case))
 
 
 def _relative(path: Any, root: Any) -> str:
@@ -221,6 +214,12 @@ class EvalCollection:
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
         self.selection = Selection()
         self.session: Optional[pytest.Session] = None
+
+    def judge_marked(self) -> frozenset[str]:
+        """The metrics whose thresholds mark a case ``judge`` (outcome depends on a verdict); none without a judge."""
+        from .thresholds import judge_metrics
+
+        return judge_metrics() if self.setup.judge_setup is not None else frozenset()
 
     def choose_default_args(self) -> None:
         """``pytest --rageval`` without paths runs the eval sets of ``rageval_eval_sets``."""
