@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
@@ -28,7 +28,9 @@ T = TypeVar("T")
 
 __all__ = [
     "CSS",
+    "CaseAnchors",
     "Html",
+    "case_anchors",
     "escape",
     "load_history",
     "render_aggregates",
@@ -299,19 +301,57 @@ def _case_label(record: dict) -> str:
     return str(record.get("key") or record.get("test_case_id") or "(unnamed case)")
 
 
-def _render_cases(records: Iterable[dict]) -> Html:
-    """Failed and errored cases first, then the others; rendered while reading, so records are not all kept."""
-    first: list[Html] = []
-    index: list[tuple[str, str]] = []
-    rest: list[Html] = []
+class CaseAnchors:
+    """The id of each case's element in report.html, given in results.jsonl order as :func:`_render_cases` places them.
+
+    ``case-<n>`` for the n-th failed or errored case (listed first), ``case-r<n>`` for the n-th other case shown
+    in full (the first ``DETAIL_LIMIT``); the one-line rest has no id. The CI summary (report/markdown.py)
+    links flipped cases with the same ids.
+    """
+
+    def __init__(self) -> None:
+        self.first = 0
+        self.rest = 0
+
+    def place(self, record: dict) -> tuple[bool, Optional[str]]:
+        """(whether ``record`` is among the failed and errored cases shown first, its element id or None)."""
+        if record.get("outcome") in _FIRST_OUTCOMES:
+            self.first += 1
+            return True, f"case-{self.first - 1}"
+        self.rest += 1
+        return False, f"case-r{self.rest - 1}" if self.rest <= DETAIL_LIMIT else None
+
+
+def case_anchors(records: Iterable[dict], keys: Collection[str]) -> dict[str, str]:
+    """The element id in report.html of each case named in ``keys`` (node ids) that has one."""
+    anchors = CaseAnchors()
+    out: dict[str, str] = {}
     for record in records:
         if not isinstance(record, dict):
             continue
-        if record.get("outcome") in _FIRST_OUTCOMES:
-            index.append((str(record.get("outcome")), _case_label(record)))
-            first.append(_render_case(record, len(first), open_=True))
-        elif len(rest) < DETAIL_LIMIT:
-            rest.append(_render_case(record, f"r{len(rest)}", open_=False))
+        _, anchor = anchors.place(record)
+        key = record.get("key")
+        if anchor is not None and isinstance(key, str) and key in keys:
+            out[key] = anchor
+    return out
+
+
+def _render_cases(records: Iterable[dict]) -> Html:
+    """Failed and errored cases first, then the others; rendered while reading, so records are not all kept."""
+    first: list[Html] = []
+    index: list[tuple[str, str, str]] = []
+    rest: list[Html] = []
+    anchors = CaseAnchors()
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        shown_first, anchor = anchors.place(record)
+        if shown_first:
+            assert anchor is not None
+            index.append((str(record.get("outcome")), _case_label(record), anchor))
+            first.append(_render_case(record, anchor, open_=True))
+        elif anchor is not None:
+            rest.append(_render_case(record, anchor, open_=False))
         else:
             cls = _outcome_class(record.get("outcome"))
             rest.append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
@@ -325,19 +365,19 @@ def _render_cases(records: Iterable[dict]) -> Html:
     return _join(parts)
 
 
-def _render_index(entries: list[tuple[str, str]]) -> Html:
+def _render_index(entries: list[tuple[str, str, str]]) -> Html:
     items = _join(
-        Html('<li>{} <a href="#case-{}"><code>{}</code></a></li>').format(_badge(outcome, _outcome_class(outcome)), i, label)
-        for i, (outcome, label) in enumerate(entries)
+        Html('<li>{} <a href="#{}"><code>{}</code></a></li>').format(_badge(outcome, _outcome_class(outcome)), anchor, label)
+        for outcome, label, anchor in entries
     )
     return Html('<ul class="index">{}</ul>').format(items)
 
 
-def _render_case(record: dict, index: Any, *, open_: bool) -> Html:
+def _render_case(record: dict, anchor: str, *, open_: bool) -> Html:
     cls = _outcome_class(record.get("outcome"))
     attr = Html(" open") if open_ else _EMPTY
-    return Html('<details class="case o-{}" id="case-{}"{}><summary>{}</summary><div>{}</div></details>').format(
-        cls, index, attr, _render_summary(record), render_case_body(record)
+    return Html('<details class="case o-{}" id="{}"{}><summary>{}</summary><div>{}</div></details>').format(
+        cls, anchor, attr, _render_summary(record), render_case_body(record)
     )
 
 
