@@ -2,8 +2,9 @@
 
 It takes each case's record off the test reports, streams it to results.jsonl and folds it into
 the aggregates; at the end it writes metrics.json, config.json and report.html, gates against the
-baseline and prints the summary. Before any case it checks the run folder (and a resumed run's
-identity) and the judge. It runs no case: the case runner does (case_runner.py). Under xdist,
+baseline, prints the summary and writes the CI summary (``--rageval-summary-md``,
+``$GITHUB_STEP_SUMMARY``). Before any case it checks the run folder (and a resumed run's identity)
+and the judge. It runs no case: the case runner does (case_runner.py). Under xdist,
 ``XdistControllerLink`` adds what the workers report beyond their test reports.
 """
 
@@ -25,11 +26,11 @@ from .collect import CaseItem
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
-from .redact import public_args, public_url
+from .redact import public_args, public_url, scrub_urls
 from .resume import differences, selection_of
 from .run_setup import RunSetup
 from .runfolder import (RunFolder, RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results,
-                        write_json_atomic)
+                        write_json_atomic, write_text_atomic)
 from .runner import Engine
 from .sanitize import terminal_safe
 from .selection import Selection
@@ -308,6 +309,7 @@ class RunController:
         except RunFolderError as exc:  # a results.jsonl line changed under the run: no report rather than a wrong one
             self.gate_notes.append(f"report.html not written: {exc}")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        self.write_summaries()
         self.release_resume_lock()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
@@ -427,6 +429,45 @@ class RunController:
             deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
             history=history,
         )
+
+    def write_summaries(self) -> None:
+        """The CI summary (report/markdown.py): written anew to ``--rageval-summary-md``, appended to
+        ``$GITHUB_STEP_SUMMARY`` (GitHub shows what every step appended). A failed write is a note, not a failure."""
+        from .report.html import case_anchors
+        from .report.markdown import report_href, summary_markdown
+
+        s = self.settings
+        targets = [(path, append) for path, append in ((s.summary_md, False), (s.step_summary, True)) if path is not None]
+        if not targets:
+            return
+        assert self.writer is not None and self.metrics is not None
+        comparison = self.comparison
+        flipped = set(comparison.flipped_to_fail + comparison.flipped_to_pass) if comparison is not None else set()
+        try:
+            anchors = case_anchors(read_records(self.writer.run_dir), flipped) if flipped else {}
+        except (RunFolderError, OSError):
+            anchors = {}  # the report was not written either (a note says why): cases are listed without links
+        redactor = s.redactor(os.environ)
+
+        def public(text: str) -> str:
+            return redactor.mask(scrub_urls(text))
+
+        report = self.writer.run_dir / "report.html"
+        cwd = Path(str(self.config.invocation_params.dir))
+        for path, append in targets:
+            text = summary_markdown(
+                self.metrics, comparison, anchors=anchors,
+                report=report_href(report, path, cwd) if report.is_file() else None,
+                gate_failed=self.gate_failed, gate_reason=public(self.gate_reason), notes=[public(n) for n in self.gate_notes],
+            )
+            try:
+                if append:
+                    with path.open("a", encoding="utf-8") as fh:
+                        fh.write(text)
+                else:
+                    write_text_atomic(path, text)
+            except OSError as exc:
+                self.gate_notes.append(f"summary not written: cannot write {path}: {exc.strerror or exc}")
 
     def gate(self, session: pytest.Session) -> None:
         """Compare with the baseline (gate.gate_runs, gate.gate_verdict), or write it; fail the session unless the gate passed."""

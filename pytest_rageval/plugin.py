@@ -34,6 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
     group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help=f"cases in flight at once in this process, RAG and judge requests included (default {defaults.CONCURRENCY})")
     group.addoption("--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs")
+    group.addoption("--rageval-summary-md", default=None, metavar="PATH", help="write a short Markdown summary of the run for CI (also appended to $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")
     group.addoption("--rageval-judge", default=None, choices=defaults.JUDGE_CHOICES, help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")

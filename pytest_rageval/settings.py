@@ -69,6 +69,8 @@ class Settings:
     concurrency: int = defaults.CONCURRENCY
     shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
     resume: Optional[Path] = None
+    summary_md: Optional[Path] = None  # --rageval-summary-md: the CI summary (report/markdown.py), written anew
+    step_summary: Optional[Path] = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
 
     @property
     def judge_enabled(self) -> bool:
@@ -298,6 +300,8 @@ def build_settings(
         concurrency=_concurrency(option.rageval_concurrency),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
+        summary_md=cli_path(option.rageval_summary_md),
+        step_summary=cli_path(environ.get("GITHUB_STEP_SUMMARY")),
     )
 
 
