@@ -1,9 +1,11 @@
-"""The test suite's own wiring: warm the HTTP transports before any in-process ``pytester`` run.
+"""The test suite's own wiring: warm the HTTP transports before any in-process ``pytester`` run, and keep
+the suite's runs out of an outer GitHub job's step summary.
 
 The project-wide wiring (``pytester``, helper imports) is the root ``conftest.py``.
 """
 
 import httpx
+import pytest
 
 
 def _load_httpx_lazily_imported_modules() -> None:
@@ -45,3 +47,10 @@ def _load_openai_lazily_imported_modules() -> None:
 
 
 _load_openai_lazily_imported_modules()
+
+
+@pytest.fixture(autouse=True)
+def _no_outer_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's own ``pytest --rageval`` runs must not append to the step summary of a GitHub job running the suite
+    (the plugin appends its CI summary to ``$GITHUB_STEP_SUMMARY`` when it is set); tests that want one set it."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
