@@ -177,3 +177,19 @@ def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(
     assert unwritable.ret == 0  # a summary that cannot be written is a note, not a failed run
     unwritable.stdout.fnmatch_lines(["*summary not written: cannot write */afile/out.md: *"])
     assert "no baseline compared" in step.read_text()
+
+
+def test_the_summary_masks_secrets_in_the_gate_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+    pytester.makeini("[pytest]\nrageval_headers =\n    X-Api-Key: ${RAG_KEY}\n")
+    monkeypatch.setenv("RAG_KEY", "s3cr3t-key")
+    baseline = {"aggregate_metrics": {"mrr_avg": "http://u:hunter22@h/?token=tok9876", "recall_at_k_avg": "s3cr3t-key"}}
+    (pytester.path / "base.json").write_text(json.dumps(baseline))
+    with AskServer(System({"c1"})) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider",
+                                    "--rageval-baseline=base.json", "--rageval-summary-md=out.md")
+    assert result.ret == 1
+    text = (pytester.path / "out.md").read_text()
+    assert text.startswith("## pytest-rageval: ❌ gate FAILED\n") and "baseline refused" in text
+    assert "mrr\\_avg is" in text and "recall\\_at\\_k\\_avg is" in text
+    assert "hunter22" not in text and "tok9876" not in text and "s3cr3t-key" not in text
