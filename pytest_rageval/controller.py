@@ -430,6 +430,10 @@ class RunController:
             history=history,
         )
 
+    def _public(self, text: str) -> str:
+        """``text`` with URL credentials and known secrets masked (a hostile baseline may hold either)."""
+        return self.settings.redactor(os.environ).mask(scrub_urls(text))
+
     def write_summaries(self) -> None:
         """The CI summary (report/markdown.py): written anew to ``--rageval-summary-md``, appended to
         ``$GITHUB_STEP_SUMMARY`` (GitHub shows what every step appended). A failed write is a note, not a failure."""
@@ -447,11 +451,7 @@ class RunController:
             anchors = case_anchors(read_records(self.writer.run_dir), flipped) if flipped else {}
         except (RunFolderError, OSError):
             anchors = {}  # the report was not written either (a note says why): cases are listed without links
-        redactor = s.redactor(os.environ)
-
-        def public(text: str) -> str:
-            return redactor.mask(scrub_urls(text))
-
+        public = self._public
         report = self.writer.run_dir / "report.html"
         cwd = Path(str(self.config.invocation_params.dir))
         for path, append in targets:
@@ -498,7 +498,7 @@ class RunController:
         try:
             baseline = load_baseline(s.baseline)
         except ValueError as exc:
-            self.gate_notes.append(f"baseline refused: {exc}")
+            self.gate_notes.append(f"baseline refused: {self._public(str(exc))}")
             self._fail(session, self.gate_notes[-1])
             return
         if baseline is None:

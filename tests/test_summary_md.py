@@ -179,7 +179,7 @@ def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(
     assert "no baseline compared" in step.read_text()
 
 
-def test_the_summary_masks_secrets_in_the_gate_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
     pytester.makeini("[pytest]\nrageval_headers =\n    X-Api-Key: ${RAG_KEY}\n")
     monkeypatch.setenv("RAG_KEY", "s3cr3t-key")
@@ -193,3 +193,6 @@ def test_the_summary_masks_secrets_in_the_gate_reason(pytester: pytest.Pytester,
     assert text.startswith("## pytest-rageval: ❌ gate FAILED\n") and "baseline refused" in text
     assert "mrr\\_avg is" in text and "recall\\_at\\_k\\_avg is" in text
     assert "hunter22" not in text and "tok9876" not in text and "s3cr3t-key" not in text
+    shown = result.stdout.str() + result.stderr.str()
+    assert "baseline refused" in shown and "rageval gate FAILED" in shown
+    assert "hunter22" not in shown and "tok9876" not in shown and "s3cr3t-key" not in shown
