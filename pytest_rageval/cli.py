@@ -92,10 +92,20 @@ def _report(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     """Key metrics per run, grouped by eval set (oldest first); partial, shard, all-error and incomplete runs marked."""
+    from . import registry
     from .report.html import load_history, trend_metrics
+    from .report.sparkline import aggregate_key, scale_of, sparkline
     from .selection import run_scope_notes
+    from .suggest import did_you_mean
 
     names = trend_metrics()
+    key = None
+    if args.metric is not None:
+        key = aggregate_key(args.metric)
+        if key is None:
+            choices = sorted({m.aggregate for m in registry.metrics() if m.aggregate} | set(registry.metric_names()))
+            raise _usage_error(f"--metric {args.metric}: unknown metric{did_you_mean(args.metric, choices)}")
+    width = max(16, *(len(n) + 2 for n in names))
     groups: dict[str, list[dict[str, Any]]] = {}
     for metrics in load_history(Path(args.dir), limit=args.limit):
         groups.setdefault(str(metrics.get("eval_set_hash") or "unknown"), []).append(metrics)
@@ -105,12 +115,11 @@ def _history(args: argparse.Namespace) -> int:
         if number:
             say()
         say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
-        say("run_id".ljust(24) + "".join(n[:14].rjust(16) for n in names) + "  passed/total  note")
+        say("run_id".ljust(24) + "".join(n.rjust(width) for n in names) + "  passed/total  note")
         odd: list[str] = []
         for metrics in runs:
-            agg = metrics.get("aggregate_metrics")
-            agg = agg if isinstance(agg, dict) else {}
-            cells = "".join(_history_cell(agg.get(n)).rjust(16) for n in names)
+            agg = _aggregates(metrics)
+            cells = "".join(_history_cell(agg.get(n)).rjust(width) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
             say(f"{str(metrics.get('run_id')):<24}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
@@ -119,7 +128,17 @@ def _history(args: argparse.Namespace) -> int:
                 odd.append(f"? {where}: {', '.join(bad)} not a number")
         for line in odd:
             say(line)
+        if key is not None:
+            values = [_aggregates(m).get(key) for m in runs]
+            low, high = scale_of(key)
+            say(f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| "
+                f"oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}")
     return 0
+
+
+def _aggregates(metrics: dict[str, Any]) -> dict[str, Any]:
+    agg = metrics.get("aggregate_metrics")
+    return agg if isinstance(agg, dict) else {}
 
 
 def _history_cell(value: Any) -> str:
@@ -209,36 +228,39 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("schema", help="print the JSON Schema of an eval-set line").set_defaults(func=_schema)
     p = sub.add_parser("compare", help="compare two runs (metrics.json or run folders); exit 1 on regression, "
                                        "2 when they cannot be compared")
-    p.add_argument("base")
-    p.add_argument("new")
-    p.add_argument("--ignore-invariants", action="store_true")
+    p.add_argument("base", help="the baseline: a metrics.json or a run folder")
+    p.add_argument("new", help="the run to check: a metrics.json or a run folder")
+    p.add_argument("--ignore-invariants", action="store_true", help="compare even if the eval set or judge differ")
     p.add_argument("--significance", action="store_true", help="fail only drops whose 95%% interval excludes zero")
-    p.add_argument("--max-cases", type=int, default=20)
+    p.add_argument("--max-cases", type=int, default=20, help="flipped cases listed of each kind (default 20)")
     p.add_argument("--pyproject", help="pyproject.toml whose [tool.rageval.gate] sets the tolerances "
                                        "(default: the nearest one above the current folder)")
     p.set_defaults(func=_compare)
     p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
-    p.add_argument("run")
+    p.add_argument("run", help="the run folder")
     p.set_defaults(func=_report)
     p = sub.add_parser("judge", help="re-judge a stored run from its stored judge inputs (through the judge cache)")
-    p.add_argument("run")
+    p.add_argument("run", help="the run folder (its results.jsonl is rewritten, its report rebuilt)")
     p.add_argument("--judge", choices=("lexical", "openai"),
                    help="default: the run's own openai judge (model, base URL) if it had one, else lexical")
     p.add_argument("--model", help="judge model (with --judge openai; default: the run's)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: the run's, else env OPENAI_BASE_URL)")
-    p.add_argument("--json-mode", choices=("json_schema", "json_object", "text"))
+    p.add_argument("--json-mode", choices=("json_schema", "json_object", "text"), help="how the judge is asked to answer "
+                                                                                       "(default: the run's, else json_schema)")
     p.add_argument("--metrics", help="comma-separated judge metrics (default: the run's, else groundedness,correctness)")
-    p.add_argument("--cache-dir", default=".rageval_cache")
-    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--cache-dir", default=".rageval_cache", help="the judge cache (default .rageval_cache)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the judge cache")
     p.add_argument("--k", type=int, default=None, help="judge only the first K stored contexts")
     p.set_defaults(func=_judge)
     p = sub.add_parser("merge", help="join shard runs (--rageval-shard I/N) into one run")
-    p.add_argument("runs", nargs="+")
+    p.add_argument("runs", nargs="+", help="the shard run folders")
     p.add_argument("-o", "--output", default="results", help="output folder of the merged run (default results)")
     p.set_defaults(func=_merge)
-    p = sub.add_parser("history", help="aggregate metrics over the runs in an output folder")
-    p.add_argument("dir", nargs="?", default="results")
-    p.add_argument("--limit", type=int, default=30)
+    p = sub.add_parser("history", help="aggregate metrics over the runs in an output folder, per eval set")
+    p.add_argument("dir", nargs="?", default="results", help="the output folder (default results)")
+    p.add_argument("--limit", type=int, default=30, help="the newest N runs (default 30)")
+    p.add_argument("--metric", help="also draw this aggregate (mrr_avg, or a metric name: mrr) as an ASCII sparkline per "
+                                    "eval set, oldest run first, on the metric's own scale")
     p.set_defaults(func=_history)
     return parser
 
