@@ -11,6 +11,7 @@ import pytest
 from browser import dump_dom
 
 from pytest_rageval.report.html import load_history, render_report, write_report
+from pytest_rageval.report.cards import DETAIL_LIMIT
 
 PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -333,13 +334,12 @@ def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, r
 
 
 def test_beyond_the_detail_limit_other_cases_are_one_line_each(metrics: dict, records: list[dict]) -> None:
-    from pytest_rageval.report import html as report_html
 
     passed = next(r for r in records if r.get("outcome") == "passed")
     failed = next(r for r in records if r.get("outcome") == "failed")
-    many = [dict(passed, key=f"p{i}") for i in range(report_html.DETAIL_LIMIT + 50)] + [failed]
+    many = [dict(passed, key=f"p{i}") for i in range(DETAIL_LIMIT + 50)] + [failed]
     page = render_report(metrics, many)
-    assert page.count('<details class="case o-passed"') == report_html.DETAIL_LIMIT
+    assert page.count('<details class="case o-passed"') == DETAIL_LIMIT
     assert page.count('class="case o-passed compact"') == 50
     assert page.count('<details class="case o-failed"') == 1
     assert page.index('<details class="case o-failed"') < page.index('<details class="case o-passed"')

@@ -2,7 +2,7 @@
 
 The gate's verdict, the case counts, the regressed metrics with their 95% intervals and the cases that
 flipped (pass -> fail first), each linked to its card in report.html (the element ids of
-``html.CaseAnchors``), then where report.html is. A summary, not a report: at most ``MAX_CASES``
+``cards.CaseAnchors``), then where report.html is. A summary, not a report: at most ``MAX_CASES``
 flipped cases of each kind are listed.
 
 GitHub renders HTML inside a Markdown step summary, so every text from outside (case ids, metric names
@@ -152,7 +152,7 @@ def summary_markdown(
     """The summary of one run, Markdown ending in a newline.
 
     ``metrics`` is the run's metrics.json, ``comparison`` the gate's (None when no baseline was compared),
-    ``anchors`` the element id in report.html of each flipped case (``html.case_anchors``), ``report`` the
+    ``anchors`` the element id in report.html of each flipped case (``cards.case_anchors``), ``report`` the
     path of report.html as the summary should link it (:func:`report_href`; None: no report to link).
     ``gate_reason`` and ``notes`` must already be free of secrets.
     """

@@ -1,0 +1,324 @@
+"""The case cards of report.html (and pytest-html's extras): texts, error, misses, metrics, chunks, verdicts.
+
+Failed and errored cases come first, in results.jsonl order; :class:`CaseAnchors` fixes each card's element id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable
+from typing import Any, Optional, TypeVar
+
+from ..thresholds import op_for
+
+from .markup import (
+    badge,
+    EMPTY,
+    escape,
+    fmt,
+    heading_text,
+    Html,
+    join,
+    kv_list,
+    num_td,
+    outcome_class,
+    table,
+)
+
+__all__ = ["CaseAnchors", "DETAIL_LIMIT", "case_anchors", "render_case_body", "render_cases"]
+
+T = TypeVar("T")
+
+_FIRST_OUTCOMES = frozenset({"failed", "error"})
+
+
+
+#: Passed and skipped cases shown in full; beyond this many, one line each (failed and errored: always in full).
+DETAIL_LIMIT = 500
+
+
+def _case_label(record: dict) -> str:
+    return str(record.get("key") or record.get("test_case_id") or "(unnamed case)")
+
+
+class CaseAnchors:
+    """The id of each case's element in report.html, given in results.jsonl order as :func:`render_cases` places them.
+
+    ``case-<n>`` for the n-th failed or errored case (listed first), ``case-r<n>`` for the n-th other case shown
+    in full (the first ``DETAIL_LIMIT``); the one-line rest has no id. The CI summary (report/markdown.py)
+    links flipped cases with the same ids.
+    """
+
+    def __init__(self) -> None:
+        self.first = 0
+        self.rest = 0
+
+    def place(self, record: dict) -> tuple[bool, Optional[str]]:
+        """(whether ``record`` is among the failed and errored cases shown first, its element id or None)."""
+        if record.get("outcome") in _FIRST_OUTCOMES:
+            self.first += 1
+            return True, f"case-{self.first - 1}"
+        self.rest += 1
+        return False, f"case-r{self.rest - 1}" if self.rest <= DETAIL_LIMIT else None
+
+
+def case_anchors(records: Iterable[dict], keys: Collection[str]) -> dict[str, str]:
+    """The element id in report.html of each case named in ``keys`` (node ids) that has one."""
+    anchors = CaseAnchors()
+    out: dict[str, str] = {}
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        _, anchor = anchors.place(record)
+        key = record.get("key")
+        if anchor is not None and isinstance(key, str) and key in keys:
+            out[key] = anchor
+    return out
+
+
+def render_cases(records: Iterable[dict]) -> Html:
+    """Failed and errored cases first, then the others; rendered while reading, so records are not all kept."""
+    first: list[Html] = []
+    index: list[tuple[str, str, str]] = []
+    rest: list[Html] = []
+    anchors = CaseAnchors()
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        shown_first, anchor = anchors.place(record)
+        if shown_first:
+            assert anchor is not None
+            index.append((str(record.get("outcome")), _case_label(record), anchor))
+            first.append(_render_case(record, anchor, open_=True))
+        elif anchor is not None:
+            rest.append(_render_case(record, anchor, open_=False))
+        else:
+            cls = outcome_class(record.get("outcome"))
+            rest.append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
+    parts = [Html('<h2 id="failing">Failed and errored cases ({})</h2>').format(len(first))]
+    parts.append(_render_index(index) + join(first) if first else Html('<p class="muted">None.</p>'))
+    parts.append(Html('<h2 id="others">Other cases ({})</h2>').format(len(rest)))
+    if len(rest) > DETAIL_LIMIT:
+        parts.append(Html('<p class="muted">The first {} in full, the rest one line each (results.jsonl has every detail).</p>')
+                     .format(DETAIL_LIMIT))
+    parts.extend(rest)
+    return join(parts)
+
+
+def _render_index(entries: list[tuple[str, str, str]]) -> Html:
+    items = join(
+        Html('<li>{} <a href="#{}"><code>{}</code></a></li>').format(badge(outcome, outcome_class(outcome)), anchor, label)
+        for outcome, label, anchor in entries
+    )
+    return Html('<ul class="index">{}</ul>').format(items)
+
+
+def _render_case(record: dict, anchor: str, *, open_: bool) -> Html:
+    cls = outcome_class(record.get("outcome"))
+    attr = Html(" open") if open_ else EMPTY
+    return Html('<details class="case o-{}" id="{}"{}><summary>{}</summary><div>{}</div></details>').format(
+        cls, anchor, attr, _render_summary(record), render_case_body(record)
+    )
+
+
+def render_case_body(record: dict) -> Html:
+    """A case's detail: texts, error, misses, metric table, chunks (gold marked), judge verdicts."""
+    body = [
+        _render_case_text(record),
+        _render_error(record),
+        _render_notes(record.get("notes")),
+        _render_misses(record.get("misses")),
+        _render_case_metrics(record),
+        _render_chunks("Retrieved chunks", record.get("retrieved_chunks")),
+        _render_chunks("References", record.get("references")),
+        _render_judge(record.get("judge")),
+        _render_case_extras(record),
+    ]
+    return join(body)
+
+
+def _render_summary(record: dict) -> Html:
+    outcome = record.get("outcome")
+    parts = [badge(str(outcome or "unknown"), outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
+    if record.get("invalid_line"):
+        parts.append(Html(" ") + badge("invalid line", "error"))
+    if record.get("flaky"):
+        parts.append(Html(" ") + badge("flaky", "xfailed"))
+    if record.get("category"):
+        parts.append(Html(' <span class="muted">{}</span>').format(record["category"]))
+    tags = record.get("tags") or []
+    if isinstance(tags, list) and tags:
+        parts.append(Html('<span class="tags">{}</span>').format(join(Html("<span>{}</span>").format(escape(t)) for t in tags)))
+    return join(parts)
+
+
+def _text_block(label: str, value: Any) -> Html:
+    return Html('<h4>{}</h4><div class="text">{}</div>').format(label, escape(value))
+
+
+def _render_case_text(record: dict) -> Html:
+    parts: list[Html] = []
+    if record.get("file"):
+        where = f"{record['file']}:{record['line']}" if record.get("line") else record["file"]
+        parts.append(Html('<div class="muted mono">{}</div>').format(where))
+    if record.get("answerable") is False:
+        parts.append(Html('<div class="muted">unanswerable: the system should abstain</div>'))
+    if record.get("question") is not None:
+        parts.append(_text_block("Question", record["question"]))
+    if record.get("reference_answer"):
+        parts.append(_text_block("Expected answer", record["reference_answer"]))
+    facts = record.get("expected_key_facts")
+    if isinstance(facts, list) and facts:
+        items = join(Html("<li>{}</li>").format(escape(f)) for f in facts)
+        parts.append(Html("<h4>Expected key facts</h4><ul>{}</ul>").format(items))
+    if record.get("answer") is not None:
+        label = "Answer (empty)" if record.get("empty_response") else "Answer"
+        parts.append(_text_block(label, record["answer"]))
+    if record.get("abstain_reason"):
+        parts.append(_text_block("Abstain reason", record["abstain_reason"]))
+    return join(parts)
+
+
+def _render_error(record: dict) -> Html:
+    error = record.get("error")
+    if not error:
+        return EMPTY
+    if isinstance(error, dict):
+        kind, message = error.get("kind") or "error", error.get("message")
+    else:
+        kind, message = "error", error
+    return Html('<h4>Error: <code>{}</code></h4><div class="errbox">{}</div>').format(kind, escape(message))
+
+
+def _render_notes(notes: Any) -> Html:
+    """What was repaired or cut in what the RAG or judge sent (record["notes"])."""
+    if not isinstance(notes, list) or not notes:
+        return EMPTY
+    return Html("<h4>Notes</h4><ul>{}</ul>").format(join(Html("<li>{}</li>").format(escape(n)) for n in notes))
+
+
+def _render_misses(misses: Any) -> Html:
+    if not isinstance(misses, list) or not misses:
+        return EMPTY
+    rows = [
+        Html('<tr class="miss"><td><code>{}</code></td>{}<td class="num">{}</td>{}</tr>').format(
+            escape(m.get("metric")), num_td(m.get("value")), escape(m.get("op")), num_td(m.get("threshold"))
+        )
+        for m in misses
+        if isinstance(m, dict)
+    ]
+    return Html("<h4>Missed metrics</h4>") + table(["metric", "value", "op", "threshold"], rows)
+
+
+def _default_op(metric: str, threshold: Any) -> str:
+    return "==" if isinstance(threshold, bool) else op_for(metric)
+
+
+def _field(record: dict, name: str, kind: type[T]) -> T:
+    """``record[name]`` when it is a ``kind`` (a record from a file may hold anything), else an empty one."""
+    value = record.get(name)
+    return value if isinstance(value, kind) else kind()
+
+
+def _render_case_metrics(record: dict) -> Html:
+    values = _field(record, "metrics", dict)
+    thresholds = _field(record, "thresholds", dict)
+    misses = _field(record, "misses", list)
+    missed = {str(m.get("metric")): m for m in misses if isinstance(m, dict)}
+    names = list(values) + [n for n in thresholds if n not in values]
+    if not names:
+        return EMPTY
+    rows = [_case_metric_row(str(n), values.get(n), thresholds.get(n), missed.get(str(n))) for n in names]
+    return Html("<h4>Metrics</h4>") + table(["metric", "value", "op", "threshold", "status"], rows)
+
+
+def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> Html:
+    has_threshold = threshold is not None
+    op = (miss or {}).get("op") or (_default_op(name, threshold) if has_threshold else "")
+    if miss is not None:
+        status, cls = badge("miss", "failed"), Html(' class="miss"')
+    elif value is None:
+        status, cls = Html('<span class="muted">n/a</span>'), EMPTY
+    elif has_threshold:
+        status, cls = Html('<span class="muted">ok</span>'), EMPTY
+    else:
+        status, cls = EMPTY, EMPTY
+    threshold_cell = num_td(threshold) if has_threshold else Html("<td></td>")
+    return Html('<tr{}><td><code>{}</code></td>{}<td class="num">{}</td>{}<td>{}</td></tr>').format(
+        cls, name, num_td(value), op, threshold_cell, status
+    )
+
+
+def _render_chunks(label: str, chunks: Any) -> Html:
+    if not isinstance(chunks, list) or not chunks:
+        return EMPTY
+    rows = [_chunk_row(c, i) for i, c in enumerate(chunks, start=1) if isinstance(c, dict)]
+    headers = ["rank", "gold", "rel_path", "heading_path", "score_final", "text"]
+    return Html("<h4>{} ({})</h4>").format(label, len(rows)) + table(headers, rows, "chunks")
+
+
+def _chunk_row(chunk: dict, position: int) -> Html:
+    gold = chunk.get("gold") is True
+    rank = chunk.get("rank") if chunk.get("rank") is not None else position
+    gold_cell = badge("gold", "gold") if gold else EMPTY
+    cls = Html(' class="gold"') if gold else EMPTY
+    return Html(
+        '<tr{}><td class="num">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td>{}'
+        '<td><div class="text">{}</div></td></tr>'
+    ).format(
+        cls, rank, gold_cell, escape(chunk.get("rel_path") or chunk.get("doc_id")),
+        heading_text(chunk.get("heading_path")), num_td(chunk.get("score_final")), escape(chunk.get("text")),
+    )
+
+
+def _render_judge(judge: Any) -> Html:
+    if not isinstance(judge, dict) or not judge:
+        return EMPTY
+    parts = [Html("<h4>Judge verdicts</h4>")]
+    for metric, verdict in judge.items():
+        parts.append(_render_verdict(str(metric), verdict))
+    return join(parts)
+
+
+def _render_verdict(metric: str, verdict: Any) -> Html:
+    if not isinstance(verdict, dict):
+        return Html("<h4><code>{}</code>: {}</h4>").format(metric, fmt(verdict))
+    parts = [Html("<h4><code>{}</code>: score {}</h4>").format(metric, fmt(verdict.get("score")))]
+    if verdict.get("reasoning"):
+        parts.append(Html('<div class="text">{}</div>').format(verdict["reasoning"]))
+    for key in ("unsupported_claims", "supported_claims"):
+        claims = verdict.get(key)
+        if isinstance(claims, list) and claims:
+            items = join(Html("<li>{}</li>").format(escape(c)) for c in claims)
+            parts.append(Html("<div>{}:</div><ul>{}</ul>").format(key.replace("_", " "), items))
+    skip = {"score", "reasoning", "unsupported_claims", "supported_claims"}
+    extras = [(k, v) for k, v in verdict.items() if k not in skip and v not in (None, "", [], {})]
+    if extras:
+        parts.append(kv_list(extras))
+    return join(parts)
+
+
+
+
+def _render_case_extras(record: dict) -> Html:
+    pairs: list[tuple[str, Any]] = []
+    for key in ("params", "difficulty", "runs", "latency", "cost", "judge_cache"):
+        value = record.get(key)
+        if value not in (None, "", {}, []):
+            pairs.append((key, _compact(value)))
+    if not pairs:
+        return EMPTY
+    return Html("<h4>Details</h4>") + kv_list(pairs)
+
+
+def _compact(value: Any) -> Any:
+    """A dict as ``k=v`` text (numbers rounded); anything else unchanged."""
+    if not isinstance(value, dict):
+        return value
+    return ", ".join(f"{k}={_plain(v)}" for k, v in value.items())
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if not value.is_integer() else str(int(value))
+    return str(value)
