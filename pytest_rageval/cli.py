@@ -1,4 +1,4 @@
-"""The ``rageval`` command: schema, compare, report, history."""
+"""The ``rageval`` command: schema, compare, report, history, judge, merge, label."""
 
 from __future__ import annotations
 
@@ -222,6 +222,43 @@ def _judge(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
+def _label(args: argparse.Namespace) -> int:
+    """``rageval label SET``: ask the questions, show their chunks, write the gold answered on stdin (label.py)."""
+    import os
+
+    from .client import RagConfigError, load_target, parse_headers, parse_request_map, parse_response_map
+    from .label import LabelError, LineChooser, label_set
+
+    target = args.target or os.environ.get("RAGEVAL_TARGET")
+    if not target:
+        raise _usage_error("label: --target URL or module:function is needed (or env RAGEVAL_TARGET)")
+    if args.k < 1:
+        raise _usage_error(f"label: --k must be at least 1, got {args.k}")
+    try:
+        client = load_target(
+            target,
+            folders=[os.getcwd()],
+            headers=parse_headers("\n".join(args.header or []), os.environ),
+            timeout=args.timeout,
+            request_map=parse_request_map("\n".join(args.request_map or [])),
+            response_map=parse_response_map("\n".join(args.response_map or [])),
+        )
+    except RagConfigError as exc:
+        raise _usage_error(f"label: {exc}") from None
+    ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids is not None else None
+    if ids is not None and not ids:
+        raise _usage_error("label: --ids names no id")
+    interactive = sys.stdin.isatty()
+    out = lambda line: print(line, flush=True)  # noqa: E731 - lines are made terminal-safe by label.py
+    chooser = LineChooser(sys.stdin, out, interactive=interactive, read=input if interactive else None)
+    try:
+        result = label_set(args.set, client, chooser, k=args.k, ids=ids, every=args.all, show=out)
+    except LabelError as exc:
+        raise _usage_error(f"label: {exc}") from None
+    say(result.summary() + (f"; wrote {args.set}" if result.written else "; nothing written"))
+    return 130 if result.interrupted else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -262,7 +299,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", help="also draw this aggregate (mrr_avg, or a metric name: mrr) as an ASCII sparkline per "
                                     "eval set, oldest run first, on the metric's own scale")
     p.set_defaults(func=_history)
+    _add_label_parser(sub)
     return parser
+
+
+LABEL_PROTOCOL = """answers, one line per question (typed, or piped through stdin):
+  1 3       chunks 1 and 3 support the answer, both needed (gold_supports in the order typed)
+  1,3       the same
+  1 3 | 2   support groups: 1 and 3 together, or 2 alone (required_support_groups [[0, 1], [2]])
+  u         unanswerable: "answerable": false, no gold
+  s         skip this question
+  q         quit; labels written so far are kept (the end of the input does the same)
+  ?         help
+Each answer is written at once: only that line of SET changes (atomically), every other line, comment and blank
+line stays byte for byte. A wrong answer is explained and asked again on a terminal; piped, it stops the labelling
+(exit 2) naming its input line. Gold supports are anchors: rel_path, heading_path and a short snippet of the
+chunk's text that the chunk matches under rageval_require_snippets."""
+
+
+def _add_label_parser(sub: Any) -> None:
+    p = sub.add_parser("label", help="label gold supports: ask each question with debug on, pick the supporting chunks",
+                       description="Ask each question of SET that lacks gold (answerable, no gold_supports and no "
+                                   "gold_doc_ids) with debug on, show the retrieved chunks numbered (rel_path, heading "
+                                   "path, score, excerpt) and write the gold you pick back into SET.",
+                       epilog=LABEL_PROTOCOL, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("set", help="the eval-set .jsonl file to label (rewritten in place, one line per answer)")
+    p.add_argument("--target", help="the system: an http(s):// ask URL or package.module:function (default: env RAGEVAL_TARGET)")
+    p.add_argument("--k", type=int, default=20, help="chunks asked for and shown per question (default 20)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--ids", help="comma-separated ids of the questions to ask (labelled again if they have gold)")
+    which.add_argument("--all", action="store_true", help="ask every question, also those that have gold")
+    p.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                   help="an HTTP header to send, ${VAR} read from the environment (repeatable; like ini rageval_headers)")
+    p.add_argument("--request-map", action="append", metavar="'FIELD = SENT_AS'",
+                   help="rename a request body field, e.g. 'question = query' (repeatable; like ini rageval_request_map)")
+    p.add_argument("--response-map", action="append", metavar="'TARGET = SOURCE'",
+                   help="where to read a response field, e.g. 'retrieved_chunks = hits' (repeatable; like ini "
+                        "rageval_response_map)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer (default 60)")
+    p.set_defaults(func=_label)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
