@@ -255,6 +255,9 @@ def _label(args: argparse.Namespace) -> int:
         result = label_set(args.set, client, chooser, k=args.k, ids=ids, every=args.all, show=out)
     except LabelError as exc:
         raise _usage_error(f"label: {exc}") from None
+    except KeyboardInterrupt:  # while a label was written: the file is the old one or the new one, whole
+        say("interrupted; the labels written before are kept", file=sys.stderr)
+        return 130
     say(result.summary() + (f"; wrote {args.set}" if result.written else "; nothing written"))
     return 130 if result.interrupted else 0
 

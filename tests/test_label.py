@@ -7,7 +7,6 @@ on real files; the labelled set is then run with `pytest --rageval` (pytester) a
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -180,34 +179,46 @@ def test_hostile_chunk_text_is_shown_escaped_and_labelled_cleanly(tmp_path: Path
     assert gold[1] == {"rel_path": "evil/ok.md", "heading_path": "# OK", "snippets": ["A calm chunk."]}
 
 
-def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_rageval.cli import main
+
     path = tmp_path / "set.jsonl"
     write_set(path)
-    with AskServer(responder) as server:
-        unknown = rageval("label", str(path), "--target", server.url, "--ids", "stip,stpi2,mars")
-        bad_line = rageval("label", str(path), "--target", server.url, "--ids", "broken")
-        asked = len(server.requests)
+    # the console script: a file that is not there, a system that does not answer
     missing = rageval("label", str(tmp_path / "nope.jsonl"), "--target", "http://127.0.0.1:9/ask")
-    folder = rageval("label", str(tmp_path), "--target", "http://127.0.0.1:9/ask")
-    no_target = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "label", str(path)], capture_output=True, text=True,
-                               env={k: v for k, v in os.environ.items() if k != "RAGEVAL_TARGET"}, timeout=60)
-    bad_module = rageval("label", str(path), "--target", "no_such_module_xyz:ask")
     unreachable = rageval("label", str(path), "--target", "http://127.0.0.1:9/api/v1/ask", stdin="1\n")
-    assert asked == 0
-    expected = {
-        unknown: "rageval: label: --ids stpi2: no question with that id in ",
-        bad_line: "rageval: label: --ids broken: its line is invalid and is left untouched: ",
-        missing: f"rageval: label: {tmp_path / 'nope.jsonl'}: no such file",
-        folder: f"rageval: label: {tmp_path}: is a folder, not an eval-set file",
-        no_target: "rageval: label: --target URL or module:function is needed (or env RAGEVAL_TARGET)",
-        bad_module: "rageval: label: rageval_target 'no_such_module_xyz:ask': cannot import module 'no_such_module_xyz'",
-        unreachable: "rageval: label: stip (line 2): asking the system failed: connection to http://127.0.0.1:9/api/v1/ask failed",
-    }
-    for result, start in expected.items():
-        assert result.returncode == 2
-        assert result.stderr.startswith(start), result.stderr
-        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert "(did you mean 'stip'?)" in unknown.stderr
+    for result, line in ((missing, f"rageval: label: {tmp_path / 'nope.jsonl'}: no such file\n"),
+                         (unreachable, "rageval: label: stip (line 2): asking the system failed: connection to "
+                                       "http://127.0.0.1:9/api/v1/ask failed (retried 2 times): ConnectError")):
+        assert result.returncode == 2 and result.stdout.count("Traceback") == 0
+        assert result.stderr.startswith(line) and result.stderr.count("\n") == 1, result.stderr
+
+    # the same entry point in this process, for the rest
+    monkeypatch.delenv("RAGEVAL_TARGET", raising=False)
+    with AskServer(responder) as server:
+        expected = {
+            ("--target", server.url, "--ids", "stip,stpi2,mars"):
+                f"rageval: label: --ids stpi2: no question with that id in {path} (did you mean 'stip'?)",
+            ("--target", server.url, "--ids", "broken"): "rageval: label: --ids broken: its line is invalid and is left "
+                                                         f"untouched: {path}:5: field 'answerable': Input should be a valid boolean",
+            ("--target", server.url, "--ids", ","): "rageval: label: --ids names no id",
+            ("--target", server.url, "--k", "0"): "rageval: label: --k must be at least 1, got 0",
+            (): "rageval: label: --target URL or module:function is needed (or env RAGEVAL_TARGET)",
+            ("--target", "no_such_module_xyz:ask"): "rageval: label: rageval_target 'no_such_module_xyz:ask': cannot import "
+                                                    "module 'no_such_module_xyz' (No module named 'no_such_module_xyz')",
+            ("--target", "http://127.0.0.1:9/ask", "--header", "no colon"): "rageval: label: rageval_headers line 1: "
+                                                                             "expected 'Name: value'",
+        }
+        for args, line in expected.items():
+            with pytest.raises(SystemExit) as exit_:
+                main(["label", str(path), *args])
+            assert exit_.value.code == 2
+            assert capsys.readouterr().err == line + "\n"
+        with pytest.raises(SystemExit):
+            main(["label", str(tmp_path), "--target", server.url])
+        assert capsys.readouterr().err == f"rageval: label: {tmp_path}: is a folder, not an eval-set file\n"
+        assert server.requests == []
     assert path.read_bytes() == ("\n".join(SET_LINES) + "\n").encode()
 
 
@@ -374,3 +385,61 @@ def test_the_file_is_rewritten_byte_for_byte_but_the_line(tmp_path: Path) -> Non
     with pytest.raises(LabelEditError, match="was changed by something else while labelling"):
         text.write()
     assert path.read_bytes() == data
+
+
+def test_ctrl_c_keeps_the_labels_written_before(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    path = tmp_path / "set.jsonl"
+    before = write_set(path)
+    with AskServer(responder) as server:
+        script = Path(sys.executable).with_name("rageval")
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_rageval.cli"]
+        proc = subprocess.Popen([*command, "label", str(path), "--target", server.url], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("2\n")
+        proc.stdin.flush()
+        seen = []
+        for line in proc.stdout:  # the second question is shown: its answer is being waited for (stdin stays open)
+            seen.append(line)
+            if line.startswith("[2/3]"):
+                break
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "labelled: 1 given gold, 0 marked unanswerable, 0 skipped, 2 not asked (interrupted); wrote" in out
+    after = path.read_bytes()
+    assert [i for i, (a, b) in enumerate(zip(lines_of(before), lines_of(after))) if a != b] == [1]
+    assert [c.case.id for c in load_eval_file(path).cases] == ["stip", "known", "grants", "mars"]
+
+
+def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(tmp_path: Path, pytester: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ask_server import SEED_001_RESPONSE_MAP, seed_001_ini
+
+    def seed001(body: dict) -> Any:
+        cited = ["stip", "noise", "stip-bridge"][: body["topK"]]
+        return {"answer": "From the proposals.", "citations": [{"proposal_id": p, "snippet": f"About {p}."} for p in cited]}
+
+    path = pytester.path / "ids.jsonl"
+    write_set(path, ['{"id": "bridge", "query": "Which grants did STIP and its bridge pay?", "category": "multi_hop"}'])
+    monkeypatch.setenv("RAG_TOKEN", "s3cret-token")
+    with AskServer(seed001) as server:
+        maps = [a for line in SEED_001_RESPONSE_MAP for a in ("--response-map", line)]
+        result = rageval("label", str(path), "--target", server.url, "--k", "3", "--header", "Authorization: Bearer ${RAG_TOKEN}",
+                         "--request-map", "question = query", "--request-map", "k = topK", *maps, stdin="1 3 | 1\n")
+        assert result.returncode == 0, result.stderr
+        assert server.requests[0]["body"] == {"query": "Which grants did STIP and its bridge pay?", "topK": 3}
+        assert server.requests[0]["headers"]["Authorization"] == "Bearer s3cret-token"
+        assert "(no rel_path) doc_id stip-bridge" in result.stdout
+        assert path.read_text() == ('{"id": "bridge", "query": "Which grants did STIP and its bridge pay?", "gold_doc_ids": '
+                                    '["stip", "stip-bridge"], "required_support_groups": [[0, 1], [0]], "category": "multi_hop"}\n')
+        pytester.makeini(seed_001_ini())
+        run = pytester.runpytest("--rageval", "--rageval-retrieval-only", f"--rageval-target={server.url}", "ids.jsonl")
+    run.assert_outcomes(passed=1)
+    record = json.loads(next(pytester.path.glob("results/*/results.jsonl")).read_text())
+    assert record["metrics"]["recall_at_k"] == 1 and record["metrics"]["recall_all_at_k"] == 1
