@@ -19,8 +19,10 @@ piped lines (a wrong one stops the labelling with a message naming its input lin
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterable, Optional, Sequence, Union
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .anchors import top_k
 from .client import RagCallError, RagClient
@@ -31,7 +33,8 @@ from .sanitize import terminal_safe
 from .schema import Chunk, EvalCase
 from .suggest import did_you_mean
 
-__all__ = ["LabelError", "LabelResult", "LineChooser", "Question", "format_question", "label_set", "select_cases"]
+__all__ = ["LabelError", "LabelResult", "LineChooser", "ProjectClient", "Question", "format_question", "label_set",
+           "project_client", "select_cases"]
 
 #: Characters of a chunk's text shown as its excerpt, and of the answer.
 EXCERPT_CHARS = 160
@@ -80,6 +83,54 @@ class LabelResult:
             parts.append(f"{len(self.not_asked)} not asked")
         how = " (interrupted)" if self.interrupted else " (quit)" if self.quit else ""
         return "labelled: " + ", ".join(parts) + how
+
+
+# --------------------------------------------------------------------------- the project's client settings
+
+
+#: The ini keys of the system under test that ``rageval label`` reads from ``[tool.pytest.ini_options]``.
+CLIENT_KEYS = ("rageval_target", "rageval_headers", "rageval_request_map", "rageval_response_map", "rageval_timeout")
+
+
+@dataclass(frozen=True)
+class ProjectClient:
+    """How the project's pytest configuration reaches its system (ini keys of ``[tool.pytest.ini_options]``)."""
+
+    path: Optional[Path] = None  # the pyproject.toml read (None: none found)
+    target: Optional[str] = None
+    headers: str = ""
+    request_map: str = ""
+    response_map: str = ""
+    timeout: Optional[float] = None
+
+
+def _lines(value: Any) -> str:
+    return "\n".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value or "")
+
+
+def project_client(path: Optional[Path]) -> ProjectClient:
+    """The client keys (CLIENT_KEYS) of ``[tool.pytest.ini_options]`` in the pyproject.toml at ``path``, as the
+    plugin reads them; LabelError for a file that cannot be read or a timeout that is not a number."""
+    if path is None:
+        return ProjectClient()
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise LabelError(f"{path}: cannot read [tool.pytest.ini_options]: {exc}") from None
+    ini: Mapping[str, Any] = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
+    if not isinstance(ini, Mapping):
+        return ProjectClient(path)
+    timeout = ini.get("rageval_timeout")
+    try:
+        seconds = float(timeout) if timeout not in (None, "") else None
+    except (TypeError, ValueError):
+        raise LabelError(f"{path}: rageval_timeout: must be a number of seconds, got {timeout!r}") from None
+    return ProjectClient(path, str(ini.get("rageval_target") or "") or None, _lines(ini.get("rageval_headers")),
+                         _lines(ini.get("rageval_request_map")), _lines(ini.get("rageval_response_map")), seconds)
 
 
 # --------------------------------------------------------------------------- which questions

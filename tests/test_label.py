@@ -66,7 +66,7 @@ def rageval(*args: str, stdin: str = "", cwd: Optional[Path] = None) -> subproce
     """The `rageval` console script of this Python (the package's own entry point), stdin piped."""
     script = Path(sys.executable).with_name("rageval")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_rageval.cli"]
-    return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd,
+    return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd or Path("/"),
                           encoding="utf-8", errors="replace")
 
 
@@ -194,8 +194,9 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.Ca
         assert result.returncode == 2 and result.stdout.count("Traceback") == 0
         assert result.stderr.startswith(line) and result.stderr.count("\n") == 1, result.stderr
 
-    # the same entry point in this process, for the rest
+    # the same entry point in this process, for the rest (in a folder without a pyproject.toml above it)
     monkeypatch.delenv("RAGEVAL_TARGET", raising=False)
+    monkeypatch.chdir("/")
     with AskServer(responder) as server:
         expected = {
             ("--target", server.url, "--ids", "stip,stpi2,mars"):
@@ -204,10 +205,12 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.Ca
                                                          f"untouched: {path}:5: field 'answerable': Input should be a valid boolean",
             ("--target", server.url, "--ids", ","): "rageval: label: --ids names no id",
             ("--target", server.url, "--k", "0"): "rageval: label: --k must be at least 1, got 0",
-            (): "rageval: label: --target URL or module:function is needed (or env RAGEVAL_TARGET)",
+            (): "rageval: label: --target URL or module:function is needed (or rageval_target in "
+                "[tool.pytest.ini_options], or env RAGEVAL_TARGET)",
+            ("--pyproject", str(tmp_path / "none.toml")): f"rageval: label: --pyproject {tmp_path / 'none.toml'}: no such file",
             ("--target", "no_such_module_xyz:ask"): "rageval: label: rageval_target 'no_such_module_xyz:ask': cannot import "
                                                     "module 'no_such_module_xyz' (No module named 'no_such_module_xyz')",
-            ("--target", "http://127.0.0.1:9/ask", "--header", "no colon"): "rageval: label: rageval_headers line 1: "
+            ("--target", "http://127.0.0.1:9/ask", "--header", "no colon"): "rageval: label: --header number 1: "
                                                                              "expected 'Name: value'",
         }
         for args, line in expected.items():
@@ -443,3 +446,33 @@ def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(tmp_path:
     run.assert_outcomes(passed=1)
     record = json.loads(next(pytester.path.glob("results/*/results.jsonl")).read_text())
     assert record["metrics"]["recall_at_k"] == 1 and record["metrics"]["recall_all_at_k"] == 1
+
+
+def test_the_projects_pytest_settings_reach_the_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    from pytest_rageval.cli import main
+
+    path = tmp_path / "set.jsonl"
+    write_set(path, ['{"id": "stip", "question": "Who proposed STIP?"}'])
+    monkeypatch.setenv("RAG_TOKEN", "tok-from-env")
+    monkeypatch.setenv("RAGEVAL_TARGET", "http://127.0.0.1:9/not-this-one")  # the project's ini key wins, as in the plugin
+    with AskServer(lambda body: responder({"question": body["q"], "k": body["k"]})) as server:
+        (tmp_path / "pyproject.toml").write_text(
+            "[tool.pytest.ini_options]\n"
+            f'rageval_target = "{server.url}"\n'
+            'rageval_headers = ["Authorization: Bearer ${RAG_TOKEN}"]\n'
+            'rageval_request_map = ["question = q"]\n'
+            'rageval_timeout = "5"\n'
+        )
+        sub = tmp_path / "sub"
+        sub.mkdir()
+        monkeypatch.chdir(sub)
+        monkeypatch.setattr("sys.stdin", io.StringIO("2\n"))
+        assert main(["label", str(path), "--header", "X-Extra: 1"]) == 0
+        assert server.requests[0]["headers"]["Authorization"] == "Bearer tok-from-env"
+        assert server.requests[0]["headers"]["X-Extra"] == "1"
+    out = capsys.readouterr().out
+    assert out.startswith(f"target: {server.url}?debug=true (from {tmp_path / 'pyproject.toml'}), k=20\n")
+    assert json.loads(path.read_text())["gold_supports"][0]["heading_path"] == "# STIP > ## Summary"
