@@ -279,6 +279,8 @@ def _label(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # while a label was written: the file is the old one or the new one, whole
         say("interrupted; the labels written before are kept", file=sys.stderr)
         return 130
+    if result.interrupted and interactive:
+        print()  # the cursor stood after the prompt
     say(result.summary() + (f"; wrote {args.set}" if result.written else "; nothing written"))
     return 130 if result.interrupted else 0
 

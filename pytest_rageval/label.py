@@ -302,6 +302,7 @@ def label_set(
     if not cases:
         say(f"nothing to label in {path}: every answerable question has gold (use --all or --ids to label again)")
         return result
+    say(f"{len(cases)} question{'s' if len(cases) != 1 else ''} to label in {terminal_safe(str(path), multiline=False)}")
     engine = Engine()
     try:
         for number, loaded_case in enumerate(cases, start=1):

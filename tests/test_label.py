@@ -7,6 +7,7 @@ on real files; the labelled set is then run with `pytest --rageval` (pytester) a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -62,11 +63,15 @@ SET_LINES = [
 ]
 
 
-def rageval(*args: str, stdin: str = "", cwd: Optional[Path] = None) -> subprocess.CompletedProcess[str]:
-    """The `rageval` console script of this Python (the package's own entry point), stdin piped."""
+def rageval_command() -> list[str]:
+    """The `rageval` console script of this Python (the package's own entry point)."""
     script = Path(sys.executable).with_name("rageval")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_rageval.cli"]
-    return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd or Path("/"),
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pytest_rageval.cli"]
+
+
+def rageval(*args: str, stdin: str = "", cwd: Optional[Path] = None) -> subprocess.CompletedProcess[str]:
+    """`rageval ARGS` with ``stdin`` piped, in ``cwd`` (default /: no pyproject.toml above it)."""
+    return subprocess.run([*rageval_command(), *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd or Path("/"),
                           encoding="utf-8", errors="replace")
 
 
@@ -397,8 +402,7 @@ def test_ctrl_c_keeps_the_labels_written_before(tmp_path: Path) -> None:
     path = tmp_path / "set.jsonl"
     before = write_set(path)
     with AskServer(responder) as server:
-        script = Path(sys.executable).with_name("rageval")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_rageval.cli"]
+        command = rageval_command()
         proc = subprocess.Popen([*command, "label", str(path), "--target", server.url], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdin is not None and proc.stdout is not None
@@ -476,3 +480,46 @@ def test_the_projects_pytest_settings_reach_the_system(tmp_path: Path, monkeypat
     out = capsys.readouterr().out
     assert out.startswith(f"target: {server.url}?debug=true (from {tmp_path / 'pyproject.toml'}), k=20\n")
     assert json.loads(path.read_text())["gold_supports"][0]["heading_path"] == "# STIP > ## Summary"
+
+
+def test_on_a_terminal_a_wrong_answer_is_asked_again(tmp_path: Path) -> None:
+    import pty
+    import select
+    import signal
+    import time
+
+    path = tmp_path / "set.jsonl"
+    write_set(path, ['{"id": "stip", "question": "Who proposed STIP?"}', '{"id": "evil", "question": "Hostile?"}'])
+    master, slave = pty.openpty()
+    with AskServer(responder) as server:
+        command = rageval_command()
+        proc = subprocess.Popen([*command, "label", str(path), "--target", server.url], stdin=slave, stdout=slave,
+                                stderr=slave, close_fds=True, cwd="/")
+        os.close(slave)
+        seen = b""
+
+        def until(marker: bytes, count: int = 1) -> None:
+            nonlocal seen
+            deadline = time.monotonic() + 30
+            while seen.count(marker) < count and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    try:
+                        seen += os.read(master, 65536)
+                    except OSError:  # the terminal closed: the command ended
+                        break
+            assert seen.count(marker) >= count, seen.decode(errors="replace")
+
+        until(b"label [1-3, u, s, q, ?]> ")
+        os.write(master, b"9\n")
+        until(b"there is no chunk 9 (this question has chunks 1 to 3)")
+        until(b"label [1-3, u, s, q, ?]> ", 2)
+        os.write(master, b"2\n")
+        until(b"label [1-2, u, s, q, ?]> ")
+        proc.send_signal(signal.SIGINT)  # Ctrl-C (the pty is not the command's controlling terminal, so ^C is sent as a signal)
+        until(b"(interrupted)")
+        assert proc.wait(timeout=30) == 130
+    os.close(master)
+    text = seen.decode(errors="replace")
+    assert "\x1b[2J" not in text and "\x1b]52" not in text  # the hostile chunk of the second question is shown escaped
+    assert "labelled: 1 given gold, 0 marked unanswerable, 0 skipped, 1 not asked (interrupted); wrote" in text
+    assert json.loads(path.read_text().splitlines()[0])["gold_supports"][0]["heading_path"] == "# STIP > ## Summary"
