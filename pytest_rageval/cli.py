@@ -1,4 +1,4 @@
-"""The ``rageval`` command: schema, compare, report, history."""
+"""The ``rageval`` command: schema, compare, report, history, judge, merge, label."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ def _load(path: str) -> dict:
     return data
 
 
+def _nearest_pyproject() -> Optional[Path]:
+    """The pyproject.toml of the current folder or the nearest folder above it, or None."""
+    here = Path.cwd()
+    return next((d / "pyproject.toml" for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
+
+
 def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
     """``[tool.rageval.gate]`` of ``pyproject`` or of the nearest pyproject.toml above the current folder."""
     from .settings import SettingsError, parse_gate, read_pyproject_table
@@ -51,8 +57,7 @@ def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
         if not path.is_file():
             raise _usage_error(f"--pyproject {pyproject}: no such file")
     else:
-        here = Path.cwd()
-        path = next((d / "pyproject.toml" for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
+        path = _nearest_pyproject()
     try:
         return parse_gate(read_pyproject_table(path).gate, "[tool.rageval.gate]")
     except SettingsError as exc:
@@ -222,6 +227,80 @@ def _judge(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
+def _label(args: argparse.Namespace) -> int:
+    """``rageval label SET``: ask the questions, show their chunks, write the gold answered on stdin (label.py)."""
+    import os
+
+    from .client import RagConfigError, load_target, parse_request_map, parse_response_map
+    from .label import LabelError, LineChooser, label_set, project_client
+
+    if args.k < 1:
+        raise _usage_error(f"label: --k must be at least 1, got {args.k}")
+    if args.pyproject is not None and not Path(args.pyproject).is_file():
+        raise _usage_error(f"label: --pyproject {args.pyproject}: no such file")
+    try:
+        project = project_client(Path(args.pyproject) if args.pyproject else _nearest_pyproject())
+    except LabelError as exc:
+        raise _usage_error(f"label: {exc}") from None
+    # as the plugin resolves them: the command line, then the project's ini keys, then the environment
+    target = args.target or project.target or os.environ.get("RAGEVAL_TARGET")
+    if not target:
+        raise _usage_error("label: --target URL or module:function is needed "
+                           "(or rageval_target in [tool.pytest.ini_options], or env RAGEVAL_TARGET)")
+    folders = [os.getcwd(), *([str(project.path.parent)] if project.path else [])]
+    try:
+        client = load_target(
+            target,
+            folders=folders,
+            headers=_label_headers(project, args.header or [], os.environ),
+            timeout=args.timeout or project.timeout or 60.0,
+            request_map=parse_request_map("\n".join(args.request_map) if args.request_map else project.request_map),
+            response_map=parse_response_map("\n".join(args.response_map) if args.response_map else project.response_map),
+        )
+    except RagConfigError as exc:
+        given = {"rageval_target": args.target, "rageval_request_map": args.request_map,
+                 "rageval_response_map": args.response_map, "rageval_timeout": args.timeout}
+        key = str(exc).split(" ", 1)[0].rstrip(":")
+        where = f"{project.path}: " if project.path and key.startswith("rageval_") and not given.get(key) else ""
+        raise _usage_error(f"label: {where}{exc}") from None
+    ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids is not None else None
+    if ids is not None and not ids:
+        raise _usage_error("label: --ids names no id")
+    described = client.describe()
+    origin = "--target" if args.target else (str(project.path) if project.target else "env RAGEVAL_TARGET")
+    say(f"target: {described.get('url') or described.get('callable')} (from {origin}), k={args.k}")
+    interactive = sys.stdin.isatty()
+    out = lambda line: print(line, flush=True)  # noqa: E731 - lines are made terminal-safe by label.py
+    chooser = LineChooser(sys.stdin, out, interactive=interactive, read=input if interactive else None)
+    try:
+        result = label_set(args.set, client, chooser, k=args.k, ids=ids, every=args.all, show=out)
+    except LabelError as exc:
+        raise _usage_error(f"label: {exc}") from None
+    except KeyboardInterrupt:  # while a label was written: the file is the old one or the new one, whole
+        say("interrupted; the labels written before are kept", file=sys.stderr)
+        return 130
+    if result.interrupted and interactive:
+        print()  # the cursor stood after the prompt
+    say(result.summary() + (f"; wrote {args.set}" if result.written else "; nothing written"))
+    return 130 if result.interrupted else 0
+
+
+def _label_headers(project: Any, lines: list[str], environ: Any) -> dict[str, str]:
+    """The project's rageval_headers, then each --header (a later one replaces a header of the same name)."""
+    from .client import RagConfigError, parse_headers
+
+    headers = parse_headers(project.headers, environ)
+    for number, line in enumerate(lines, start=1):
+        try:
+            extra = parse_headers(line, environ)
+        except RagConfigError as exc:  # the line may hold a secret: named by its number only
+            raise RagConfigError(str(exc).replace("rageval_headers line 1", f"--header number {number}")
+                                 .replace("rageval_headers", f"--header number {number}")) from None
+        for name, value in extra.items():
+            headers = {n: v for n, v in headers.items() if n.lower() != name.lower()}
+            headers[name] = value
+    return headers
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -262,7 +341,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", help="also draw this aggregate (mrr_avg, or a metric name: mrr) as an ASCII sparkline per "
                                     "eval set, oldest run first, on the metric's own scale")
     p.set_defaults(func=_history)
+    _add_label_parser(sub)
     return parser
+
+
+LABEL_PROTOCOL = """answers, one line per question (typed, or piped through stdin):
+  1 3       chunks 1 and 3 support the answer, both needed (gold_supports in the order typed)
+  1,3       the same
+  1 3 | 2   support groups: 1 and 3 together, or 2 alone (required_support_groups [[0, 1], [2]])
+  u         unanswerable: "answerable": false, no gold
+  s         skip this question
+  q         quit; labels written so far are kept (the end of the input does the same)
+  ?         help
+Each answer is written at once: only that line of SET changes (atomically), every other line, comment and blank
+line stays byte for byte. A wrong answer is explained and asked again on a terminal; piped, it stops the labelling
+(exit 2) naming its input line. Gold supports are anchors: rel_path, heading_path and a short snippet of the
+chunk's text that the chunk matches under rageval_require_snippets."""
+
+
+def _add_label_parser(sub: Any) -> None:
+    p = sub.add_parser("label", help="label gold supports: ask each question with debug on, pick the supporting chunks",
+                       description="Ask each question of SET that lacks gold (answerable, no gold_supports and no "
+                                   "gold_doc_ids) with debug on, show the retrieved chunks numbered (rel_path, heading "
+                                   "path, score, excerpt) and write the gold you pick back into SET.",
+                       epilog=LABEL_PROTOCOL, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("set", help="the eval-set .jsonl file to label (rewritten in place, one line per answer)")
+    p.add_argument("--target", help="the system: an http(s):// ask URL or package.module:function (default: rageval_target "
+                                    "of the project's [tool.pytest.ini_options], else env RAGEVAL_TARGET)")
+    p.add_argument("--k", type=int, default=20, help="chunks asked for and shown per question (default 20)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--ids", help="comma-separated ids of the questions to ask (labelled again if they have gold)")
+    which.add_argument("--all", action="store_true", help="ask every question, also those that have gold")
+    p.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                   help="an HTTP header to send, ${VAR} read from the environment (repeatable; like ini rageval_headers)")
+    p.add_argument("--request-map", action="append", metavar="'FIELD = SENT_AS'",
+                   help="rename a request body field, e.g. 'question = query' (repeatable; like ini rageval_request_map)")
+    p.add_argument("--response-map", action="append", metavar="'TARGET = SOURCE'",
+                   help="where to read a response field, e.g. 'retrieved_chunks = hits' (repeatable; like ini "
+                        "rageval_response_map)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for each answer (default: the project's "
+                                                                "rageval_timeout, else 60)")
+    p.add_argument("--pyproject", help="pyproject.toml whose [tool.pytest.ini_options] rageval_target, rageval_headers, "
+                                       "rageval_request_map, rageval_response_map and rageval_timeout are used (default: "
+                                       "the nearest one above the current folder); the options above win, --header "
+                                       "lines add to the project's headers")
+    p.set_defaults(func=_label)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
