@@ -62,9 +62,17 @@ def test_an_unknown_metric_is_refused_with_a_suggestion(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("command", ["compare", "report", "judge", "merge", "history"])
-def test_every_argument_says_what_it_is(command: str) -> None:
+def _commands() -> dict:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    parser = sub.choices[command]  # type: ignore[attr-defined]
+    return dict(sub.choices)  # type: ignore[attr-defined]
+
+
+def test_every_command_is_checked() -> None:
+    assert {"compare", "report", "judge", "merge", "history", "label"} <= set(_commands())
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_every_argument_says_what_it_is(command: str) -> None:
+    parser = _commands()[command]
     bare = [a.option_strings or [a.dest] for a in parser._actions if a.dest != "help" and not a.help]
     assert bare == []
