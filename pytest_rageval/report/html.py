@@ -23,6 +23,7 @@ from markupsafe import Markup
 from .. import registry, safejson
 from ..runfolder import write_text_atomic
 from ..thresholds import op_for
+from .repeats import render_card as render_repeat_card, render_section as render_repeat_section, runs_line
 
 T = TypeVar("T")
 
@@ -384,6 +385,7 @@ def _render_case(record: dict, anchor: str, *, open_: bool) -> Html:
 def render_case_body(record: dict) -> Html:
     """A case's detail: texts, error, misses, metric table, chunks (gold marked), judge verdicts."""
     body = [
+        render_repeat_card(record),  # a repeated case: runs passed, its class, which run the details below are from
         _render_case_text(record),
         _render_error(record),
         _render_notes(record.get("notes")),
@@ -402,8 +404,8 @@ def _render_summary(record: dict) -> Html:
     parts = [_badge(str(outcome or "unknown"), _outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
     if record.get("invalid_line"):
         parts.append(Html(" ") + _badge("invalid line", "error"))
-    if record.get("flaky"):
-        parts.append(Html(" ") + _badge("flaky", "xfailed"))
+    if runs_line(record):
+        parts.append(Html(" ") + _badge(runs_line(record) or "", "xfailed" if record.get("flaky") else "other"))
     if record.get("category"):
         parts.append(Html(' <span class="muted">{}</span>').format(record["category"]))
     tags = record.get("tags") or []
@@ -775,6 +777,7 @@ def render_report(
         _render_header(metrics, title),
         _render_nav(),
         render_aggregates(metrics, deltas),
+        render_repeat_section(metrics),
         _render_trends(metrics, history),
         _render_breakdowns(metrics),
         _render_cases(records),
