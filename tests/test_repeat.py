@@ -283,3 +283,23 @@ def test_repeats_do_not_depend_on_record_order_or_hash_seed(tmp_path: Path) -> N
         for seed in ("0", "1", "12345")
     }
     assert outputs == {json.dumps(expected, sort_keys=True) + "\n"}
+
+
+def test_resume_of_an_interrupted_repeated_run(project: pytest.Pytester) -> None:
+    """-x stops after the stable_fail case; --rageval-resume runs the rest with the same repeats, and the finished
+    run's ``repeats`` equal an uninterrupted run's. Resuming with another --rageval-repeat is refused."""
+    judge = AlternatingJudge()
+    with AskServer(rag) as ragsrv, OpenAIServer(judge) as judgesrv:
+        stopped = judged_run(project, ragsrv.url, judgesrv.base_url, "-x", "--rageval-concurrency=1")
+        stopped.assert_outcomes(passed=2, failed=1)
+        (run_dir,) = run_dirs(project.path)
+        assert json.loads((run_dir / "metrics.json").read_text())["complete"] is False
+        other = project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge-model=judge-model",
+                                  f"--rageval-judge-base-url={judgesrv.base_url}", "--rageval-repeat", "2",
+                                  f"--rageval-resume={run_dir}", "-p", "no:cacheprovider")
+        assert other.ret == pytest.ExitCode.USAGE_ERROR and "another configuration" in other.stderr.str()
+        resumed = judged_run(project, ragsrv.url, judgesrv.base_url, f"--rageval-resume={run_dir}")
+    resumed.assert_outcomes(passed=2)  # own and mars
+    metrics, records = read_run(run_dir)
+    assert metrics["complete"] is True and metrics["repeats"] == EXPECTED_REPEATS
+    assert dict(judge.seen) == {"q-alt": 3, "q-good": 3, "q-bad": 3, "q-own": 2}
