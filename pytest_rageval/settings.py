@@ -121,7 +121,8 @@ class Settings:
                 "cli": dict(self.thresholds.cli),
             },
             "gate": dict(self.gate),
-            **({"repeat": self.repeat} if self.repeat is not None else {}),  # only when set: older hashes hold
+            # only when it repeats: the hash of a run without it (or with 1, the same runs) stays as it was
+            **({"repeat": self.repeat} if self.repeat is not None and self.repeat > 1 else {}),
         }
 
 

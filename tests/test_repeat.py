@@ -303,3 +303,11 @@ def test_resume_of_an_interrupted_repeated_run(project: pytest.Pytester) -> None
     metrics, records = read_run(run_dir)
     assert metrics["complete"] is True and metrics["repeats"] == EXPECTED_REPEATS
     assert dict(judge.seen) == {"q-alt": 3, "q-good": 3, "q-bad": 3, "q-own": 2}
+
+
+def test_repeat_in_the_run_identity(tmp_path: Path) -> None:
+    """config.json (and the config hash) holds repeat only when it repeats: runs made before it existed keep their hash."""
+    from pytest_rageval.settings import Settings
+
+    assert Settings(tmp_path, repeat=1).snapshot() == Settings(tmp_path).snapshot()
+    assert Settings(tmp_path, repeat=3).snapshot() == {**Settings(tmp_path).snapshot(), "repeat": 3}
