@@ -23,7 +23,7 @@ from markupsafe import Markup
 from .. import registry, safejson
 from ..runfolder import write_text_atomic
 from ..thresholds import op_for
-from .repeats import render_card as render_repeat_card, render_section as render_repeat_section, runs_line
+from .repeats import heading as repeat_heading, render_card as render_repeat_card, render_section as render_repeat_section, runs_line
 
 T = TypeVar("T")
 
@@ -389,7 +389,7 @@ def render_case_body(record: dict) -> Html:
         _render_case_text(record),
         _render_error(record),
         _render_notes(record.get("notes")),
-        _render_misses(record.get("misses")),
+        _render_misses(record.get("misses"), repeat_heading(record, "Missed metrics")),
         _render_case_metrics(record),
         _render_chunks("Retrieved chunks", record.get("retrieved_chunks")),
         _render_chunks("References", record.get("references")),
@@ -459,7 +459,7 @@ def _render_notes(notes: Any) -> Html:
     return Html("<h4>Notes</h4><ul>{}</ul>").format(_join(Html("<li>{}</li>").format(escape(n)) for n in notes))
 
 
-def _render_misses(misses: Any) -> Html:
+def _render_misses(misses: Any, heading: str = "Missed metrics") -> Html:
     if not isinstance(misses, list) or not misses:
         return _EMPTY
     rows = [
@@ -469,7 +469,7 @@ def _render_misses(misses: Any) -> Html:
         for m in misses
         if isinstance(m, dict)
     ]
-    return Html("<h4>Missed metrics</h4>") + _table(["metric", "value", "op", "threshold"], rows)
+    return Html("<h4>{}</h4>").format(heading) + _table(["metric", "value", "op", "threshold"], rows)
 
 
 def _default_op(metric: str, threshold: Any) -> str:
@@ -491,7 +491,7 @@ def _render_case_metrics(record: dict) -> Html:
     if not names:
         return _EMPTY
     rows = [_case_metric_row(str(n), values.get(n), thresholds.get(n), missed.get(str(n))) for n in names]
-    return Html("<h4>Metrics</h4>") + _table(["metric", "value", "op", "threshold", "status"], rows)
+    return Html("<h4>{}</h4>").format(repeat_heading(record, "Metrics")) + _table(["metric", "value", "op", "threshold", "status"], rows)
 
 
 def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> Html:

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from ..stability import passed_runs, runs_passed_text, stability_of
 
-__all__ = ["card_note", "render_card", "render_section", "runs_line", "summary_lines"]
+__all__ = ["card_note", "heading", "render_card", "render_section", "runs_line", "summary_lines"]
 
 #: Flaky cases listed by name in the terminal and report.html (metrics.json lists them all).
 LIST_LIMIT = 20
@@ -49,6 +49,18 @@ def card_note(record: Mapping[str, Any]) -> Optional[str]:
     return (f"A repeated case passes when more than half of its {counts[1]} runs pass. The answer, retrieved chunks, "
             f"judge verdicts and missed thresholds {which}; the metric table shows each metric's mean over the runs "
             "that scored it (true/false metrics: the majority).")
+
+
+def heading(record: Mapping[str, Any], title: str) -> str:
+    """A card's table heading, saying for a repeated case what its values are: "Metrics" (means; the status
+    column is the shown run's misses) or "Missed metrics" (the shown run's); ``title`` alone for one run."""
+    counts, shown = passed_runs(record), record.get("shown_run")
+    if counts is None:
+        return title
+    run = f"run {shown}" if isinstance(shown, int) else "one run"
+    if title == "Metrics":
+        return f"Metrics: means over the {counts[1]} runs (status: the misses of {run})"
+    return f"{title} in {run}"
 
 
 def _fmt(value: Any) -> str:
