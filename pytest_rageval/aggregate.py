@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from . import registry
+from .stability import RepeatTally
 
 __all__ = [
     "Aggregator",
@@ -231,6 +232,7 @@ class Aggregator:
         self._answerable = 0
         self._unanswerable = 0
         self._flaky = 0
+        self._repeats = RepeatTally()  # metrics.json "repeats": classes, flake rate, spread (stability.py)
         self._timeouts = 0
         self._empty = 0
         self._latencies: list[float] = []
@@ -266,6 +268,7 @@ class Aggregator:
         self._cases[_record_key(record)] = case
         if record.get("flaky"):
             self._flaky += 1
+        self._repeats.add(_record_key(record), record, outcome)
         self._add_cost(record)
         if outcome == "skipped":
             return
@@ -393,6 +396,7 @@ class Aggregator:
             "answerable_tests": self._answerable,
             "unanswerable_tests": self._unanswerable,
             "flaky": self._flaky,
+            "repeats": self._repeats.result(),
             "judge_coverage": aggregate_metrics["judge_coverage"],  # SPEC 6 names it at the top level too
             "cases": {key: self._cases[key] for key in sorted(self._cases)},
         }

@@ -162,6 +162,7 @@ class CaseRunner:
             line=item.line,
             judge=judge,
             spot_input=self.setup.spot_setup is not None,
+            repeat=self.settings.repeat,
         )
 
     def _early_fixtures(self, item: CaseItem) -> Optional[tuple[RagClient, Optional[JudgeSetup]]]:

@@ -39,6 +39,7 @@ from .spotcheck import SpotSample
 if TYPE_CHECKING:
     from .case_runner import RunnerTotals
     from .collect import EvalCollection
+    from .schema import EvalCase
 
 
 class RunController:
@@ -174,7 +175,7 @@ class RunController:
         s = self.settings
         lexical = s.judge == "lexical"
         result = plan(
-            [item.case for item in items if isinstance(item, CaseItem)],
+            [self._as_run(item.case) for item in items if isinstance(item, CaseItem)],
             k=s.k,
             metrics=s.judge_metrics,
             judge_enabled=s.judge_enabled,
@@ -189,6 +190,14 @@ class RunController:
                 reporter.write_line(line)
         pytest.exit("rageval dry run: nothing was sent", returncode=pytest.ExitCode.OK)
 
+    def _as_run(self, case: EvalCase) -> EvalCase:
+        """``case`` with the runs ``--rageval-repeat`` gives it (what the runner will do; stability.with_repeat)."""
+        from .stability import with_repeat
+        from .thresholds import judge_metrics
+
+        return with_repeat(case, self.settings.repeat, self.setup.thresholds_for(case), judge_metrics(),
+                           judge_in_use=self.setup.judge_setup is not None)
+
     # -- hooks ----------------------------------------------------------------
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -196,7 +205,9 @@ class RunController:
         target = public_url(s.target) if s.target else "(the rageval_client fixture)"
         info = self.setup.judge_info()
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
-        return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
+        repeat = "" if s.repeat is None else (  # --rageval-repeat: which cases it repeats (stability.judge_dependent)
+            f", {s.repeat} runs of each {'judge-dependent case' if self.setup.judge_setup is not None else 'case (no judge)'}")
+        return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}{repeat}"]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.settings.dry_run:

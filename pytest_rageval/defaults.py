@@ -52,4 +52,5 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_cache_dir", f"judge cache folder (default {CACHE_DIR})", "string", ""),
     ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
+    ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
 )

@@ -33,6 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
     group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help=f"cases in flight at once in this process, RAG and judge requests included (default {defaults.CONCURRENCY})")
+    group.addoption("--rageval-repeat", default=None, metavar="N", help="run each judge-dependent case N times (every case without a judge), pass on majority, class it stable_pass/flaky/stable_fail; a case's own repeat wins (ini rageval_repeat)")
     group.addoption("--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs")
     group.addoption("--rageval-summary-md", default=None, metavar="PATH", help="write a short Markdown summary of the run for CI (also appended to $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")

@@ -28,8 +28,12 @@ __all__ = [
     "Latency",
     "MissRecord",
     "Outcome",
+    "Stability",
     "error",
 ]
+
+#: A repeated case's class by its runs' verdicts (stability.classify): every run passed, some did, none did.
+Stability = Literal["stable_pass", "flaky", "stable_fail"]
 
 #: How a case ended, as pytest reports it (``error`` also when the RAG or judge call failed).
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
@@ -140,9 +144,10 @@ class CaseRecord(TypedDict, total=False):
     spot_input: dict[str, Any]  # handed to the spot check; never written
     # repeated cases
     runs: int
-    flaky: bool
-    repeats: list[dict[str, Any]]
-    shown_run: int
+    flaky: bool  # some runs passed, some did not (stability == "flaky"); kept for older readers
+    stability: Stability  # repeated cases only (stability.classify)
+    repeats: list[dict[str, Any]]  # per run: {"passed": bool, "metrics": {...}}
+    shown_run: int  # 1-based run whose answer, retrieval, verdicts and misses the record shows
     # seed 003's keys, derived when the record is written (artifacts.with_seed_keys)
     retrieval_metrics: dict[str, Any]
     groundedness: dict[str, Any]

@@ -134,6 +134,7 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
     record.pop("spot_check", None)  # compared the old verdicts with another model
     record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}
     record["judge_attempted"] = list(outcome.attempted)
+    _single_judgement(record)
     spent = outcome.spent(cached=setup.cached)  # this judging's numbers replace the old ones
     record["cost"] = {"judge_tokens": spent["judge_tokens"], "judge_cost_usd": spent["judge_cost_usd"]}
     record["judge_cache"] = {"hits": spent["hits"], "misses": spent["misses"]}
@@ -165,6 +166,15 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
         record["outcome"] = "failed" if misses else "passed"
     elif old in ("xfailed", "xpassed"):
         record["outcome"] = "xfailed" if misses else "xpassed"
+
+
+def _single_judgement(record: dict[str, Any]) -> None:
+    """A repeated case is re-judged once, on the answer its record shows (only that run's answer is stored):
+    its per-run verdicts and stability class no longer hold, so they go (metrics.json ``repeats`` counts it no more)."""
+    if record.pop("repeats", None) is not None:
+        record.pop("stability", None)
+        record.pop("shown_run", None)
+        record["flaky"] = False
 
 
 async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = None) -> RejudgeResult:
@@ -249,7 +259,8 @@ def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[Case
     if k is not None:
         lines.append(f"judged on at most the top {k} stored contexts of each case")
     if any(int(j.record.get("runs") or 1) > 1 for j in jobs):
-        lines.append("repeated cases were judged once, on their first run's answer")
+        lines.append("repeated cases were judged once, on the answer of the run their record shows; "
+                     "their per-run results and stability classes were dropped")
     if truncated:
         lines.append(
             f"warning: {len(truncated)} of {len(jobs)} records stored only {TRUNCATE}-character context excerpts, "

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
-from . import registry, spotcheck
+from . import registry, spotcheck, stability
 from .judges.base import Judge, JudgeAuthError, JudgeInput, Verdict
 from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdict_dict
 from .judges.ratelimit import CASE_ORDER
@@ -29,7 +29,7 @@ from .metrics import gold_marks, score_case, unmatchable_supports
 from .record import CaseError, CaseRecord, ErrorKind, error
 from .sanitize import Limits, cap, error_message, keep_notes
 from .schema import Chunk, EvalCase, RagResponse
-from .thresholds import Threshold, find_misses
+from .thresholds import Threshold, find_misses, judge_metrics
 
 T = TypeVar("T")
 TRUNCATE = 200
@@ -283,8 +283,9 @@ async def evaluate_case(
     line: int,
     judge: Optional[JudgeSetup] = None,
     spot_input: bool = False,
+    repeat: Optional[int] = None,
 ) -> CaseRecord:
-    """Run ``case`` (``case.runs`` times) and return its CaseRecord without an outcome.
+    """Run ``case`` (``case.runs`` times, or ``repeat`` times: stability.runs_for) and return its CaseRecord without an outcome.
 
     A RAG or judge failure after retries gives a record whose ``error`` is set;
     the item reports it as an error, not a failure. A judge that refuses the
@@ -293,7 +294,10 @@ async def evaluate_case(
     retrieval, verdicts and misses (``shown_run``, 1-based). With
     ``spot_input`` a judged case carries what the spot check needs to re-judge
     it (``record["spot_input"]``, see spotcheck.py; not written to results.jsonl).
+    ``repeat`` is ``--rageval-repeat``: it applies to a judge-dependent case
+    without its own ``repeat``/``flaky`` (every case when ``judge`` is None).
     """
+    case = stability.with_repeat(case, repeat, thresholds, judge_metrics(), judge_in_use=judge is not None)
     record = base_record(case, key=key, file=file, line=line)
     record["thresholds"] = dict(thresholds)
     step = _Step()
@@ -405,7 +409,10 @@ async def _evaluate(
     record["abstained"] = record["metrics"].get("abstained")
     record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(lat["total_ms"] for lat in latencies) / len(latencies)}
     if len(per_run) > 1:
-        record["flaky"] = 0 < sum(verdicts) < len(verdicts)
+        record["flaky"] = 0 < sum(verdicts) < len(verdicts)  # kept for readers of older records: stability == "flaky"
+        klass = stability.classify(verdicts)
+        if klass is not None:
+            record["stability"] = klass
         record["repeats"] = [{"passed": v, "metrics": m} for v, m in zip(verdicts, per_run)]
         record["shown_run"] = shown + 1
     record["misses"] = [] if passed else [m.as_dict() for m in find_misses(per_run[shown], thresholds)]

@@ -18,6 +18,7 @@ from . import defaults, registry
 from .config import ConfigError, Problem, RagevalConfig, read_config
 from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from .sanitize import Limits
+from .stability import RepeatError, parse_repeat
 from .suggest import did_you_mean
 from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
 
@@ -67,6 +68,7 @@ class Settings:
     spot_check: int = 0
     spot_check_model: Optional[str] = None
     concurrency: int = defaults.CONCURRENCY
+    repeat: Optional[int] = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
     shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
     resume: Optional[Path] = None
     summary_md: Optional[Path] = None  # --rageval-summary-md: the CI summary (report/markdown.py), written anew
@@ -119,6 +121,8 @@ class Settings:
                 "cli": dict(self.thresholds.cli),
             },
             "gate": dict(self.gate),
+            # only when it repeats: the hash of a run without it (or with 1, the same runs) stays as it was
+            **({"repeat": self.repeat} if self.repeat is not None and self.repeat > 1 else {}),
         }
 
 
@@ -298,6 +302,7 @@ def build_settings(
         spot_check=spot_check,
         spot_check_model=option.rageval_spot_check_model,
         concurrency=_concurrency(option.rageval_concurrency),
+        repeat=_repeat(option, ini),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
         summary_md=cli_path(option.rageval_summary_md),
@@ -333,6 +338,16 @@ def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:
     if not sep or not 1 <= i <= n:
         raise SettingsError(f"--rageval-shard: expected I/N with 1 <= I <= N (e.g. 2/4), got {value!r}")
     return i, n
+
+
+def _repeat(option: Any, ini: Mapping[str, Any]) -> Optional[int]:
+    """``--rageval-repeat N`` over ini ``rageval_repeat``: runs of each judge-dependent case (stability.runs_for)."""
+    cli = getattr(option, "rageval_repeat", None)
+    where, value = ("--rageval-repeat", cli) if cli is not None else ("rageval_repeat", ini.get("rageval_repeat"))
+    try:
+        return parse_repeat(value, where)
+    except RepeatError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _concurrency(value: Optional[int]) -> int:

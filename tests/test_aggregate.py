@@ -164,7 +164,7 @@ def test_result_keys() -> None:
     assert list(aggregate(records())) == [
         "aggregate_metrics", "by_tag", "by_category", "by_answerable", "total_tests", "passed", "failed",
         "errors", "skipped", "xfailed", "xpassed", "invalid_lines", "answerable_tests", "unanswerable_tests",
-        "flaky", "judge_coverage", "cases",
+        "flaky", "repeats", "judge_coverage", "cases",
     ]
     result = aggregate(records())
     assert result["judge_coverage"] == result["aggregate_metrics"]["judge_coverage"] == EXPECTED_AGGREGATE["judge_coverage"]

@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
      "record", "schema", "anchors", "selection", "resume", "schedule"),
     # 1 pure logic
-    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit"),
+    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability"),
     # 2 judges and the RAG client
     ("judges.*", "client"),
     # 3 one case, one run folder, the session's set-up

@@ -10,6 +10,9 @@ from collections.abc import Collection, Iterable
 from typing import Any, Optional, TypeVar
 
 from ..thresholds import op_for
+from .repeats import heading as repeat_heading
+from .repeats import render_card as render_repeat_card
+from .repeats import runs_line
 
 from .markup import (
     badge,
@@ -124,10 +127,11 @@ def _render_case(record: dict, anchor: str, *, open_: bool) -> Html:
 def render_case_body(record: dict) -> Html:
     """A case's detail: texts, error, misses, metric table, chunks (gold marked), judge verdicts."""
     body = [
+        render_repeat_card(record),  # a repeated case: runs passed, its class, which run the details below are from
         _render_case_text(record),
         _render_error(record),
         _render_notes(record.get("notes")),
-        _render_misses(record.get("misses")),
+        _render_misses(record.get("misses"), repeat_heading(record, "Missed metrics")),
         _render_case_metrics(record),
         _render_chunks("Retrieved chunks", record.get("retrieved_chunks")),
         _render_chunks("References", record.get("references")),
@@ -142,8 +146,9 @@ def _render_summary(record: dict) -> Html:
     parts = [badge(str(outcome or "unknown"), outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
     if record.get("invalid_line"):
         parts.append(Html(" ") + badge("invalid line", "error"))
-    if record.get("flaky"):
-        parts.append(Html(" ") + badge("flaky", "xfailed"))
+    runs = runs_line(record)
+    if runs:
+        parts.append(Html(" ") + badge(runs, "xfailed" if record.get("flaky") else "other"))
     if record.get("category"):
         parts.append(Html(' <span class="muted">{}</span>').format(record["category"]))
     tags = record.get("tags") or []
@@ -197,7 +202,7 @@ def _render_notes(notes: Any) -> Html:
     return Html("<h4>Notes</h4><ul>{}</ul>").format(join(Html("<li>{}</li>").format(escape(n)) for n in notes))
 
 
-def _render_misses(misses: Any) -> Html:
+def _render_misses(misses: Any, heading: str = "Missed metrics") -> Html:
     if not isinstance(misses, list) or not misses:
         return EMPTY
     rows = [
@@ -207,7 +212,7 @@ def _render_misses(misses: Any) -> Html:
         for m in misses
         if isinstance(m, dict)
     ]
-    return Html("<h4>Missed metrics</h4>") + table(["metric", "value", "op", "threshold"], rows)
+    return Html("<h4>{}</h4>").format(heading) + table(["metric", "value", "op", "threshold"], rows)
 
 
 def _default_op(metric: str, threshold: Any) -> str:
@@ -229,7 +234,7 @@ def _render_case_metrics(record: dict) -> Html:
     if not names:
         return EMPTY
     rows = [_case_metric_row(str(n), values.get(n), thresholds.get(n), missed.get(str(n))) for n in names]
-    return Html("<h4>Metrics</h4>") + table(["metric", "value", "op", "threshold", "status"], rows)
+    return Html("<h4>{}</h4>").format(repeat_heading(record, "Metrics")) + table(["metric", "value", "op", "threshold", "status"], rows)
 
 
 def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> Html:

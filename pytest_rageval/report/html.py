@@ -15,6 +15,7 @@ from typing import Optional
 from ..runfolder import write_text_atomic
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
 from .markup import Html, escape, join
+from .repeats import render_section as render_repeat_section
 from .tables import render_aggregates, render_breakdowns, render_header
 from .trends import load_history, render_trends, trend_metrics
 
@@ -103,6 +104,7 @@ def render_report(
         render_header(metrics, title),
         _render_nav(),
         render_aggregates(metrics, deltas),
+        render_repeat_section(metrics),
         render_trends(metrics, history),
         render_breakdowns(metrics),
         render_cases(records),

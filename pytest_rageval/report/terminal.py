@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from .. import registry
 from ..sanitize import terminal_safe
 from ..thresholds import Miss, describe_runs, shorten
+from .repeats import summary_lines as repeat_summary_lines
 
 if TYPE_CHECKING:
     from ..gate import Comparison
@@ -194,6 +195,7 @@ def styled_summary_lines(
         lines.append((
             f"  judge spot check ({reliability.get('model')}): {reliability['spot_check_n']} cases, "
             f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}", {}))
+    lines.extend((line, _WARN if line.startswith("  flaky:") else {}) for line in repeat_summary_lines(metrics))
     if comparison is not None:
         lines.extend(_comparison_lines(comparison))
     lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
