@@ -138,10 +138,13 @@ class CaseRecord(TypedDict, total=False):
     cost: Cost
     spot_check: dict[str, Any]
     spot_input: dict[str, Any]  # handed to the spot check; never written
+    # with --rageval-store-full-text only: what `rageval rescore` needs (runner.case_trace):
+    # {"k", "require_snippets", "case": the eval-set line as read, "rag_abstained": the RAG's own flag}
+    trace: dict[str, Any]
     # repeated cases
     runs: int
     flaky: bool
-    repeats: list[dict[str, Any]]
+    repeats: list[dict[str, Any]]  # [{passed, metrics}] (+ "trace": runner.run_trace, with full text)
     shown_run: int
     # seed 003's keys, derived when the record is written (artifacts.with_seed_keys)
     retrieval_metrics: dict[str, Any]
