@@ -347,6 +347,9 @@ def _summary(result: RescoreResult, jobs: Sequence[_Job], carried: Mapping[str, 
         lines.append(f"carried over unchanged, not rescored: {count} {why}")
     if overrides:
         lines.append("thresholds overridden: " + ", ".join(f"{m}={_shown(v)}" for m, v in overrides.items()))
+        unjudged = sorted(set(overrides) & _thresholds.judge_metrics()) if judge_name == "none" else []
+        if unjudged:
+            lines.append(f"not applied (the run had no judge): {', '.join(unjudged)}")
     if judge_name == "lexical":
         lines.append("judge: the lexical judge ran again on the top-K contexts (offline)")
     elif judge_name != "none":

@@ -119,7 +119,8 @@ def without_latency(data: Any) -> Any:
 
 
 @pytest.mark.parametrize("judge", ["lexical", "none"])
-def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pytester, judge: str) -> None:
+def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pytester, judge: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     with AskServer(rag) as srv:
         run10 = run(project, srv.url, 10, "--rageval-store-full-text", f"--rageval-judge={judge}")
         run5 = run(project, srv.url, 5, "--rageval-store-full-text", f"--rageval-judge={judge}")
@@ -127,6 +128,11 @@ def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pyte
         done = rescore(run10, "--k", "5")
         assert len(srv.requests) == asked  # nothing sent to the RAG (the lexical judge has no endpoint at all)
     assert done.returncode == 0, done.stderr
+    if judge == "none":  # a threshold on a judge metric applies to nothing without a judge, and says so
+        capsys.readouterr()
+        assert main(["rescore", str(run10), "--threshold", "groundedness=4", "-o", str(project.path / "other")]) == 0
+        assert "not applied (the run had no judge): groundedness" in capsys.readouterr().out
+        assert "groundedness" not in records_of(newest(project.path / "other"))["eval_sets/r.jsonl::top"]["thresholds"]
     new = newest(project.path / "results")
     assert new.parent == run10.parent and new not in (run10, run5)  # a new run beside it, `latest` moved to it
     assert "rescored 9 of 10 records at K=5 (the run's K: 10); nothing was sent" in done.stdout
