@@ -151,6 +151,9 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     config, old_metrics = source.config(), source.metrics()
     found = config.get("config")
     snapshot: dict[str, Any] = found if isinstance(found, dict) else {}
+    stored = snapshot.get("store_full_text", any(isinstance(r.get("trace"), dict) for r in records))
+    if not stored:  # (a full-text run of an older version: its first record without a trace is named below)
+        raise RescoreError(f"{run_dir}: the run was not stored with full text; {FULL_TEXT_HINT}")
     run_k = _run_k(records, snapshot, old_metrics)
     new_k = run_k if k is None else k
     if new_k < 1:

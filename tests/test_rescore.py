@@ -225,7 +225,17 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
     plain_records = records_of(plain)
     assert not any("trace" in r for r in plain_records.values())
     assert not any("trace" in run for r in plain_records.values() for run in r.get("repeats", []))
-    assert "re-run it with --rageval-store-full-text to rescore it" in refusal(capsys, "rescore", str(plain))
+    assert refusal(capsys, "rescore", str(plain), "--k", "20") == (
+        f"rageval: {plain}: the run was not stored with full text; re-run it with --rageval-store-full-text to rescore it")
+    one_without = project.path / "one_without"  # a record without its trace (hand-edited): named with file and line
+    shutil.copytree(full, one_without)
+    lines = (full / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    record = json.loads(lines[1])
+    del record["trace"]
+    (one_without / "results.jsonl").write_text(lines[0] + json.dumps(record) + "\n" + "".join(lines[2:]), encoding="utf-8")
+    assert refusal(capsys, "rescore", str(one_without)) == (
+        f"rageval: {one_without / 'results.jsonl'}: record 2 ({record['key']}): the run was not stored with full text; "
+        "re-run it with --rageval-store-full-text to rescore it")
     assert refusal(capsys, "rescore", str(full), "--k", "6") == (
         "rageval: --k 6: larger than the run's K (5); only the top 5 chunks were stored")
     assert refusal(capsys, "rescore", str(full), "--k", "0") == "rageval: --k 0: K must be at least 1"
@@ -235,7 +245,6 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
         "rageval: --threshold: threshold of 'abstained' must be true or false, got 'maybe'")
     torn = project.path / "torn"
     shutil.copytree(full, torn)
-    lines = (full / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (torn / "results.jsonl").write_text("".join(lines[:2]) + lines[2][:40], encoding="utf-8")
     assert refusal(capsys, "rescore", str(torn)).startswith(f"rageval: {torn / 'results.jsonl'}:3: ")
     assert refusal(capsys, "rescore", str(project.path / "nowhere")) == f"rageval: {project.path / 'nowhere'}: no results.jsonl (not a run folder)"
