@@ -124,6 +124,7 @@ def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pyte
     with AskServer(rag) as srv:
         run10 = run(project, srv.url, 10, "--rageval-store-full-text", f"--rageval-judge={judge}")
         run5 = run(project, srv.url, 5, "--rageval-store-full-text", f"--rageval-judge={judge}")
+        plain5 = run(project, srv.url, 5, f"--rageval-judge={judge}")  # an everyday run at K=5 (200-character excerpts)
         asked = len(srv.requests)
         done = rescore(run10, "--k", "5")
         assert len(srv.requests) == asked  # nothing sent to the RAG (the lexical judge has no endpoint at all)
@@ -134,7 +135,7 @@ def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pyte
         assert "not applied (the run had no judge): groundedness" in capsys.readouterr().out
         assert "groundedness" not in records_of(newest(project.path / "other"))["eval_sets/r.jsonl::top"]["thresholds"]
     new = newest(project.path / "results")
-    assert new.parent == run10.parent and new not in (run10, run5)  # a new run beside it, `latest` moved to it
+    assert new.parent == run10.parent and new not in (run10, run5, plain5)  # a new run beside it, `latest` moved to it
     assert "rescored 9 of 10 records at K=5 (the run's K: 10); nothing was sent" in done.stdout
     assert "carried over unchanged, not rescored: 1 errored cases" in done.stdout
     assert "latency: the run's own" in done.stdout
@@ -143,6 +144,8 @@ def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pyte
     # metrics.json: identical but for run id, timestamp and latency (config_hash too: both store full text)
     assert without_latency(metrics_of(new)) == without_latency(metrics_of(run5))
     assert metrics_of(run10)["aggregate_metrics"] != metrics_of(run5)["aggregate_metrics"]  # K matters here
+    # ... and to a run made at K=5 without full text but for its config hash (store_full_text is in the configuration)
+    assert {**without_latency(metrics_of(new)), "config_hash": None} == {**without_latency(metrics_of(plain5)), "config_hash": None}
     # every record, every field (verdicts, misses, outcome, chunks, each repeat's run), latency excepted
     new_records, records5, records10 = records_of(new), records_of(run5), records_of(run10)
     broken = "eval_sets/r.jsonl::broken"  # carried over as the K=10 run stored it (its per-case config says so)
