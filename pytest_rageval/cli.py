@@ -1,4 +1,4 @@
-"""The ``rageval`` command: schema, compare, report, history, judge, merge, label."""
+"""The ``rageval`` command: schema, compare, report, history, judge, merge, rescore, label."""
 
 from __future__ import annotations
 
@@ -301,6 +301,27 @@ def _label_headers(project: Any, lines: list[str], environ: Any) -> dict[str, st
             headers[name] = value
     return headers
 
+def _rescore(args: argparse.Namespace) -> int:
+    """A new run recomputed from RUN's stored records at --k, with --threshold overriding; nothing is sent."""
+    from .report.html import load_history, write_report
+    from .rescore import RescoreError, rescore_run
+    from .runfolder import RunFolder
+    from .thresholds import ThresholdError, parse_cli_thresholds
+
+    try:
+        overrides = parse_cli_thresholds(list(args.threshold or []), option="--threshold")
+        result = rescore_run(Path(args.run), k=args.k, thresholds=overrides,
+                             output_dir=Path(args.output) if args.output else None)
+    except (RescoreError, ThresholdError) as exc:
+        raise _usage_error(str(exc)) from None
+    run_id = result.metrics.get("run_id")
+    history = [m for m in load_history(result.run_dir.parent) if m.get("run_id") != run_id]
+    write_report(result.run_dir / "report.html", result.metrics, RunFolder(result.run_dir).records(), history=history)
+    for line in result.lines:
+        say(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -335,6 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", help="the shard run folders")
     p.add_argument("-o", "--output", default="results", help="output folder of the merged run (default results)")
     p.set_defaults(func=_merge)
+    p = sub.add_parser("rescore", help="a new run recomputed from a run stored with --rageval-store-full-text, at a "
+                                       "smaller K or other thresholds; sends nothing (no RAG, no judge request)")
+    p.add_argument("run", help="the run folder (made with --rageval-store-full-text; it is left as it is)")
+    p.add_argument("--k", type=int, default=None, help="score only the top K stored chunks (default: the run's K; "
+                                                       "at most the run's K)")
+    p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",
+                   help="override a threshold, as --rageval-threshold does (repeatable); outcomes are recomputed")
+    p.add_argument("-o", "--output", help="output folder of the new run (default: the folder holding RUN); "
+                                          "its latest is moved")
+    p.set_defaults(func=_rescore)
     p = sub.add_parser("history", help="aggregate metrics over the runs in an output folder, per eval set")
     p.add_argument("dir", nargs="?", default="results", help="the output folder (default results)")
     p.add_argument("--limit", type=int, default=30, help="the newest N runs (default 30)")

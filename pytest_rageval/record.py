@@ -142,11 +142,14 @@ class CaseRecord(TypedDict, total=False):
     cost: Cost
     spot_check: dict[str, Any]
     spot_input: dict[str, Any]  # handed to the spot check; never written
+    # with --rageval-store-full-text only: what `rageval rescore` needs (runner.case_trace):
+    # {"k", "require_snippets", "case": the eval-set line as read, "rag_abstained": the RAG's own flag}
+    trace: dict[str, Any]
     # repeated cases
     runs: int
     flaky: bool  # some runs passed, some did not (stability == "flaky"); kept for older readers
     stability: Stability  # repeated cases only (stability.classify)
-    repeats: list[dict[str, Any]]  # per run: {"passed": bool, "metrics": {...}}
+    repeats: list[dict[str, Any]]  # per run: {"passed": bool, "metrics": {...}} (+ "trace": runner.run_trace, with full text)
     shown_run: int  # 1-based run whose answer, retrieval, verdicts and misses the record shows
     # seed 003's keys, derived when the record is written (artifacts.with_seed_keys)
     retrieval_metrics: dict[str, Any]

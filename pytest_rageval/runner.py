@@ -270,6 +270,26 @@ def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opt
     }
     if full:
         record["judge_input"]["contexts"] = [c.text or "" for c in top]
+        record["trace"] = case_trace(case, response, opts)
+
+
+def case_trace(case: EvalCase, response: RagResponse, opts: RunOptions) -> dict[str, Any]:
+    """What ``rageval rescore`` needs besides the stored answer and chunks (with full text only): the eval-set
+    line as read (its gold), the run's K and snippet rule, and the RAG's own ``abstained`` flag (the record's
+    ``abstained`` may be the judge's classification)."""
+    return {"k": opts.k, "require_snippets": opts.require_snippets,
+            "case": case.model_dump(mode="json", exclude_defaults=True), "rag_abstained": response.abstained}
+
+
+def run_trace(case: EvalCase, response: RagResponse, verdicts: Mapping[str, Verdict], latency_ms: float,
+              opts: RunOptions) -> dict[str, Any]:
+    """One run of a repeated case as ``rageval rescore`` replays it (with full text only): what
+    :func:`fill_response` stores of the shown run, and that run's verdicts and latency."""
+    run: dict[str, Any] = {}
+    fill_response(run, case, response, opts)  # type: ignore[arg-type]
+    keep = ("answer", "abstain_reason", "selected_folders", "retrieved_chunks", "references")
+    return {**{name: run[name] for name in keep}, "abstained": response.abstained, "latency_ms": latency_ms,
+            "judge": _judge_dicts(verdicts, opts.limits, [])}
 
 
 async def evaluate_case(
@@ -414,6 +434,9 @@ async def _evaluate(
         if klass is not None:
             record["stability"] = klass
         record["repeats"] = [{"passed": v, "metrics": m} for v, m in zip(verdicts, per_run)]
+        if opts.store_full_text:  # every run, so that `rageval rescore` replays them all
+            for entry, (resp, verdicts_of_run, _), metrics_of_run in zip(record["repeats"], seen, per_run):
+                entry["trace"] = run_trace(case, resp, verdicts_of_run, metrics_of_run["latency_ms"], opts)
         record["shown_run"] = shown + 1
     record["misses"] = [] if passed else [m.as_dict() for m in find_misses(per_run[shown], thresholds)]
     if spot_input and inp is not None:

@@ -109,14 +109,14 @@ def parse_threshold_table(table: Mapping[str, Any], where: str) -> tuple[dict[st
     return global_, by_category
 
 
-def parse_cli_thresholds(items: list[str]) -> dict[str, Threshold]:
-    """Parse repeated ``--rageval-threshold METRIC=VALUE`` options."""
+def parse_cli_thresholds(items: list[str], option: str = "--rageval-threshold") -> dict[str, Threshold]:
+    """Parse repeated ``--rageval-threshold METRIC=VALUE`` options (``option``: the name errors give)."""
     out: dict[str, Threshold] = {}
     for item in items:
         metric, sep, value = item.partition("=")
         if not sep or not metric.strip() or not value.strip():
-            raise ThresholdError(f"--rageval-threshold: expected METRIC=VALUE, got {item!r}")
-        out[metric.strip()] = coerce_threshold(metric.strip(), value.strip(), "--rageval-threshold")
+            raise ThresholdError(f"{option}: expected METRIC=VALUE, got {item!r}")
+        out[metric.strip()] = coerce_threshold(metric.strip(), value.strip(), option)
     return out
 
 

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 2 judges and the RAG client
     ("judges.*", "client"),
     # 3 one case, one run folder, the session's set-up
-    ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "merge", "settings", "judges.factory", "run_setup",
+    ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "rescore", "merge", "settings", "judges.factory", "run_setup",
      "label"),
     # 4 reports
     ("report.*",),
