@@ -62,6 +62,7 @@ class RunController:
         self.writer: Optional[RunFolder] = None
         self.metrics: Optional[dict[str, Any]] = None
         self.comparison: Optional[Comparison] = None
+        self.baseline: Optional[dict[str, Any]] = None  # the compared baseline's metrics.json: trend charts draw it
         self._commit: Optional[tuple[Optional[str]]] = None  # (the commit,) once asked
         self.gate_notes: list[str] = []
         self.gate_failed = False
@@ -437,6 +438,7 @@ class RunController:
             read_records(self.writer.run_dir),
             deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
             history=history,
+            baseline=self.baseline,
         )
 
     def _public(self, text: str) -> str:
@@ -517,6 +519,7 @@ class RunController:
             baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
         self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
+        self.baseline = None if comparison.refused else baseline
         verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
         if verdict.note:
             self.gate_notes.append(verdict.note)
