@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 4 reports
     ("report.*",),
     # 5 the pytest surface
-    ("keys", "collect", "handwritten", "case_runner", "controller", "session", "plugin"),
+    ("keys", "collect", "handwritten", "progress", "case_runner", "controller", "session", "plugin"),
     # 6 the command line
     ("cli",),
     # the bundled demo RAG imports nothing of the plugin
