@@ -1,5 +1,5 @@
 """What a run folder holds (how it is written and read is runfolder.py): records made writable and
-portable, seed 003's per-case keys, metrics.json composed, eval-set digests, the git commit.
+portable, seed 003's per-case keys, metrics.json composed, eval-set digests (the git commit: commit.py).
 
 Only the controller process writes a run folder (never an xdist worker).
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
@@ -134,6 +133,7 @@ def compose_metrics(
     aggregated: Mapping[str, Any],
     selection: Optional[Mapping[str, Any]] = None,
     timestamp: Optional[str] = None,
+    git_commit: Optional[str] = None,
 ) -> dict[str, Any]:
     """metrics.json: the run's identity and scope, then the aggregates (seed 003's format).
 
@@ -148,6 +148,7 @@ def compose_metrics(
         "run_id": run_id,
         # milliseconds: runs made within one second still sort in order (history, trends)
         "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "git_commit": git_commit,  # commit.run_commit: trend charts and `rageval history` show its short form
         "complete": complete,
         **scope,
         "all_error": scored == 0 and failed_to_run > 0,
@@ -180,15 +181,3 @@ def config_hash(snapshot: dict[str, Any]) -> str:
     """A short stable hash of a configuration snapshot."""
     canonical = json.dumps(snapshot, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def git_commit(root: Path) -> Optional[str]:
-    """HEAD's commit of the repository holding ``root``, or None."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and commit else None

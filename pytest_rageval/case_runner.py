@@ -20,6 +20,7 @@ from .artifacts import portable_record
 from .client import RagClient, RagConfigError
 from .collect import BadLineItem, CaseItem
 from .handwritten import SessionClient
+from .progress import LiveProgress
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge
@@ -49,7 +50,7 @@ class CaseRunner:
     """Runs each eval-set item's case and puts its record on the item's report."""
 
     def __init__(self, config: pytest.Config, setup: RunSetup, *, stop_file: Optional[Path] = None,
-                 lookahead: type[Lookahead] = Lookahead) -> None:
+                 lookahead: type[Lookahead] = Lookahead, live_progress: bool = True) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
@@ -62,6 +63,8 @@ class CaseRunner:
         self._started: dict[str, concurrent.futures.Future[CaseRecord]] = {}
         self._done: set[str] = set()
         self._lookahead: Optional[Lookahead] = None
+        # (the live progress or None,) once made; None for good on an xdist worker (no terminal of its own)
+        self._progress: Optional[tuple[Optional[LiveProgress]]] = None if live_progress else (None,)
         self.in_order: set[str] = set()
         self.current_item: Optional[pytest.Item] = None
         self.session: Optional[pytest.Session] = None
@@ -131,7 +134,16 @@ class CaseRunner:
                 pytest.fail(str(exc), pytrace=False)
             judge = self.judge_for(item.funcargs["rageval_judge"])
             future = self.engine.submit(self._case_coro(item, client, judge), order=self._case_order(item))
+        progress = self._live_progress(item.session)
+        if progress is not None:  # say the cases that finish while this one is awaited
+            progress.wait(item.nodeid, future, self._started)
         return self.evaluate(future)
+
+    def _live_progress(self, session: pytest.Session) -> Optional[LiveProgress]:
+        if self._progress is None:
+            total = sum(1 for i in session.items if isinstance(i, CaseItem))
+            self._progress = (LiveProgress.for_session(self.config, total, self.settings.concurrency),)
+        return self._progress[0]
 
     def evaluate_handwritten(self, coro: Coroutine[Any, Any, CaseRecord]) -> CaseRecord:
         """Run a hand-written test's ``evaluate`` and keep its record for the test's report."""
@@ -216,6 +228,8 @@ class CaseRunner:
         finally:
             self.current_item = None
             self._done.add(item.nodeid)
+            if self._progress is not None and self._progress[0] is not None and isinstance(item, CaseItem):
+                self._progress[0].done(item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:

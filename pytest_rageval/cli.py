@@ -90,7 +90,8 @@ def _report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     metrics = _load(args.run)
     history = [m for m in load_history(run_dir.parent) if m.get("run_id") != metrics.get("run_id")]
-    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records(), history=history)
+    baseline = _load(args.baseline) if args.baseline else None
+    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records(), history=history, baseline=baseline)
     say(run_dir / "report.html")
     return 0
 
@@ -100,6 +101,7 @@ def _history(args: argparse.Namespace) -> int:
     from . import registry
     from .report.html import load_history, trend_metrics
     from .report.sparkline import aggregate_key, scale_of, sparkline
+    from .report.trends import run_label
     from .selection import run_scope_notes
     from .suggest import did_you_mean
 
@@ -120,13 +122,13 @@ def _history(args: argparse.Namespace) -> int:
         if number:
             say()
         say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
-        say("run_id".ljust(24) + "".join(n.rjust(width) for n in names) + "  passed/total  note")
+        say("run_id".ljust(24) + "made (UTC), commit".ljust(26) + "".join(n.rjust(width) for n in names) + "  passed/total  note")
         odd: list[str] = []
         for metrics in runs:
             agg = _aggregates(metrics)
             cells = "".join(_history_cell(agg.get(n)).rjust(width) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
-            say(f"{str(metrics.get('run_id')):<24}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
+            say(f"{str(metrics.get('run_id')):<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
             if bad:
                 where = Path(args.dir) / str(metrics.get("run_id")) / "metrics.json"
@@ -223,7 +225,7 @@ def _judge(args: argparse.Namespace) -> int:
         raise _usage_error(exc.message) from None
     for line in result.lines:
         say(line)
-    _report(argparse.Namespace(run=args.run))
+    _report(argparse.Namespace(run=args.run, baseline=None))
     return 1 if result.errors else 0
 
 
@@ -338,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_compare)
     p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
     p.add_argument("run", help="the run folder")
+    p.add_argument("--baseline", help="a baseline (metrics.json, run folder or output folder) drawn as a line on the "
+                                      "trend charts (default: none)")
     p.set_defaults(func=_report)
     p = sub.add_parser("judge", help="re-judge a stored run from its stored judge inputs (through the judge cache)")
     p.add_argument("run", help="the run folder (its results.jsonl is rewritten, its report rebuilt)")

@@ -20,9 +20,10 @@ import pytest
 
 from . import __version__, compat, spotcheck
 from .aggregate import Aggregator
-from .artifacts import (case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, why_not_latest,
+from .artifacts import (case_config, compose_metrics, config_hash, file_digests, new_run_id, why_not_latest,
                         with_seed_keys, writable_record)
 from .collect import CaseItem
+from .commit import run_commit
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
@@ -62,6 +63,8 @@ class RunController:
         self.writer: Optional[RunFolder] = None
         self.metrics: Optional[dict[str, Any]] = None
         self.comparison: Optional[Comparison] = None
+        self.baseline: Optional[dict[str, Any]] = None  # the compared baseline's metrics.json: trend charts draw it
+        self._commit: Optional[tuple[Optional[str]]] = None  # (the commit,) once asked
         self.gate_notes: list[str] = []
         self.gate_failed = False
         self.gate_reason = ""  # the session's last line when the gate failed
@@ -371,6 +374,7 @@ class RunController:
             judge=self.setup.judge_info(),
             k=s.k,
             aggregated=result,
+            git_commit=self.commit(),
             selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
         )
 
@@ -407,6 +411,12 @@ class RunController:
             self.gate_notes.append(f"spot check: {len(failed)} of {len(results)} re-judgings failed ({failed[0]['error']})")
         return reliability
 
+    def commit(self) -> Optional[str]:
+        """The run's source commit (commit.run_commit), asked once: config.json is written twice."""
+        if self._commit is None:
+            self._commit = (run_commit(self.settings.rootdir, os.environ),)
+        return self._commit[0]
+
     def build_config(self) -> dict[str, Any]:
         s = self.settings
         identity = self.identity()
@@ -417,7 +427,7 @@ class RunController:
             "config_hash": identity["config_hash"],
             "eval_set_hash": self.metrics["eval_set_hash"] if self.metrics else None,
             "eval_set_files": self.digests,
-            "git_commit": git_commit(s.rootdir),
+            "git_commit": self.commit(),
             "plugin_version": __version__,
             "python": sys.version.split()[0],
             "pytest": pytest.__version__,
@@ -439,6 +449,7 @@ class RunController:
             read_records(self.writer.run_dir),
             deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
             history=history,
+            baseline=self.baseline,
         )
 
     def _public(self, text: str) -> str:
@@ -519,6 +530,7 @@ class RunController:
             baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
         self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
+        self.baseline = None if comparison.refused else baseline
         verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
         if verdict.note:
             self.gate_notes.append(verdict.note)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from . import safejson
 from .aggregate import Aggregator
@@ -60,6 +60,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         k=int(metrics[0].get("k") or 0),
         aggregated=aggregator.result(),
         selection=merged_selection(metrics),
+        git_commit=_one({str(m["git_commit"]) for m in metrics if isinstance(m.get("git_commit"), str)}),
     )
     folder = RunFolder.new(output_dir, run_id)
     for record in records.values():
@@ -68,3 +69,8 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
     config.update(run_id=run_id, merged_from=[str(d) for d in run_dirs], eval_set_files=digests, eval_set_hash=merged["eval_set_hash"])
     folder.finish(merged, config)
     return folder.run_dir, merged, notes
+
+
+def _one(values: set[str]) -> Optional[str]:
+    """The value the shards share, or None when they differ or none has one."""
+    return next(iter(values)) if len(values) == 1 else None

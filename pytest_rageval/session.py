@@ -86,7 +86,7 @@ def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, 
             collection.resumed = _keys(read_records(setup.settings.resume))
         stop_file = config.workerinput.get("rageval_stop_file")  # type: ignore[attr-defined]
     return CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None,
-                      lookahead=WorkerLookahead if worker else Lookahead)
+                      lookahead=WorkerLookahead if worker else Lookahead, live_progress=not worker)
 
 
 def _keys(records: Iterable[dict[str, Any]]) -> frozenset[str]:

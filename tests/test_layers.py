@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 foundations: no pytest, no I/O beyond their one job
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
-     "record", "schema", "anchors", "selection", "resume", "schedule"),
+     "record", "schema", "anchors", "selection", "resume", "schedule", "commit"),
     # 1 pure logic
     ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability"),
     # 2 judges and the RAG client
@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 4 reports
     ("report.*",),
     # 5 the pytest surface
-    ("keys", "collect", "handwritten", "case_runner", "controller", "session", "plugin"),
+    ("keys", "collect", "handwritten", "progress", "case_runner", "controller", "session", "plugin"),
     # 6 the command line
     ("cli",),
     # the bundled demo RAG imports nothing of the plugin

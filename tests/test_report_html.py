@@ -246,13 +246,13 @@ def test_trends_chart(metrics: dict, records: list[dict]) -> None:
     assert "<svg" in page
     trends = page[page.index('id="trends"') : page.index('id="breakdown"')]
     assert trends.count("<svg") == 2  # recall_at_k_avg and mrr_avg; groundedness has no points
-    assert "<title>20240101-000001: 0.600</title>" in trends
-    assert "run 4" in trends  # 3 earlier runs + the current one
+    assert "<title>20240101-000001, 2024-01-01 00:00 UTC: 0.600</title>" in trends
+    assert "4 runs of eval set" in trends  # 3 earlier runs + the current one
     assert "polyline" in trends
 
     # the current run already in history is not counted twice
     again = render_report(metrics, records, history=_history(3) + [metrics])
-    assert "run 4" in again and "run 5" not in again
+    assert "4 runs of eval set" in again
 
     alone = render_report(metrics, records)
     assert "<svg" not in alone

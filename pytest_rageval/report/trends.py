@@ -6,20 +6,16 @@ Only :func:`load_history` reads files.
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .. import registry, safejson
+from ..commit import short_commit
+from .markup import EMPTY, Html, fmt, is_number, join
+from .sparkline import scale_of
 
-from .markup import (
-    EMPTY,
-    fmt,
-    Html,
-    is_number,
-    join,
-)
-
-__all__ = ["load_history", "render_trends", "trend_metrics"]
+__all__ = ["chart_eval_set", "load_history", "render_trends", "run_label", "run_moment", "trend_metrics"]
 
 def trend_metrics() -> tuple[str, ...]:
     """The aggregates charted over earlier runs: the metric registry's headline ones."""
@@ -36,7 +32,7 @@ def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict
     """
     from ..selection import not_whole
 
-    current, eval_set = metrics.get("run_id"), metrics.get("eval_set_hash")
+    current, eval_set = metrics.get("run_id"), chart_eval_set(metrics, history)
     runs: list[dict] = []
     left_out: dict[str, int] = {}
     for run in [h for h in history or [] if isinstance(h, dict) and (current is None or h.get("run_id") != current)]:
@@ -55,72 +51,162 @@ def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict
     return runs, notes
 
 
-def _series(runs: list[dict], metric: str) -> list[tuple[int, str, float]]:
-    """``(run position, run id, value)`` for each run with a numeric value."""
+def chart_eval_set(metrics: dict, history: Optional[list[dict]]) -> Optional[str]:
+    """The eval set charted: this run's, else (no hash recorded) the newest earlier run's."""
+    if metrics.get("eval_set_hash"):
+        return str(metrics["eval_set_hash"])
+    hashes = [h.get("eval_set_hash") for h in history or [] if isinstance(h, dict) and h.get("eval_set_hash")]
+    return str(hashes[-1]) if hashes else None
+
+
+def run_moment(run: dict) -> Optional[datetime]:
+    """When a run was made (its ``timestamp``, in UTC), or None when that is missing or no ISO date-time."""
+    stamp = run.get("timestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def run_label(run: dict) -> str:
+    """``2024-01-02 14:05 abc1234``: a run's UTC date and time and short commit, as far as recorded."""
+    moment = run_moment(run)
+    parts = [f"{moment:%Y-%m-%d %H:%M}"] if moment else []
+    commit = short_commit(run.get("git_commit"))
+    return " ".join([*parts, commit] if commit else parts)
+
+
+class _Point(NamedTuple):
+    position: int  # the run's place among the charted runs
+    run: dict
+    value: float
+
+
+def _number(value: object) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and is_number(value) and math.isfinite(value) else None
+
+
+def _series(runs: list[dict], metric: str) -> list[_Point]:
+    """The runs with a number for ``metric``, each with its place among the charted runs."""
     points = []
     for i, run in enumerate(runs):
         aggregates = run.get("aggregate_metrics")
-        value = aggregates.get(metric) if isinstance(aggregates, dict) else None
-        if isinstance(value, (int, float)) and is_number(value) and math.isfinite(value):
-            points.append((i, str(run.get("run_id") or f"run {i + 1}"), float(value)))
+        value = _number(aggregates.get(metric)) if isinstance(aggregates, dict) else None
+        if value is not None:
+            points.append(_Point(i, run, value))
     return points
 
 
-def render_trends(metrics: dict, history: Optional[list[dict]]) -> Html:
+def _baseline_value(baseline: Optional[dict], metric: str) -> Optional[float]:
+    aggregates = baseline.get("aggregate_metrics") if isinstance(baseline, dict) else None
+    return _number(aggregates.get(metric)) if isinstance(aggregates, dict) else None
+
+
+def render_trends(metrics: dict, history: Optional[list[dict]], baseline: Optional[dict] = None) -> Html:
+    """The Trends section: a chart per headline aggregate with 2 or more points, and what was left out."""
     runs, left_out = _trend_runs(metrics, history)
+    eval_set = chart_eval_set(metrics, history)
+    if isinstance(baseline, dict) and eval_set and baseline.get("eval_set_hash") not in (None, eval_set):
+        left_out.append("the baseline (another eval set)")
+        baseline = None
     charts = []
     for metric in trend_metrics():
         points = _series(runs, metric)
         if len(points) >= 2:
-            charts.append(_svg_chart(metric, points, len(runs)))
+            charts.append(_svg_chart(metric, points, runs, _baseline_value(baseline, metric), baseline))
     head = Html('<h2 id="trends">Trends</h2>')
     skipped = Html(" Not charted: {}.").format(", ".join(left_out)) if left_out else EMPTY
     if not charts:
         return head + Html('<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend '
                            "(need 2 points).{}</p>").format(skipped)
-    note = Html('<p class="muted">{} runs of this eval set, oldest left; hover a point for its run id.{}</p>').format(
-        len(runs), skipped)
+    note = Html('<p class="muted">{} runs of eval set {}, oldest left, each metric on its own scale; dates in UTC; '
+                "hover a point for its run.{}</p>").format(len(runs), (eval_set or "unknown")[:12], skipped)
     return head + note + join(charts)
 
 
-def _svg_chart(metric: str, points: list[tuple[int, str, float]], n_runs: int) -> Html:
-    """An inline SVG line chart of one metric over runs (no script)."""
-    width, height, left, right, top, bottom = 420, 170, 56, 14, 22, 30
-    plot_w, plot_h = width - left - right, height - top - bottom
-    values = [v for _, _, v in points]
-    lo, hi = min(values), max(values)
+#: the chart's size and margins in px: about 10 charts fit a page without crowding it
+_W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM = 420, 184, 40, 16, 22, 40
+
+
+def _axis(metric: str, values: list[float]) -> tuple[float, float, int]:
+    """The y-axis: the metric's scale (registry), widened only to show a value outside it; and its tick count."""
+    low, high = scale_of(metric)
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        low, high = min(values), max(values)
+        if high == low:
+            low, high = low - 1, high + 1
+    low, high = min(low, *values), max(high, *values)
+    return low, high, (5 if (low, high) == (0.0, 5.0) else 4)
+
+
+def _x_labelled(n_runs: int, room: int) -> list[int]:
+    """Evenly spread run positions to label, first and last included, at most ``room`` of them."""
+    shown = max(1, min(n_runs, room))
+    if shown == 1:
+        return [0]
+    return sorted({round(i * (n_runs - 1) / (shown - 1)) for i in range(shown)})
+
+
+def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: Optional[float], baseline: Optional[dict]) -> Html:
+    """An inline SVG line chart of one metric over runs (no script): fixed scale, gridlines, dated runs, baseline."""
+    plot_w, plot_h, n_runs = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM, len(runs)
+    low, high, ticks = _axis(metric, [p.value for p in points] + ([base] if base is not None else []))
 
     def x(pos: int) -> float:
-        return left + (plot_w * pos / (n_runs - 1) if n_runs > 1 else plot_w / 2)
+        return _LEFT + (plot_w * pos / (n_runs - 1) if n_runs > 1 else plot_w / 2)
 
     def y(value: float) -> float:
-        return top + (plot_h / 2 if hi == lo else plot_h * (hi - value) / (hi - lo))
+        return _TOP + plot_h * (high - value) / (high - low)
 
-    coords = " ".join(f"{x(p):.1f},{y(v):.1f}" for p, _, v in points)
-    dots = join(
-        Html('<circle cx="{:.1f}" cy="{:.1f}" r="{}" fill="#0969da"><title>{}: {}</title></circle>').format(
-            x(p), y(v), 4 if p == n_runs - 1 else 3, run_id, fmt(v))
-        for p, run_id, v in points
+    grid = join(
+        Html('<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="{c}"/>'
+             '<text class="tick" x="{tx}" y="{ty:.1f}" text-anchor="end">{v}</text>').format(
+            l=_LEFT, r=_LEFT + plot_w, y=y(v), c="#8c959f" if i == 0 else "#eaeef2", tx=_LEFT - 5, ty=y(v) + 4,
+            v=f"{round(v, 4):g}")
+        for i, v in ((i, low + (high - low) * i / ticks) for i in range(ticks + 1))
     )
-    label = Html('<text x="{}" y="{:.1f}" text-anchor="end">{}</text>')
-    axes = (
-        Html('<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#8c959f"/>'
-             '<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#8c959f"/>').format(
-            left=left, top=top, bottom=top + plot_h, right=left + plot_w)
-        + label.format(left - 6, y(hi) + 4, fmt(hi))
-        + (label.format(left - 6, y(lo) + 4, fmt(lo)) if hi != lo else EMPTY)
-        + Html('<text x="{left}" y="{base}" text-anchor="start">run 1</text>'
-               '<text x="{right}" y="{base}" text-anchor="end">run {n}</text>'
-               '<text x="{left}" y="14" text-anchor="start" style="font-weight:600;fill:#1f2328">{metric}</text>').format(
-            left=left, right=left + plot_w, base=height - 10, n=n_runs, metric=metric)
+    labels: list[Html] = []
+    for pos in _x_labelled(n_runs, plot_w // 110):
+        run = runs[pos]
+        moment, commit = run_moment(run), short_commit(run.get("git_commit"))
+        anchor = "start" if pos == 0 and n_runs > 1 else "end" if pos == n_runs - 1 and n_runs > 1 else "middle"
+        lines = [f"{moment:%Y-%m-%d}" if moment else f"run {pos + 1}",
+                 " ".join(filter(None, [f"{moment:%H:%M}" if moment else "", commit or ""]))]
+        labels.extend(Html('<text class="run" x="{:.1f}" y="{}" text-anchor="{}">{}</text>').format(
+            x(pos), _H - _BOTTOM + 15 + 13 * row, anchor, text) for row, text in enumerate(lines) if text)
+    base_line = EMPTY
+    if base is not None:
+        base_line = Html('<g class="baseline"><title>baseline {run}: {v}</title>'
+                         '<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="#9a6700" stroke-width="1.5" '
+                         'stroke-dasharray="5 4"/><line x1="{kx}" y1="10" x2="{kx2}" y2="10" stroke="#9a6700" '
+                         'stroke-width="1.5" stroke-dasharray="5 4"/><text x="{r}" y="14" text-anchor="end" '
+                         'style="fill:#9a6700">baseline {v}</text></g>').format(
+            run=run_label(baseline or {}) or (baseline or {}).get("run_id") or "", v=fmt(base), l=_LEFT,
+            r=_LEFT + plot_w, y=y(base), kx=_LEFT + plot_w - 110, kx2=_LEFT + plot_w - 88)  # the key, top right
+    coords = " ".join(f"{x(p.position):.1f},{y(p.value):.1f}" for p in points)
+    dots = join(
+        Html('<circle cx="{:.1f}" cy="{:.1f}" r="{}"><title>{}: {}</title></circle>').format(
+            x(p.position), y(p.value), 4 if p.position == n_runs - 1 else 3,
+            ", ".join(filter(None, [str(p.run.get("run_id") or f"run {p.position + 1}"), _when(p.run)])), fmt(p.value))
+        for p in points
     )
     return Html(
-        '<div class="chart"><svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-        'role="img" aria-label="{metric} over runs"><title>{metric}</title>{axes}'
-        '<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>{dots}</svg></div>'
-    ).format(w=width, h=height, metric=metric, axes=axes, coords=coords, dots=dots)
+        '<div class="chart"><svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
+        'aria-label="{metric} over runs, axis {lo} to {hi}"><title>{metric}</title>{grid}{labels}'
+        '<text x="{l}" y="14" style="font-weight:600;fill:#1f2328">{metric}</text>{base}'
+        '<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>'
+        '<g fill="#0969da">{dots}</g></svg></div>'
+    ).format(w=_W, h=_H, metric=metric, lo=f"{low:g}", hi=f"{high:g}", grid=grid, labels=join(labels), l=_LEFT,
+             base=base_line, coords=coords, dots=dots)
 
 
+def _when(run: dict) -> str:
+    """A point's date and commit: ``2024-01-02 14:05 UTC, commit abc1234``."""
+    moment, commit = run_moment(run), short_commit(run.get("git_commit"))
+    return ", ".join(filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""]))
 
 
 def _read_metrics(path: Path) -> Optional[dict]:
