@@ -23,6 +23,7 @@ from .aggregate import Aggregator
 from .artifacts import (case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, why_not_latest,
                         with_seed_keys, writable_record)
 from .collect import CaseItem
+from .configs import gate_configs, rank_configs
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
@@ -255,7 +256,7 @@ class RunController:
         assert self.writer is not None
         if self.write_error is not None:
             return None
-        rec = writable_record(with_seed_keys(rec, self.case_config))
+        rec = writable_record(with_seed_keys(rec, self._case_config(rec)))
         try:
             self.writer.add(rec)
         except OSError as exc:
@@ -267,6 +268,14 @@ class RunController:
                 self.session.shouldstop = self.write_error
             return None
         return rec
+
+    def _case_config(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Seed 003's per-case ``config``; a config of the matrix adds its id and the k it was scored at."""
+        params = rec.get("matrix")
+        if not isinstance(params, dict):
+            return self.case_config
+        depth = params.get("k", params.get("top_k"))
+        return {**self.case_config, "k": depth if depth is not None else self.case_config["k"], "config_id": rec.get("config_id")}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -296,6 +305,9 @@ class RunController:
                     and (ran_everything or not stopped)
                     and (self.settings.resume is None or self._one_record_per_selected_case()))
         self.metrics = self.build_metrics(complete)
+        ranking = rank_configs(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
+        if ranking is not None:
+            self.metrics["config_ranking"] = ranking
         self.gate(session)  # before writing: metrics.json carries the comparison
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:
@@ -513,6 +525,19 @@ class RunController:
             self.gate_notes.append(verdict.note)
         if verdict.failed:
             self._fail(session, verdict.reason)
+        self.gate_each_config(session, baseline)
+
+    def gate_each_config(self, session: pytest.Session, baseline: dict[str, Any]) -> None:
+        """A matrix run: each config gated against the same config of the baseline (configs.gate_configs)."""
+        s = self.settings
+        assert self.metrics is not None
+        configs = gate_configs(baseline, self.metrics, gate=s.gate, significance=s.gate_significance,
+                               ignore_invariants=s.ignore_invariants, allow_regressions=s.allow_regressions)
+        if configs is None:
+            return
+        self.metrics["comparison"]["by_config"] = configs.as_dict()
+        if configs.failed and not self.gate_failed:
+            self._fail(session, configs.reason())
 
     def _fail(self, session: pytest.Session, reason: str) -> None:
         self.gate_failed = True
@@ -547,6 +572,8 @@ class XdistControllerLink:
     def pytest_configure_node(self, node: Any) -> None:
         """Name the file whose appearance stops a worker waiting for a case."""
         node.workerinput["rageval_stop_file"] = str(self._stop_file_path())
+        # the config matrix's retrieval cache, shared by the workers for this run only (removed with the stop file)
+        node.workerinput["rageval_retrieval_dir"] = str(self._stop_file_path().parent / "retrieval")
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """What a worker reports beyond its test reports."""

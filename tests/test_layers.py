@@ -17,11 +17,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
      "record", "schema", "anchors", "selection", "resume", "schedule"),
     # 1 pure logic
-    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config"),
+    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "matrix", "configs"),
     # 2 judges and the RAG client
     ("judges.*", "client"),
     # 3 one case, one run folder, the session's set-up
-    ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "merge", "settings", "judges.factory", "run_setup"),
+    ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "merge", "settings", "judges.factory", "run_setup",
+     "retrieval_cache"),
     # 4 reports
     ("report.*",),
     # 5 the pytest surface

@@ -23,6 +23,7 @@ from markupsafe import Markup
 from .. import registry, safejson
 from ..runfolder import write_text_atomic
 from ..thresholds import op_for
+from .configs import render_configs
 
 T = TypeVar("T")
 
@@ -775,6 +776,7 @@ def render_report(
         _render_header(metrics, title),
         _render_nav(),
         render_aggregates(metrics, deltas),
+        render_configs(metrics),
         _render_trends(metrics, history),
         _render_breakdowns(metrics),
         _render_cases(records),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from .. import registry
 from ..sanitize import terminal_safe
 from ..thresholds import Miss, describe_runs, shorten
+from .configs import ranking_lines
 
 if TYPE_CHECKING:
     from ..gate import Comparison
@@ -196,6 +197,7 @@ def styled_summary_lines(
             f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}", {}))
     if comparison is not None:
         lines.extend(_comparison_lines(comparison))
+    lines.extend((line, _RED if "REGRESSION" in line or line.startswith("config ") else {}) for line in ranking_lines(metrics))
     lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
     if run_dir is not None:
         lines.append((f"run: {run_dir} (metrics.json, results.jsonl, report.html)", {}))
