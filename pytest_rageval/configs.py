@@ -25,9 +25,10 @@ __all__ = ["ConfigGate", "config_view", "default_rank_metric", "gate_configs", "
 _DEFAULTS = ("correctness_avg", "recall_at_k_avg")
 
 
-def default_rank_metric(by_config: Mapping[str, Any]) -> str:
-    """correctness_avg when every config has a value of it (a judged run), else recall_at_k_avg."""
-    for name in _DEFAULTS:
+def default_rank_metric(by_config: Mapping[str, Any], *, judged: bool = True) -> str:
+    """correctness_avg when an LLM judge scored it in every config, else recall_at_k_avg (the offline lexical
+    judge's heuristic scores do not rank systems)."""
+    for name in _DEFAULTS if judged else _DEFAULTS[-1:]:
         if by_config and all(as_number((entry.get("aggregate_metrics") or {}).get(name)) is not None
                              for entry in by_config.values()):
             return name
@@ -47,7 +48,9 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
     by_config = metrics_json.get("by_config")
     if not isinstance(by_config, Mapping) or not by_config:
         return None
-    metric = metric or default_rank_metric(by_config)
+    judge = metrics_json.get("judge")
+    judged = isinstance(judge, Mapping) and judge.get("name") not in (None, "none") and not judge.get("heuristic")
+    metric = metric or default_rank_metric(by_config, judged=judged)
     lower = registry.aggregate_direction(metric) == "lower" if metric in _known() else False
     getter = per_case_getters().get(metric)
     rows = []
@@ -62,9 +65,15 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
                      "ci_low": interval[0] if interval else None, "ci_high": interval[1] if interval else None,
                      "n": len(values)})
     rows.sort(key=lambda r: (r["value"] is None, 0.0 if r["value"] is None else (r["value"] if lower else -r["value"]),
-                             r["config_id"]))
+                             _params_order(r["params"]), r["config_id"]))
     best = rows[0]["config_id"] if rows and rows[0]["value"] is not None else None
     return {"metric": metric, "lower_is_better": lower, "ranked": rows, "best": best}
+
+
+def _params_order(params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Ties go to the smaller params, by name (numbers compared as numbers: top_k=5 before top_k=10)."""
+    return tuple((name, (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v)))
+                 for name, v in sorted(params.items()))
 
 
 def _known() -> frozenset[str]:

@@ -112,7 +112,84 @@ def test_k_expression_rewrite() -> None:
     assert rewrite_keyword_expression("q1 or other=1", names) == "q1 or other=1"
 
 
+# --------------------------------------------------------------------------- the retrieval cache
+
+
+def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_path: Path) -> None:
+    """Single-flight within a process; a shared folder (each cache here stands for one xdist worker) across them."""
+    import asyncio
+    import threading
+    import time
+
+    from pytest_rageval.client import CallableClient
+    from pytest_rageval.retrieval_cache import MatrixAsk, RetrievalCache
+
+    calls: list[dict] = []
+    lock = threading.Lock()
+
+    def target(question: str, params: dict) -> dict:
+        with lock:
+            calls.append(dict(params))
+        time.sleep(0.05)  # long enough for every other ask to arrive while this one is in flight
+        return answer("a", [chunk("docs/a.md", "# A", rank) for rank in range(1, params["k"] + 1)])
+
+    client = CallableClient(target, timeout=5)
+    workers = [RetrievalCache(tmp_path / "shared"), RetrievalCache(tmp_path / "shared")]
+
+    async def ask_all() -> list[int]:
+        asks = [MatrixAsk(client, workers[i % 2], target="t", depth=10, slice_k=True, depth_name="top_k") for i in range(8)]
+        replies = await asyncio.gather(*(a.aask("q", k=5 if i % 4 else 10, params={"alpha": 0.5}) for i, a in enumerate(asks)))
+        return [len(r.response.retrieved_chunks) for r in replies]
+
+    lengths = asyncio.run(ask_all())
+    assert calls == [{"k": 10, "alpha": 0.5, "top_k": 10}]  # one request for 8 items in two "processes"
+    assert lengths == [10, 5, 5, 5, 10, 5, 5, 5]
+    assert workers[0].requests + workers[1].requests == 1
+
+
 # --------------------------------------------------------------------------- sessions
+
+
+def test_a_callable_target_gets_the_params(pytester: pytest.Pytester) -> None:
+    eval_set(pytester, 2)
+    pytester.makepyfile(mysys="""
+        import json
+        def ask(question, params):
+            with open("calls.jsonl", "a") as fh:
+                fh.write(json.dumps(params) + "\\n")
+            chunks = [{"rel_path": "docs/a.md", "heading_path": "# A", "text": "t", "rank": r} for r in range(1, params["k"] + 1)]
+            return {"answer": "a", "references": chunks[:1], "debug": {"retrieved_chunks": chunks}}
+    """)
+    result = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=mysys:ask", "-p", "no:cacheprovider",
+                                "--rageval-matrix", "k=2,4;strategy=none,hyde")
+    assert result.ret == 0, result.stdout.str()
+    calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
+    assert sorted(json.dumps(c, sort_keys=True) for c in calls) == sorted(
+        json.dumps({"k": 4, "strategy": s, "tenant": "t"}, sort_keys=True) for s in ("none", "hyde") for _ in range(2))
+    record = next(json.loads(line) for line in (run_dir(pytester) / "results.jsonl").read_text().splitlines()
+                  if "[k=2-strategy=hyde]" in line)
+    assert len(record["retrieved_chunks"]) == 2 and record["params"] == {"tenant": "t"}
+
+
+def test_a_resumed_matrix_run_keeps_configs_apart(pytester: pytest.Pytester) -> None:
+    eval_set(pytester, 2)
+    with AskServer(System()) as server:
+        matrix = ("--rageval-matrix", "top_k=5,10;alpha=0.0,0.5")
+        assert pytester.runpytest(*args(server.url, *matrix)).ret == 0
+        folder = run_dir(pytester)
+        results = folder / "results.jsonl"
+        lines = results.read_text().splitlines(keepends=True)
+        results.write_text("".join(lines[:-3]))  # the run "stopped" before its last three items
+        server.requests.clear()
+        resumed = pytester.runpytest(*args(server.url, *matrix, f"--rageval-resume={folder}"))
+        asked = len(server.requests)
+    assert resumed.ret == 0, resumed.stdout.str()
+    keys = [json.loads(line)["key"] for line in results.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 8 and sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
+    assert asked == 2  # q2 at alpha=0.0 (for top_k=10) and at alpha=0.5 (for 5 and 10)
+    assert len(json.loads((folder / "metrics.json").read_text())["by_config"]) == 4
+
+
 
 
 def test_two_by_two_costs_one_request_per_case_per_alpha(pytester: pytest.Pytester, xdist: list[str]) -> None:
@@ -142,8 +219,9 @@ def test_two_by_two_costs_one_request_per_case_per_alpha(pytester: pytest.Pytest
     assert len(by_key["eval_sets/s.jsonl::q1[alpha=0.0-top_k=10]"]["retrieved_chunks"]) == 10
     assert sliced["config"]["k"] == 5  # seed 003's per-case config: the k it was scored at
     result.stdout.fnmatch_lines(["configs ranked by recall_at_k_avg (higher is better; 95% bootstrap interval*",
-                                 "   1. alpha=0.0-top_k=10  1.000  95% CI 1.000..1.000  n=3",
-                                 "best config: alpha=0.0-top_k=10"])
+                                 "   1. alpha=0.0-top_k=5   1.000  95% CI 1.000..1.000  n=3",  # ties: smaller params first
+                                 "   2. alpha=0.0-top_k=10  1.000 *",
+                                 "best config: alpha=0.0-top_k=5"])
     page = (run_dir(pytester) / "report.html").read_text()
     assert '<h2 id="configs">Configs</h2>' in page and all(f"<code>{c}</code>" in page for c in CONFIGS)
 
@@ -208,9 +286,9 @@ def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
         fewer = pytester.runpytest(*args(server.url, "--rageval-matrix", "top_k=5;alpha=0.0", "--rageval-baseline=base.json"))
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["configs ranked by mrr_avg (higher is better; *",
-                               "   1. alpha=0.5-top_k=10  1.000  95% CI 1.000..1.000  n=3  baseline: no regression",
-                               "   2. alpha=0.5-top_k=5 *", "   3. alpha=0.0-top_k=10  0.333 *", "*",
-                               "best config: alpha=0.5-top_k=10"])
+                               "   1. alpha=0.5-top_k=5   1.000  95% CI 1.000..1.000  n=3  baseline: no regression",
+                               "   2. alpha=0.5-top_k=10 *", "   3. alpha=0.0-top_k=5   0.333 *", "*",
+                               "best config: alpha=0.5-top_k=5"])
     assert worse.ret == 1
     worse.stdout.fnmatch_lines([
         "*alpha=0.5-top_k=5 *baseline: REGRESSION",
