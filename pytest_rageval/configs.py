@@ -19,7 +19,7 @@ from . import registry
 from .aggregate import as_number
 from .gate import Comparison, GateVerdict, bootstrap_interval, gate_runs, gate_verdict, per_case_getters
 
-__all__ = ["ConfigGate", "config_view", "default_rank_metric", "gate_configs", "rank_configs"]
+__all__ = ["ConfigGate", "add_ranking", "config_view", "default_rank_metric", "gate_configs", "rank_configs"]
 
 #: the ranking's metric when none is chosen: the judge's correctness where every config has it, else recall
 _DEFAULTS = ("correctness_avg", "recall_at_k_avg")
@@ -68,6 +68,16 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
                              _params_order(r["params"]), r["config_id"]))
     best = rows[0]["config_id"] if rows and rows[0]["value"] is not None else None
     return {"metric": metric, "lower_is_better": lower, "ranked": rows, "best": best}
+
+
+def add_ranking(metrics_json: dict[str, Any], metric: Optional[str] = None) -> None:
+    """Set ``config_ranking`` of a matrix run's metrics.json (by ``metric``, else the one it was ranked by before,
+    else the default); nothing without ``by_config``. The session, ``rageval merge`` and ``rageval judge`` call it."""
+    previous = metrics_json.get("config_ranking")
+    metric = metric or (previous.get("metric") if isinstance(previous, Mapping) else None)
+    ranking = rank_configs(metrics_json, metric)
+    if ranking is not None:
+        metrics_json["config_ranking"] = ranking
 
 
 def _params_order(params: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -23,7 +23,7 @@ from .aggregate import Aggregator
 from .artifacts import (case_config, compose_metrics, config_hash, file_digests, git_commit, new_run_id, why_not_latest,
                         with_seed_keys, writable_record)
 from .collect import CaseItem
-from .configs import gate_configs, rank_configs
+from .configs import add_ranking, gate_configs
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
@@ -197,7 +197,11 @@ class RunController:
         target = public_url(s.target) if s.target else "(the rageval_client fixture)"
         info = self.setup.judge_info()
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
-        return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
+        lines = [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}"]
+        if s.matrix is not None:  # the config matrix: how many configs, and how k is asked
+            how = "asked once at the largest k, sliced" if s.matrix.slice_k else "each k asked (slice_k off)"
+            lines.append(f"rageval matrix: {len(s.matrix.configs())} configs over {', '.join(s.matrix.names)} ({how})")
+        return lines
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.settings.dry_run:
@@ -270,12 +274,12 @@ class RunController:
         return rec
 
     def _case_config(self, rec: dict[str, Any]) -> dict[str, Any]:
-        """Seed 003's per-case ``config``; a config of the matrix adds its id and the k it was scored at."""
+        """Seed 003's per-case ``config``; a config of the matrix holds the k it was scored at."""
         params = rec.get("matrix")
         if not isinstance(params, dict):
             return self.case_config
         depth = params.get("k", params.get("top_k"))
-        return {**self.case_config, "k": depth if depth is not None else self.case_config["k"], "config_id": rec.get("config_id")}
+        return {**self.case_config, "k": depth if depth is not None else self.case_config["k"]}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -305,9 +309,7 @@ class RunController:
                     and (ran_everything or not stopped)
                     and (self.settings.resume is None or self._one_record_per_selected_case()))
         self.metrics = self.build_metrics(complete)
-        ranking = rank_configs(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
-        if ranking is not None:
-            self.metrics["config_ranking"] = ranking
+        add_ranking(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
         self.gate(session)  # before writing: metrics.json carries the comparison
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:

@@ -342,3 +342,31 @@ def test_no_matrix_keeps_ids_and_artifacts(pytester: pytest.Pytester) -> None:
     record = json.loads((run_dir(pytester) / "results.jsonl").read_text())
     assert "matrix" not in record and "config_id" not in record
     assert "configs ranked" not in result.stdout.str()
+
+
+def test_the_ranking_section_escapes_what_the_matrix_names() -> None:
+    from pytest_rageval.configs import rank_configs
+    from pytest_rageval.report.configs import render_configs
+
+    hostile = "strategy=<script>x</script>"
+    metrics = {"by_config": {hostile: {"params": {"strategy": "<script>x</script>"}, "passed": 1, "failed": 0, "errors": 0,
+                                       "aggregate_metrics": {"recall_at_k_avg": 1.0}}},
+               "cases": {f"s.jsonl::q1[{hostile}]": {"outcome": "passed", "metrics": {"recall_at_k": 1.0}, "config_id": hostile}}}
+    metrics["config_ranking"] = rank_configs(metrics)
+    page = str(render_configs(metrics))
+    assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+
+
+def test_shards_of_a_matrix_run_merge_with_their_ranking(pytester: pytest.Pytester) -> None:
+    eval_set(pytester, 4)
+    with AskServer(System()) as server:
+        for shard in ("1/2", "2/2"):
+            assert pytester.runpytest(*args(server.url, "--rageval-matrix", "top_k=5,10;alpha=0.0,0.5", "--rageval-rank-by=mrr",
+                                            f"--rageval-shard={shard}")).ret == 0
+    shards = [str(p) for p in sorted((pytester.path / "results").glob("2*"))]
+    merged = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "merge", *shards, "--output", "merged"],
+                            capture_output=True, text=True, cwd=pytester.path)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    m = json.loads(next((pytester.path / "merged").glob("2*/metrics.json")).read_text())
+    assert sorted(m["by_config"]) == sorted(CONFIGS) and all(e["total_tests"] == 4 for e in m["by_config"].values())
+    assert m["config_ranking"]["metric"] == "mrr_avg" and m["config_ranking"]["best"] == "alpha=0.5-top_k=5"
