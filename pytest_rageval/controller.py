@@ -183,10 +183,18 @@ class RunController:
             prices={**DEFAULT_PRICES, **s.judge_prices},
             lexical=lexical,
         )
+        lines = list(result.lines)
+        if s.matrix is not None:  # the retrieval cache: one request serves the configs that differ in k only
+            matrix = s.matrix
+            groups = {(item.nodeid.partition("[")[0], matrix.request_group(item.matrix_config)): item.case.runs
+                      for item in items if isinstance(item, CaseItem) and item.matrix_config is not None
+                      and item.case.skip is None}
+            lines.append(f"config matrix: {len(matrix.configs())} configs; the retrieval cache sends {sum(groups.values())} "
+                         "RAG requests (the count above is one per item)")
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_sep("=", "rageval dry run")
-            for line in result.lines:
+            for line in lines:
                 reporter.write_line(line)
         pytest.exit("rageval dry run: nothing was sent", returncode=pytest.ExitCode.OK)
 

@@ -146,6 +146,10 @@ class Matrix:
         others = _without_depth(config)
         return max((c.k or default_k) for c in self.configs() if _without_depth(c) == others)
 
+    def request_group(self, config: MatrixConfig) -> tuple[Any, ...]:
+        """What one request serves: the config's params but the depth (and its depth too when ``slice_k`` is off)."""
+        return _without_depth(config) + (() if self.slice_k else (config.k,))
+
     def snapshot(self) -> dict[str, Any]:
         """What config.json and the config hash hold of it."""
         return {

@@ -232,6 +232,7 @@ def test_k_exclude_and_the_slice_opt_out(pytester: pytest.Pytester) -> None:
                                'exclude = [{alpha = 0.5, top_k = 10}]\n')
     with AskServer(System()) as server:
         selected = pytester.runpytest(*args(server.url, "-k", "top_k=10 and alpha=0.0", "--co", "-q"))
+        planned = pytester.runpytest(*args(server.url, "--rageval-dry-run"))
         excluded = pytester.runpytest(*args(server.url))
         excluded_configs = sorted(metrics(pytester)["by_config"])
         excluded_bodies = [r["body"] for r in server.requests]
@@ -241,6 +242,7 @@ def test_k_exclude_and_the_slice_opt_out(pytester: pytest.Pytester) -> None:
         opted_bodies = [r["body"] for r in server.requests]
     selected.stdout.fnmatch_lines(["eval_sets/s.jsonl::q1[[]alpha=0.0-top_k=10[]]", "eval_sets/s.jsonl::q2*",
                                    "eval_sets/s.jsonl::q3*", "3/9 tests collected (6 deselected)*"])
+    planned.stdout.fnmatch_lines(["config matrix: 3 configs; the retrieval cache sends 6 RAG requests (the count above is one per item)"])
     assert excluded.ret == 0, excluded.stdout.str()
     assert excluded_configs == ["alpha=0.0-top_k=10", "alpha=0.0-top_k=5", "alpha=0.5-top_k=5"]
     # alpha=0.5 runs at top_k=5 only: asked at 5; alpha=0.0 at 10 (sliced for 5)
