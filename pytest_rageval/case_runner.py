@@ -70,6 +70,7 @@ class CaseRunner:
         self.stop_message: Optional[str] = None
         self.on_stop: Callable[[str], None] = lambda message: None  # WorkerLink tells the xdist controller
         self.retrieval = RetrievalCache(retrieval_dir)  # the config matrix's requests, shared (xdist: a run-scoped folder)
+        self._depths: dict[str, tuple[int, int]] = {}
 
     def totals(self) -> RunnerTotals:
         return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=len(self._done))
@@ -180,8 +181,11 @@ class CaseRunner:
         if target is not None:
             client = self.setup.client_for(target)
         depth_name = next((name for name in matrix.names if name in ("k", "top_k")), None)
+        if config.id not in self._depths:  # (depth asked, items one request serves), once per config
+            self._depths[config.id] = (matrix.ask_depth(config, self.settings.k), matrix.group_size(config))
+        depth, users = self._depths[config.id]
         ask = MatrixAsk(client, self.retrieval, target=target or self.settings.target or "rageval_client fixture",
-                        depth=matrix.ask_depth(config, self.settings.k), slice_k=matrix.slice_k, depth_name=depth_name)
+                        depth=depth, slice_k=matrix.slice_k, depth_name=depth_name, users=users)
         opts = dataclasses.replace(self.opts, k=config.k or self.settings.k)
         return ask, opts, {**item.case.params, **config.sent_params()}
 

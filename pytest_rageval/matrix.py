@@ -150,6 +150,11 @@ class Matrix:
         """What one request serves: the config's params but the depth (and its depth too when ``slice_k`` is off)."""
         return _without_depth(config) + (() if self.slice_k else (config.k,))
 
+    def group_size(self, config: MatrixConfig) -> int:
+        """How many configs one request of ``config``'s group serves."""
+        group = self.request_group(config)
+        return sum(1 for c in self.configs() if self.request_group(c) == group)
+
     def snapshot(self) -> dict[str, Any]:
         """What config.json and the config hash hold of it."""
         return {

@@ -72,16 +72,32 @@ class RetrievalCache:
     folder: Optional[Path] = None
     requests: int = 0  # requests this process sent through the cache
     _flights: dict[str, "asyncio.Future[RagReply | RagCallError]"] = field(default_factory=dict)
+    _served: dict[str, int] = field(default_factory=dict)
 
-    async def ask(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
-        """The reply for ``key``, asked of ``client`` at ``k`` with ``params`` by the first caller only."""
+    async def ask(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any], users: int = 0
+                  ) -> RagReply:
+        """The reply for ``key``, asked of ``client`` at ``k`` with ``params`` by the first caller only.
+
+        ``users``: how many items the key serves; once that many have asked, it is let go (memory stays flat
+        on long runs). 0 keeps it for the run.
+        """
+        served = self._served[key] = self._served.get(key, 0) + 1
+        if users and served >= users:
+            self._served.pop(key, None)
+        try:
+            return await self._ask(client, key, question, k=k, params=params)
+        finally:
+            if users and served >= users:
+                self._flights.pop(key, None)
+
+    async def _ask(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         flight = self._flights.get(key)
         if flight is None:
             flight = self._flights[key] = asyncio.get_running_loop().create_future()
             try:
                 outcome = await self._shared(client, key, question, k=k, params=params)
             except BaseException as exc:  # cancelled, or a bug: the next caller asks again
-                del self._flights[key]
+                self._flights.pop(key, None)
                 if isinstance(exc, asyncio.CancelledError):
                     flight.cancel()
                 else:
@@ -142,6 +158,7 @@ class MatrixAsk:
     depth: int  # the k the question is asked at
     slice_k: bool
     depth_name: Optional[str] = None  # "top_k" when the matrix's depth axis is called so: sent as a param too
+    users: int = 0  # how many items one request serves (the configs of its group), 0: unknown
     _runs: int = 0
 
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
@@ -150,7 +167,7 @@ class MatrixAsk:
         if self.depth_name == "top_k":
             sent["top_k"] = self.depth
         key = cache_key(self.target, question, params, 0 if self.slice_k else self.depth, run)
-        reply = await self.cache.ask(self.inner, key, question, k=self.depth, params=sent)
+        reply = await self.cache.ask(self.inner, key, question, k=self.depth, params=sent, users=self.users)
         return sliced(reply, k) if k < self.depth else reply
 
     async def aclose(self) -> None:

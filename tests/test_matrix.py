@@ -146,6 +146,15 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     assert lengths == [10, 5, 5, 5, 10, 5, 5, 5]
     assert workers[0].requests + workers[1].requests == 1
 
+    one = RetrievalCache()  # a key that serves two items is let go once both asked: memory stays flat
+
+    async def two_items() -> None:
+        for _ in range(2):
+            await MatrixAsk(client, one, target="t", depth=10, slice_k=True, users=2).aask("q2", k=5, params={})
+
+    asyncio.run(two_items())
+    assert one.requests == 1 and not one._flights and not one._served
+
 
 # --------------------------------------------------------------------------- sessions
 
