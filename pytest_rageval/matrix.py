@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
+from .redact import public_url
+
 __all__ = [
     "DEPTH_AXES",
     "OPTION",
@@ -81,10 +83,15 @@ class MatrixConfig:
 
     @property
     def id(self) -> str:
-        return "-".join(f"{name}={value_text(value)}" for name, value in self.params)
+        return "-".join(f"{name}={value_text(value)}" for name, value in self.public_params())
+
+    def public_params(self) -> tuple[tuple[str, Value], ...]:
+        """The params as artifacts show them: a target URL without credentials or secret query values."""
+        return tuple((name, _public(name, value)) for name, value in self.params)
 
     def as_dict(self) -> dict[str, Value]:
-        return dict(self.params)
+        """The params for records and metrics.json (public: see :meth:`public_params`)."""
+        return dict(self.public_params())
 
     @property
     def k(self) -> Optional[int]:
@@ -97,7 +104,8 @@ class MatrixConfig:
 
     @property
     def target(self) -> Optional[str]:
-        value = self.as_dict().get(TARGET_AXIS)
+        """The target this config asks (as given, credentials included: never written anywhere)."""
+        value = dict(self.params).get(TARGET_AXIS)
         return None if value is None else str(value)
 
     def sent_params(self) -> dict[str, Value]:
@@ -106,7 +114,11 @@ class MatrixConfig:
 
     def keywords(self) -> list[str]:
         """The extra ``-k`` keywords of an item in this config: ``matrix[top_k:10]`` per param (see rewrite)."""
-        return [config_keyword(name, value) for name, value in self.params]
+        return [config_keyword(name, value) for name, value in self.public_params()]
+
+
+def _public(name: str, value: Value) -> Value:
+    return public_url(value) if name == TARGET_AXIS and isinstance(value, str) else value
 
 
 def config_keyword(name: str, value: Value) -> str:
@@ -156,9 +168,9 @@ class Matrix:
         return sum(1 for c in self.configs() if self.request_group(c) == group)
 
     def snapshot(self) -> dict[str, Any]:
-        """What config.json and the config hash hold of it."""
+        """What config.json and the config hash hold of it (target URLs public)."""
         return {
-            "axes": {name: list(values) for name, values in self.axes},
+            "axes": {name: [_public(name, v) for v in values] for name, values in self.axes},
             "exclude": [dict(rule) for rule in self.exclude],
             "slice_k": self.slice_k,
         }
@@ -189,7 +201,7 @@ def _check_axis(where: str, name: str, values: list[Value]) -> tuple[Value, ...]
             raise MatrixError(f"{where}: axis {name!r}: {value!r} is not a finite number")
         if not (isinstance(value, (str, int, float, bool)) or value is None):
             raise MatrixError(f"{where}: axis {name!r}: {value!r} is not a string, number, boolean or null")
-        text = value_text(value)
+        text = value_text(_public(name, value))
         if text in texts:
             raise MatrixError(f"{where}: axis {name!r}: the value {text!r} is given twice")
         if not text or any(ch in text for ch in "[]\n\r\t") or text != text.strip():

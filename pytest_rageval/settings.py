@@ -88,7 +88,8 @@ class Settings:
             headers = parse_headers(self.headers_text, environ)
         except RagConfigError:  # an unset ${VAR}: the run stops on it anyway; keep what the lines say
             headers = {str(i): line.partition(":")[2] for i, line in enumerate(self.headers_text.splitlines())}
-        urls = [url for url in (self.target, self.judge_base_url) if url]
+        axis = dict(self.matrix.axes).get("target", ()) if self.matrix is not None else ()
+        urls = [url for url in (self.target, self.judge_base_url, *(str(v) for v in axis)) if url]
         return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
 
     def snapshot(self) -> dict[str, Any]:

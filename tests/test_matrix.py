@@ -272,13 +272,17 @@ def test_a_re_run_asks_again(pytester: pytest.Pytester) -> None:
 def test_a_target_axis_asks_each_system(pytester: pytest.Pytester, xdist: list[str]) -> None:
     eval_set(pytester)
     with AskServer(System()) as one, AskServer(System()) as two:
+        secret = two.url.replace("http://", "http://ci:s3cr3t-pw@")  # credentials in a target: never in an artifact
         result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *xdist,
-                                    "--rageval-matrix", f"target={one.url},{two.url};top_k=5,10")
+                                    "--rageval-matrix", f"target={one.url},{secret};top_k=5,10")
         counts = len(one.requests), len(two.requests)
         assert "target" not in one.requests[0]["body"]
+        assert two.requests[0]["headers"].get("Authorization", "").startswith("Basic ")
     assert result.ret == 0, result.stdout.str()
     assert counts == (N, N)
     assert sorted(metrics(pytester)["by_config"]) == sorted(f"target={u}-top_k={k}" for u in (one.url, two.url) for k in (5, 10))
+    written = [p.read_text() for p in run_dir(pytester).iterdir() if p.is_file()]
+    assert "s3cr3t" not in result.stdout.str() and not any("s3cr3t" in text for text in written)
 
 
 def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
