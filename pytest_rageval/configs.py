@@ -44,7 +44,8 @@ def _config_cases(metrics_json: Mapping[str, Any], config_id: str) -> dict[str, 
 
 def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) -> Optional[dict[str, Any]]:
     """``config_ranking`` of metrics.json: ``{metric, lower_is_better, ranked: [{config_id, params, value, ci_low,
-    ci_high, n}], best}``, best first (null values last, ties by config id); None without ``by_config``."""
+    ci_high, n, pass_rate}], best}``, best first; null values last; ties go to the higher share of cases passed,
+    then to the smaller params (:func:`_params_order`); None without ``by_config``."""
     by_config = metrics_json.get("by_config")
     if not isinstance(by_config, Mapping) or not by_config:
         return None
@@ -61,11 +62,12 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
         interval = bootstrap_interval(values) if values else None
         if interval is None and value is not None and len(values) == 1:
             interval = (value, value)
+        ran = sum(int(as_number(entry.get(name)) or 0) for name in ("passed", "failed", "errors"))
         rows.append({"config_id": config_id, "params": entry.get("params") or {}, "value": value,
                      "ci_low": interval[0] if interval else None, "ci_high": interval[1] if interval else None,
-                     "n": len(values)})
+                     "n": len(values), "pass_rate": int(as_number(entry.get("passed")) or 0) / ran if ran else None})
     rows.sort(key=lambda r: (r["value"] is None, 0.0 if r["value"] is None else (r["value"] if lower else -r["value"]),
-                             _params_order(r["params"]), r["config_id"]))
+                             -(r["pass_rate"] or 0.0), _params_order(r["params"]), r["config_id"]))
     best = rows[0]["config_id"] if rows and rows[0]["value"] is not None else None
     return {"metric": metric, "lower_is_better": lower, "ranked": rows, "best": best}
 

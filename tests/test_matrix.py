@@ -227,8 +227,8 @@ def test_two_by_two_costs_one_request_per_case_per_alpha(pytester: pytest.Pytest
     assert sliced["matrix"] == {"alpha": 0.0, "top_k": 5} and len(sliced["retrieved_chunks"]) == 5
     assert len(by_key["eval_sets/s.jsonl::q1[alpha=0.0-top_k=10]"]["retrieved_chunks"]) == 10
     assert sliced["config"]["k"] == 5  # seed 003's per-case config: the k it was scored at
-    result.stdout.fnmatch_lines(["configs ranked by recall_at_k_avg (higher is better; 95% bootstrap interval*",
-                                 "   1. alpha=0.0-top_k=5   1.000  95% CI 1.000..1.000  n=3",  # ties: smaller params first
+    result.stdout.fnmatch_lines(["configs ranked by recall_at_k_avg (higher is better; 95% bootstrap interval*; ties: more cases passed first):",
+                                 "   1. alpha=0.0-top_k=5   1.000  95% CI 1.000..1.000  n=3  passed 3/3",  # ties: smaller params first
                                  "   2. alpha=0.0-top_k=10  1.000 *",
                                  "best config: alpha=0.0-top_k=5"])
     page = (run_dir(pytester) / "report.html").read_text()
@@ -301,7 +301,7 @@ def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
         fewer = pytester.runpytest(*args(server.url, "--rageval-matrix", "top_k=5;alpha=0.0", "--rageval-baseline=base.json"))
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["configs ranked by mrr_avg (higher is better; *",
-                               "   1. alpha=0.5-top_k=5   1.000  95% CI 1.000..1.000  n=3  baseline: no regression",
+                               "   1. alpha=0.5-top_k=5   1.000  95% CI 1.000..1.000  n=3  passed 3/3  baseline: no regression",
                                "   2. alpha=0.5-top_k=10 *", "   3. alpha=0.0-top_k=5   0.333 *", "*",
                                "best config: alpha=0.5-top_k=5"])
     assert worse.ret == 1
@@ -385,3 +385,18 @@ def test_shards_of_a_matrix_run_merge_with_their_ranking(pytester: pytest.Pytest
     m = json.loads(next((pytester.path / "merged").glob("2*/metrics.json")).read_text())
     assert sorted(m["by_config"]) == sorted(CONFIGS) and all(e["total_tests"] == 4 for e in m["by_config"].values())
     assert m["config_ranking"]["metric"] == "mrr_avg" and m["config_ranking"]["best"] == "alpha=0.5-top_k=5"
+
+
+def test_ties_go_to_more_cases_passed_then_smaller_params() -> None:
+    from pytest_rageval.configs import rank_configs
+
+    def entry(k: int, passed: int, value: float) -> dict:
+        return {"params": {"top_k": k}, "passed": passed, "failed": 4 - passed, "errors": 0,
+                "aggregate_metrics": {"recall_at_k_avg": value}}
+
+    by_config = {"top_k=3": entry(3, 3, 1.0), "top_k=10": entry(10, 4, 1.0), "top_k=5": entry(5, 4, 1.0), "top_k=20": entry(20, 4, 0.5)}
+    ranking = rank_configs({"by_config": by_config, "cases": {}})
+    assert ranking is not None
+    assert [r["config_id"] for r in ranking["ranked"]] == ["top_k=5", "top_k=10", "top_k=3", "top_k=20"]
+    assert ranking["best"] == "top_k=5" and ranking["metric"] == "recall_at_k_avg"
+    assert rank_configs({"by_config": by_config, "cases": {}}, "recall_at_k_avg") == ranking  # same input, same ranking

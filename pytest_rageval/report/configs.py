@@ -45,11 +45,18 @@ def ranking_lines(metrics: Mapping[str, Any]) -> list[str]:
         return []
     direction = "lower is better" if ranking.get("lower_is_better") else "higher is better"
     gates = _gates(metrics)
-    lines = [f"configs ranked by {ranking.get('metric')} ({direction}; 95% bootstrap interval of the mean over cases):"]
+    by_config = metrics.get("by_config")
+    by_config = by_config if isinstance(by_config, Mapping) else {}
+    lines = [f"configs ranked by {ranking.get('metric')} ({direction}; 95% bootstrap interval of the mean over cases; "
+             "ties: more cases passed first):"]
     width = max(len(str(row.get("config_id"))) for row in ranking["ranked"])
     for position, row in enumerate(ranking["ranked"], start=1):
         config_id = str(row.get("config_id"))
         line = f"  {position:>2}. {config_id:<{width}}  {_f(row.get('value')):>5}  {_interval(row)}  n={row.get('n', 0)}"
+        entry = by_config.get(config_id)
+        if isinstance(entry, Mapping):
+            ran = sum(int(entry.get(name) or 0) for name in ("passed", "failed", "errors"))
+            line += f"  passed {int(entry.get('passed') or 0)}/{ran}"
         word = _gate_word(gates.get(config_id))
         if word:
             line += f"  baseline: {word}"
