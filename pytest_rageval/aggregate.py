@@ -243,12 +243,14 @@ class Aggregator:
         self._cache_misses = 0
         self._coverage: dict[str, list[int]] = {}  # metric -> [scored, attempted]
         self._cases: dict[str, dict[str, Any]] = {}
+        self._by_config: dict[str, tuple[dict[str, Any], Aggregator]] = {}  # config id -> (params, its records' aggregator)
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Add one CaseRecord."""
         if record.get("invalid_line"):
             self._invalid_lines += 1
             return
+        self._add_config(record)
         outcome = _outcome(record)
         metrics = record.get("metrics") or {}
         self._counts[outcome] += 1
@@ -265,6 +267,8 @@ class Aggregator:
             case["error_kind"] = str(error["kind"])  # the gate pairs timeout rates per case
         if record.get("empty_response"):
             case["empty_response"] = True
+        if record.get("config_id"):
+            case["config_id"] = str(record["config_id"])  # the config matrix: by_config, its ranking and gate
         self._cases[_record_key(record)] = case
         if record.get("flaky"):
             self._flaky += 1
@@ -301,6 +305,27 @@ class Aggregator:
             if latency is not None:
                 self._latencies.append(latency)
                 self._latency_total.add(latency)
+
+    def _add_config(self, record: Mapping[str, Any]) -> None:
+        """A record of a config of the matrix also counts in that config's own aggregates (``by_config``)."""
+        config_id = record.get("config_id")
+        if not config_id:
+            return
+        params = record.get("matrix")
+        entry = self._by_config.get(str(config_id))
+        if entry is None:
+            entry = self._by_config[str(config_id)] = (dict(params) if isinstance(params, Mapping) else {}, Aggregator())
+        entry[1].add({k: v for k, v in record.items() if k != "config_id"})
+
+    def _config_results(self) -> dict[str, Any]:
+        """``by_config``: per config id its params, counts and aggregate metrics (present only with a matrix)."""
+        out: dict[str, Any] = {}
+        for config_id, (params, agg) in sorted(self._by_config.items()):
+            result = agg.result()
+            out[config_id] = {"params": params,
+                              **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped")},
+                              "aggregate_metrics": result["aggregate_metrics"]}
+        return {"by_config": out} if out else {}
 
     def _new_group(self) -> _Group:
         return _Group(key for key, _ in self._mean_metrics)
@@ -399,6 +424,7 @@ class Aggregator:
             "repeats": self._repeats.result(),
             "judge_coverage": aggregate_metrics["judge_coverage"],  # SPEC 6 names it at the top level too
             "cases": {key: self._cases[key] for key in sorted(self._cases)},
+            **self._config_results(),
         }
 
 

@@ -10,6 +10,7 @@ to the run controller of the same process, or, on an xdist worker, through ``Wor
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Union
@@ -26,6 +27,7 @@ from .judges.cache import JudgeCacheError
 from .judges.factory import SessionJudge
 from .record import CaseRecord, Outcome, error
 from .report.terminal import escape_longrepr
+from .retrieval_cache import MatrixAsk, RetrievalCache
 from .run_setup import RunSetup
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .sanitize import error_message, terminal_safe
@@ -50,7 +52,8 @@ class CaseRunner:
     """Runs each eval-set item's case and puts its record on the item's report."""
 
     def __init__(self, config: pytest.Config, setup: RunSetup, *, stop_file: Optional[Path] = None,
-                 lookahead: type[Lookahead] = Lookahead, live_progress: bool = True) -> None:
+                 lookahead: type[Lookahead] = Lookahead, live_progress: bool = True,
+                 retrieval_dir: Optional[Path] = None) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
@@ -70,6 +73,8 @@ class CaseRunner:
         self.session: Optional[pytest.Session] = None
         self.stop_message: Optional[str] = None
         self.on_stop: Callable[[str], None] = lambda message: None  # WorkerLink tells the xdist controller
+        self.retrieval = RetrievalCache(retrieval_dir)  # the config matrix's requests, shared (xdist: a run-scoped folder)
+        self._depths: dict[str, tuple[int, int]] = {}
 
     def totals(self) -> RunnerTotals:
         return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=len(self._done))
@@ -164,10 +169,13 @@ class CaseRunner:
         return self._lookahead
 
     def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Coroutine[Any, Any, CaseRecord]:
-        return evaluate_case(
+        opts, params = self.opts, None
+        if item.matrix_config is not None:
+            client, opts, params = self._matrix_ask(item, client)
+        coro = evaluate_case(
             item.case,
             client,
-            self.opts,
+            opts,
             self.setup.thresholds_for(item.case),
             key=item.nodeid,
             file=item.nodeid.partition("::")[0],
@@ -175,7 +183,25 @@ class CaseRunner:
             judge=judge,
             spot_input=self.setup.spot_setup is not None,
             repeat=self.settings.repeat,
+            params=params,
         )
+        return coro if item.matrix_config is None else _with_config(coro, item)
+
+    def _matrix_ask(self, item: CaseItem, client: RagClient) -> tuple[RagClient, RunOptions, dict[str, Any]]:
+        """A config item's client (its target's, through the retrieval cache), its k, and the params it sends."""
+        config, matrix = item.matrix_config, self.settings.matrix
+        assert config is not None and matrix is not None
+        target = config.target
+        if target is not None:
+            client = self.setup.client_for(target)
+        depth_name = next((name for name in matrix.names if name in ("k", "top_k")), None)
+        if config.id not in self._depths:  # (depth asked, items one request serves), once per config
+            self._depths[config.id] = (matrix.ask_depth(config, self.settings.k), matrix.group_size(config))
+        depth, users = self._depths[config.id]
+        ask = MatrixAsk(client, self.retrieval, target=target or self.settings.target or "rageval_client fixture",
+                        depth=depth, slice_k=matrix.slice_k, depth_name=depth_name, users=users)
+        opts = dataclasses.replace(self.opts, k=config.k or self.settings.k)
+        return ask, opts, {**item.case.params, **config.sent_params()}
 
     def _early_fixtures(self, item: CaseItem) -> Optional[tuple[RagClient, Optional[JudgeSetup]]]:
         """The client and judge of ``item`` if known before its setup (else it runs in setup)."""
@@ -239,7 +265,8 @@ class CaseRunner:
             return
         state = _outcome(report)
         if isinstance(item, CaseItem):
-            record = item.record or base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line)
+            record = item.record or _config_fields(
+                base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line), item)
             if record.get("error"):  # the RAG or judge call failed: an error in metrics.json, even under xfail
                 state = "error"
             record["outcome"] = state
@@ -280,8 +307,7 @@ class CaseRunner:
         """Close the clients and judges on the loop that made them, then the loop (once); the totals."""
         if self._engine is None:
             return self.totals()
-        client = self.setup.made_target_client
-        closers = [client.aclose] if client is not None else []
+        closers = [client.aclose for client in self.setup.made_clients]
         for setup in (self.setup.judge_setup, self.setup.spot_setup):
             if setup is not None:
                 closers.append(setup.judge.aclose)
@@ -323,6 +349,18 @@ class WorkerLink:
         if totals.stop_message:
             output["rageval_stop"] = totals.stop_message
         output["rageval_selection"] = self.collection.selection.as_dict()
+
+
+def _config_fields(record: CaseRecord, item: CaseItem) -> CaseRecord:
+    """A config item's record names its config: ``matrix`` (the params) and ``config_id``."""
+    if item.matrix_config is not None:
+        record["matrix"] = item.matrix_config.as_dict()
+        record["config_id"] = item.matrix_config.id
+    return record
+
+
+async def _with_config(coro: Coroutine[Any, Any, CaseRecord], item: CaseItem) -> CaseRecord:
+    return _config_fields(await coro, item)
 
 
 def _outcome(report: pytest.TestReport) -> Outcome:

@@ -80,7 +80,24 @@ def _compare(args: argparse.Namespace) -> int:
     for line in format_comparison(comparison, max_cases=args.max_cases):
         say(line)
     say(comparison.status.upper() if comparison.status == "regression" else comparison.status)
-    return verdict.exit_code
+    return _compare_configs(base, new, gate, args, verdict.exit_code)
+
+
+def _compare_configs(base: dict, new: dict, gate: dict[str, float], args: argparse.Namespace, exit_code: int) -> int:
+    """Matrix runs: each config gated against the same config of the baseline, and the new run's configs ranked."""
+    from .configs import gate_configs, rank_configs
+    from .report.configs import ranking_lines
+    from .sanitize import terminal_safe
+
+    configs = gate_configs(base, new, gate=gate, significance=args.significance, ignore_invariants=args.ignore_invariants)
+    if configs is None:
+        return exit_code
+    shown = {**new, "config_ranking": rank_configs(new, new.get("config_ranking", {}).get("metric")),
+             "comparison": {"by_config": configs.as_dict()}}
+    for line in ranking_lines(shown):
+        say(terminal_safe(line, multiline=False))
+    failed = [configs.compared[cid][1].exit_code for cid in configs.failed]
+    return exit_code or (min(failed) if failed else 0)
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ import pytest
 from . import compat
 from .evalset import load_eval_file
 from .keys import collection_key, runner_key
+from .matrix import MatrixConfig, rewrite_keyword_expression
 from .record import CaseRecord
 from .runner import NO_REL_PATH
 from .schedule import in_shard
@@ -53,11 +54,16 @@ class EvalSetFile(pytest.File):
             if problem:
                 item: pytest.Item = BadLineItem.from_parent(self, name=f"line{good.line}", message=problem, line=good.line)
             else:
-                item = CaseItem.from_parent(
-                    self, name=good.case.id, callobj=_case_function, fixtureinfo=fixtureinfo, case=good.case, line=good.line
-                )
-                if judged and collection is not None and not judged.isdisjoint(collection.setup.thresholds_for(good.case)):
-                    item.add_marker(pytest.mark.judge)  # its outcome depends on a judge verdict
+                configs: Sequence[Optional[MatrixConfig]] = collection.configs if collection is not None else [None]
+                for config in configs:
+                    item = CaseItem.from_parent(
+                        self, name=good.case.id if config is None else f"{good.case.id}[{config.id}]", callobj=_case_function,
+                        fixtureinfo=fixtureinfo, case=good.case, line=good.line, matrix_config=config,
+                    )
+                    if judged and collection is not None and not judged.isdisjoint(collection.setup.thresholds_for(good.case)):
+                        item.add_marker(pytest.mark.judge)  # its outcome depends on a judge verdict
+                    entries.append((good.line, item))
+                continue
             entries.append((good.line, item))
         entries.sort(key=lambda pair: pair[0])
         for _, item in entries:
@@ -85,10 +91,11 @@ def _threshold_problem(case: EvalCase, display: str, line: int) -> Optional[str]
 class CaseItem(pytest.Function):
     """One eval case as a test item."""
 
-    def __init__(self, *, case: EvalCase, line: int, **kwargs: Any) -> None:
+    def __init__(self, *, case: EvalCase, line: int, matrix_config: Optional[MatrixConfig] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.line = line
+        self.matrix_config = matrix_config  # the matrix's combination this item runs under (None without a matrix)
         self.record: Optional[CaseRecord] = None
         self.add_marker(pytest.mark.rageval)
         if case.skip is not None:
@@ -97,6 +104,8 @@ class CaseItem(pytest.Function):
             self.add_marker(pytest.mark.xfail(reason=case.xfail, strict=False))
         self.extra_keyword_matches.update(case.tags)
         self.extra_keyword_matches.add(case.category)
+        if matrix_config is not None:
+            self.extra_keyword_matches.update(matrix_config.keywords())  # -k 'top_k=10', rewritten (matrix.py)
 
     def setup(self) -> None:
         super().setup()
@@ -116,7 +125,7 @@ class CaseItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Any, int, str]:
         # pytest shows the domain after the file, reading dots as "::": keep it the bare id.
-        return self.path, self.line - 1, self.case.id
+        return self.path, self.line - 1, self.case.id if self.matrix_config is None else f"{self.case.id}[{self.matrix_config.id}]"
 
 
 class RagevalWarning(UserWarning):
@@ -214,6 +223,12 @@ class EvalCollection:
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
         self.selection = Selection()
         self.session: Optional[pytest.Session] = None
+        matrix = self.settings.matrix
+        # every case runs under each config (one item each); [None]: no matrix, one item per case as ever
+        self.configs: list[Optional[MatrixConfig]] = list(matrix.configs()) if matrix is not None else [None]
+        keyword = str(getattr(config.option, "keyword", None) or "")
+        if matrix is not None and keyword:  # -k 'top_k=10': pytest's -k has no '=' in a name
+            config.option.keyword = rewrite_keyword_expression(keyword, matrix.names)
 
     def judge_marked(self) -> frozenset[str]:
         """The metrics whose thresholds mark a case ``judge`` (outcome depends on a verdict); none without a judge."""

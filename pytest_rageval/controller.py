@@ -24,6 +24,7 @@ from .artifacts import (case_config, compose_metrics, config_hash, file_digests,
                         with_seed_keys, writable_record)
 from .collect import CaseItem
 from .commit import run_commit
+from .configs import add_ranking, gate_configs
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
@@ -186,10 +187,18 @@ class RunController:
             prices={**DEFAULT_PRICES, **s.judge_prices},
             lexical=lexical,
         )
+        lines = list(result.lines)
+        if s.matrix is not None:  # the retrieval cache: one request serves the configs that differ in k only
+            matrix = s.matrix
+            groups = {(item.nodeid.partition("[")[0], matrix.request_group(item.matrix_config)): item.case.runs
+                      for item in items if isinstance(item, CaseItem) and item.matrix_config is not None
+                      and item.case.skip is None}
+            lines.append(f"config matrix: {len(matrix.configs())} configs; the retrieval cache sends {sum(groups.values())} "
+                         "RAG requests (the count above is one per item)")
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_sep("=", "rageval dry run")
-            for line in result.lines:
+            for line in lines:
                 reporter.write_line(line)
         pytest.exit("rageval dry run: nothing was sent", returncode=pytest.ExitCode.OK)
 
@@ -210,7 +219,11 @@ class RunController:
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
         repeat = "" if s.repeat is None else (  # --rageval-repeat: which cases it repeats (stability.judge_dependent)
             f", {s.repeat} runs of each {'judge-dependent case' if self.setup.judge_setup is not None else 'case (no judge)'}")
-        return [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}{repeat}"]
+        lines = [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}{repeat}"]
+        if s.matrix is not None:  # the config matrix: how many configs, and how k is asked
+            how = "asked once at the largest k, sliced" if s.matrix.slice_k else "each k asked (slice_k off)"
+            lines.append(f"rageval matrix: {len(s.matrix.configs())} configs over {', '.join(s.matrix.names)} ({how})")
+        return lines
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.settings.dry_run:
@@ -269,7 +282,7 @@ class RunController:
         assert self.writer is not None
         if self.write_error is not None:
             return None
-        rec = writable_record(with_seed_keys(rec, self.case_config))
+        rec = writable_record(with_seed_keys(rec, self._case_config(rec)))
         try:
             self.writer.add(rec)
         except OSError as exc:
@@ -281,6 +294,14 @@ class RunController:
                 self.session.shouldstop = self.write_error
             return None
         return rec
+
+    def _case_config(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Seed 003's per-case ``config``; a config of the matrix holds the k it was scored at."""
+        params = rec.get("matrix")
+        if not isinstance(params, dict):
+            return self.case_config
+        depth = params.get("k", params.get("top_k"))
+        return {**self.case_config, "k": depth if depth is not None else self.case_config["k"]}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -310,6 +331,7 @@ class RunController:
                     and (ran_everything or not stopped)
                     and (self.settings.resume is None or self._one_record_per_selected_case()))
         self.metrics = self.build_metrics(complete)
+        add_ranking(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
         self.gate(session)  # before writing: metrics.json carries the comparison
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:
@@ -536,6 +558,19 @@ class RunController:
             self.gate_notes.append(verdict.note)
         if verdict.failed:
             self._fail(session, verdict.reason)
+        self.gate_each_config(session, baseline)
+
+    def gate_each_config(self, session: pytest.Session, baseline: dict[str, Any]) -> None:
+        """A matrix run: each config gated against the same config of the baseline (configs.gate_configs)."""
+        s = self.settings
+        assert self.metrics is not None
+        configs = gate_configs(baseline, self.metrics, gate=s.gate, significance=s.gate_significance,
+                               ignore_invariants=s.ignore_invariants, allow_regressions=s.allow_regressions)
+        if configs is None:
+            return
+        self.metrics["comparison"]["by_config"] = configs.as_dict()
+        if configs.failed and not self.gate_failed:
+            self._fail(session, configs.reason())
 
     def _fail(self, session: pytest.Session, reason: str) -> None:
         self.gate_failed = True
@@ -570,6 +605,8 @@ class XdistControllerLink:
     def pytest_configure_node(self, node: Any) -> None:
         """Name the file whose appearance stops a worker waiting for a case."""
         node.workerinput["rageval_stop_file"] = str(self._stop_file_path())
+        # the config matrix's retrieval cache, shared by the workers for this run only (removed with the stop file)
+        node.workerinput["rageval_retrieval_dir"] = str(self._stop_file_path().parent / "retrieval")
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """What a worker reports beyond its test reports."""

@@ -37,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs")
     group.addoption("--rageval-summary-md", default=None, metavar="PATH", help="write a short Markdown summary of the run for CI (also appended to $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")
+    group.addoption("--rageval-matrix", default=None, metavar="AXES", help="run every case under every config, e.g. 'top_k=5,10;alpha=0.0,0.5' (wins over [tool.rageval.matrix])")
+    group.addoption("--rageval-rank-by", default=None, metavar="METRIC", help="aggregate the matrix's configs are ranked by (ini rageval_rank_by)")
     group.addoption("--rageval-judge", default=None, choices=defaults.JUDGE_CHOICES, help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
     group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")

@@ -117,6 +117,10 @@ class CaseRecord(TypedDict, total=False):
     params: dict[str, Any]
     metadata: dict[str, Any]
     invalid_line: bool  # true only for an eval-set line that could not be read (outcome "error")
+    # the config matrix (only when one is set): the item's params, e.g. {"alpha": 0.5, "top_k": 10},
+    # and its id "alpha=0.5-top_k=10" (the node id's brackets)
+    matrix: dict[str, Any]
+    config_id: str
     # the verdict
     outcome: Optional[Outcome]  # None only while the case runs
     error: Optional[CaseError]

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Optional
 from . import registry
 from .aggregate import Aggregator
 from .artifacts import case_config, with_seed_keys
+from .configs import add_ranking
 from .judges.base import JudgeAuthError, JudgeInput
 from .judges.factory import judge_info
 from .judges.judging import CaseVerdicts, judge_case, verdict_dict
@@ -214,6 +215,7 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     metrics["k"] = old_metrics.get("k")
     metrics["rejudged_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     metrics.update(aggregator.result())
+    add_ranking(metrics, (old_metrics.get("config_ranking") or {}).get("metric"))  # a matrix run: configs re-ranked
     folder.write_metrics(metrics)
     _update_config(folder, setup, metrics["rejudged_at"])
     return _result(records, jobs, outcomes, metrics, setup, k)

@@ -27,6 +27,7 @@ class RunSetup:
     judge_setup: Optional[JudgeSetup]
     spot_setup: Optional[JudgeSetup]
     _target_client: Optional[RagClient] = field(default=None, repr=False)
+    _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
 
     @classmethod
     def build(cls, settings: Settings) -> "RunSetup":
@@ -42,21 +43,40 @@ class RunSetup:
         """The client for the configured target (made once); ``RagConfigError`` when there is none."""
         if self._target_client is None:
             s = self.settings
+            axis = dict(s.matrix.axes).get("target") if s.matrix is not None else None
+            if not s.target and axis:  # the matrix names the targets: the fixture's client is the first one
+                return self.client_for(str(axis[0]))
             if not s.target:
                 raise RagConfigError(
                     "no system under test: set --rageval-target, ini rageval_target or env RAGEVAL_TARGET, "
                     "or override the rageval_client fixture in conftest.py"
                 )
-            self._target_client = load_target(
-                s.target,
-                folders=[os.getcwd(), str(s.rootdir)],
-                concurrency=s.concurrency,
-                headers=parse_headers(s.headers_text, os.environ),
-                timeout=s.timeout,
-                request_map=parse_request_map(s.request_map_text),
-                response_map=parse_response_map(s.response_map_text),
-            )
+            self._target_client = self._load(s.target)
         return self._target_client
+
+    def _load(self, spec: str) -> RagClient:
+        s = self.settings
+        return load_target(
+            spec,
+            folders=[os.getcwd(), str(s.rootdir)],
+            concurrency=s.concurrency,
+            headers=parse_headers(s.headers_text, os.environ),
+            timeout=s.timeout,
+            request_map=parse_request_map(s.request_map_text),
+            response_map=parse_response_map(s.response_map_text),
+        )
+
+    def client_for(self, spec: str) -> RagClient:
+        """The client of one value of the matrix's ``target`` axis (made once; same headers, maps and timeout)."""
+        if spec not in self._axis_clients:
+            self._axis_clients[spec] = self._load(spec)
+        return self._axis_clients[spec]
+
+    @property
+    def made_clients(self) -> list[RagClient]:
+        """Every target client made in this process (the configured target's, then the target axis's)."""
+        made = [self._target_client] if self._target_client is not None else []
+        return made + list(self._axis_clients.values())
 
     @property
     def made_target_client(self) -> Optional[RagClient]:
@@ -74,6 +94,9 @@ class RunSetup:
             self.target_client()
         else:
             check_maps(s.headers_text, s.request_map_text, s.response_map_text)
+        for name, values in s.matrix.axes if s.matrix is not None else ():
+            for value in values if name == "target" else ():
+                self.client_for(str(value))
 
     def judge_info(self) -> dict[str, Any]:
         """Name, model and kind of the judge in use (``none`` without one)."""

@@ -304,8 +304,11 @@ async def evaluate_case(
     judge: Optional[JudgeSetup] = None,
     spot_input: bool = False,
     repeat: Optional[int] = None,
+    params: Optional[Mapping[str, Any]] = None,
 ) -> CaseRecord:
     """Run ``case`` (``case.runs`` times, or ``repeat`` times: stability.runs_for) and return its CaseRecord without an outcome.
+
+    ``params`` are sent instead of the case's own (a config of the matrix: the case's under the config's).
 
     A RAG or judge failure after retries gives a record whose ``error`` is set;
     the item reports it as an error, not a failure. A judge that refuses the
@@ -322,7 +325,8 @@ async def evaluate_case(
     record["thresholds"] = dict(thresholds)
     step = _Step()
     try:
-        await _evaluate(record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step)
+        await _evaluate(record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step,
+                        params=case.params if params is None else params)
     except (JudgeAuthError, asyncio.CancelledError):
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a response or a judge makes the code meet: this case's error
@@ -359,6 +363,7 @@ async def _evaluate(
     judge: Optional[JudgeSetup],
     spot_input: bool,
     step: _Step,
+    params: Mapping[str, Any],
 ) -> None:
     """evaluate_case's work, filling ``record``; ``step`` follows where it is."""
     per_run: list[dict[str, Any]] = []
@@ -369,7 +374,7 @@ async def _evaluate(
     for run in range(case.runs):
         step.at("target", "asking the RAG system")
         try:
-            reply = await client.aask(case.question, k=opts.k, params=dict(case.params))
+            reply = await client.aask(case.question, k=opts.k, params=dict(params))
         except RagCallError as exc:
             record["error"] = _error(exc.kind, exc.message, opts.limits)
             return

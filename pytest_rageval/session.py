@@ -79,14 +79,16 @@ def _controller(config: pytest.Config, setup: RunSetup, collection: EvalCollecti
 
 def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, *, worker: bool) -> CaseRunner:
     """Where cases run: a serial session, or an xdist worker (which the controller has set up for already)."""
-    stop_file = None
+    stop_file = retrieval_dir = None
     if worker:
         collection.choose_default_args()
         if setup.settings.resume is not None:  # the controller mended results.jsonl before starting the workers
             collection.resumed = _keys(read_records(setup.settings.resume))
         stop_file = config.workerinput.get("rageval_stop_file")  # type: ignore[attr-defined]
+        retrieval_dir = config.workerinput.get("rageval_retrieval_dir")  # type: ignore[attr-defined]
     return CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None,
-                      lookahead=WorkerLookahead if worker else Lookahead, live_progress=not worker)
+                      lookahead=WorkerLookahead if worker else Lookahead, live_progress=not worker,
+                      retrieval_dir=Path(retrieval_dir) if retrieval_dir else None)
 
 
 def _keys(records: Iterable[dict[str, Any]]) -> frozenset[str]:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 from . import defaults, registry
 from .config import ConfigError, Problem, RagevalConfig, read_config
+from .matrix import Matrix, MatrixError, matrix_from_table, parse_matrix_option
 from .redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from .sanitize import Limits
 from .stability import RepeatError, parse_repeat
@@ -73,6 +74,8 @@ class Settings:
     resume: Optional[Path] = None
     summary_md: Optional[Path] = None  # --rageval-summary-md: the CI summary (report/markdown.py), written anew
     step_summary: Optional[Path] = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
+    matrix: Optional[Matrix] = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
+    rank_by: Optional[str] = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
 
     @property
     def judge_enabled(self) -> bool:
@@ -87,7 +90,8 @@ class Settings:
             headers = parse_headers(self.headers_text, environ)
         except RagConfigError:  # an unset ${VAR}: the run stops on it anyway; keep what the lines say
             headers = {str(i): line.partition(":")[2] for i, line in enumerate(self.headers_text.splitlines())}
-        urls = [url for url in (self.target, self.judge_base_url) if url]
+        axis = dict(self.matrix.axes).get("target", ()) if self.matrix is not None else ()
+        urls = [url for url in (self.target, self.judge_base_url, *(str(v) for v in axis)) if url]
         return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
 
     def snapshot(self) -> dict[str, Any]:
@@ -123,6 +127,8 @@ class Settings:
             "gate": dict(self.gate),
             # only when it repeats: the hash of a run without it (or with 1, the same runs) stays as it was
             **({"repeat": self.repeat} if self.repeat is not None and self.repeat > 1 else {}),
+            # only with a matrix: runs without one keep their hash
+            **({"matrix": self.matrix.snapshot()} if self.matrix is not None else {}),
         }
 
 
@@ -157,6 +163,8 @@ def _value_checks(table: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], C
         yield ("judge", "metrics"), partial(_judge_metrics, judge["metrics"])
     for model, pair in _table(judge, "prices").items():
         yield ("judge", "prices", model), partial(_prices, {model: pair})
+    if _table(table, "matrix"):
+        yield ("matrix",), partial(_matrix_table, _table(table, "matrix"), None)
 
 
 def _table(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -307,7 +315,64 @@ def build_settings(
         resume=cli_path(option.rageval_resume),
         summary_md=cli_path(option.rageval_summary_md),
         step_summary=cli_path(environ.get("GITHUB_STEP_SUMMARY")),
+        matrix=_matrix(option, ini, pyproject.matrix),
+        rank_by=_rank_by(option, ini),
     )
+
+
+def _matrix_table(table: Mapping[str, Any], slice_k: Optional[bool]) -> Optional[Matrix]:
+    try:
+        matrix = matrix_from_table(table, slice_k=slice_k)
+    except MatrixError as exc:
+        raise SettingsError(str(exc)) from None
+    _check_targets(matrix)
+    return matrix
+
+
+def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any]) -> Optional[Matrix]:
+    """``--rageval-matrix`` (wins: the table's axes and excludes are not used) or ``[tool.rageval.matrix]``;
+    ini ``rageval_slice_k`` over the table's ``slice_k`` over true."""
+    raw = str(ini.get("rageval_slice_k") or "").strip().lower()
+    if raw not in ("", "true", "false"):
+        raise SettingsError(f"rageval_slice_k: must be true or false, got {ini.get('rageval_slice_k')!r}")
+    slice_k = None if not raw else raw == "true"
+    text = getattr(option, "rageval_matrix", None)
+    if text is None:
+        return _matrix_table(table, slice_k)
+    table_slice = table.get("slice_k", True)
+    try:
+        matrix = parse_matrix_option(text, slice_k=slice_k if slice_k is not None else table_slice is not False)
+    except MatrixError as exc:
+        raise SettingsError(str(exc)) from None
+    _check_targets(matrix)
+    return matrix
+
+
+def _check_targets(matrix: Optional[Matrix]) -> None:
+    """A ``target`` axis holds URLs or ``module:callable`` names (imported when the first case asks)."""
+    from .client import RagConfigError, check_target
+
+    if matrix is None:
+        return
+    for name, values in matrix.axes:
+        for value in values if name == "target" else ():
+            try:
+                check_target(str(value))
+            except RagConfigError as exc:
+                raise SettingsError(f"{matrix.source}: axis 'target': {exc}") from None
+
+
+def _rank_by(option: Any, ini: Mapping[str, Any]) -> Optional[str]:
+    """The aggregate configs are ranked by (``recall_at_k`` means ``recall_at_k_avg``); None: the default."""
+    from .gate import gate_name
+
+    value = _first(getattr(option, "rageval_rank_by", None), ini.get("rageval_rank_by"))
+    if value is None:
+        return None
+    try:
+        return gate_name(str(value))
+    except ValueError as exc:
+        raise SettingsError(f"--rageval-rank-by: {exc}") from None
 
 
 def _limits(ini: Mapping[str, Any]) -> Limits:

@@ -59,8 +59,8 @@ def _one_usage_error(pytester: pytest.Pytester, result: pytest.RunResult, reques
     ('[tool.rageval]\ntarget = "myrag:ask"\n',
      "pyproject.toml:2: [tool.rageval]: unknown key 'target' (rageval_target is an ini key: "
      "set it under [tool.pytest.ini_options])"),
-    ("[tool.rageval.matrix]\ntop_k = [5, 10]\n",
-     "pyproject.toml:1: unknown table [tool.rageval.matrix] (config matrices are not built in this version"),
+    ("[tool.rageval.matrix]\ntop_k = [5, 10]\nexclude = [{topk = 5}]\n",
+     "pyproject.toml:1: [tool.rageval.matrix] exclude[0]: unknown axis 'topk' (did you mean 'top_k'?)"),
     ("[tool.rageval.thresholds]\nmrr = 0.5\n\n[tool.rageval.thresholds.multi_hop]\nrecal_all_at_k = 1\n",
      "pyproject.toml:5: [tool.rageval.thresholds].multi_hop: unknown metric 'recal_all_at_k' (did you mean 'recall_all_at_k'?)"),
     ('[tool.rageval.judge]\njson_mode = "json"\n', "pyproject.toml:2: [tool.rageval.judge] json_mode: Input should be"),

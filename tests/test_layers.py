@@ -17,12 +17,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
      "record", "schema", "anchors", "selection", "resume", "schedule", "commit"),
     # 1 pure logic
-    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability"),
+    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs"),
     # 2 judges and the RAG client
     ("judges.*", "client"),
     # 3 one case, one run folder, the session's set-up
     ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "rescore", "merge", "settings", "judges.factory", "run_setup",
-     "label"),
+     "label", "retrieval_cache"),
     # 4 reports
     ("report.*",),
     # 5 the pytest surface

@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..runfolder import write_text_atomic
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
+from .configs import render_configs
 from .markup import Html, escape, join
 from .repeats import render_section as render_repeat_section
 from .tables import render_aggregates, render_breakdowns, render_header
@@ -106,6 +107,7 @@ def render_report(
         _render_nav(),
         render_aggregates(metrics, deltas),
         render_repeat_section(metrics),
+        render_configs(metrics),
         render_trends(metrics, history, baseline),
         render_breakdowns(metrics),
         render_cases(records),

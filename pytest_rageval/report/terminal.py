@@ -15,6 +15,7 @@ from .. import registry
 from ..sanitize import terminal_safe
 from ..thresholds import Miss, describe_runs, shorten
 from .repeats import summary_lines as repeat_summary_lines
+from .configs import ranking_lines
 
 if TYPE_CHECKING:
     from ..gate import Comparison
@@ -198,6 +199,7 @@ def styled_summary_lines(
     lines.extend((line, _WARN if line.startswith("  flaky:") else {}) for line in repeat_summary_lines(metrics))
     if comparison is not None:
         lines.extend(_comparison_lines(comparison))
+    lines.extend((line, _RED if "REGRESSION" in line or line.startswith("config ") else {}) for line in ranking_lines(metrics))
     lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
     if run_dir is not None:
         lines.append((f"run: {run_dir} (metrics.json, results.jsonl, report.html)", {}))
