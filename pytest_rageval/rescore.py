@@ -22,7 +22,8 @@ the run's (nothing is asked). The new run gets a fresh run id in a new folder
 config.json saying which run it was rescored from with which K and thresholds.
 
 Matrix runs (``[tool.rageval.matrix]``): every record is rescored at the one
-``--k`` given; a ``top_k`` axis is not kept apart here yet.
+``--k`` given; a run whose config matrix has a ``k``/``top_k`` axis is rescored
+with each record at its own config's k, and ``--k`` is refused for it.
 """
 
 from __future__ import annotations
@@ -155,6 +156,10 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     if not stored:  # (a full-text run of an older version: its first record without a trace is named below)
         raise RescoreError(f"{run_dir}: the run was not stored with full text; {FULL_TEXT_HINT}")
     run_k = _run_k(records, snapshot, old_metrics)
+    own_k = _matrix_sets_k(records)
+    if own_k and k is not None:
+        raise RescoreError(f"--k {k}: this run's config matrix sets k per config; rescore it without --k "
+                           "(each config at its own k), with --threshold only")
     new_k = run_k if k is None else k
     if new_k < 1:
         raise RescoreError(f"--k {new_k}: K must be at least 1")
@@ -178,7 +183,7 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
                 jobs.append(job)
         if why is not None:
             carried[why] = carried.get(why, 0) + 1
-    for job in jobs:
+    for job in [] if own_k else jobs:
         stored_k = int(job.record["trace"].get("k") or run_k)
         if new_k > stored_k:
             raise RescoreError(f"--k {new_k}: larger than the K ({stored_k}) {job.record.get('key')} was run at")
@@ -193,7 +198,7 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     per_case = case_config(k=new_k, config_hash=new_hash, judge=judge_fields)
 
     out = list(records)
-    asyncio.run(_replay_all(jobs, out, new_k=new_k, overrides=overrides, judge_name=judge_name,
+    asyncio.run(_replay_all(jobs, out, new_k=None if own_k else new_k, run_k=run_k, overrides=overrides, judge_name=judge_name,
                             judge_desc=judge_desc or {}, judge_metrics=judge_metrics, limits=limits, per_case=per_case))
 
     aggregator = Aggregator()
@@ -224,6 +229,11 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     result.lines = _summary(result, jobs, carried, run_k=run_k, new_k=new_k, overrides=overrides,
                             judge_name=judge_name, old_metrics=old_metrics, latest_kept=kept)
     return result
+
+
+def _matrix_sets_k(records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the run's config matrix has a ``k``/``top_k`` axis (its records were run at their config's k)."""
+    return any(isinstance(r.get("matrix"), dict) and ("k" in r["matrix"] or "top_k" in r["matrix"]) for r in records)
 
 
 def _run_k(records: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Any], old_metrics: Mapping[str, Any]) -> int:
@@ -286,10 +296,12 @@ def _response(source: Mapping[str, Any]) -> RagResponse:
                        retrieved_chunks=chunks("retrieved_chunks"), references=chunks("references"))
 
 
-async def _replay_all(jobs: Sequence[_Job], out: list[dict[str, Any]], *, new_k: int, overrides: Mapping[str, Threshold],
+async def _replay_all(jobs: Sequence[_Job], out: list[dict[str, Any]], *, new_k: Optional[int], run_k: int, overrides: Mapping[str, Threshold],
                       judge_name: str, judge_desc: Mapping[str, Any], judge_metrics: tuple[str, ...], limits: Limits,
                       per_case: Mapping[str, Any]) -> None:
-    """Replay each job through runner.evaluate_case and put the new record in its place in ``out``."""
+    """Replay each job through runner.evaluate_case and put the new record in its place in ``out``.
+
+    ``new_k`` None: each record at the K it was run at (a config matrix with a k axis)."""
     lexical = LexicalJudge(judge_desc.get("citation_patterns") or ()) if judge_name == "lexical" else None
     judged = _thresholds.judge_metrics()
     for job in jobs:
@@ -303,7 +315,8 @@ async def _replay_all(jobs: Sequence[_Job], out: list[dict[str, Any]], *, new_k:
         limit.update(overrides)
         if setup is None:  # as thresholds.resolve_thresholds: judge thresholds apply only with a judge
             limit = {m: v for m, v in limit.items() if m not in judged}
-        opts = RunOptions(k=new_k, require_snippets=job.require_snippets, store_full_text=True, limits=limits)
+        k = new_k if new_k is not None else int(job.record["trace"].get("k") or run_k)
+        opts = RunOptions(k=k, require_snippets=job.require_snippets, store_full_text=True, limits=limits)
         new = await evaluate_case(job.case, StoredClient(job.responses, job.latencies), opts, limit, key=str(job.record.get("key")),
                                   file=str(job.record.get("file")), line=int(job.record.get("line") or 0), judge=setup)
         out[job.index] = _merged(job, dict(new), carried_verdicts=lexical is None and judge is not None, per_case=per_case)

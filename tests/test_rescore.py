@@ -286,3 +286,21 @@ def test_the_demo_rescored_at_k5_equals_its_k5_run(pytester: pytest.Pytester) ->
     new = newest(pytester.path / "results")
     assert without_latency(metrics_of(new)) == without_latency(metrics_of(out[1]))
     assert without_latency(records_of(new)) == without_latency(records_of(out[1]))
+
+
+def test_a_matrix_run_with_a_k_axis_is_rescored_at_each_configs_own_k(project: pytest.Pytester,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with AskServer(rag) as srv:
+        made = run(project, srv.url, 5, "--rageval-store-full-text", "--rageval-matrix=top_k=3,5")
+        asked = len(srv.requests)
+        assert "config matrix sets k per config" in refusal(capsys, "rescore", str(made), "--k", "2")
+        done = rescore(made, "--threshold", "mrr=0.0")
+        assert done.returncode == 0, done.stderr
+        assert len(srv.requests) == asked
+    again = newest(project.path / "results")
+    assert again != made
+    old, new = metrics_of(made)["by_config"], metrics_of(again)["by_config"]
+    assert sorted(old) == sorted(new) == ["top_k=3", "top_k=5"]
+    for config in old:  # each config at its own k: the retrieval numbers of the run itself
+        assert new[config]["aggregate_metrics"]["recall_at_k_avg"] == old[config]["aggregate_metrics"]["recall_at_k_avg"]
+        assert new[config]["aggregate_metrics"]["precision_at_k_avg"] == old[config]["aggregate_metrics"]["precision_at_k_avg"]
