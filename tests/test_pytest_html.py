@@ -148,8 +148,11 @@ def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
     bad = extras_html(report_tests(page), "bad")
     verdicts = bad[bad.index("<h4>Judge verdicts</h4>"):]
-    assert "<code>groundedness</code>: score 0.000" in verdicts and "claims share" in verdicts  # score, reasoning
+    assert "<code>groundedness</code> score <strong>0.000</strong>" in verdicts and "claims share" in verdicts  # score, reasoning
     assert f"unsupported claims:</div><ul><li>{ESCAPED}</li></ul>" in verdicts and PAYLOAD not in page
+    assert "prompt_tokens" not in verdicts and "cost_usd" not in verdicts  # the heuristic judge spends nothing: no zeros
+    assert "raw" not in verdicts and "{&quot;" not in verdicts  # its raw numbers: no JSON dump (it parsed)
+    assert "judge_cost_usd" not in bad
 
 
 def test_runs_without_pytest_html(pytester: pytest.Pytester, xdist: list[str]) -> None:
