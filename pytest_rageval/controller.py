@@ -531,7 +531,8 @@ class RunController:
         comparison = self.comparison = gate_runs(
             baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
-        self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
+        self.metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"),
+                                      **comparison.as_dict()}
         verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
         self.outcome = GateOutcome(comparison, failed=verdict.failed, reason=self._public(verdict.reason),
                                    refused=comparison.refused, baseline=str(s.baseline))

@@ -110,6 +110,7 @@ class BaselineCases:
     cases: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     records: Optional[RecordIndex] = None
     records_missing: str = ""
+    run_id: Optional[str] = None
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> Optional[BaselineCases]:
@@ -127,17 +128,18 @@ class BaselineCases:
     def from_metrics(cls, metrics: Mapping[str, Any], folder: Optional[Path]) -> BaselineCases:
         raw = metrics.get("cases")
         cases = {str(k): v for k, v in raw.items() if isinstance(v, Mapping)} if isinstance(raw, Mapping) else {}
+        run_id = str(metrics["run_id"]) if metrics.get("run_id") else None
         results = folder / RunFolder.RESULTS if folder is not None else None
         if folder is None or results is None or not results.is_file():
             where = f" beside {folder / RunFolder.METRICS}" if folder is not None else ""
             return cls(cases, None, f"the baseline has no {RunFolder.RESULTS}{where} (a lone metrics.json holds metric "
                                     "values only; point the baseline at a run folder, or at a folder that "
-                                    "--rageval-update-baseline fills, to keep old answers)")
+                                    "--rageval-update-baseline fills, to keep old answers)", run_id)
         try:
             index = RunFolder(folder).record_index()
         except (OSError, ValueError) as exc:
-            return cls(cases, None, f"{results} cannot be read: {exc}")
-        return cls(cases, index, "")
+            return cls(cases, None, f"{results} cannot be read: {exc}", run_id)
+        return cls(cases, index, "", run_id)
 
     def case(self, key: Any) -> Optional[Mapping[str, Any]]:
         """The baseline's metrics.json entry of ``key`` (outcome, metrics), or None."""

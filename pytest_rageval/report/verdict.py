@@ -63,13 +63,15 @@ def render_verdict(outcome: Optional[GateOutcome]) -> Html:
     parts = [Html('<section id="verdict" class="verdict-block {}"><h2>{}</h2>').format(cls, VERDICT_TITLES[kind])]
     if outcome.baseline:
         parts.append(Html('<div class="muted">baseline <code>{}</code></div>').format(outcome.baseline))
-    if outcome.reason and kind in ("failed", "refused"):
-        parts.append(Html('<div class="reason">{}</div>').format(outcome.reason))
     comparison = outcome.comparison
+    tabled = comparison is not None and comparison.regressed and not comparison.coverage_failures
+    reason = bool(outcome.reason) and kind in ("failed", "refused") and not tabled  # a regression's reason: the table
+    if reason:
+        parts.append(Html('<div class="reason">{}</div>').format(outcome.reason))
     if comparison is not None and comparison.not_compared and kind != "refused":
         parts.append(Html('<div class="reason">not compared: {}</div>').format(comparison.not_compared))
     parts.append(_regressed_table(outcome))
-    if comparison is not None:
+    if comparison is not None and not reason:
         parts.extend(Html('<div class="reason">{}</div>').format(f) for f in comparison.coverage_failures)
     parts.append(_flipped_line(outcome))
     parts.append(Html("</section>"))
