@@ -534,6 +534,7 @@ class RunController:
         self.metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"),
                                       **comparison.as_dict()}
         verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
+        _ = self.baseline_cases  # read now: a baseline named by an output folder's `latest` moves to this run next
         self.outcome = GateOutcome(comparison, failed=verdict.failed, reason=self._public(verdict.reason),
                                    refused=comparison.refused, baseline=str(s.baseline))
         self.metrics["comparison"]["gate"] = self.outcome.as_dict()  # `rageval report` shows the same verdict

@@ -11,6 +11,7 @@ first ``MAX_DIFF_WORDS`` words and the section says so.
 from __future__ import annotations
 
 import difflib
+import html
 import re
 from typing import Any, Mapping, Optional
 
@@ -22,28 +23,39 @@ __all__ = ["MAX_DIFF_WORDS", "chunk_moves", "render_since", "word_diff"]
 MAX_DIFF_WORDS = 1500
 
 _WORD = re.compile(r"\S+\s*|\s+")
+#: per-case values that differ run to run by nature (the card's details show them)
+_NOT_COMPARED = frozenset({"latency_ms"})
 
 
 def word_diff(old: str, new: str, limit: int = MAX_DIFF_WORDS) -> tuple[Html, Html, bool]:
-    """(old with deleted words in ``<del>``, new with inserted words in ``<ins>``, whether the diff was cut)."""
+    """(old with deleted words in ``<del>``, new with inserted words in ``<ins>``, whether the diff was cut).
+
+    Built as plain strings (every piece of text through ``html.escape``) and made a fragment once: a
+    report diffs a thousand answers, and a fragment per word would cost more than the diff.
+    """
     a, b = _WORD.findall(old), _WORD.findall(new)
     cut = len(a) > limit or len(b) > limit
-    a_head, a_tail, b_head, b_tail = a[:limit], a[limit:], b[:limit], b[limit:]
+    a_head, b_head = a[:limit], b[:limit]
     matcher = difflib.SequenceMatcher(None, [w.strip() for w in a_head], [w.strip() for w in b_head], autojunk=False)
-    old_parts: list[Html] = []
-    new_parts: list[Html] = []
+    old_parts: list[str] = []
+    new_parts: list[str] = []
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        removed, added = _text(a_head[i1:i2]), _text(b_head[j1:j2])
         if op == "equal":
-            old_parts.append(escape("".join(a_head[i1:i2])))
-            new_parts.append(escape("".join(b_head[j1:j2])))
+            old_parts.append(removed)
+            new_parts.append(added)
             continue
-        if i2 > i1:
-            old_parts.append(Html("<del>{}</del>").format("".join(a_head[i1:i2])))
-        if j2 > j1:
-            new_parts.append(Html("<ins>{}</ins>").format("".join(b_head[j1:j2])))
-    old_parts.append(escape("".join(a_tail)))
-    new_parts.append(escape("".join(b_tail)))
-    return join(old_parts), join(new_parts), cut
+        if removed:
+            old_parts.append(f"<del>{removed}</del>")
+        if added:
+            new_parts.append(f"<ins>{added}</ins>")
+    old_parts.append(_text(a[limit:]))
+    new_parts.append(_text(b[limit:]))
+    return Html("".join(old_parts)), Html("".join(new_parts)), cut
+
+
+def _text(words: list[str]) -> str:
+    return html.escape("".join(words), quote=True)
 
 
 def _chunk_id(chunk: Mapping[str, Any]) -> tuple[str, str]:
@@ -99,6 +111,8 @@ def chunk_moves(old: Any, new: Any) -> list[Move]:
 def _metric_rows(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Html]:
     rows = []
     for name in [*new, *(n for n in old if n not in new)]:
+        if name in _NOT_COMPARED:
+            continue
         before: Any = old.get(name)
         now: Any = new.get(name)
         if not (is_number(before) or is_number(now)):
