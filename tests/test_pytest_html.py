@@ -144,7 +144,9 @@ def test_summary_shows_baseline_deltas(pytester: pytest.Pytester) -> None:
 def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
-        pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html")
+        result = pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html")
+    judge_line = [line for line in result.stdout.lines if line.startswith("judge: lexical")]
+    assert len(judge_line) == 1 and "tokens" not in judge_line[0] and "$" not in judge_line[0]  # no zero spend on the terminal
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
     bad = extras_html(report_tests(page), "bad")
     verdicts = bad[bad.index("<h4>Judge verdicts</h4>"):]

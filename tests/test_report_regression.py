@@ -282,3 +282,20 @@ def test_case_anchors_place_flipped_cases_first_and_record_index_reads_one_recor
                                                        "cases": {"s.jsonl::b": {"outcome": "passed", "metrics": {"mrr": 1.0}}}}))
     cases = BaselineCases.load(tmp_path)
     assert cases is not None and cases.run_id == "b1" and cases.record("s.jsonl::b")["answer"] == "answer b"  # type: ignore[index]
+
+
+def test_judge_verdicts_show_as_fields_and_raw_only_when_unparsed() -> None:
+    from pytest_rageval.report.cards import render_case_body
+
+    record = {"key": "s.jsonl::j", "outcome": "failed", "cost": {"judge_tokens": 0, "judge_cost_usd": 0.0},
+              "judge": {"groundedness": {"metric": "groundedness", "score": 0.25, "reasoning": "<b>half</b>",
+                                         "unsupported_claims": ["<i>x</i>"], "raw": '{"score": 0.25}', "prompt_tokens": 0,
+                                         "cost_usd": 0.0, "attempts": 1},
+                        "abstention": {"metric": "abstention", "label": True, "raw": "yes", "prompt_tokens": 12},
+                        "correctness": {"metric": "correctness", "score": None, "raw": "<script>no json</script>"}}}
+    body = str(render_case_body(record))
+    assert "<code>groundedness</code> score <strong>0.250</strong>" in body and "&lt;b&gt;half&lt;/b&gt;" in body
+    assert "<code>abstention</code> label <strong>yes</strong>" in body and "<dt>prompt_tokens</dt>" in body  # spent: shown
+    assert body.count("prompt_tokens") == 1 and "cost_usd" not in body and "attempts" not in body and "judge_tokens" not in body
+    assert body.count("raw answer") == 1 and "<details class=\"raw\"><summary>" in body  # only the unparsed one, collapsed
+    assert "&lt;script&gt;no json&lt;/script&gt;" in body and "{&quot;score" not in body
