@@ -299,3 +299,26 @@ def test_judge_verdicts_show_as_fields_and_raw_only_when_unparsed() -> None:
     assert body.count("prompt_tokens") == 1 and "cost_usd" not in body and "attempts" not in body and "judge_tokens" not in body
     assert body.count("raw answer") == 1 and "<details class=\"raw\"><summary>" in body  # only the unparsed one, collapsed
     assert "&lt;script&gt;no json&lt;/script&gt;" in body and "{&quot;score" not in body
+
+
+def test_a_refused_baseline_in_a_run_masks_secrets_on_the_page_and_when_rebuilt(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+    pytester.makeini("[pytest]\nrageval_headers =\n    X-Api-Key: ${RAG_KEY}\n")
+    monkeypatch.setenv("RAG_KEY", "s3cr3t-key")
+    baseline = {"aggregate_metrics": {"mrr_avg": "http://u:hunter22@h/?token=tok9876", "recall_at_k_avg": "s3cr3t-key"}}
+    (pytester.path / "base.json").write_text(json.dumps(baseline))
+    with AskServer(Rag()) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider",
+                                    "--rageval-baseline=base.json")
+    assert result.ret == 1
+    run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+    page = (run / "report.html").read_text(encoding="utf-8")
+    verdict = page[page.index('id="verdict"'):page.index("</section>")]
+    assert "baseline REFUSED" in verdict and "mrr_avg is" in verdict
+    for secret in ("hunter22", "tok9876", "s3cr3t-key"):
+        assert secret not in page and secret not in (run / "metrics.json").read_text()
+    (run / "report.html").unlink()
+    monkeypatch.delenv("RAG_KEY")
+    assert rageval(["report", str(run)]) == 0
+    assert (run / "report.html").read_text(encoding="utf-8") == page
