@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .case_runner import RunnerTotals
     from .collect import EvalCollection
     from .schema import EvalCase
+    from .report.baseline import BaselineCases, GateOutcome
 
 
 class RunController:
@@ -66,6 +67,8 @@ class RunController:
         self.comparison: Optional[Comparison] = None
         self.baseline: Optional[dict[str, Any]] = None  # the compared baseline's metrics.json: trend charts draw it
         self._commit: Optional[tuple[Optional[str]]] = None  # (the commit,) once asked
+        self.outcome: Optional["GateOutcome"] = None  # the gate's outcome as the reports show it (None: not gated)
+        self._baseline_cases: Any = False  # BaselineCases or None once loaded (False: not yet)
         self.gate_notes: list[str] = []
         self.gate_failed = False
         self.gate_reason = ""  # the session's last line when the gate failed
@@ -460,17 +463,31 @@ class RunController:
             "judge": judge_setup.judge.describe() if judge_setup is not None else None,
         }
 
+    @property
+    def baseline_cases(self) -> Optional["BaselineCases"]:
+        """The baseline's cases (metrics.json ``cases``, its results.jsonl when beside it) for the "Since baseline"
+        sections of report.html and pytest-html; None without a baseline to compare (or when updating it)."""
+        if self._baseline_cases is False:
+            from .report.baseline import BaselineCases
+
+            s = self.settings
+            self._baseline_cases = None if s.baseline is None or s.update_baseline else BaselineCases.load(s.baseline)
+        return self._baseline_cases if self._baseline_cases is not False else None
+
     def write_html(self) -> None:
         from .report.html import load_history, write_report
 
         assert self.writer is not None and self.metrics is not None
         history = [m for m in load_history(self.settings.output_dir) if m.get("run_id") != self.writer.run_id]
+        compared = self.comparison is not None and not self.comparison.refused
         write_report(
             self.writer.run_dir / "report.html",
             self.metrics,
             read_records(self.writer.run_dir),
             deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
             history=history,
+            outcome=self.outcome,
+            baseline_cases=self.baseline_cases if compared else None,
             baseline=self.baseline,
         )
 
@@ -492,7 +509,8 @@ class RunController:
         comparison = self.comparison
         flipped = set(comparison.flipped_to_fail + comparison.flipped_to_pass) if comparison is not None else set()
         try:
-            anchors = case_anchors(read_records(self.writer.run_dir), flipped) if flipped else {}
+            anchors = case_anchors(read_records(self.writer.run_dir), flipped, to_fail=comparison.flipped_to_fail,
+                                   to_pass=comparison.flipped_to_pass) if comparison is not None and flipped else {}
         except (RunFolderError, OSError):
             anchors = {}  # the report was not written either (a note says why): cases are listed without links
         public = self._public
@@ -517,10 +535,13 @@ class RunController:
         """Compare with the baseline (gate.gate_runs, gate.gate_verdict), or write it; fail the session unless the gate passed."""
         s = self.settings
         assert self.metrics is not None
+        from .report.baseline import GateOutcome
+
         if s.baseline is None:
             if s.update_baseline:
                 self.gate_notes.append("--rageval-update-baseline needs --rageval-baseline PATH (or ini rageval_baseline)")
                 self._fail(session, self.gate_notes[-1])
+                self.outcome = GateOutcome(failed=True, reason=self.gate_notes[-1])
             return
         # A folder, or a new path not naming a .json file, gets metrics.json inside.
         is_folder = s.baseline.is_dir() or (not s.baseline.exists() and s.baseline.suffix != ".json")
@@ -528,6 +549,7 @@ class RunController:
         if s.update_baseline:
             write_json_atomic(target, self.metrics)
             self.gate_notes.append(f"baseline updated: {target}")
+            self._keep_baseline_records(target, is_folder)
             m = self.metrics
             if m.get("failed") or m.get("errors"):
                 self.gate_notes.append(
@@ -544,6 +566,8 @@ class RunController:
         except ValueError as exc:
             self.gate_notes.append(f"baseline refused: {self._public(str(exc))}")
             self._fail(session, self.gate_notes[-1])
+            self.outcome = GateOutcome(failed=True, reason=self.gate_notes[-1], refused=True, baseline=str(s.baseline))
+            self.metrics["comparison"] = {"baseline": str(s.baseline), "status": "refused", "gate": self.outcome.as_dict()}
             return
         if baseline is None:
             self.gate_notes.append(f"warning: baseline {s.baseline} not found; no regression gate this run")
@@ -551,9 +575,14 @@ class RunController:
         comparison = self.comparison = gate_runs(
             baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
         )
-        self.metrics["comparison"] = {"baseline": str(s.baseline), **comparison.as_dict()}
+        self.metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"),
+                                      **comparison.as_dict()}
         self.baseline = None if comparison.refused else baseline
         verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
+        _ = self.baseline_cases  # read now: a baseline named by an output folder's `latest` moves to this run next
+        self.outcome = GateOutcome(comparison, failed=verdict.failed, reason=self._public(verdict.reason),
+                                   refused=comparison.refused, baseline=str(s.baseline))
+        self.metrics["comparison"]["gate"] = self.outcome.as_dict()  # `rageval report` shows the same verdict
         if verdict.note:
             self.gate_notes.append(verdict.note)
         if verdict.failed:
@@ -571,6 +600,22 @@ class RunController:
         self.metrics["comparison"]["by_config"] = configs.as_dict()
         if configs.failed and not self.gate_failed:
             self._fail(session, configs.reason())
+
+    def _keep_baseline_records(self, target: Path, is_folder: bool) -> None:
+        """A baseline folder gets this run's results.jsonl beside its metrics.json, so later reports can show each
+        case's old answer and chunks; a baseline named as a .json file gets nothing else (a note says so)."""
+        import shutil
+
+        assert self.writer is not None
+        results = target.parent / RunFolder.RESULTS
+        if not is_folder:
+            self.gate_notes.append(f"{target} holds metric values only: later reports show no old answers (name a folder "
+                                   "as --rageval-baseline to keep results.jsonl beside it)")
+            return
+        try:
+            shutil.copyfile(self.writer.results_path, results)
+        except OSError as exc:
+            self.gate_notes.append(f"baseline answers not kept: cannot write {results}: {exc.strerror or exc}")
 
     def _fail(self, session: pytest.Session, reason: str) -> None:
         self.gate_failed = True

@@ -31,6 +31,7 @@ __all__ = [
     "lower_is_better",
     "MetricDelta",
     "Comparison",
+    "baseline_metrics_path",
     "load_baseline",
     "check_invariants",
     "compare",
@@ -215,24 +216,30 @@ def _s(n: Optional[int]) -> str:
 # --------------------------------------------------------------------------- loading
 
 
+def baseline_metrics_path(path: Union[str, Path]) -> Path:
+    """The metrics.json a baseline path names: the file itself, ``metrics.json`` in a run folder, or that of the
+    run an output folder's ``latest`` names (ValueError when ``latest`` cannot be read)."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    candidate = path / "metrics.json"
+    latest = path / "latest"
+    if not candidate.is_file() and latest.is_file():
+        try:
+            run_id = latest.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(f"{latest}: cannot read: {exc}") from exc
+        candidate = path / run_id / "metrics.json" if run_id else candidate
+    return candidate
+
+
 def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
     """Read a baseline: a metrics.json file, a run directory, or an output folder with ``latest``.
 
     Returns None when nothing is there; raises ValueError naming the path when
     the file is not valid JSON or not a metrics.json.
     """
-    path = Path(path)
-    if path.is_dir():
-        candidate = path / "metrics.json"
-        if not candidate.is_file():
-            latest = path / "latest"
-            if latest.is_file():
-                try:
-                    run_id = latest.read_text(encoding="utf-8").strip()
-                except OSError as exc:
-                    raise ValueError(f"{latest}: cannot read: {exc}") from exc
-                candidate = path / run_id / "metrics.json" if run_id else candidate
-        path = candidate
+    path = baseline_metrics_path(path)
     if not path.is_file():
         return None
     try:

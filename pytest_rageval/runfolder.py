@@ -25,7 +25,7 @@ import jsonlines
 from . import safejson
 
 __all__ = [
-    "RECORD_MAX_DEPTH", "Repair", "RunFolder", "RunFolderError", "RunLock", "UnreadableRecord", "check_writable",
+    "RECORD_MAX_DEPTH", "RecordIndex", "Repair", "RunFolder", "RunFolderError", "RunLock", "UnreadableRecord", "check_writable",
     "load_record_line", "read_json_object", "read_records", "repair_results", "write_json_atomic", "write_text_atomic",
 ]
 
@@ -317,9 +317,50 @@ class RunFolder:
         """config.json, or {} when it is missing or unreadable."""
         return read_json_object(self.config_path)
 
+    def record_index(self) -> RecordIndex:
+        """results.jsonl indexed by key (see :class:`RecordIndex`); OSError when it cannot be read."""
+        return RecordIndex(self.results_path)
+
     def repair(self) -> Repair:
         """results.jsonl mended for a resume (see :func:`repair_results`)."""
         return repair_results(self.run_dir)
+
+
+class RecordIndex:
+    """Where each record of a results.jsonl lies, by key: one record is read back at a time.
+
+    Built in one streamed pass (only keys and byte offsets are kept, never the records), so a report
+    of thousands of cases can look up a baseline's old answer and chunks without holding that run.
+    The first record of a key wins; lines that cannot be read are left out (it only shows a run).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._where: dict[str, tuple[int, int]] = {}
+        for line in _lines(self.path):
+            key = line.record.get("key") if line.record is not None else None
+            if isinstance(key, str) and key and key not in self._where:
+                self._where[key] = (line.start, line.end)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._where
+
+    def get(self, key: str) -> Optional[dict[str, Any]]:
+        """The record of ``key`` as read now, or None (not there, or the file changed under it)."""
+        where = self._where.get(key)
+        if where is None:
+            return None
+        start, end = where
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(start)
+                value = load_record_line(fh.read(end - start))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) and value.get("key") == key else None
 
 
 # --------------------------------------------------------------------------- checks and the resume lock

@@ -144,12 +144,17 @@ def test_summary_shows_baseline_deltas(pytester: pytest.Pytester) -> None:
 def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
-        pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html")
+        result = pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html")
+    judge_line = [line for line in result.stdout.lines if line.startswith("judge: lexical")]
+    assert len(judge_line) == 1 and "tokens" not in judge_line[0] and "$" not in judge_line[0]  # no zero spend on the terminal
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
     bad = extras_html(report_tests(page), "bad")
     verdicts = bad[bad.index("<h4>Judge verdicts</h4>"):]
-    assert "<code>groundedness</code>: score 0.000" in verdicts and "claims share" in verdicts  # score, reasoning
+    assert "<code>groundedness</code> score <strong>0.000</strong>" in verdicts and "claims share" in verdicts  # score, reasoning
     assert f"unsupported claims:</div><ul><li>{ESCAPED}</li></ul>" in verdicts and PAYLOAD not in page
+    assert "prompt_tokens" not in verdicts and "cost_usd" not in verdicts  # the heuristic judge spends nothing: no zeros
+    assert "raw" not in verdicts and "{&quot;" not in verdicts  # its raw numbers: no JSON dump (it parsed)
+    assert "judge_cost_usd" not in bad
 
 
 def test_runs_without_pytest_html(pytester: pytest.Pytester, xdist: list[str]) -> None:

@@ -204,7 +204,7 @@ def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) ->
     # null aggregate shows a dash, not 0
     assert re.search(r"<code>groundedness_avg</code></td><td class=\"num\">\u2014</td>", page)
     # breakdowns: groundedness_avg is null in every group -> no column
-    breakdown = page[page.index('id="breakdown"') : page.index('id="failing"')]
+    breakdown = page[page.index('id="breakdown"') : page.index('id="trends"')]
     assert "recall_at_k_avg" in breakdown and "mrr_avg" in breakdown
     assert "groundedness_avg" not in breakdown
     assert "<th>errors</th>" in breakdown
@@ -244,7 +244,7 @@ def test_no_external_resources(metrics: dict, records: list[dict]) -> None:
 def test_trends_chart(metrics: dict, records: list[dict]) -> None:
     page = render_report(metrics, records, history=_history(3))
     assert "<svg" in page
-    trends = page[page.index('id="trends"') : page.index('id="breakdown"')]
+    trends = page[page.index('id="trends"') : page.index('id="others"')]
     assert trends.count("<svg") == 2  # recall_at_k_avg and mrr_avg; groundedness has no points
     assert "<title>20240101-000001, 2024-01-01 00:00 UTC: 0.600</title>" in trends
     assert "4 runs of eval set" in trends  # 3 earlier runs + the current one

@@ -147,7 +147,7 @@ def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(
     flipped = {}
     for title in ("pass to fail", "fail to pass"):
         section = text.split(f"**Flipped from {title}")[1].split("\n\n")[1]
-        flipped[title] = re.findall(rf"^- \[(.*)\]\(results/{run}/report\.html#(case-r?\d+)\)$", section, re.M)
+        flipped[title] = re.findall(rf"^- \[(.*)\]\(results/{run}/report\.html#(case-[fr]?\d+)\)$", section, re.M)
     escaped_hostile = r"eval\_sets/s.jsonl::&lt;img src=x onerror=alert(1)&gt;"
     assert sorted(name for name, _ in flipped["pass to fail"]) == sorted([r"eval\_sets/s.jsonl::drop", escaped_hostile])
     assert [name for name, _ in flipped["fail to pass"]] == [r"eval\_sets/s.jsonl::fix"]

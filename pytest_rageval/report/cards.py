@@ -1,13 +1,17 @@
-"""The case cards of report.html (and pytest-html's extras): texts, error, misses, metrics, chunks, verdicts.
+"""The case cards of report.html (and pytest-html's extras): texts, error, misses, metrics, chunks, verdicts,
+and what changed since the baseline (since.py).
 
-Failed and errored cases come first, in results.jsonl order; :class:`CaseAnchors` fixes each card's element id.
+The page shows the cases in three places (:class:`CaseSections`): the cases that flipped since the baseline
+(pass -> fail, then fail -> pass), the other failed and errored cases, and, after the tables and charts, the
+rest. :class:`CaseAnchors` fixes each card's element id; the CI summary links the same ids.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable
-from typing import Any, Optional, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from ..thresholds import op_for
 from .repeats import heading as repeat_heading
@@ -21,23 +25,30 @@ from .markup import (
     fmt,
     heading_text,
     Html,
+    is_number,
     join,
     kv_list,
     num_td,
     outcome_class,
     table,
 )
+from .since import render_since
 
-__all__ = ["CaseAnchors", "DETAIL_LIMIT", "case_anchors", "render_case_body", "render_cases"]
+if TYPE_CHECKING:
+    from .baseline import BaselineCases
+
+__all__ = ["CaseAnchors", "CaseSections", "DETAIL_LIMIT", "case_anchors", "render_case_body", "render_cases",
+           "render_since_for"]
 
 T = TypeVar("T")
 
 _FIRST_OUTCOMES = frozenset({"failed", "error"})
 
-
-
-#: Passed and skipped cases shown in full; beyond this many, one line each (failed and errored: always in full).
+#: Passed and skipped cases shown in full; beyond this many, one line each (flipped, failed and errored: always in full).
 DETAIL_LIMIT = 500
+
+#: The places of a case on the page, in page order (see :class:`CaseAnchors`).
+TO_FAIL, TO_PASS, FAILING, OTHER = "to_fail", "to_pass", "failing", "other"
 
 
 def _case_label(record: dict) -> str:
@@ -45,29 +56,42 @@ def _case_label(record: dict) -> str:
 
 
 class CaseAnchors:
-    """The id of each case's element in report.html, given in results.jsonl order as :func:`render_cases` places them.
+    """Where each case goes on report.html and its element id, given records in results.jsonl order.
 
-    ``case-<n>`` for the n-th failed or errored case (listed first), ``case-r<n>`` for the n-th other case shown
-    in full (the first ``DETAIL_LIMIT``); the one-line rest has no id. The CI summary (report/markdown.py)
-    links flipped cases with the same ids.
+    A case that flipped since the baseline (its key in ``to_fail`` or ``to_pass``) goes to the flipped
+    section as ``case-f<n>`` (n counts flipped cases in results.jsonl order); another failed or errored case
+    to the failing section as ``case-<n>``; any other case to the last section as ``case-r<n>``, the first
+    ``DETAIL_LIMIT`` in full and the one-line rest without an id. The CI summary (report/markdown.py) links
+    flipped cases with the same ids.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, to_fail: Collection[str] = (), to_pass: Collection[str] = ()) -> None:
+        self.to_fail = frozenset(to_fail)
+        self.to_pass = frozenset(to_pass)
+        self.flipped = 0
         self.first = 0
         self.rest = 0
 
-    def place(self, record: dict) -> tuple[bool, Optional[str]]:
-        """(whether ``record`` is among the failed and errored cases shown first, its element id or None)."""
+    def place(self, record: dict) -> tuple[str, Optional[str]]:
+        """(the section of ``record``: TO_FAIL, TO_PASS, FAILING or OTHER; its element id or None)."""
+        key = record.get("key")
+        if isinstance(key, str) and (key in self.to_fail or key in self.to_pass):
+            self.flipped += 1
+            return (TO_FAIL if key in self.to_fail else TO_PASS), f"case-f{self.flipped - 1}"
         if record.get("outcome") in _FIRST_OUTCOMES:
             self.first += 1
-            return True, f"case-{self.first - 1}"
+            return FAILING, f"case-{self.first - 1}"
         self.rest += 1
-        return False, f"case-r{self.rest - 1}" if self.rest <= DETAIL_LIMIT else None
+        return OTHER, f"case-r{self.rest - 1}" if self.rest <= DETAIL_LIMIT else None
 
 
-def case_anchors(records: Iterable[dict], keys: Collection[str]) -> dict[str, str]:
-    """The element id in report.html of each case named in ``keys`` (node ids) that has one."""
-    anchors = CaseAnchors()
+def case_anchors(records: Iterable[dict], keys: Collection[str], *, to_fail: Collection[str] = (),
+                 to_pass: Collection[str] = ()) -> dict[str, str]:
+    """The element id in report.html of each case named in ``keys`` (node ids) that has one.
+
+    ``to_fail``/``to_pass``: the flipped cases, as given to :func:`render_cases` (the gate's comparison).
+    """
+    anchors = CaseAnchors(to_fail, to_pass)
     out: dict[str, str] = {}
     for record in records:
         if not isinstance(record, dict):
@@ -79,33 +103,62 @@ def case_anchors(records: Iterable[dict], keys: Collection[str]) -> dict[str, st
     return out
 
 
-def render_cases(records: Iterable[dict]) -> Html:
-    """Failed and errored cases first, then the others; rendered while reading, so records are not all kept."""
-    first: list[Html] = []
-    index: list[tuple[str, str, str]] = []
-    rest: list[Html] = []
-    anchors = CaseAnchors()
+@dataclass(frozen=True)
+class CaseSections:
+    """The cases as the page places them: ``flipped`` and ``failing`` before the tables, ``others`` after."""
+
+    flipped: Html
+    failing: Html
+    others: Html
+
+
+def render_since_for(record: dict, baseline: Optional["BaselineCases"]) -> Html:
+    """The "Since baseline" section of ``record``'s card (nothing without a baseline or without the case in it)."""
+    if baseline is None:
+        return EMPTY
+    key = record.get("key")
+    old_case = baseline.case(key)
+    if old_case is None:
+        return EMPTY
+    return render_since(record, old_case, baseline.record(key), baseline.records_missing)
+
+
+def render_cases(records: Iterable[dict], *, to_fail: Collection[str] = (), to_pass: Collection[str] = (),
+                 baseline: Optional["BaselineCases"] = None) -> CaseSections:
+    """Flipped cases, then the other failed and errored ones, then the rest; rendered while reading, so
+    records are not all kept. ``baseline`` adds each card's "Since baseline" section."""
+    sections: dict[str, list[Html]] = {TO_FAIL: [], TO_PASS: [], FAILING: [], OTHER: []}
+    index: dict[str, list[tuple[str, str, str]]] = {TO_FAIL: [], TO_PASS: [], FAILING: []}
+    anchors = CaseAnchors(to_fail, to_pass)
     for record in records:
         if not isinstance(record, dict):
             continue
-        shown_first, anchor = anchors.place(record)
-        if shown_first:
-            assert anchor is not None
-            index.append((str(record.get("outcome")), _case_label(record), anchor))
-            first.append(_render_case(record, anchor, open_=True))
-        elif anchor is not None:
-            rest.append(_render_case(record, anchor, open_=False))
-        else:
+        section, anchor = anchors.place(record)
+        if anchor is None:
             cls = outcome_class(record.get("outcome"))
-            rest.append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
-    parts = [Html('<h2 id="failing">Failed and errored cases ({})</h2>').format(len(first))]
-    parts.append(_render_index(index) + join(first) if first else Html('<p class="muted">None.</p>'))
-    parts.append(Html('<h2 id="others">Other cases ({})</h2>').format(len(rest)))
+            sections[OTHER].append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
+            continue
+        if section in index:
+            index[section].append((str(record.get("outcome")), _case_label(record), anchor))
+        since = render_since_for(record, baseline)
+        sections[section].append(_render_case(record, anchor, open_=section in (TO_FAIL, FAILING), since=since))
+    flipped = EMPTY
+    if to_fail or to_pass:
+        n = len(sections[TO_FAIL]) + len(sections[TO_PASS])
+        flipped = Html('<h2 id="flipped">Flipped since the baseline ({})</h2>').format(n)
+        for section, title in ((TO_FAIL, "pass &rarr; fail"), (TO_PASS, "fail &rarr; pass")):
+            flipped += Html('<h3 id="flipped-{}">{} ({})</h3>').format(section.replace("_", "-"), Html(title), len(sections[section]))
+            flipped += _render_index(index[section]) + join(sections[section]) if sections[section] else Html('<p class="muted">None.</p>')
+    failing = Html('<h2 id="failing">{} ({})</h2>').format(
+        "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases", len(sections[FAILING]))
+    failing += _render_index(index[FAILING]) + join(sections[FAILING]) if sections[FAILING] else Html('<p class="muted">None.</p>')
+    rest = sections[OTHER]
+    others = Html('<h2 id="others">Other cases ({})</h2>').format(len(rest))
     if len(rest) > DETAIL_LIMIT:
-        parts.append(Html('<p class="muted">The first {} in full, the rest one line each (results.jsonl has every detail).</p>')
-                     .format(DETAIL_LIMIT))
-    parts.extend(rest)
-    return join(parts)
+        others += Html('<p class="muted">The first {} in full, the rest one line each (results.jsonl has every detail).</p>'
+                       ).format(DETAIL_LIMIT)
+    others += join(rest)
+    return CaseSections(flipped=flipped, failing=failing, others=others)
 
 
 def _render_index(entries: list[tuple[str, str, str]]) -> Html:
@@ -116,22 +169,24 @@ def _render_index(entries: list[tuple[str, str, str]]) -> Html:
     return Html('<ul class="index">{}</ul>').format(items)
 
 
-def _render_case(record: dict, anchor: str, *, open_: bool) -> Html:
+def _render_case(record: dict, anchor: str, *, open_: bool, since: Html = EMPTY) -> Html:
     cls = outcome_class(record.get("outcome"))
     attr = Html(" open") if open_ else EMPTY
     return Html('<details class="case o-{}" id="{}"{}><summary>{}</summary><div>{}</div></details>').format(
-        cls, anchor, attr, _render_summary(record), render_case_body(record)
+        cls, anchor, attr, _render_summary(record), render_case_body(record, since=since)
     )
 
 
-def render_case_body(record: dict) -> Html:
-    """A case's detail: texts, error, misses, metric table, chunks (gold marked), judge verdicts."""
+def render_case_body(record: dict, *, since: Html = EMPTY) -> Html:
+    """A case's detail: texts, error, the repeated runs, misses, metric table, what changed since the baseline
+    (``since``: :func:`render_since_for`), chunks (gold marked), judge verdicts."""
     body = [
         render_repeat_card(record),  # a repeated case: runs passed, its class, which run the details below are from
         _render_case_text(record),
         _render_error(record),
         _render_notes(record.get("notes")),
         _render_misses(record.get("misses"), repeat_heading(record, "Missed metrics")),
+        since,
         _render_case_metrics(record),
         _render_chunks("Retrieved chunks", record.get("retrieved_chunks")),
         _render_chunks("References", record.get("references")),
@@ -285,30 +340,52 @@ def _render_judge(judge: Any) -> Html:
     return join(parts)
 
 
+#: verdict fields shown as fields; the rest as a key/value list (spend: only when not zero)
+_VERDICT_SHOWN = frozenset({"metric", "score", "label", "reasoning", "supported_claims", "unsupported_claims", "raw"})
+_SPEND = ("prompt_tokens", "completion_tokens", "cost_usd")
+
+
 def _render_verdict(metric: str, verdict: Any) -> Html:
+    """Score, label, reasoning and claims as fields; tokens and cost only when spent (never the heuristic judge's
+    zeros); the judge's raw answer only when it gave neither score nor label, collapsed."""
     if not isinstance(verdict, dict):
-        return Html("<h4><code>{}</code>: {}</h4>").format(metric, fmt(verdict))
-    parts = [Html("<h4><code>{}</code>: score {}</h4>").format(metric, fmt(verdict.get("score")))]
+        return Html('<div class="verdict"><h5><code>{}</code>: {}</h5></div>').format(metric, fmt(verdict))
+    head = [Html("<code>{}</code>").format(metric)]
+    if verdict.get("score") is not None:
+        head.append(Html(" score <strong>{}</strong>").format(fmt(verdict.get("score"))))
+    if isinstance(verdict.get("label"), bool):
+        head.append(Html(" label <strong>{}</strong>").format("yes" if verdict["label"] else "no"))
+    if verdict.get("cached"):
+        head.append(Html(' <span class="muted">(cached)</span>'))
+    parts = [Html('<div class="verdict"><h5>{}</h5>').format(join(head))]
     if verdict.get("reasoning"):
         parts.append(Html('<div class="text">{}</div>').format(verdict["reasoning"]))
     for key in ("unsupported_claims", "supported_claims"):
         claims = verdict.get(key)
         if isinstance(claims, list) and claims:
             items = join(Html("<li>{}</li>").format(escape(c)) for c in claims)
-            parts.append(Html("<div>{}:</div><ul>{}</ul>").format(key.replace("_", " "), items))
-    skip = {"score", "reasoning", "unsupported_claims", "supported_claims"}
-    extras = [(k, v) for k, v in verdict.items() if k not in skip and v not in (None, "", [], {})]
+            parts.append(Html('<div class="claims {}">{}:</div><ul>{}</ul>').format(key, key.replace("_", " "), items))
+    extras = [(k, v) for k, v in verdict.items() if k not in _VERDICT_SHOWN and v not in (None, "", [], {})
+              and not (k in _SPEND and _is_zero(v)) and not (k == "attempts" and v == 1) and k != "cached"]
     if extras:
         parts.append(kv_list(extras))
+    if verdict.get("raw") and verdict.get("score") is None and not isinstance(verdict.get("label"), bool):
+        parts.append(Html('<details class="raw"><summary>the judge\'s raw answer (not parsed)</summary>'
+                          '<div class="text">{}</div></details>').format(escape(verdict["raw"])))
+    parts.append(Html("</div>"))
     return join(parts)
 
 
+def _is_zero(value: Any) -> bool:
+    return is_number(value) and value == 0
 
 
 def _render_case_extras(record: dict) -> Html:
     pairs: list[tuple[str, Any]] = []
     for key in ("params", "difficulty", "runs", "latency", "cost", "judge_cache"):
         value = record.get(key)
+        if isinstance(value, dict) and key in ("cost", "judge_cache") and all(_is_zero(v) for v in value.values()):
+            continue  # nothing spent (the heuristic judge, no judge): no row of zeros
         if value not in (None, "", {}, []):
             pairs.append((key, _compact(value)))
     if not pairs:

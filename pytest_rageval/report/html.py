@@ -1,8 +1,9 @@
 """The standalone ``<run_id>/report.html`` page (SPEC section 9): its parts in order, its CSS, writing it.
 
 No JavaScript, no network references: the page renders offline and a Content-Security-Policy forbids
-scripts and remote loads. The parts: tables.py (header, aggregates, breakdowns), cards.py (cases),
-trends.py (charts), all built of markup.Html fragments. Only :func:`write_report` touches files (and
+scripts and remote loads. The parts, regression first: the header with
+the gate's verdict (verdict.py), the flipped cases, the other failed and errored ones (cards.py), the aggregates
+and breakdowns (tables.py), the trends (trends.py), then the other cases; all built of markup.Html fragments. Only :func:`write_report` touches files (and
 trends.load_history); :func:`render_report` is pure.
 """
 
@@ -13,15 +14,19 @@ from pathlib import Path
 from typing import Optional
 
 from ..runfolder import write_text_atomic
+from .baseline import BaselineCases, GateOutcome
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
 from .configs import render_configs
 from .markup import Html, escape, join
 from .repeats import render_section as render_repeat_section
 from .tables import render_aggregates, render_breakdowns, render_header
 from .trends import load_history, render_trends, trend_metrics
+from .verdict import render_verdict
 
 __all__ = [
+    "BaselineCases",
     "CSS",
+    "GateOutcome",
     "CaseAnchors",
     "Html",
     "case_anchors",
@@ -65,21 +70,33 @@ tr.miss td{background:#ffebe9}tr.gold td{background:#fff8c5}tr.regressed td{back
 .chart{display:inline-block;margin:4px 16px 12px 0;background:#fff;border:1px solid #d0d7de}
 .chart svg text{font:11px system-ui,sans-serif;fill:#57606a}
 ul.index{columns:2;margin:4px 0}
+.verdict-block{background:#fff;border:1px solid #d0d7de;border-left:6px solid #6e7781;padding:4px 14px 8px;margin:6px 0 10px;border-radius:4px}
+.verdict-block h2{margin:6px 0;border:0;padding:0}.v-failed{border-left-color:#cf222e}.v-failed h2{color:#cf222e}
+.v-passed{border-left-color:#1a7f37}.v-passed h2{color:#1a7f37}.v-allowed{border-left-color:#9a6700}
+.verdict-block .reason{font-weight:600;margin:4px 0}
+section.since{border-top:1px dashed #d0d7de;margin-top:8px}h5{font-size:13px;margin:8px 0 4px}
+.sbs{display:grid;grid-template-columns:1fr 1fr;gap:8px}.sbs>div{min-width:0}
+.diff del{background:#ffebe9;color:#82071e}.diff ins{background:#dafbe1;color:#116329;text-decoration:none}
+tr.changed td{background:#fff8c5}.mv-up{color:#1a7f37}.mv-down,.mv-dropped{color:#cf222e}.mv-new{color:#0969da}
+.verdict{margin:4px 0 8px}
 """
 
 
 
 
 
-def _render_nav() -> Html:
+def _render_nav(flipped: bool) -> Html:
+    """Links to the page's parts, in page order."""
     links = (
-        ("aggregate", "aggregate"),
+        ("verdict", "verdict"),
+        *((("flipped", "flipped"),) if flipped else ()),
         ("failing", "failed & errored"),
+        ("aggregate", "aggregate"),
         ("breakdown", "breakdown"),
         ("trends", "trends"),
         ("others", "other cases"),
     )
-    return Html('<p class="muted">{}</p>').format(Html(" · ").join(Html('<a href="#{}">{}</a>').format(a, t) for a, t in links))
+    return Html('<p class="muted nav">{}</p>').format(Html(" · ").join(Html('<a href="#{}">{}</a>').format(a, t) for a, t in links))
 
 
 def render_report(
@@ -89,9 +106,15 @@ def render_report(
     deltas: Optional[list[dict]] = None,
     history: Optional[list[dict]] = None,
     title: str = "pytest-rageval report",
+    outcome: Optional[GateOutcome] = None,
+    baseline_cases: Optional[BaselineCases] = None,
     baseline: Optional[dict] = None,
 ) -> str:
-    """The whole standalone HTML page of one run."""
+    """The whole standalone HTML page of one run, regression first.
+
+    ``outcome``: the gate's (None: not gated); ``baseline_cases``: the baseline's cases, for each card's "Since
+    baseline" section (None: no such section); ``baseline``: its metrics.json, a line on the trend charts.
+    """
     metrics = metrics if isinstance(metrics, dict) else {}
     head = Html(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -101,16 +124,21 @@ def render_report(
         "<title>{title} {run_id}</title>"
         "<style>{css}</style></head><body><main>"
     ).format(csp=Html(CSP), title=title, run_id=metrics.get("run_id") or "", css=Html(CSS))  # CSP, CSS: our own text
+    to_fail = outcome.flipped_to_fail if outcome is not None else []
+    to_pass = outcome.flipped_to_pass if outcome is not None else []
+    cases = render_cases(records, to_fail=to_fail, to_pass=to_pass, baseline=baseline_cases)
     parts = [
         head,
-        render_header(metrics, title),
-        _render_nav(),
+        render_header(metrics, title, render_verdict(outcome)),
+        _render_nav(bool(to_fail or to_pass)),
+        cases.flipped,
+        cases.failing,
         render_aggregates(metrics, deltas),
         render_repeat_section(metrics),
         render_configs(metrics),
-        render_trends(metrics, history, baseline),
         render_breakdowns(metrics),
-        render_cases(records),
+        render_trends(metrics, history, baseline),
+        cases.others,
         Html('<p class="muted">Generated by pytest-rageval. Standalone page: no scripts, no network.</p>'),
         Html("</main></body></html>\n"),
     ]
@@ -125,9 +153,10 @@ def write_report(
     deltas: Optional[list[dict]] = None,
     history: Optional[list[dict]] = None,
     title: str = "pytest-rageval report",
+    outcome: Optional[GateOutcome] = None,
+    baseline_cases: Optional[BaselineCases] = None,
     baseline: Optional[dict] = None,
 ) -> None:
-    """Render and write the page atomically (temp file in the same folder, then ``os.replace``);
-    ``baseline`` (the compared baseline's metrics.json) is drawn as a line on the trend charts."""
+    """Render and write the page atomically (temp file in the same folder, then ``os.replace``)."""
     write_text_atomic(Path(path), render_report(metrics, records, deltas=deltas, history=history, title=title,
-                                                baseline=baseline))
+                                                outcome=outcome, baseline_cases=baseline_cases, baseline=baseline))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote
 
 from ..sanitize import terminal_safe
+from .baseline import verdict_kind
 
 if TYPE_CHECKING:
     from ..gate import Comparison, MetricDelta
@@ -78,14 +79,13 @@ def _num(value: Optional[float], sign: bool = False) -> str:
     return f"{value:+.3f}" if sign else f"{value:.3f}"
 
 
+#: The headline of each verdict kind (baseline.verdict_kind, shared with report.html's verdict block).
+_HEADLINES = {"failed": "❌ gate FAILED", "refused": "❌ gate FAILED", "not gated": "no baseline compared",
+              "allowed": "⚠️ regressions allowed", "passed": "✅ gate passed"}
+
+
 def _verdict(comparison: Optional["Comparison"], gate_failed: bool) -> str:
-    if gate_failed:
-        return "❌ gate FAILED"
-    if comparison is None:
-        return "no baseline compared"
-    if comparison.regressed:  # and yet not failed: --rageval-allow-regressions
-        return "⚠️ regressions allowed"
-    return "✅ gate passed"
+    return _HEADLINES[verdict_kind(comparison, gate_failed)]
 
 
 def _counts(metrics: Mapping[str, Any]) -> str:

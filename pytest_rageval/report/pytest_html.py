@@ -9,20 +9,18 @@ controller, whose serializer takes no ``str`` subclass.
 
 Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
 
-- ``pytest_runtest_makereport``: the case runner's wrapper (plain
-  ``hookwrapper``) sets ``report.rageval_case`` after its ``yield``. A wrapper's
-  code after ``yield`` runs only after every wrapper inside it has finished, so
-  :class:`HtmlExtras` is ``tryfirst`` (outermost) to see the record; a
-  ``trylast`` wrapper would be innermost and see nothing. pytest-html's own
-  wrapper is also ``tryfirst``; whichever of the two runs later, both keep the
-  extras already on the report.
+- ``pytest_runtest_logreport`` on the process that keeps the results (a serial
+  session, or the xdist controller, where every worker's report arrives with its
+  ``rageval_case``): :class:`HtmlExtras` is ``tryfirst``, so it sets the case's
+  extra (its card, with the "Since baseline" section when the baseline has the
+  case) before the run controller's plain hook drops the record from the report
+  and before pytest-html's ``trylast`` one reads ``report.extras``. Built there,
+  the extra never crosses from a worker, and the baseline is read once.
 - ``pytest_html_results_summary`` is called from pytest-html's ``trylast``
   ``pytest_sessionfinish``, after the run controller's ``tryfirst`` one has
   built ``metrics`` and the baseline ``comparison``.
 - ``pytest_html_results_table_row`` (:class:`EscapedTestIds`) runs on the
   controller, where pytest-html turns reports into rows.
-- Under xdist, reports are made on workers; ``report.extras`` (plain dicts)
-  travels to the controller with the rest of the report's ``__dict__``.
 """
 
 from __future__ import annotations
@@ -35,7 +33,10 @@ from typing import Any, Optional, Protocol
 import pytest
 
 from ..gate import Comparison
+from .baseline import BaselineCases
+from .cards import render_since_for
 from .html import CSS, Html, render_aggregates, render_case_body
+from .markdown import MAX_CASES
 from .terminal import summary_metrics
 
 __all__ = ["EscapedTestIds", "FinishedRun", "HtmlExtras", "HtmlSummary", "case_html", "main_aggregates", "main_metrics", "register",
@@ -56,20 +57,25 @@ class FinishedRun(Protocol):
     @property
     def report_path(self) -> Optional[Path]: ...
 
+    @property
+    def baseline_cases(self) -> Optional[BaselineCases]: ...
+
 
 class HtmlExtras:
-    """Attach each case's detail to its report as one pytest-html ``extras`` entry (workers too)."""
+    """Attach each case's detail to its report as one pytest-html ``extras`` entry, where results are kept."""
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        outcome = yield
-        report: pytest.TestReport = outcome.get_result()
+    def __init__(self, run: FinishedRun) -> None:
+        self.run = run
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "rageval_case", None)
         if not isinstance(record, dict):
             return
         from pytest_html import extras
 
-        report.extras = [*getattr(report, "extras", []), extras.html(case_html(record))]  # type: ignore[attr-defined]
+        html = case_html(record, self.run.baseline_cases)
+        report.extras = [*getattr(report, "extras", []), extras.html(html)]  # type: ignore[attr-defined]
 
 
 class HtmlSummary:
@@ -113,16 +119,17 @@ def register(config: pytest.Config, *, runs_cases: bool, run: Optional[FinishedR
     """
     if not config.getoption("htmlpath", None):
         return
-    if runs_cases:
-        config.pluginmanager.register(HtmlExtras(), "rageval-html-extras")
-    if run is not None:
+    if run is not None:  # ``runs_cases`` no longer matters: extras are made where the reports arrive
+        config.pluginmanager.register(HtmlExtras(run), "rageval-html-extras")
         config.pluginmanager.register(HtmlSummary(run), "rageval-html-summary")
         config.pluginmanager.register(EscapedTestIds(), "rageval-html-test-ids")
 
 
-def case_html(record: dict[str, Any]) -> str:
-    """One case's extra: question, expectations, answer, chunks, metric table, judge, error."""
-    return str(Html('<div class="rageval">{}</div>').format(render_case_body(record)))
+def case_html(record: dict[str, Any], baseline: Optional[BaselineCases] = None) -> str:
+    """One case's extra: question, expectations, answer, chunks, metric table, judge, error, and what changed
+    since the baseline when ``baseline`` has the case."""
+    body = render_case_body(record, since=render_since_for(record, baseline))
+    return str(Html('<div class="rageval">{}</div>').format(body))
 
 
 def summary_html(finished: FinishedRun) -> str:
@@ -141,11 +148,25 @@ def summary_html(finished: FinishedRun) -> str:
     if comparison is not None:
         verdict = comparison.status if comparison.passed else comparison.status.upper()
         parts.append(Html("<p>baseline: <strong>{}</strong> ({})</p>").format(verdict, comparison.reason() or comparison.scope()))
+        parts.append(_flipped_lists(comparison))
     path = finished.report_path
     if path is not None:
         parts.append(Html('<p>rageval report: <a href="{}"><code>{}</code></a></p>').format(path.resolve().as_uri(), path))
     parts.append(Html("</div>"))
     return str(Html("").join(parts))
+
+
+def _flipped_lists(comparison: Comparison) -> Html:
+    """The cases that flipped (pass -> fail first), at most ``MAX_CASES`` of each kind."""
+    parts = []
+    for title, keys, cls in (("pass \u2192 fail", comparison.flipped_to_fail, "to-fail"),
+                             ("fail \u2192 pass", comparison.flipped_to_pass, "to-pass")):
+        if not keys:
+            continue
+        items = Html("").join(Html("<li><code>{}</code></li>").format(k) for k in keys[:MAX_CASES])
+        more = Html("<li>and {} more</li>").format(len(keys) - MAX_CASES) if len(keys) > MAX_CASES else Html("")
+        parts.append(Html('<p>flipped {} ({}):</p><ul class="flipped {}">{}{}</ul>').format(title, len(keys), cls, items, more))
+    return Html("").join(parts)
 
 
 def main_aggregates(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -40,8 +40,9 @@ def _judge_info(metrics: dict) -> tuple[Optional[str], bool]:
     return None, False
 
 
-def render_header(metrics: dict, title: str) -> Html:
-    parts = [Html("<h1>{}</h1>").format(title), Html('<div class="meta">')]
+def render_header(metrics: dict, title: str, verdict: Html = EMPTY) -> Html:
+    """The title, ``verdict`` right under it (html.py: the gate's verdict block), the run's facts and counts."""
+    parts = [Html("<h1>{}</h1>").format(title), verdict, Html('<div class="meta">')]
     parts.append(Html("<span>run <code>{}</code></span>").format(metrics.get("run_id") or DASH))
     parts.append(Html("<span>timestamp {}</span>").format(metrics.get("timestamp") or DASH))
     for key in ("config_hash", "eval_set_hash"):

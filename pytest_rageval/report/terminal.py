@@ -241,10 +241,10 @@ def _judge_line(metrics: Mapping[str, Any]) -> str:
     cache = agg.get("judge_cache") or {}
     cost = agg.get("cost") or {}
     label = f"{name} ({info.get('model')}{'; heuristic scores' if info.get('heuristic') else ''})"
-    return (
-        f"judge: {label}; cache hits {cache.get('hits', 0)}, misses {cache.get('misses', 0)}; "
-        f"{cost.get('judge_total_tokens', 0)} tokens, ~${cost.get('judge_total_usd', 0.0):.4f}"
-    )
+    line = f"judge: {label}; cache hits {cache.get('hits', 0)}, misses {cache.get('misses', 0)}"
+    if info.get("heuristic") and not cost.get("judge_total_tokens") and not cost.get("judge_total_usd"):
+        return line  # an offline heuristic spends nothing: no "0 tokens, ~$0.0000"
+    return f"{line}; {cost.get('judge_total_tokens', 0)} tokens, ~${cost.get('judge_total_usd', 0.0):.4f}"
 
 
 def _is_notable(line: str, comparison: "Comparison") -> bool:

@@ -1,0 +1,79 @@
+"""report.html's verdict block, right under the title: the gate's verdict, which metrics regressed (old -> new,
+delta, 95% interval), and how many cases flipped (linked to the flipped section).
+
+Pure: a :class:`~.baseline.GateOutcome` in (its reason already masked), an Html fragment out.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..gate import MetricDelta
+from .baseline import GateOutcome
+from .markup import DASH, EMPTY, Html, fmt_delta, join, num_td, table
+
+__all__ = ["VERDICT_TITLES", "render_verdict"]
+
+#: The headline of each verdict kind (baseline.verdict_kind).
+VERDICT_TITLES = {
+    "failed": "gate FAILED",
+    "refused": "baseline REFUSED: gate failed",
+    "not gated": "not gated (no baseline)",
+    "allowed": "regressions allowed (--rageval-allow-regressions)",
+    "passed": "gate passed",
+}
+
+
+def _interval(d: MetricDelta) -> Html:
+    if d.ci_low is None or d.ci_high is None:
+        return Html(DASH)
+    return Html("[{}, {}]").format(fmt_delta(d.ci_low), fmt_delta(d.ci_high))
+
+
+def _regressed_table(outcome: GateOutcome) -> Html:
+    comparison = outcome.comparison
+    if comparison is None or comparison.refused or comparison.not_compared:
+        return EMPTY
+    regressed = [d for d in comparison.deltas if d.regressed]
+    scope = Html('<p class="muted">{}.</p>').format(comparison.scope())
+    if not regressed:
+        return scope + (Html("<p>No metric regressed.</p>") if not comparison.coverage_failures else EMPTY)
+    rows = [
+        Html('<tr class="regressed"><td><code>{}</code></td>{}{}{}{}{}</tr>').format(
+            d.name, num_td(d.old), num_td(d.new), num_td(d.delta, fmt_delta), num_td(_interval(d), lambda v: v),
+            num_td(d.tolerance))
+        for d in regressed
+    ]
+    return table(["regressed metric", "baseline", "now", "delta", "95% interval", "tolerance"], rows, "verdict-metrics") + scope
+
+
+def _flipped_line(outcome: GateOutcome) -> Html:
+    to_fail, to_pass = outcome.flipped_to_fail, outcome.flipped_to_pass
+    if outcome.comparison is None or not (to_fail or to_pass):
+        return EMPTY
+    return Html('<p><a href="#flipped-to-fail">{} flipped pass &rarr; fail</a> · '
+                '<a href="#flipped-to-pass">{} flipped fail &rarr; pass</a></p>').format(len(to_fail), len(to_pass))
+
+
+def render_verdict(outcome: Optional[GateOutcome]) -> Html:
+    """The block (``id="verdict"``); ``None``: the page of a run without a gate ("not gated")."""
+    outcome = outcome or GateOutcome()
+    kind = outcome.kind
+    cls = {"failed": "v-failed", "refused": "v-failed", "allowed": "v-allowed", "passed": "v-passed"}.get(kind, "v-none")
+    parts = [Html('<section id="verdict" class="verdict-block {}"><h2>{}</h2>').format(cls, VERDICT_TITLES[kind])]
+    if outcome.baseline:
+        parts.append(Html('<div class="muted">baseline <code>{}</code></div>').format(outcome.baseline))
+    comparison = outcome.comparison
+    tabled = comparison is not None and comparison.regressed and not comparison.coverage_failures
+    reason = bool(outcome.reason) and kind in ("failed", "refused") and not tabled  # a regression's reason: the table
+    if reason:
+        parts.append(Html('<div class="reason">{}</div>').format(outcome.reason))
+    if comparison is not None and comparison.not_compared and kind != "refused":
+        parts.append(Html('<div class="reason">not compared: {}</div>').format(comparison.not_compared))
+    parts.append(_regressed_table(outcome))
+    if comparison is not None and not reason:
+        parts.extend(Html('<div class="reason">{}</div>').format(f) for f in comparison.coverage_failures)
+    parts.append(_flipped_line(outcome))
+    parts.append(Html("</section>"))
+    return join(parts)
+
