@@ -8,6 +8,8 @@ import itertools
 import re
 from html.parser import HTMLParser
 
+from browser import without_own_script
+
 from pytest_rageval.report.html import Html, escape, render_report
 from pytest_rageval.report.pytest_html import case_html
 
@@ -102,7 +104,7 @@ def test_every_record_field_renders_escaped() -> None:
     record_fields = {f for f in h.fields.values() if not f.startswith(("metrics.", "title"))}
     pages = [(render_report(metrics, [record], title=h("title")), record_fields), (case_html(record), record_fields - SUMMARY)]
     for page, fields in pages:
-        assert not injected(page)
+        assert not injected(without_own_script(page) if "<script>" in page else page)
         shown = {h.fields[n] for n in h.fields if h.escaped(n) in page}
         assert fields - NOT_SHOWN - INSIDE_TEXT <= shown, sorted(fields - NOT_SHOWN - INSIDE_TEXT - shown)
         for field in INSIDE_TEXT:

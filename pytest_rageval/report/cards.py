@@ -11,6 +11,7 @@ from typing import Any, Optional, TypeVar
 
 from ..thresholds import op_for
 
+from .browse import card_data
 from .markup import (
     badge,
     EMPTY,
@@ -93,13 +94,13 @@ def render_cases(records: Iterable[dict]) -> Html:
         elif anchor is not None:
             rest.append(_render_case(record, anchor, open_=False))
         else:
-            cls = outcome_class(record.get("outcome"))
-            rest.append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
+            rest.append(_render_light_case(record))
     parts = [Html('<h2 id="failing">Failed and errored cases ({})</h2>').format(len(first))]
     parts.append(_render_index(index) + join(first) if first else Html('<p class="muted">None.</p>'))
     parts.append(Html('<h2 id="others">Other cases ({})</h2>').format(len(rest)))
     if len(rest) > DETAIL_LIMIT:
-        parts.append(Html('<p class="muted">The first {} in full, the rest one line each (results.jsonl has every detail).</p>')
+        parts.append(Html('<p class="muted">The first {} in full; the rest show question, answer and metrics '
+                          '(results.jsonl has every detail).</p>')
                      .format(DETAIL_LIMIT))
     parts.extend(rest)
     return join(parts)
@@ -116,8 +117,19 @@ def _render_index(entries: list[tuple[str, str, str]]) -> Html:
 def _render_case(record: dict, anchor: str, *, open_: bool) -> Html:
     cls = outcome_class(record.get("outcome"))
     attr = Html(" open") if open_ else EMPTY
-    return Html('<details class="case o-{}" id="{}"{}><summary>{}</summary><div>{}</div></details>').format(
-        cls, anchor, attr, _render_summary(record), render_case_body(record)
+    return Html('<details class="case o-{}" id="{}"{}{}><summary>{}</summary><div>{}</div></details>').format(
+        cls, anchor, attr, card_data(record, _case_label(record)), _render_summary(record), render_case_body(record)
+    )
+
+
+def _render_light_case(record: dict) -> Html:
+    """A case beyond DETAIL_LIMIT: a closed card with question, answer and metric values (filterable like the rest)."""
+    cls = outcome_class(record.get("outcome"))
+    values = _field(record, "metrics", dict)
+    metrics = Html(" \u00b7 ").join(Html("<code>{}</code> {}").format(str(n), fmt(v)) for n, v in values.items())
+    return Html('<details class="case o-{} light"{}><summary>{}</summary><div>{}{}</div></details>').format(
+        cls, card_data(record, _case_label(record)), _render_summary(record), _render_case_text(record, light=True),
+        Html('<p class="muted">{}</p>').format(metrics) if values else EMPTY,
     )
 
 
@@ -152,19 +164,27 @@ def _render_summary(record: dict) -> Html:
     return join(parts)
 
 
-def _text_block(label: str, value: Any) -> Html:
-    return Html('<h4>{}</h4><div class="text">{}</div>').format(label, escape(value))
+def _text_block(label: str, value: Any, *, search: bool = False) -> Html:
+    """A labelled text; ``search``: the filter bar's text search looks in it (browse.py)."""
+    attr = Html(" data-s") if search else EMPTY
+    return Html('<h4>{}</h4><div class="text"{}>{}</div>').format(label, attr, escape(value))
 
 
-def _render_case_text(record: dict) -> Html:
+def _render_case_text(record: dict, *, light: bool = False) -> Html:
+    """Where the case is from, its question, expected answer, key facts, answer; ``light``: question and answer only."""
     parts: list[Html] = []
+    if light:
+        for label, key in (("Question", "question"), ("Answer", "answer")):
+            if record.get(key) is not None:
+                parts.append(_text_block(label, record[key], search=True))
+        return join(parts)
     if record.get("file"):
         where = f"{record['file']}:{record['line']}" if record.get("line") else record["file"]
         parts.append(Html('<div class="muted mono">{}</div>').format(where))
     if record.get("answerable") is False:
         parts.append(Html('<div class="muted">unanswerable: the system should abstain</div>'))
     if record.get("question") is not None:
-        parts.append(_text_block("Question", record["question"]))
+        parts.append(_text_block("Question", record["question"], search=True))
     if record.get("reference_answer"):
         parts.append(_text_block("Expected answer", record["reference_answer"]))
     facts = record.get("expected_key_facts")
@@ -173,7 +193,7 @@ def _render_case_text(record: dict) -> Html:
         parts.append(Html("<h4>Expected key facts</h4><ul>{}</ul>").format(items))
     if record.get("answer") is not None:
         label = "Answer (empty)" if record.get("empty_response") else "Answer"
-        parts.append(_text_block(label, record["answer"]))
+        parts.append(_text_block(label, record["answer"], search=True))
     if record.get("abstain_reason"):
         parts.append(_text_block("Abstain reason", record["abstain_reason"]))
     return join(parts)
