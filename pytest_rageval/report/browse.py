@@ -15,8 +15,8 @@ import base64
 import hashlib
 import math
 from typing import Any
+from urllib.parse import quote
 
-from .. import safejson
 from .markup import Html, is_number
 
 __all__ = ["CSP", "CSS", "SCRIPT", "card_data", "render_filter_bar", "render_script"]
@@ -27,9 +27,18 @@ SCRIPT = r"""
   var bar = document.getElementById("rv-filters");
   if (!bar || !window.URLSearchParams || !window.Map) return;
   function $(id) { return document.getElementById(id); }
-  function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
-  function parse(text, fallback) {
-    try { var v = JSON.parse(text || "null"); return v === null ? fallback : v; } catch (e) { return fallback; }
+  function words(text) {
+    return (text || "").split(" ").filter(Boolean).map(function (w) {
+      try { return decodeURIComponent(w); } catch (e) { return w; }
+    });
+  }
+  function metrics(text) {
+    var m = new Map();
+    words(text).forEach(function (w) {
+      var at = w.lastIndexOf("="), v = Number(w.slice(at + 1));
+      if (at > 0 && w.slice(at + 1) !== "" && isFinite(v)) m.set(w.slice(0, at), v);
+    });
+    return m;
   }
   var ctl = {o: $("rv-o"), c: $("rv-c"), t: $("rv-t"), q: $("rv-q"), s: $("rv-s"), d: $("rv-d")};
   var nodes = document.querySelectorAll(".case[data-outcome]");
@@ -41,10 +50,9 @@ SCRIPT = r"""
       runs.push(run);
     }
     run.last = el;
-    var tags = parse(el.getAttribute("data-tags"), []), m = parse(el.getAttribute("data-m"), {});
     cards.push({el: el, i: i, run: run, o: el.getAttribute("data-outcome") || "",
                 c: el.getAttribute("data-cat") || "", id: el.getAttribute("data-id") || "",
-                tags: Array.isArray(tags) ? tags.map(String) : [], m: typeof m === "object" ? m : {}, text: null});
+                tags: words(el.getAttribute("data-tags")), m: metrics(el.getAttribute("data-m")), text: null});
   }
   runs.forEach(function (r) { r.end = document.createComment("end of cases"); r.parent.insertBefore(r.end, r.last.nextSibling); });
 
@@ -64,9 +72,7 @@ SCRIPT = r"""
   fill(ctl.c, function (c) { return c.c; });
   fill(ctl.t, function (c) { return c.tags; });
   var names = new Map();
-  cards.forEach(function (c) {
-    Object.keys(c.m).forEach(function (k) { if (typeof c.m[k] === "number") names.set(k, true); });
-  });
+  cards.forEach(function (c) { c.m.forEach(function (v, k) { names.set(k, true); }); });
   Array.from(names.keys()).sort().forEach(function (k) {
     var opt = document.createElement("option");
     opt.value = "m:" + k;
@@ -77,7 +83,7 @@ SCRIPT = r"""
   var collator = new Intl.Collator("en", {numeric: true});
   function key(c, s) {
     if (s === "id") return c.id;
-    var name = s.slice(2), v = own(c.m, name) ? c.m[name] : null;
+    var v = c.m.get(s.slice(2));
     return typeof v === "number" ? v : null;
   }
   function sort(s, desc) {
@@ -152,6 +158,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{}'".fo
 
 CSS = """
 [hidden]{display:none!important}
+details.case{content-visibility:auto;contain-intrinsic-size:auto 34px}
 .filters{position:sticky;top:0;z-index:2;display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center;
 background:#f6f8fa;border-bottom:1px solid #d0d7de;padding:8px 0;margin:12px 0 4px}
 .filters label{white-space:nowrap}.filters select,.filters input{font:inherit;max-width:14em}
@@ -183,13 +190,18 @@ def _metric_value(value: Any) -> Any:
     if isinstance(value, bool):
         return int(value)
     if is_number(value) and math.isfinite(value):
-        return round(value, 4) if isinstance(value, float) else value
+        return format(round(value, 4), "g") if isinstance(value, float) else value
     return None
 
 
+def _word(text: Any) -> str:
+    """``text`` as one space-free word (percent-encoded, UTF-8; the script decodes it with decodeURIComponent)."""
+    return quote(str(text), safe="")
+
+
 def card_data(record: dict, label: str) -> Html:
-    """A card's ``data-*`` attributes the script filters and sorts on: outcome, category, tags (JSON), metric
-    values (JSON, numbers only), id. Escaped like any attribute; the script reads them as text or JSON."""
+    """A card's ``data-*`` attributes the script filters and sorts on: outcome, category, tags (percent-encoded
+    words), metric values (``name=value`` words, numbers only), id. Escaped like any attribute."""
     outcome = record.get("outcome")
     tags = record.get("tags")
     metrics = record.get("metrics")
@@ -203,7 +215,7 @@ def card_data(record: dict, label: str) -> Html:
     return Html(' data-outcome="{}" data-cat="{}" data-tags="{}" data-m="{}" data-id="{}"').format(
         outcome if isinstance(outcome, str) else "",
         category if isinstance(category, str) else "",
-        safejson.dumps([str(t) for t in tags] if isinstance(tags, list) else [], separators=(",", ":")),
-        safejson.dumps(values, separators=(",", ":")),
+        " ".join(_word(t) for t in tags) if isinstance(tags, list) else "",
+        " ".join(f"{_word(name)}={value}" for name, value in values.items()),
         label,
     )

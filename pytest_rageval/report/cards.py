@@ -126,7 +126,7 @@ def _render_light_case(record: dict) -> Html:
     """A case beyond DETAIL_LIMIT: a closed card with question, answer and metric values (filterable like the rest)."""
     cls = outcome_class(record.get("outcome"))
     values = _field(record, "metrics", dict)
-    metrics = Html(" \u00b7 ").join(Html("<code>{}</code> {}").format(str(n), fmt(v)) for n, v in values.items())
+    metrics = Html(" \u00b7 ").join(Html("{} {}").format(str(n), fmt(v)) for n, v in values.items())
     return Html('<details class="case o-{} light"{}><summary>{}</summary><div>{}{}</div></details>').format(
         cls, card_data(record, _case_label(record)), _render_summary(record), _render_case_text(record, light=True),
         Html('<p class="muted">{}</p>').format(metrics) if values else EMPTY,
