@@ -7,10 +7,17 @@ import html
 import itertools
 import re
 from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlencode
 
-from browser import without_own_script
+import pytest
+from browser import Page, without_own_script
 
-from pytest_rageval.report.html import Html, escape, render_report
+from pytest_rageval import registry
+from pytest_rageval.aggregate import aggregate
+from pytest_rageval.registry import Metric
+
+from pytest_rageval.report.html import Html, escape, render_report, write_report
 from pytest_rageval.report.pytest_html import case_html
 
 
@@ -124,3 +131,44 @@ def test_a_fragment_escapes_what_joins_it_and_keeps_markup() -> None:
     assert escape(None) == "" and isinstance(escape(3), Html)
     assert re.fullmatch(r"<td>3\.142</td>", Html("<td>{:.3f}</td>").format(3.14159))
     assert type(case_html({"question": text})) is str  # a plain str: xdist's serializer takes no str subclass
+
+
+@pytest.mark.usefixtures("needs_chromium")
+def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every field hostile, plus a registered metric with a hostile name (aggregate row, threshold, sort option):
+    in Chromium no dialog opens and no element is made, on load and after filtering by the hostile tag and
+    category, searching and sorting by the hostile metric; the dropdowns show the hostile values as text."""
+    h = Hostile()
+    evil_metric = h("registered metric")
+    monkeypatch.setattr(registry, "METRICS", list(registry.METRICS))
+    registry.register(Metric(evil_metric, "deterministic", (0.0, 1.0), "higher", "all", "avg",
+                             score=lambda case, response, ctx: 0.5, default_threshold=0.25))
+    record = hostile_record(h)
+    record["metrics"][evil_metric] = 0.5
+    records = [record, {**hostile_record(h), "outcome": "passed", "metrics": {evil_metric: 0.75}}]
+    metrics = {"run_id": h("metrics.run_id"), "judge": {"name": h("metrics.judge")}, **aggregate(records)}
+    deltas = [{"name": f"{evil_metric}_avg", "old": 0.9, "new": 0.625, "delta": -0.275, "tolerance": 0.05,
+               "regressed": True}]
+    page = tmp_path / "report.html"
+    write_report(page, metrics, records, deltas=deltas, title=h("title"))
+    assert not injected(without_own_script(page.read_text(encoding="utf-8")))
+    tag, category = records[0]["tags"][0], records[0]["category"]
+    counts = """(() => { const own = document.scripts.length === 1 && document.scripts[0].textContent.includes('rv-filters');
+        const handlers = Array.from(document.querySelectorAll('*')).filter(e => e.getAttributeNames().some(a => a.startsWith('on')));
+        return [own, document.images.length, handlers.length]; })()"""
+    with Page(tmp_path / "profile") as tab:
+        tab.open(page, urlencode({"t": tag, "c": category, "s": f"m:{evil_metric}", "d": "desc"}))
+        assert tab.js(counts) == [True, 0, 0]
+        assert tab.js("document.getElementById('rv-t').value") == tag  # the hostile tag, chosen from the hash
+        options = tab.js("Array.from(document.querySelectorAll('#rv-t option, #rv-c option, #rv-s option'), o => o.textContent)")
+        assert f"{tag} (1)" in options and f"{category} (1)" in options and evil_metric in options  # type: ignore[operator]
+        assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 1
+        tab.js("const q = document.getElementById('rv-q'); q.value = '<img src=x onerror=alert(1)>';"
+               "document.getElementById('rv-filters').dispatchEvent(new Event('submit', {cancelable: true}))")
+        tab.js("document.getElementById('rv-x').click()")
+        assert tab.js(counts) == [True, 0, 0]
+        assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 2
+        assert tab.js("document.title").startswith("<script>")  # type: ignore[union-attr]
+        dialogs = [e for e in tab.events if e.get("method") == "Page.javascriptDialogOpening"]
+        assert not dialogs
