@@ -70,12 +70,16 @@ class Page:
         self._buffer = b""
         self._next = 0
         self.events: list[dict] = []
-        targets = self._call("Target.getTargets")["targetInfos"]
-        target = next(t["targetId"] for t in targets if t.get("type") == "page")
-        self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        self.call("Page.enable")
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        try:
+            targets = self._call("Target.getTargets")["targetInfos"]
+            target = next(t["targetId"] for t in targets if t.get("type") == "page")
+            self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            self.call("Page.enable")
+            self.call("Emulation.setDeviceMetricsOverride",
+                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> "Page":
         return self
