@@ -50,6 +50,8 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
         assert isinstance(shown, list) and sorted(s.split("::")[1] for s in shown) == expected
         assert tab.js("document.getElementById('rv-n').textContent") == f"{len(expected)} of 5000 cases shown"
         assert tab.js("document.getElementById('rv-filters').hidden") is False
+        # the index of failed and errored cases lists the shown ones
+        assert tab.js("document.querySelectorAll('ul.index li:not([hidden])').length") == len(expected)
         # the options come from the data, with counts
         assert tab.js("Array.from(document.getElementById('rv-t').options, o => o.textContent)") == [
             "all", "alpha (2000)", "beta (2000)", "delta (2000)", "epsilon (2000)", "gamma (2000)"]

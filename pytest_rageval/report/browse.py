@@ -1,7 +1,7 @@
 """Finding cases in a big report.html: the filter bar, the case cards' data attributes, the page's one script.
 
 The script (a few KB of vanilla JS, no network) filters the case cards by outcome, category, tag and a text
-search (question, answer, id), sorts them by id or any metric, and keeps that state in the URL hash
+search (question, answer, id) (and the index of failed cases with them), sorts them by id or any metric, and keeps that state in the URL hash
 (``#o=failed&t=smoke&s=mrr&d=asc``) so a link shares a view. It reads only the cards' ``data-*`` attributes
 and ``[data-s]`` texts and builds the dropdowns with DOM calls and ``textContent``, never ``innerHTML``.
 The page's Content-Security-Policy allows this script alone, by the sha256 of :data:`SCRIPT` (:data:`CSP`),
@@ -55,6 +55,12 @@ SCRIPT = r"""
                 tags: words(el.getAttribute("data-tags")), m: metrics(el.getAttribute("data-m")), text: null});
   }
   runs.forEach(function (r) { r.end = document.createComment("end of cases"); r.parent.insertBefore(r.end, r.last.nextSibling); });
+  var byId = new Map(), links = [];
+  cards.forEach(function (c) { if (c.el.id) byId.set(c.el.id, c); });
+  document.querySelectorAll("ul.index li").forEach(function (li) {
+    var a = li.querySelector("a[href^='#']"), c = a && byId.get(a.getAttribute("href").slice(1));
+    if (c) links.push([li, c]);
+  });
 
   function fill(select, get) {
     var counts = new Map();
@@ -119,6 +125,7 @@ SCRIPT = r"""
       if (c.el.hidden === ok) c.el.hidden = !ok;
       if (ok) shown++;
     });
+    links.forEach(function (l) { if (l[0].hidden !== l[1].el.hidden) l[0].hidden = l[1].el.hidden; });
     var order = ctl.s.value + "/" + ctl.d.value;
     if (order !== sorted) { sort(ctl.s.value, ctl.d.value === "desc"); sorted = order; }
     $("rv-n").textContent = shown + " of " + cards.length + " cases shown";
