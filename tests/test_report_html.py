@@ -354,7 +354,7 @@ def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict, reco
     # a light card: closed, filterable (data-*), question, answer and metric values, no chunks or verdicts
     card = light[-1][: light[-1].index("</details>")]
     assert ' data-outcome="passed"' in card and 'data-id="p549"' in card and " open" not in card.split(">")[0]
-    assert "What about pass-001?" in card and "Answer for pass-001." in card and "mrr 1.000" in card
+    assert "What about pass-001?" in card and "Answer for pass-001." in card and "recall_at_k 1 · mrr 1" in card
     assert "Retrieved chunks" not in card and "<table" not in card
     assert page.count('<details class="case o-failed"') == 1
     assert page.index('<details class="case o-failed"') < page.index('<details class="case o-passed"')

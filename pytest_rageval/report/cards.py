@@ -19,6 +19,7 @@ from .markup import (
     fmt,
     heading_text,
     Html,
+    is_number,
     join,
     kv_list,
     num_td,
@@ -126,7 +127,7 @@ def _render_light_case(record: dict) -> Html:
     """A case beyond DETAIL_LIMIT: a closed card with question, answer and metric values (filterable like the rest)."""
     cls = outcome_class(record.get("outcome"))
     values = _field(record, "metrics", dict)
-    metrics = Html(" \u00b7 ").join(Html("{} {}").format(str(n), fmt(v)) for n, v in values.items())
+    metrics = " \u00b7 ".join(f"{n} {_plain(v) if is_number(v) else fmt(v).unescape()}" for n, v in values.items())
     return Html('<details class="case o-{} light"{}><summary>{}</summary><div>{}{}</div></details>').format(
         cls, card_data(record, _case_label(record)), _render_summary(record), _render_case_text(record, light=True),
         Html('<p class="muted">{}</p>').format(metrics) if values else EMPTY,
