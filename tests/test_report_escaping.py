@@ -3,6 +3,8 @@ hostile string in each field, each one numbered, must come out as text, never as
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import itertools
 import re
@@ -172,3 +174,17 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
         assert tab.js("document.title").startswith("<script>")  # type: ignore[union-attr]
         dialogs = [e for e in tab.events if e.get("method") == "Page.javascriptDialogOpening"]
         assert not dialogs
+
+
+def test_the_policy_allows_only_the_pages_own_script_by_its_hash() -> None:
+    """The CSP names the sha256 of the one script the page carries, and nothing that would let another run."""
+    page = render_report({}, [hostile_record(Hostile())])
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)
+    assert csp is not None
+    policy = dict(part.strip().split(" ", 1) for part in html.unescape(csp.group(1)).split(";"))
+    assert policy["default-src"] == "'none'"
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert len(scripts) == 1
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode()
+    assert policy["script-src"] == f"'sha256-{digest}'"  # no 'unsafe-inline', no host, no nonce
+    assert "innerHTML" not in scripts[0] and "insertAdjacentHTML" not in scripts[0]
