@@ -75,6 +75,9 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
         # each section (failed and errored first, then the others) is sorted on its own
         others = values[failed_first - 100:]
         assert others == sorted(others, reverse=True)
+        # each card names the value it is sorted by; errored cases have none
+        labels = tab.js("Array.from(document.querySelectorAll('.case'), e => e.querySelector('.sortval').textContent)")
+        assert isinstance(labels, list) and labels[-1] == f"mrr {float(mrr[-1].split('mrr=')[1]):g}" and "mrr \u2014" in labels
 
         # the text search looks in question, answer and id
         tab.js("document.getElementById('rv-x').click(); const q = document.getElementById('rv-q'); q.value = 'NEEDLE';"

@@ -52,7 +52,7 @@ SCRIPT = r"""
     run.last = el;
     cards.push({el: el, i: i, run: run, o: el.getAttribute("data-outcome") || "",
                 c: el.getAttribute("data-cat") || "", id: el.getAttribute("data-id") || "",
-                tags: words(el.getAttribute("data-tags")), m: metrics(el.getAttribute("data-m")), text: null});
+                tags: words(el.getAttribute("data-tags")), m: metrics(el.getAttribute("data-m")), text: null, label: null});
   }
   runs.forEach(function (r) { r.end = document.createComment("end of cases"); r.parent.insertBefore(r.end, r.last.nextSibling); });
   var byId = new Map(), links = [];
@@ -102,6 +102,19 @@ SCRIPT = r"""
         return (desc ? -r : r) || a.i - b.i;
       });
     }
+    var metric = s.indexOf("m:") === 0;
+    cards.forEach(function (c) {  // the sorted-by value, beside the case's name
+      if (!c.label) {
+        if (!metric) return;
+        c.label = document.createElement("span");
+        c.label.className = "sortval";
+        var summary = c.el.querySelector("summary");
+        if (summary) summary.appendChild(c.label);
+      }
+      var v = metric ? key(c, s) : null;
+      c.label.hidden = !metric;
+      c.label.textContent = metric ? s.slice(2) + " " + (v === null ? "\u2014" : String(Math.round(v * 1000) / 1000)) : "";
+    });
     runs.forEach(function (r) {
       var frag = document.createDocumentFragment();
       list.forEach(function (c) { if (c.run === r) frag.appendChild(c.el); });
@@ -170,6 +183,7 @@ details.case{content-visibility:auto;contain-intrinsic-size:auto 34px}
 background:#f6f8fa;border-bottom:1px solid #d0d7de;padding:8px 0;margin:12px 0 4px}
 .filters label{white-space:nowrap}.filters select,.filters input{font:inherit;max-width:14em}
 .filters input{width:14em}
+.sortval{margin-left:8px;padding:0 6px;border-radius:4px;background:#eef1f4;font-size:12px;font-variant-numeric:tabular-nums}
 """
 
 
