@@ -65,6 +65,9 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
         assert tab.js("location.hash") == "#o=error&s=m%3Amrr&d=desc"
         errored = tab.js(VISIBLE)
         assert isinstance(errored, list) and len(errored) == 100
+        # the other cases' section says that none of its cases is shown
+        assert tab.js("Array.from(document.querySelectorAll('p.muted:not([hidden])'), p => p.textContent)"
+                      ".filter(t => t.startsWith('No case here'))") == ["No case here matches the filters."]
         # errored cases have no metrics: they keep their page order; sorting moves the cards in the page
         assert errored == sorted(errored)
         tab.js("document.getElementById('rv-o').value = ''; document.getElementById('rv-o').dispatchEvent(new Event('change'))")

@@ -46,7 +46,7 @@ SCRIPT = r"""
   for (var i = 0; i < nodes.length; i++) {
     var el = nodes[i], prev = el.previousElementSibling, run = runs[runs.length - 1];
     if (!run || prev !== run.last) {
-      run = {parent: el.parentNode, last: null, end: null};
+      run = {parent: el.parentNode, last: null, end: null, shown: 0};
       runs.push(run);
     }
     run.last = el;
@@ -54,7 +54,13 @@ SCRIPT = r"""
                 c: el.getAttribute("data-cat") || "", id: el.getAttribute("data-id") || "",
                 tags: words(el.getAttribute("data-tags")), m: metrics(el.getAttribute("data-m")), text: null, label: null});
   }
-  runs.forEach(function (r) { r.end = document.createComment("end of cases"); r.parent.insertBefore(r.end, r.last.nextSibling); });
+  runs.forEach(function (r) {
+    r.end = document.createElement("p");  // where sorted cards go back; says so when none here is shown
+    r.end.className = "muted";
+    r.end.hidden = true;
+    r.end.textContent = "No case here matches the filters.";
+    r.parent.insertBefore(r.end, r.last.nextSibling);
+  });
   var byId = new Map(), links = [];
   cards.forEach(function (c) { if (c.el.id) byId.set(c.el.id, c); });
   document.querySelectorAll("ul.index li").forEach(function (li) {
@@ -132,12 +138,14 @@ SCRIPT = r"""
   var sorted = "";
   function apply() {
     var o = ctl.o.value, cat = ctl.c.value, t = ctl.t.value, q = ctl.q.value.trim().toLowerCase(), shown = 0;
+    runs.forEach(function (r) { r.shown = 0; });
     cards.forEach(function (c) {
       var ok = (!o || c.o === o) && (!cat || c.c === cat) && (!t || c.tags.indexOf(t) >= 0) &&
                (!q || text(c).indexOf(q) >= 0);
       if (c.el.hidden === ok) c.el.hidden = !ok;
-      if (ok) shown++;
+      if (ok) { shown++; c.run.shown++; }
     });
+    runs.forEach(function (r) { r.end.hidden = r.shown > 0; });
     links.forEach(function (l) { if (l[0].hidden !== l[1].el.hidden) l[0].hidden = l[1].el.hidden; });
     var order = ctl.s.value + "/" + ctl.d.value;
     if (order !== sorted) { sort(ctl.s.value, ctl.d.value === "desc"); sorted = order; }
