@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import dump_dom
+from browser import dump_dom, without_own_script
 
 from pytest_rageval.report.html import load_history, render_report, write_report
 from pytest_rageval.report.cards import DETAIL_LIMIT
@@ -164,8 +164,8 @@ def test_failed_and_errored_come_first(metrics: dict, records: list[dict]) -> No
     assert last_bad < page.index("skip-001")
     assert first_bad < page.index("evil-001")
     # failed/errored <details> are open, the others collapsed
-    assert re.search(r'<details class="case o-failed" id="case-\d+" open>', page)
-    assert re.search(r'<details class="case o-passed" id="case-r\d+">', page)
+    assert re.search(r'<details class="case o-failed" id="case-\d+" open[ >]', page)
+    assert re.search(r'<details class="case o-passed" id="case-r\d+"[ >]', page)
 
 
 def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
@@ -192,17 +192,27 @@ def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) ->
          "regressed": True, "ci_low": -0.6, "ci_high": -0.2},
         {"name": "mrr_avg", "old": 0.6, "new": 0.625, "delta": 0.025, "tolerance": 0.05,
          "regressed": False, "ci_low": None, "ci_high": None},
+        {"name": "groundedness_avg", "old": 3.5, "new": None, "delta": None, "tolerance": 0.25, "regressed": False},
+        {"name": "latency_p95_ms", "old": 18.0, "new": 20.0, "delta": 2.0, "tolerance": None, "regressed": False},
+        {"name": "error_rate", "old": 0.0, "new": 0.4, "delta": 0.4, "tolerance": 0.02, "regressed": False},
     ]
     page = render_report(metrics, records, deltas=deltas)
     assert "20240101-000003" in page and "2024-01-01T00:00:03Z" in page
     assert "lexical" in page and ">heuristic</span>" in page
     assert "incomplete run" not in page
-    assert "latency.p95_ms" in page and "operational_metrics.error_rate" in page
-    assert "judge_cache.hits" in page
+    aggregate = page[page.index('id="aggregate"') : page.index("</table>", page.index('id="aggregate"'))]
+    # each metric once, under the gate's name; the lexical judge's zero cost is no row; cache hits are
+    assert aggregate.count("<code>latency_p95_ms</code>") == 1 and aggregate.count("<code>error_rate</code>") == 1
+    assert "judge_total_tokens" not in aggregate and "judge_total_usd" not in aggregate
+    assert "judge_cache.hits" in aggregate
+    assert "<th>threshold</th>" in aggregate and "<th>95% CI</th>" in aggregate
+    assert re.search(r"<code>recall_at_k_avg</code></td><td class=\"num\">0\.500</td><td class=\"num\">&gt;= 1</td>",
+                     aggregate)  # the registry's default per-case threshold
     assert page.count("REGRESSED") == 1
     assert "-0.400" in page and "[-0.600, -0.200]" in page and "+0.025" in page
-    # null aggregate shows a dash, not 0
-    assert re.search(r"<code>groundedness_avg</code></td><td class=\"num\">\u2014</td>", page)
+    # a metric null in this run but not in the baseline shows a dash, not 0; one null in both is no row
+    assert re.search(r"<code>groundedness_avg</code></td><td class=\"num\">\u2014</td>", aggregate)
+    assert "abstention_accuracy" not in aggregate
     # breakdowns: groundedness_avg is null in every group -> no column
     breakdown = page[page.index('id="breakdown"') : page.index('id="trends"')]
     assert "recall_at_k_avg" in breakdown and "mrr_avg" in breakdown
@@ -217,7 +227,7 @@ def test_script_payload_is_escaped_everywhere(metrics: dict, records: list[dict]
     history = _history(2) + [{"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z",
                               "aggregate_metrics": {"recall_at_k_avg": 0.1}}]
     page = render_report({**metrics, "run_id": PAYLOAD}, records, history=history, title=PAYLOAD)
-    assert "<script" not in page.lower()
+    assert "<script" not in without_own_script(page).lower()
     assert ESCAPED in page
     # question, answer, chunk text, heading, error message, reasoning all present (escaped)
     for text in (f"Q {ESCAPED}", f"A {ESCAPED}", f"chunk {ESCAPED}", f"# {ESCAPED}", f"500 {ESCAPED}", f"R {ESCAPED}"):
@@ -238,7 +248,7 @@ def test_no_external_resources(metrics: dict, records: list[dict]) -> None:
     assert not re.search(r"""(?:src|href|action|xlink:href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
     assert "http://" not in page and "https://" not in page
     assert "@import" not in page and "url(" not in page
-    assert "<script" not in page.lower()
+    assert "<script" not in without_own_script(page).lower()
 
 
 def test_trends_chart(metrics: dict, records: list[dict]) -> None:
@@ -270,10 +280,10 @@ def test_many_cases_render(metrics: dict) -> None:
                for i in range(5000)]
     page = render_report(metrics, iter(records))
     failed = sum(1 for i in range(5000) if i % 7 == 0)
-    # Every failed case in full; the other cases in full up to the limit, then one line each.
+    # Every failed case in full; the other cases in full up to the limit, then light cards (question, answer, metrics).
     assert page.count('<details class="case o-failed"') == failed
-    assert page.count('<details class="case o-passed"') == 500
-    assert page.count('class="case o-passed compact"') == 5000 - failed - 500
+    assert page.count('<details class="case o-passed" id=') == 500
+    assert page.count('<details class="case o-passed light"') == 5000 - failed - 500
 
 
 def test_load_history(tmp_path: Path) -> None:
@@ -328,18 +338,23 @@ def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, r
     write_report(page, metrics, records, history=_history(3))
     dom = dump_dom(page, tmp_path / "profile")
     assert ESCAPED in dom  # serialised back as text, i.e. it was parsed as text
-    assert "<script" not in dom.lower()
+    assert "<script" not in without_own_script(dom).lower()
     assert "<svg" in dom
     assert "fail-001" in dom
 
 
-def test_beyond_the_detail_limit_other_cases_are_one_line_each(metrics: dict, records: list[dict]) -> None:
-
+def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict, records: list[dict]) -> None:
     passed = next(r for r in records if r.get("outcome") == "passed")
     failed = next(r for r in records if r.get("outcome") == "failed")
     many = [dict(passed, key=f"p{i}") for i in range(DETAIL_LIMIT + 50)] + [failed]
     page = render_report(metrics, many)
-    assert page.count('<details class="case o-passed"') == DETAIL_LIMIT
-    assert page.count('class="case o-passed compact"') == 50
+    assert page.count('<details class="case o-passed" id=') == DETAIL_LIMIT
+    light = page.split('<details class="case o-passed light"')[1:]
+    assert len(light) == 50
+    # a light card: closed, filterable (data-*), question, answer and metric values, no chunks or verdicts
+    card = light[-1][: light[-1].index("</details>")]
+    assert ' data-outcome="passed"' in card and 'data-id="p549"' in card and " open" not in card.split(">")[0]
+    assert "What about pass-001?" in card and "Answer for pass-001." in card and "recall_at_k 1 · mrr 1" in card
+    assert "Retrieved chunks" not in card and "<table" not in card
     assert page.count('<details class="case o-failed"') == 1
     assert page.index('<details class="case o-failed"') < page.index('<details class="case o-passed"')

@@ -18,6 +18,7 @@ from .repeats import heading as repeat_heading
 from .repeats import render_card as render_repeat_card
 from .repeats import runs_line
 
+from .browse import card_data
 from .markup import (
     badge,
     EMPTY,
@@ -135,8 +136,7 @@ def render_cases(records: Iterable[dict], *, to_fail: Collection[str] = (), to_p
             continue
         section, anchor = anchors.place(record)
         if anchor is None:
-            cls = outcome_class(record.get("outcome"))
-            sections[OTHER].append(Html('<div class="case o-{} compact">{}</div>').format(cls, _render_summary(record)))
+            sections[OTHER].append(_render_light_case(record))
             continue
         if section in index:
             index[section].append((str(record.get("outcome")), _case_label(record), anchor))
@@ -155,7 +155,8 @@ def render_cases(records: Iterable[dict], *, to_fail: Collection[str] = (), to_p
     rest = sections[OTHER]
     others = Html('<h2 id="others">Other cases ({})</h2>').format(len(rest))
     if len(rest) > DETAIL_LIMIT:
-        others += Html('<p class="muted">The first {} in full, the rest one line each (results.jsonl has every detail).</p>'
+        others += Html('<p class="muted">The first {} in full; the rest show question, answer and metrics '
+                       '(results.jsonl has every detail).</p>'
                        ).format(DETAIL_LIMIT)
     others += join(rest)
     return CaseSections(flipped=flipped, failing=failing, others=others)
@@ -172,8 +173,19 @@ def _render_index(entries: list[tuple[str, str, str]]) -> Html:
 def _render_case(record: dict, anchor: str, *, open_: bool, since: Html = EMPTY) -> Html:
     cls = outcome_class(record.get("outcome"))
     attr = Html(" open") if open_ else EMPTY
-    return Html('<details class="case o-{}" id="{}"{}><summary>{}</summary><div>{}</div></details>').format(
-        cls, anchor, attr, _render_summary(record), render_case_body(record, since=since)
+    return Html('<details class="case o-{}" id="{}"{}{}><summary>{}</summary><div>{}</div></details>').format(
+        cls, anchor, attr, card_data(record, _case_label(record)), _render_summary(record), render_case_body(record, since=since)
+    )
+
+
+def _render_light_case(record: dict) -> Html:
+    """A case beyond DETAIL_LIMIT: a closed card with question, answer and metric values (filterable like the rest)."""
+    cls = outcome_class(record.get("outcome"))
+    values = _field(record, "metrics", dict)
+    metrics = " \u00b7 ".join(f"{n} {_plain(v) if is_number(v) else fmt(v).unescape()}" for n, v in values.items())
+    return Html('<details class="case o-{} light"{}><summary>{}</summary><div>{}{}</div></details>').format(
+        cls, card_data(record, _case_label(record)), _render_summary(record), _render_case_text(record, light=True),
+        Html('<p class="muted">{}</p>').format(metrics) if values else EMPTY,
     )
 
 
@@ -212,19 +224,27 @@ def _render_summary(record: dict) -> Html:
     return join(parts)
 
 
-def _text_block(label: str, value: Any) -> Html:
-    return Html('<h4>{}</h4><div class="text">{}</div>').format(label, escape(value))
+def _text_block(label: str, value: Any, *, search: bool = False) -> Html:
+    """A labelled text; ``search``: the filter bar's text search looks in it (browse.py)."""
+    attr = Html(" data-s") if search else EMPTY
+    return Html('<h4>{}</h4><div class="text"{}>{}</div>').format(label, attr, escape(value))
 
 
-def _render_case_text(record: dict) -> Html:
+def _render_case_text(record: dict, *, light: bool = False) -> Html:
+    """Where the case is from, its question, expected answer, key facts, answer; ``light``: question and answer only."""
     parts: list[Html] = []
+    if light:
+        for label, key in (("Question", "question"), ("Answer", "answer")):
+            if record.get(key) is not None:
+                parts.append(_text_block(label, record[key], search=True))
+        return join(parts)
     if record.get("file"):
         where = f"{record['file']}:{record['line']}" if record.get("line") else record["file"]
         parts.append(Html('<div class="muted mono">{}</div>').format(where))
     if record.get("answerable") is False:
         parts.append(Html('<div class="muted">unanswerable: the system should abstain</div>'))
     if record.get("question") is not None:
-        parts.append(_text_block("Question", record["question"]))
+        parts.append(_text_block("Question", record["question"], search=True))
     if record.get("reference_answer"):
         parts.append(_text_block("Expected answer", record["reference_answer"]))
     facts = record.get("expected_key_facts")
@@ -233,7 +253,7 @@ def _render_case_text(record: dict) -> Html:
         parts.append(Html("<h4>Expected key facts</h4><ul>{}</ul>").format(items))
     if record.get("answer") is not None:
         label = "Answer (empty)" if record.get("empty_response") else "Answer"
-        parts.append(_text_block(label, record["answer"]))
+        parts.append(_text_block(label, record["answer"], search=True))
     if record.get("abstain_reason"):
         parts.append(_text_block("Abstain reason", record["abstain_reason"]))
     return join(parts)

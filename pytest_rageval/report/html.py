@@ -1,9 +1,10 @@
 """The standalone ``<run_id>/report.html`` page (SPEC section 9): its parts in order, its CSS, writing it.
 
-No JavaScript, no network references: the page renders offline and a Content-Security-Policy forbids
-scripts and remote loads. The parts, regression first: the header with
-the gate's verdict (verdict.py), the flipped cases, the other failed and errored ones (cards.py), the aggregates
-and breakdowns (tables.py), the trends (trends.py), then the other cases; all built of markup.Html fragments. Only :func:`write_report` touches files (and
+No network references: the page renders offline, and its Content-Security-Policy forbids remote loads and
+every script but browse.py's own (the filter bar; by its hash). The parts, regression first: the header with
+the gate's verdict (verdict.py), the filter bar (browse.py), the flipped cases, the other failed and errored
+ones (cards.py), the aggregates and breakdowns (tables.py), the trends (trends.py), then the other cases; all
+built of markup.Html fragments. Only :func:`write_report` touches files (and
 trends.load_history); :func:`render_report` is pure.
 """
 
@@ -13,7 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
-from ..runfolder import write_text_atomic
+from ..runfolder import read_json_object, write_text_atomic
+from . import browse
 from .baseline import BaselineCases, GateOutcome
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
 from .configs import render_configs
@@ -39,18 +41,20 @@ __all__ = [
     "write_report",
 ]
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'"
+CSP = browse.CSP
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
 main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 h3{font-size:15px;margin:14px 0 6px}h4{font-size:14px;margin:12px 0 4px}
-table{border-collapse:collapse;background:#fff;margin:4px 0 8px}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+main{overflow-wrap:anywhere}
+table{border-collapse:collapse;margin:4px 0 8px;display:block;max-width:100%;overflow-x:auto}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top;background:#fff}
+th{overflow-wrap:normal}
 th{background:#eef1f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-.meta{display:flex;flex-wrap:wrap;row-gap:4px}.meta span{margin-right:16px;white-space:nowrap}
+.meta{display:flex;flex-wrap:wrap;row-gap:4px}.meta span{margin-right:16px}
 .warn{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px;margin:8px 0;font-weight:600}
 .badge{display:inline-block;padding:0 6px;border-radius:4px;font-size:12px;font-weight:700;color:#fff;background:#6e7781}
 .b-passed{background:#1a7f37}.b-failed{background:#cf222e}.b-error{background:#bc4c00}
@@ -79,19 +83,23 @@ section.since{border-top:1px dashed #d0d7de;margin-top:8px}h5{font-size:13px;mar
 .diff del{background:#ffebe9;color:#82071e}.diff ins{background:#dafbe1;color:#116329;text-decoration:none}
 tr.changed td{background:#fff8c5}.mv-up{color:#1a7f37}.mv-down,.mv-dropped{color:#cf222e}.mv-new{color:#0969da}
 .verdict{margin:4px 0 8px}
-"""
+@media (max-width:700px){main{padding:8px 10px 32px}ul.index{columns:1}.sbs{grid-template-columns:1fr}}
+""" + browse.CSS
 
 
 
 
 
-def _render_nav(flipped: bool) -> Html:
-    """Links to the page's parts, in page order."""
+def _render_nav(flipped: bool, metrics: dict) -> Html:
+    """Links to the page's parts, in page order (repeated cases and configs when the run has them)."""
+    repeats = metrics.get("repeats")
     links = (
         ("verdict", "verdict"),
         *((("flipped", "flipped"),) if flipped else ()),
         ("failing", "failed & errored"),
         ("aggregate", "aggregate"),
+        *((("repeats", "repeated cases"),) if isinstance(repeats, dict) and repeats.get("repeated_cases") else ()),
+        *((("configs", "configs"),) if (metrics.get("config_ranking") or {}).get("ranked") else ()),
         ("breakdown", "breakdown"),
         ("trends", "trends"),
         ("others", "other cases"),
@@ -109,11 +117,13 @@ def render_report(
     outcome: Optional[GateOutcome] = None,
     baseline_cases: Optional[BaselineCases] = None,
     baseline: Optional[dict] = None,
+    config: Optional[dict] = None,
 ) -> str:
     """The whole standalone HTML page of one run, regression first.
 
     ``outcome``: the gate's (None: not gated); ``baseline_cases``: the baseline's cases, for each card's "Since
-    baseline" section (None: no such section); ``baseline``: its metrics.json, a line on the trend charts.
+    baseline" section (None: no such section); ``baseline``: its metrics.json, a line on the trend charts;
+    ``config``: config.json's ``config``, for the thresholds.
     """
     metrics = metrics if isinstance(metrics, dict) else {}
     head = Html(
@@ -130,17 +140,20 @@ def render_report(
     parts = [
         head,
         render_header(metrics, title, render_verdict(outcome)),
-        _render_nav(bool(to_fail or to_pass)),
+        _render_nav(bool(to_fail or to_pass), metrics),
+        browse.render_filter_bar(),
         cases.flipped,
         cases.failing,
-        render_aggregates(metrics, deltas),
+        render_aggregates(metrics, deltas, config),
         render_repeat_section(metrics),
         render_configs(metrics),
         render_breakdowns(metrics),
         render_trends(metrics, history, baseline),
         cases.others,
-        Html('<p class="muted">Generated by pytest-rageval. Standalone page: no scripts, no network.</p>'),
-        Html("</main></body></html>\n"),
+        Html('<p class="muted">Generated by pytest-rageval. Standalone page: no network.</p>'),
+        Html("</main>"),
+        browse.render_script(),
+        Html("</body></html>\n"),
     ]
     return str(join(parts))
 
@@ -156,7 +169,14 @@ def write_report(
     outcome: Optional[GateOutcome] = None,
     baseline_cases: Optional[BaselineCases] = None,
     baseline: Optional[dict] = None,
+    config: Optional[dict] = None,
 ) -> None:
-    """Render and write the page atomically (temp file in the same folder, then ``os.replace``)."""
-    write_text_atomic(Path(path), render_report(metrics, records, deltas=deltas, history=history, title=title,
-                                                outcome=outcome, baseline_cases=baseline_cases, baseline=baseline))
+    """Render and write the page atomically (temp file in the same folder, then ``os.replace``).
+
+    ``config`` defaults to the ``config`` of the run folder's config.json beside ``path`` (when there is one)."""
+    if config is None:
+        recorded = read_json_object(Path(path).parent / "config.json").get("config")
+        config = recorded if isinstance(recorded, dict) else None
+    page = render_report(metrics, records, deltas=deltas, history=history, title=title, outcome=outcome,
+                         baseline_cases=baseline_cases, baseline=baseline, config=config)
+    write_text_atomic(Path(path), page)

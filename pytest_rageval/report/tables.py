@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .. import registry
+from ..thresholds import op_for
 from .markup import (
     badge,
     DASH,
     EMPTY,
     escape,
+    fmt,
     fmt_count,
     fmt_delta,
     Html,
@@ -94,25 +97,94 @@ def _delta_map(deltas: Optional[list[dict]]) -> dict[str, dict]:
     return {str(d.get("name")): d for d in deltas or [] if isinstance(d, dict)}
 
 
-def render_aggregates(metrics: dict, deltas: Optional[list[dict]]) -> Html:
-    rows_data = _flatten(metrics.get("aggregate_metrics") or {})
-    if isinstance(metrics.get("judge_coverage"), dict):
-        rows_data += _flatten(metrics["judge_coverage"], "judge_coverage.")
+def _is_zero(value: Any) -> bool:
+    return value is None or (is_number(value) and value == 0)
+
+
+def _aggregate_values(metrics: dict) -> list[tuple[str, Any]]:
+    """Each aggregate once, under the name the gate's deltas use (``latency_p95_ms``, ``error_rate``); the cost
+    and judge-cache rows only when there is something to say (a heuristic judge spends nothing)."""
+    agg = metrics.get("aggregate_metrics")
+    agg = agg if isinstance(agg, dict) else {}
+    name, heuristic = _judge_info(metrics)
+    spends = bool(name) and not heuristic
+    rows: list[tuple[str, Any]] = []
+    for key, value in agg.items():
+        if key == "latency" and isinstance(value, dict):
+            rows += [(f"latency_{k}", v) for k, v in value.items() if not isinstance(v, dict)]
+        elif key == "operational_metrics" and isinstance(value, dict):
+            rows += [(str(k), v) for k, v in value.items() if not isinstance(v, dict)]
+        elif key in ("cost", "judge_cache") and isinstance(value, dict):
+            pairs = _flatten(value, "judge_cache." if key == "judge_cache" else "")
+            if spends or not all(_is_zero(v) for _, v in pairs):
+                rows += pairs
+        elif key == "judge_coverage":
+            continue
+        elif isinstance(value, dict):
+            rows += _flatten(value, f"{key}.")
+        else:
+            rows.append((str(key), value))
+    coverage = agg.get("judge_coverage", metrics.get("judge_coverage"))
+    if isinstance(coverage, dict):
+        for metric, entry in coverage.items():
+            if isinstance(entry, dict):
+                rows.append((f"judge_coverage.{metric}", entry.get("coverage")))
+    return rows
+
+
+def _thresholds(config: Optional[dict]) -> dict[str, tuple[str, Any, bool]]:
+    """Each aggregate's per-case threshold: (op, value, whether some category sets its own), from the run's
+    config (``--rageval-threshold`` over ``[tool.rageval.thresholds]``) or the registry's default."""
+    table = (config or {}).get("thresholds")
+    table = table if isinstance(table, dict) else {}
+    configured: dict[str, Any] = {}
+    for part in ("global", "cli"):
+        if isinstance(table.get(part), dict):
+            configured.update(table[part])
+    by_category = table.get("by_category")
+    categories = list(by_category.values()) if isinstance(by_category, dict) else []
+    out: dict[str, tuple[str, Any, bool]] = {}
+    for metric in registry.metrics():
+        value = configured.get(metric.name, metric.default_threshold)
+        if metric.aggregate is None or value is None:
+            continue
+        varies = any(isinstance(t, dict) and metric.name in t for t in categories)
+        op = "==" if isinstance(value, bool) else op_for(metric.name)
+        out[metric.aggregate] = (op, value, varies)
+    return out
+
+
+def _threshold_cell(threshold: Optional[tuple[str, Any, bool]]) -> Html:
+    if threshold is None:
+        return Html("<td></td>")
+    op, value, varies = threshold
+    note = Html(' <span class="muted" title="some categories set their own">*</span>') if varies else EMPTY
+    shown = format(value, "g") if is_number(value) else fmt(value)
+    return Html('<td class="num">{} {}{}</td>').format(op, shown, note)
+
+
+def render_aggregates(metrics: dict, deltas: Optional[list[dict]], config: Optional[dict] = None) -> Html:
+    """Each metric that applies (non-null in this run or the baseline) once: value, per-case threshold, and
+    with a baseline its value there, the delta, the 95% interval, the gate's tolerance and status."""
     by_name = _delta_map(deltas)
+    rows_data = _aggregate_values(metrics)
     known = {name for name, _ in rows_data}
     rows_data += [(name, d.get("new")) for name, d in by_name.items() if name not in known]
+    rows_data = [(n, v) for n, v in rows_data if v is not None or (by_name.get(n) or {}).get("old") is not None]
+    thresholds = _thresholds(config)
     with_deltas = deltas is not None
-    headers = ["metric", "value"]
+    headers = ["metric", "value", "threshold"]
     if with_deltas:
-        headers += ["baseline", "delta", "tolerance", "95% CI", "status"]
-    rows = [_aggregate_row(name, value, by_name.get(name), with_deltas) for name, value in rows_data]
+        headers += ["baseline", "delta", "95% CI", "tolerance", "status"]
+    rows = [_aggregate_row(name, value, thresholds.get(name), by_name.get(name), with_deltas) for name, value in rows_data]
     if not rows:
         return Html('<h2 id="aggregate">Aggregate metrics</h2><p class="muted">No aggregate metrics.</p>')
     return Html('<h2 id="aggregate">Aggregate metrics</h2>') + table(headers, rows, "aggregate")
 
 
-def _aggregate_row(name: str, value: Any, delta: Optional[dict], with_deltas: bool) -> Html:
-    cells = Html("<td><code>{}</code></td>{}").format(name, num_td(value))
+def _aggregate_row(name: str, value: Any, threshold: Optional[tuple[str, Any, bool]], delta: Optional[dict],
+                   with_deltas: bool) -> Html:
+    cells = Html("<td><code>{}</code></td>{}{}").format(name, num_td(value), _threshold_cell(threshold))
     if not with_deltas:
         return Html("<tr>{}</tr>").format(cells)
     if delta is None:
@@ -122,8 +194,8 @@ def _aggregate_row(name: str, value: Any, delta: Optional[dict], with_deltas: bo
     cells += (
         num_td(delta.get("old"))
         + num_td(delta.get("delta"), fmt_delta)
-        + num_td(delta.get("tolerance"))
         + num_td(_ci_text(delta), lambda v: v)
+        + num_td(delta.get("tolerance"))
         + Html("<td>{}</td>").format(status)
     )
     cls = Html(' class="regressed"') if regressed else EMPTY
