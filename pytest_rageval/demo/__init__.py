@@ -21,13 +21,19 @@ vocabulary in the top chunks, or a name the notes never mention), and an
 extractive answer from the best sentences of the top chunks (``answerer``),
 which are cited in ``references``. ``engine.ask`` ties them together.
 
+Params: ``k`` / ``top_k`` (the depth; the answer is built from the top-k
+chunks) and ``alpha`` (0..1, default 0): the weight of a second signal, the
+title match (how much of the question's idf mass is in the chunk's headings and
+note file name), in a hybrid score ``(1 - alpha) * BM25 / best BM25 + alpha *
+title match``. ``alpha`` = 0 is plain BM25, exactly as without the param.
+
 Forum posts are dated and some contradict older notes (reporting cadence,
 election schedule, GCP council), which gives the eval set its recency and
 conflict questions (``eval_sets/demo.jsonl``).
 
 Use it as a Python target (``pytest_rageval.demo:ask``) or over HTTP:
 ``python -m pytest_rageval.demo serve --port 8000`` then
-``POST /api/v1/ask?debug=true`` with ``{"question": ..., "k": 5}``.
+``POST /api/v1/ask?debug=true`` with ``{"question": ..., "k": 5, "alpha": 0.3}``.
 """
 
 from __future__ import annotations

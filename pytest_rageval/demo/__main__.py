@@ -1,7 +1,7 @@
 """Command line of the demo RAG.
 
 ``python -m pytest_rageval.demo serve [--host 127.0.0.1] [--port 8000]``
-``python -m pytest_rageval.demo ask "question" [--k 5]``
+``python -m pytest_rageval.demo ask "question" [--k 5] [--alpha 0.0]``
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     question = sub.add_parser("ask", help="answer one question and print the JSON response")
     question.add_argument("question")
     question.add_argument("--k", type=int, default=5)
+    question.add_argument("--alpha", type=float, default=0.0, help="weight of the title match (0..1; 0 = BM25 only)")
     return parser
 
 
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "ask":
         try:
-            response = ask(args.question, {"k": args.k})
+            response = ask(args.question, {"k": args.k, "alpha": args.alpha})
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

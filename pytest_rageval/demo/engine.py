@@ -39,17 +39,37 @@ def _k_from(params: Mapping[str, Any]) -> int:
     return min(value, MAX_K)
 
 
+def _alpha_from(params: Mapping[str, Any]) -> float:
+    """Hybrid weight ``alpha``: a number from 0 (BM25 only, the default) to 1 (title match only)."""
+    value = params.get("alpha")
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"alpha must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
 def chunk_dict(hit: Hit) -> dict[str, Any]:
-    """A hit in the default chunk shape."""
+    """A hit in the default chunk shape.
+
+    BM25 only: ``score_lexical`` = ``score_final`` = the BM25 score, ``score_vector`` null.
+    Hybrid: ``score_lexical`` is BM25, ``score_vector`` the title match (the second
+    signal, in the slot a dense retriever's similarity takes), ``score_final`` the hybrid.
+    """
     chunk = hit.chunk
     score = round(hit.score, 6)
+    hybrid = hit.title is not None
     return {
         "chunk_id": chunk.chunk_id,
         "doc_id": chunk.doc_id,
         "rel_path": chunk.rel_path,
         "heading_path": chunk.heading_path,
-        "score_vector": None,
-        "score_lexical": score,
+        "score_vector": _rounded(hit.title),
+        "score_lexical": _rounded(hit.lexical) if hybrid else score,
         "score_final": score,
         "text": chunk.text,
         "rank": hit.rank,
@@ -60,16 +80,18 @@ def ask(question: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Answer ``question`` from the bundled notes.
 
     ``params``: ``k`` (default 5) or ``top_k`` (wins over ``k``), the number of
-    chunks retrieved; other keys are accepted and ignored. Thread-safe.
+    chunks retrieved; ``alpha`` (default 0), the weight of the title match in the
+    hybrid score (``retrieval``); other keys are accepted and ignored. Thread-safe.
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
     k = _k_from(params or {})
+    alpha = _alpha_from(params or {})
     corpus = default_corpus()
 
     started = time.perf_counter()
     # at least COVERAGE_DEPTH deep, so that whether to abstain does not depend on k
-    retrieval = retrieve(question, max(k, COVERAGE_DEPTH), corpus)
+    retrieval = retrieve(question, max(k, COVERAGE_DEPTH), corpus, alpha)
     hits = retrieval.hits[:k]
     retrieved_at = time.perf_counter()
 
