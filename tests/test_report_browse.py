@@ -131,3 +131,17 @@ def test_the_page_works_without_javascript(tmp_path: Path) -> None:
         text = tab.js("const d = document.querySelector('details.light'); d.open = true; d.scrollIntoView(); d.innerText")
         assert isinstance(text, str) and "question" in text and "answer" in text
         assert json.loads(json.dumps(tab.js("document.querySelector('details.light').dataset.outcome"))) == "passed"
+
+
+def test_a_link_to_a_card_lands_on_it_below_the_filter_bar(tmp_path: Path) -> None:
+    """The CI summary links cards by id: the card opens at the top of the window, not under the sticky filter bar,
+    also past hundreds of open failed cards above it."""
+    records = [_case(i) for i in range(2000)]
+    page = _write(tmp_path, records)
+    with Page(tmp_path / "profile") as tab:
+        tab.open(page, "case-150")
+        where = tab.js("[document.getElementById('case-150').getBoundingClientRect().top, "
+                       "document.getElementById('rv-filters').getBoundingClientRect().bottom]")
+        assert isinstance(where, list)
+        top, bar = where
+        assert bar <= top < bar + 60, where
