@@ -158,7 +158,7 @@ def test_repeat_classes_cache_and_reports(project: pytest.Pytester, monkeypatch:
         assert "Repeated case: flaky: 2 of 3 runs passed" in text
         assert "Repeated case: stable_fail: 0 of 3 runs passed" in text
         assert ("missed thresholds are those of run 1 (the first run that agrees with the majority verdict); "
-                "the metric table shows each metric&#39;s mean over the runs") in text
+                "the metric table shows each metric&#x27;s mean over the runs") in text
         assert "<tr><td>2</td><td>failed</td><td class=\"num\">1.000</td></tr>" in text  # alt's run 2: groundedness 1
         assert "<h4>Missed metrics in run 1</h4>" in text  # bad's misses are its shown run's
         assert "<h4>Metrics: means over the 3 runs (status: the misses of run 1)</h4>" in text

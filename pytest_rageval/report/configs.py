@@ -1,15 +1,15 @@
 """The configs of a matrix run, ranked: terminal lines (the summary, ``rageval compare``) and a report.html section.
 
 Pure (layer 4): reads metrics.json's ``config_ranking`` (configs.rank_configs) and the per-config gate in
-``comparison.by_config``. Config ids and params come from the user's matrix: escaped in HTML (markupsafe
-formats escape every argument) and made terminal-safe by the callers of the lines.
+``comparison.by_config``. Config ids and params come from the user's matrix: escaped in HTML (markup.Html
+fragments escape every argument) and made terminal-safe by the callers of the lines.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from markupsafe import Markup
+from .markup import EMPTY, Html, badge, num_td, table
 
 __all__ = ["ranking_lines", "render_configs"]
 
@@ -74,11 +74,11 @@ def ranking_lines(metrics: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_configs(metrics: Mapping[str, Any]) -> Markup:
+def render_configs(metrics: Mapping[str, Any]) -> Html:
     """The "Configs" section of report.html (empty without a matrix): the ranking table, best marked."""
     ranking = metrics.get("config_ranking")
     if not isinstance(ranking, Mapping) or not ranking.get("ranked"):
-        return Markup("")
+        return EMPTY
     by_config = metrics.get("by_config")
     by_config = by_config if isinstance(by_config, Mapping) else {}
     gates = _gates(metrics)
@@ -89,18 +89,14 @@ def render_configs(metrics: Mapping[str, Any]) -> Markup:
         entry = by_config.get(config_id) or {}
         params = ", ".join(f"{name}={value}" for name, value in (row.get("params") or {}).items())
         counts = f"{entry.get('passed', 0)} / {entry.get('failed', 0)} / {entry.get('errors', 0)}"
-        best = Markup(' <span class="badge b-passed">best</span>') if config_id == ranking.get("best") else Markup("")
+        best = Html(" ") + badge("best", "passed") if config_id == ranking.get("best") else EMPTY
         word = _gate_word(gates.get(config_id))
-        cls = Markup(' class="regressed"') if word == "REGRESSION" else Markup("")
-        rows.append(Markup('<tr{}><td class="num">{}</td><td><code>{}</code>{}</td><td>{}</td><td class="num">{}</td>'
-                           '<td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>').format(
-            cls, position, config_id, best, params, _f(row.get("value")), _interval(row).removeprefix("95% CI "),
+        cls = Html(' class="regressed"') if word == "REGRESSION" else EMPTY
+        rows.append(Html('<tr{}><td class="num">{}</td><td><code>{}</code>{}</td><td>{}</td>{}'
+                         '<td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>').format(
+            cls, position, config_id, best, params, num_td(row.get("value")), _interval(row).removeprefix("95% CI "),
             row.get("n", 0), counts, word))
     headers = ["rank", "config", "params", metric, "95% CI", "n", "passed / failed / errors", "baseline"]
-    head = Markup("").join(Markup("<th>{}</th>").format(h) for h in headers)
-    best_id = ranking.get("best")
-    intro = Markup('<p>Ranked by <code>{}</code> ({}); best: <code>{}</code>.</p>').format(
-        metric, "lower is better" if ranking.get("lower_is_better") else "higher is better", best_id or "none")
-    return (Markup('<h2 id="configs">Configs</h2>') + intro
-            + Markup('<table class="configs"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>').format(
-                head, Markup("").join(rows)))
+    intro = Html("<p>Ranked by <code>{}</code> ({}); best: <code>{}</code>.</p>").format(
+        metric, "lower is better" if ranking.get("lower_is_better") else "higher is better", ranking.get("best") or "none")
+    return Html('<h2 id="configs">Configs</h2>') + intro + table(headers, rows, "configs")

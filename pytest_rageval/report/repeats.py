@@ -8,17 +8,15 @@
   retrieval, verdicts and misses are from, that the metric table shows means,
   and each run's verdict with the metrics that moved between runs.
 
-HTML is built with markupsafe (every value escaped where it joins markup), not
-with html.py's helpers, so html.py can call in here without an import circle.
+HTML is built of markup.Html fragments (every value escaped where it joins markup).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from markupsafe import Markup
-
 from ..stability import passed_runs, runs_passed_text, stability_of
+from .markup import EMPTY, Html, fmt, join, num_td, table
 
 __all__ = ["card_note", "heading", "render_card", "render_section", "runs_line", "summary_lines"]
 
@@ -26,9 +24,6 @@ __all__ = ["card_note", "heading", "render_card", "render_section", "runs_line",
 LIST_LIMIT = 20
 #: Metric columns of a card's per-run table (the ones that moved between runs, in record order).
 RUN_COLUMNS = 8
-
-_EMPTY = Markup("")
-
 
 def runs_line(record: Mapping[str, Any]) -> Optional[str]:
     """``"flaky: 2 of 3 runs passed"`` for a repeated record; None for a case that ran once."""
@@ -97,49 +92,47 @@ def _counts(repeats: Mapping[str, Any]) -> str:
             f"{repeats.get('flaky', 0)} flaky, {repeats.get('stable_fail', 0)} stable_fail")
 
 
-def render_section(metrics: Mapping[str, Any]) -> Markup:
+def render_section(metrics: Mapping[str, Any]) -> Html:
     """report.html's section on repeated cases (empty when none was repeated)."""
     repeats = metrics.get("repeats")
     if not isinstance(repeats, Mapping) or not repeats.get("repeated_cases"):
-        return _EMPTY
-    parts = [Markup('<h2 id="repeats">Repeated cases</h2><p>{}; flake rate <strong>{}</strong> '
-                    '(flaky / repeated cases).</p>').format(_counts(repeats), _fmt(repeats.get("flake_rate")))]
+        return EMPTY
+    parts = [Html('<h2 id="repeats">Repeated cases</h2><p>{}; flake rate <strong>{}</strong> '
+                  '(flaky / repeated cases).</p>').format(_counts(repeats), fmt(repeats.get("flake_rate")))]
     spread = repeats.get("spread") or {}
     if spread:
-        rows = Markup("").join(Markup('<tr><td>{}</td><td class="num">{}</td></tr>').format(k, _fmt(v)) for k, v in spread.items())
-        parts.append(Markup("<p class=\"muted\">Spread across runs: each metric's max minus min over a case's runs, "
-                            "averaged over the repeated cases.</p><table><tr><th>metric</th><th>mean range</th></tr>{}</table>")
-                     .format(rows))
+        rows = [Html("<tr><td><code>{}</code></td>{}</tr>").format(k, num_td(v)) for k, v in spread.items()]
+        parts.append(Html('<p class="muted">Spread across runs: each metric\'s max minus min over a case\'s runs, '
+                          "averaged over the repeated cases.</p>") + table(["metric", "mean range"], rows))
     flaky = [c for c in repeats.get("flaky_cases") or [] if isinstance(c, Mapping)]
     if flaky:
-        items = Markup("").join(
-            Markup("<li><code>{}</code>: {}</li>").format(c.get("key"), runs_passed_text(c.get("passed_runs", 0), c.get("runs", 0)))
+        items = join(
+            Html("<li><code>{}</code>: {}</li>").format(c.get("key"), runs_passed_text(c.get("passed_runs", 0), c.get("runs", 0)))
             for c in flaky[:LIST_LIMIT])
-        more = Markup("<li>... and {} more (metrics.json <code>repeats.flaky_cases</code>)</li>").format(
-            len(flaky) - LIST_LIMIT) if len(flaky) > LIST_LIMIT else _EMPTY
-        parts.append(Markup("<h3>Flaky cases</h3><ul>{}{}</ul>").format(items, more))
-    return Markup("").join(parts)
+        more = Html("<li>... and {} more (metrics.json <code>repeats.flaky_cases</code>)</li>").format(
+            len(flaky) - LIST_LIMIT) if len(flaky) > LIST_LIMIT else EMPTY
+        parts.append(Html("<h3>Flaky cases</h3><ul>{}{}</ul>").format(items, more))
+    return join(parts)
 
 
-def render_card(record: Mapping[str, Any]) -> Markup:
+def render_card(record: Mapping[str, Any]) -> Html:
     """The head of a repeated case's card (empty for a case that ran once): class, runs passed, which run is shown."""
     line, note = runs_line(record), card_note(record)
     if line is None or note is None:
-        return _EMPTY
+        return EMPTY
     runs = [r for r in record.get("repeats") or [] if isinstance(r, Mapping)]
-    return Markup('<div class="repeats"><h4>Repeated case: {}</h4><p class="muted">{}</p>{}</div>').format(
+    return Html('<div class="repeats"><h4>Repeated case: {}</h4><p class="muted">{}</p>{}</div>').format(
         line, note, _runs_table(runs, record.get("shown_run")))
 
 
-def _runs_table(runs: list[Mapping[str, Any]], shown: Any) -> Markup:
+def _runs_table(runs: list[Mapping[str, Any]], shown: Any) -> Html:
     """Each run's verdict and the metrics whose value differed between runs."""
     values: list[Mapping[str, Any]] = [m if isinstance(m := r.get("metrics"), Mapping) else {} for r in runs]
     names = list(dict.fromkeys(name for v in values for name in v))
     moved = [n for n in names if len({repr(v.get(n)) for v in values}) > 1 and n != "latency_ms"][:RUN_COLUMNS]
-    head = Markup("").join(Markup("<th>{}</th>").format(n) for n in ["run", "verdict", *moved])
-    rows = Markup("").join(
-        Markup("<tr><td>{}{}</td><td>{}</td>{}</tr>").format(
-            i, " (shown)" if i == shown else "", "passed" if run.get("passed") else "failed",
-            Markup("").join(Markup('<td class="num">{}</td>').format(_fmt(v.get(n))) for n in moved))
-        for i, (run, v) in enumerate(zip(runs, values), start=1))
-    return Markup("<table><tr>{}</tr>{}</table>").format(head, rows)
+    rows = [
+        Html("<tr><td>{}{}</td><td>{}</td>{}</tr>").format(
+            i, " (shown)" if i == shown else "", "passed" if run.get("passed") else "failed", join(num_td(v.get(n)) for n in moved))
+        for i, (run, v) in enumerate(zip(runs, values), start=1)
+    ]
+    return table(["run", "verdict", *moved], rows)
