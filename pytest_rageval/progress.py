@@ -53,7 +53,7 @@ class LiveProgress:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or concurrency <= 1:
             return None
-        verbosity = config.get_verbosity()
+        verbosity = int(config.option.verbose)  # (Config.get_verbosity is pytest 8 and later)
         if verbosity > 0:
             return cls(config, reporter, verbose=True, total=total)
         if verbosity == 0 and getattr(reporter, "isatty", False):
