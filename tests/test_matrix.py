@@ -295,7 +295,7 @@ def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
         assert pytester.runpytest(*base, "--rageval-update-baseline").ret == 0
         same = pytester.runpytest(*base)
         system.worse = True  # alpha=0.5 puts gold at rank 7: recall@5 drops for alpha=0.5-top_k=5 only
-        worse = pytester.runpytest(*base)
+        worse = pytester.runpytest(*base, "--rageval-summary-md=summary.md")
         block = metrics(pytester)["comparison"]["by_config"]
         worse_run = str(run_dir(pytester))
         fewer = pytester.runpytest(*args(server.url, "--rageval-matrix", "top_k=5;alpha=0.0", "--rageval-baseline=base.json"))
@@ -311,6 +311,12 @@ def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
     ])
     assert "config alpha=0.5-top_k=10: regression" not in worse.stdout.str()
     assert block["configs"]["alpha=0.5-top_k=5"]["failed"] and not block["configs"]["alpha=0.0-top_k=5"]["failed"]
+    # the report's verdict block and the CI summary name the config that regressed, and only it
+    page = (Path(worse_run) / "report.html").read_text(encoding="utf-8")
+    verdict = page[page.index('id="verdict"'):page.index("</section>")]
+    assert "<code>alpha=0.5-top_k=5</code>: regression: recall_at_k_avg" in verdict and "alpha=0.0-top_k=5" not in verdict
+    summary = (pytester.path / "summary.md").read_text(encoding="utf-8")
+    assert "**Configs that regressed**" in summary and "alpha=0.5-top\\_k=5: regression: recall\\_at\\_k\\_avg" in summary
     assert fewer.ret == 0, fewer.stdout.str()  # configs only the baseline has are said, not failed
     fewer.stdout.fnmatch_lines(["configs of the baseline not in this run: alpha=0.0-top_k=10, alpha=0.5-top_k=10, alpha=0.5-top_k=5"])
     compared = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "compare", "base.json",

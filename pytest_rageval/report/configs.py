@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 
 from .markup import EMPTY, Html, badge, num_td, table
 
-__all__ = ["ranking_lines", "render_configs"]
+__all__ = ["failed_configs", "ranking_lines", "render_configs"]
 
 
 def _f(value: Any) -> str:
@@ -30,6 +30,12 @@ def _gates(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     block = comparison.get("by_config") if isinstance(comparison, Mapping) else None
     configs = block.get("configs") if isinstance(block, Mapping) else None
     return configs if isinstance(configs, Mapping) else {}
+
+
+def failed_configs(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(config id, reason) of each config whose own gate failed against the same config of the baseline."""
+    return [(str(cid), str(entry.get("reason") or "")) for cid, entry in _gates(metrics).items()
+            if isinstance(entry, Mapping) and entry.get("failed")]
 
 
 def _gate_word(entry: Optional[Mapping[str, Any]]) -> str:
@@ -63,9 +69,7 @@ def ranking_lines(metrics: Mapping[str, Any]) -> list[str]:
         lines.append(line)
     best = ranking.get("best")
     lines.append(f"best config: {best}" if best else "best config: none (no config has a value of the metric)")
-    for config_id, entry in gates.items():
-        if entry.get("failed") and entry.get("reason"):
-            lines.append(f"config {config_id}: {entry['reason']}")
+    lines.extend(f"config {config_id}: {reason}" for config_id, reason in failed_configs(metrics) if reason)
     block = (metrics.get("comparison") or {}).get("by_config") or {}
     if block.get("only_in_run"):
         lines.append(f"configs not in the baseline (not gated): {', '.join(block['only_in_run'])}")

@@ -18,7 +18,7 @@ from ..runfolder import read_json_object, write_text_atomic
 from . import browse
 from .baseline import BaselineCases, GateOutcome
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
-from .configs import render_configs
+from .configs import failed_configs, render_configs
 from .markup import Html, escape, join
 from .repeats import render_section as render_repeat_section
 from .tables import render_aggregates, render_breakdowns, render_header
@@ -139,7 +139,7 @@ def render_report(
     cases = render_cases(records, to_fail=to_fail, to_pass=to_pass, baseline=baseline_cases)
     parts = [
         head,
-        render_header(metrics, title, render_verdict(outcome)),
+        render_header(metrics, title, render_verdict(outcome, failed_configs(metrics))),
         _render_nav(bool(to_fail or to_pass), metrics),
         browse.render_filter_bar(),
         cases.flipped,

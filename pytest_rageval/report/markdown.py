@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from ..sanitize import terminal_safe
 from .baseline import verdict_kind
+from .configs import failed_configs
 
 if TYPE_CHECKING:
     from ..gate import Comparison, MetricDelta
@@ -162,6 +163,10 @@ def summary_markdown(
     lines.append(_counts(metrics))
     if comparison is not None:
         lines += ["", *_regressions(comparison)]
+        configs = failed_configs(metrics)
+        if configs:
+            lines += ["", "**Configs that regressed** (each against the same config of the baseline)", "",
+                      *(f"- {md_text(cid)}: {md_text(reason)}" for cid, reason in configs)]
         lines += _case_list("Flipped from pass to fail", comparison.flipped_to_fail, anchors, report)
         lines += _case_list("Flipped from fail to pass", comparison.flipped_to_pass, anchors, report)
     shown_notes = [note for note in notes if note != gate_reason]

@@ -6,6 +6,7 @@ Pure: a :class:`~.baseline.GateOutcome` in (its reason already masked), an Html 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 from ..gate import MetricDelta
@@ -55,8 +56,18 @@ def _flipped_line(outcome: GateOutcome) -> Html:
                 '<a href="#flipped-to-pass">{} flipped fail &rarr; pass</a></p>').format(len(to_fail), len(to_pass))
 
 
-def render_verdict(outcome: Optional[GateOutcome]) -> Html:
-    """The block (``id="verdict"``); ``None``: the page of a run without a gate ("not gated")."""
+def _configs_line(failed: Sequence[tuple[str, str]]) -> Html:
+    """A matrix run: the configs whose own gate failed, linked to the Configs section."""
+    if not failed:
+        return EMPTY
+    items = join(Html("<li><code>{}</code>: {}</li>").format(cid, reason) for cid, reason in failed)
+    return Html('<div class="reason"><a href="#configs">configs that regressed against the same config of the '
+                "baseline</a>:</div><ul>{}</ul>").format(items)
+
+
+def render_verdict(outcome: Optional[GateOutcome], failed_configs: Sequence[tuple[str, str]] = ()) -> Html:
+    """The block (``id="verdict"``); ``None``: the page of a run without a gate ("not gated"). ``failed_configs``:
+    (config id, reason) of a matrix run's configs that regressed (report/configs.failed_configs)."""
     outcome = outcome or GateOutcome()
     kind = outcome.kind
     cls = {"failed": "v-failed", "refused": "v-failed", "allowed": "v-allowed", "passed": "v-passed"}.get(kind, "v-none")
@@ -73,6 +84,7 @@ def render_verdict(outcome: Optional[GateOutcome]) -> Html:
     parts.append(_regressed_table(outcome))
     if comparison is not None and not reason:
         parts.extend(Html('<div class="reason">{}</div>').format(f) for f in comparison.coverage_failures)
+    parts.append(_configs_line(failed_configs))
     parts.append(_flipped_line(outcome))
     parts.append(Html("</section>"))
     return join(parts)
