@@ -186,7 +186,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{}'".fo
 
 CSS = """
 [hidden]{display:none!important}
-details.case:not([open]){content-visibility:auto;contain-intrinsic-size:auto 34px}
+details.case{content-visibility:auto;contain-intrinsic-size:auto 34px}
 details.case,h2,h3{scroll-margin-top:6em}
 .filters{position:sticky;top:0;z-index:2;display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center;
 background:#f6f8fa;border-bottom:1px solid #d0d7de;padding:8px 0;margin:12px 0 4px}
