@@ -102,10 +102,6 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-#: Tables SPEC names that this version does not read yet: a clear word instead of a did-you-mean.
-NOT_BUILT: dict[str, str] = {}
-
-
 def table_name(path: tuple[str, ...]) -> str:
     """``("judge", "prices")`` -> ``[tool.rageval.judge.prices]``."""
     return "[" + ".".join(("tool", "rageval", *path)) + "]"
@@ -144,8 +140,6 @@ def _problem(err: Mapping[str, Any]) -> str:
 
 
 def _hint(parent: tuple[str, ...], key: str, *, as_table: bool) -> str:
-    if not parent and key in NOT_BUILT:
-        return f" ({NOT_BUILT[key]})"
     if not parent and not as_table and f"rageval_{key}" in {name for name, *_ in INI_KEYS}:
         return f" (rageval_{key} is an ini key: set it under [tool.pytest.ini_options])"
     match = closest(key, _model_at(parent).model_fields)
