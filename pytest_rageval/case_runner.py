@@ -66,8 +66,8 @@ class CaseRunner:
         self._started: dict[str, concurrent.futures.Future[CaseRecord]] = {}
         self._done: set[str] = set()
         self._lookahead: Optional[Lookahead] = None
-        # (the live progress or None,) once made; None for good on an xdist worker (no terminal of its own)
-        self._progress: Optional[tuple[Optional[LiveProgress]]] = None if live_progress else (None,)
+        self._progress: Optional[LiveProgress] = None
+        self._progress_due = live_progress  # made at the first case; never on an xdist worker (no terminal of its own)
         self.in_order: set[str] = set()
         self.current_item: Optional[pytest.Item] = None
         self.session: Optional[pytest.Session] = None
@@ -145,10 +145,11 @@ class CaseRunner:
         return self.evaluate(future)
 
     def _live_progress(self, session: pytest.Session) -> Optional[LiveProgress]:
-        if self._progress is None:
+        if self._progress_due:
+            self._progress_due = False
             total = sum(1 for i in session.items if isinstance(i, CaseItem))
-            self._progress = (LiveProgress.for_session(self.config, total, self.settings.concurrency),)
-        return self._progress[0]
+            self._progress = LiveProgress.for_session(self.config, total, self.settings.concurrency)
+        return self._progress
 
     def evaluate_handwritten(self, coro: Coroutine[Any, Any, CaseRecord]) -> CaseRecord:
         """Run a hand-written test's ``evaluate`` and keep its record for the test's report."""
@@ -254,8 +255,8 @@ class CaseRunner:
         finally:
             self.current_item = None
             self._done.add(item.nodeid)
-            if self._progress is not None and self._progress[0] is not None and isinstance(item, CaseItem):
-                self._progress[0].done(item.nodeid)
+            if self._progress is not None and isinstance(item, CaseItem):
+                self._progress.done(item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
