@@ -11,6 +11,7 @@ and the judge. It runs no case: the case runner does (case_runner.py). Under xdi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from pathlib import Path
@@ -66,9 +67,7 @@ class RunController:
         self.metrics: Optional[dict[str, Any]] = None
         self.comparison: Optional[Comparison] = None
         self.baseline: Optional[dict[str, Any]] = None  # the compared baseline's metrics.json: trend charts draw it
-        self._commit: Optional[tuple[Optional[str]]] = None  # (the commit,) once asked
         self.outcome: Optional["GateOutcome"] = None  # the gate's outcome as the reports show it (None: not gated)
-        self._baseline_cases: Any = False  # BaselineCases or None once loaded (False: not yet)
         self.gate_notes: list[str] = []
         self.gate_failed = False
         self.gate_reason = ""  # the session's last line when the gate failed
@@ -399,7 +398,7 @@ class RunController:
             judge=self.setup.judge_info(),
             k=s.k,
             aggregated=result,
-            git_commit=self.commit(),
+            git_commit=self.commit,
             selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
         )
 
@@ -436,11 +435,10 @@ class RunController:
             self.gate_notes.append(f"spot check: {len(failed)} of {len(results)} re-judgings failed ({failed[0]['error']})")
         return reliability
 
+    @functools.cached_property
     def commit(self) -> Optional[str]:
         """The run's source commit (commit.run_commit), asked once: config.json is written twice."""
-        if self._commit is None:
-            self._commit = (run_commit(self.settings.rootdir, os.environ),)
-        return self._commit[0]
+        return run_commit(self.settings.rootdir, os.environ)
 
     def build_config(self) -> dict[str, Any]:
         s = self.settings
@@ -452,7 +450,7 @@ class RunController:
             "config_hash": identity["config_hash"],
             "eval_set_hash": self.metrics["eval_set_hash"] if self.metrics else None,
             "eval_set_files": self.digests,
-            "git_commit": self.commit(),
+            "git_commit": self.commit,
             "plugin_version": __version__,
             "python": sys.version.split()[0],
             "pytest": pytest.__version__,
@@ -463,16 +461,14 @@ class RunController:
             "judge": judge_setup.judge.describe() if judge_setup is not None else None,
         }
 
-    @property
+    @functools.cached_property
     def baseline_cases(self) -> Optional["BaselineCases"]:
         """The baseline's cases (metrics.json ``cases``, its results.jsonl when beside it) for the "Since baseline"
         sections of report.html and pytest-html; None without a baseline to compare (or when updating it)."""
-        if self._baseline_cases is False:
-            from .report.baseline import BaselineCases
+        from .report.baseline import BaselineCases
 
-            s = self.settings
-            self._baseline_cases = None if s.baseline is None or s.update_baseline else BaselineCases.load(s.baseline)
-        return self._baseline_cases if self._baseline_cases is not False else None
+        s = self.settings
+        return None if s.baseline is None or s.update_baseline else BaselineCases.load(s.baseline)
 
     def write_html(self) -> None:
         from .report.html import load_history, write_report
