@@ -32,7 +32,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
@@ -40,6 +39,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 from pydantic import ValidationError
 
 from . import safejson
+from .atomic import write_bytes_atomic
 from .anchors import normalize_heading_path, support_matches
 from .evalset import EvalFile, _load_lines
 from .schema import Chunk, EvalCase, GoldSupport
@@ -342,33 +342,11 @@ class EvalSetText:
         if current != self._seen:
             raise LabelEditError(f"{self.path} was changed by something else while labelling; this label is not written")
         data = self.data()
-        write_bytes_atomic(self.path, data)
+        try:
+            mode: Optional[int] = self.path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = None
+        write_bytes_atomic(self.path, data, mode=mode, fsync=True)
         self._seen = data
 
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """``data`` to ``path`` through a temp file in the same folder and ``os.replace``, with ``path``'s mode (or
-    0666 less the umask for a new file); an interrupt leaves the old file whole."""
-    try:
-        mode: Optional[int] = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        break
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from .anchors import top_k
+from .atomic import write_bytes_atomic
 from .client import RagCallError, RagClient, RagReply
 from .schema import RagResponse
 
@@ -130,9 +131,7 @@ class RetrievalCache:
             if path.is_file():
                 return _decode(path.read_text(encoding="utf-8"))
             outcome = await self._call(client, question, k=k, params=params)
-            temp = path.with_suffix(f".{os.getpid()}.tmp")
-            temp.write_text(_encode(outcome), encoding="utf-8")
-            os.replace(temp, path)
+            write_bytes_atomic(path, _encode(outcome).encode("utf-8"))
             return outcome
         finally:
             os.close(fd)  # releases the lock

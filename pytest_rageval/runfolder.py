@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import os
-import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Uni
 import jsonlines
 
 from . import safejson
+from .atomic import write_bytes_atomic
 
 __all__ = [
     "RECORD_MAX_DEPTH", "RecordIndex", "Repair", "RunFolder", "RunFolderError", "RunLock", "UnreadableRecord", "check_writable",
@@ -46,28 +46,9 @@ class UnreadableRecord(RunFolderError):
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
-
-    The temp file is created as any new file is (mode 0666 less the umask:
-    0644 usually), not 0600 as ``tempfile.mkstemp`` makes it, so every
-    artifact is as readable as results.jsonl (pytest's cacheprovider fixed
-    the same mkstemp trap).
-    """
+    """Write ``text`` (UTF-8) to ``path`` atomically (atomic.write_bytes_atomic), making its folder first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:  # another writer's temp name: draw again
-            continue
-        break
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 foundations: no pytest, no I/O beyond their one job
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
-     "record", "schema", "anchors", "selection", "resume", "schedule", "commit"),
+     "record", "schema", "anchors", "selection", "resume", "schedule", "commit", "atomic"),
     # 1 pure logic
     ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs"),
     # 2 judges and the RAG client
