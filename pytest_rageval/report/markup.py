@@ -24,6 +24,7 @@ __all__ = [
     "fmt",
     "fmt_count",
     "fmt_delta",
+    "fmt_interval",
     "heading_text",
     "Html",
     "is_number",
@@ -92,6 +93,13 @@ def fmt_delta(value: Any) -> Html:
     if is_number(value) and math.isfinite(value):
         return Html("{:+.3f}").format(value)
     return fmt(value)
+
+
+def fmt_interval(low: Any, high: Any) -> Html:
+    """A 95% interval as ``[-0.120, +0.030]``; '—' when it has no bounds."""
+    if low is None and high is None:
+        return Html(DASH)
+    return Html("[{}, {}]").format(fmt_delta(low), fmt_delta(high))
 
 
 def fmt_count(value: Any) -> Html:

@@ -15,6 +15,7 @@ from .markup import (
     fmt,
     fmt_count,
     fmt_delta,
+    fmt_interval,
     Html,
     is_number,
     join,
@@ -194,19 +195,12 @@ def _aggregate_row(name: str, value: Any, threshold: Optional[tuple[str, Any, bo
     cells += (
         num_td(delta.get("old"))
         + num_td(delta.get("delta"), fmt_delta)
-        + num_td(_ci_text(delta), lambda v: v)
+        + num_td(fmt_interval(delta.get("ci_low"), delta.get("ci_high")), lambda v: v)
         + num_td(delta.get("tolerance"))
         + Html("<td>{}</td>").format(status)
     )
     cls = Html(' class="regressed"') if regressed else EMPTY
     return Html("<tr{}>{}</tr>").format(cls, cells)
-
-
-def _ci_text(delta: dict) -> Html:
-    low, high = delta.get("ci_low"), delta.get("ci_high")
-    if low is None and high is None:
-        return Html(DASH)
-    return Html("[{}, {}]").format(fmt_delta(low), fmt_delta(high))
 
 
 

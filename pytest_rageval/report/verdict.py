@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from ..gate import MetricDelta
 from .baseline import GateOutcome
-from .markup import DASH, EMPTY, Html, fmt_delta, join, num_td, table
+from .markup import EMPTY, Html, fmt_delta, fmt_interval, join, num_td, table
 
 __all__ = ["VERDICT_TITLES", "render_verdict"]
 
@@ -25,12 +24,6 @@ VERDICT_TITLES = {
 }
 
 
-def _interval(d: MetricDelta) -> Html:
-    if d.ci_low is None or d.ci_high is None:
-        return Html(DASH)
-    return Html("[{}, {}]").format(fmt_delta(d.ci_low), fmt_delta(d.ci_high))
-
-
 def _regressed_table(outcome: GateOutcome) -> Html:
     comparison = outcome.comparison
     if comparison is None or comparison.refused or comparison.not_compared:
@@ -41,7 +34,7 @@ def _regressed_table(outcome: GateOutcome) -> Html:
         return scope + (Html("<p>No metric regressed.</p>") if not comparison.coverage_failures else EMPTY)
     rows = [
         Html('<tr class="regressed"><td><code>{}</code></td>{}{}{}{}{}</tr>').format(
-            d.name, num_td(d.old), num_td(d.new), num_td(d.delta, fmt_delta), num_td(_interval(d), lambda v: v),
+            d.name, num_td(d.old), num_td(d.new), num_td(d.delta, fmt_delta), num_td(fmt_interval(d.ci_low, d.ci_high), lambda v: v),
             num_td(d.tolerance))
         for d in regressed
     ]
