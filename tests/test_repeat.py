@@ -88,7 +88,9 @@ def pytest_html_extras(path: Path) -> str:
 
 
 def run_dirs(root: Path) -> list[Path]:
-    return sorted(p.parent for p in (root / "results").glob("*/metrics.json"))
+    """Run folders, oldest first by their metrics' timestamp (run ids made within one second do not sort by time)."""
+    return sorted((p.parent for p in (root / "results").glob("*/metrics.json")),
+                  key=lambda d: json.loads((d / "metrics.json").read_text())["timestamp"])
 
 
 def read_run(run_dir: Path) -> tuple[dict, dict[str, dict]]:

@@ -169,12 +169,13 @@ def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: p
         result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider",
                                     "--rageval-baseline", "base.json", *more)
         assert result.ret == 0, result.stdout.str()
-    runs = sorted(p for p in (pytester.path / "results").iterdir() if p.is_dir() and p.name != "latest")
-    metrics = json.loads((runs[-1] / "metrics.json").read_text())
-    assert metrics["git_commit"] == json.loads((runs[-1] / "config.json").read_text())["git_commit"] == \
+    # the second run is `latest` (run ids made within one second do not sort by time)
+    second = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+    metrics = json.loads((second / "metrics.json").read_text())
+    assert metrics["git_commit"] == json.loads((second / "config.json").read_text())["git_commit"] == \
         "0123456789abcdef0123456789abcdef01234567"
     # the second run's report charts both runs, labelled with the commit, and the baseline it was compared with
-    recall = _charts((runs[-1] / "report.html").read_text(encoding="utf-8"))["recall_at_k_avg"]
+    recall = _charts((second / "report.html").read_text(encoding="utf-8"))["recall_at_k_avg"]
     assert len(_points(recall)) == 2 and all("commit 0123456" in title for _, title in _points(recall))
     assert recall.find("g[@class='baseline']") is not None
 
