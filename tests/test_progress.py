@@ -1,6 +1,7 @@
 """The terminal while one slow case is awaited and the cases after it finish (progress.py): ``-v`` says each
 finished case at once; captured, non-verbose output stays as it was. Ordered by events, not sleeps: the slow
-case's answer waits until the last case's request arrived, which is sent only once the cases between finished."""
+case's answer waits until the last case's request arrived (or, with ``-v``, until the run said the case before
+it finished), which is sent only once the cases between finished."""
 
 from __future__ import annotations
 
@@ -39,16 +40,42 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytester: pytest.Pytester) -> None:
-    result = _run(pytester, "-v")
-    result.assert_outcomes(passed=5)
-    lines = result.stdout.lines
+    """The slow case's answer waits until the run has said q4 finished (read from its output as it is written),
+    so q2, q3 and q4 are said while "slow" is still in flight, however late the main thread is scheduled."""
+    import subprocess
+    import sys
+
+    rows = [json.dumps({"id": i, "question": i, "gold_supports": [GOLD]}) for i in IDS]
+    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
+    q4_said = threading.Event()
+
+    def respond(body: dict) -> Any:
+        if body["question"] == "slow":
+            q4_said.wait(timeout=60)
+        return answer("A.", [chunk("docs/a.md", "# A", 1)])
+
+    with AskServer(respond) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+             "--rageval-concurrency=2", "-p", "no:cacheprovider", "-v"],
+            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("finished: eval_sets/s.jsonl::q4 "):
+                q4_said.set()
+        q4_said.set()
+        assert proc.wait(timeout=60) == 0, "\n".join(lines)
+    output = "\n".join(lines)
+    assert re.search(r"^=+ 5 passed", output, re.M), output
     start = next(i for i, line in enumerate(lines) if line.startswith("eval_sets/s.jsonl::slow"))
     slow_reported = next(i for i in range(start, len(lines)) if "PASSED" in lines[i])
     said = {m.group(1): (i, m) for i, line in enumerate(lines)
             if (m := re.fullmatch(r"finished: eval_sets/s\.jsonl::(\w+) \((\d) of 5, (\d) in flight\)", line))}
     # q2, q3 and q4 finished while "slow" was awaited: each said so before "slow" reported
     for case in ("q2", "q3", "q4"):
-        assert case in said and said[case][0] < slow_reported, result.stdout.str()
+        assert case in said and said[case][0] < slow_reported, output
     counts = [int(said[c][1].group(2)) for c in ("q2", "q3", "q4")]
     assert counts == sorted(counts) and counts[0] >= 1
     assert all(1 <= int(said[c][1].group(3)) <= 4 for c in ("q2", "q3", "q4"))  # "slow" at least is in flight
