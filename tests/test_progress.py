@@ -31,22 +31,35 @@ def _server() -> AskServer:
     return AskServer(respond)
 
 
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+def _eval_set(pytester: pytest.Pytester) -> None:
     rows = [json.dumps({"id": i, "question": i, "gold_supports": [GOLD]}) for i in IDS]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
+
+
+def _args(url: str, *more: str) -> list[str]:
+    return ["--rageval", "--rageval-judge=none", f"--rageval-target={url}", "--rageval-concurrency=2", "-p", "no:cacheprovider",
+            *more]
+
+
+def _command(url: str, *more: str) -> list[str]:
+    """The run as a subprocess (its output is read as it is written)."""
+    import sys
+
+    return [sys.executable, "-m", "pytest", *_args(url, *more)]
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    _eval_set(pytester)
     with _server() as server:
-        return pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                  "--rageval-concurrency=2", "-p", "no:cacheprovider", *args)
+        return pytester.runpytest(*_args(server.url, *args))
 
 
 def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytester: pytest.Pytester) -> None:
     """The slow case's answer waits until the run has said q4 finished (read from its output as it is written),
     so q2, q3 and q4 are said while "slow" is still in flight, however late the main thread is scheduled."""
     import subprocess
-    import sys
 
-    rows = [json.dumps({"id": i, "question": i, "gold_supports": [GOLD]}) for i in IDS]
-    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
+    _eval_set(pytester)
     q4_said = threading.Event()
 
     def respond(body: dict) -> Any:
@@ -56,9 +69,8 @@ def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytest
 
     with AskServer(respond) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-             "--rageval-concurrency=2", "-p", "no:cacheprovider", "-v"],
-            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            _command(server.url, "-v"), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         lines = []
         for line in proc.stdout:
@@ -98,16 +110,12 @@ def test_on_a_terminal_without_v_an_in_flight_line_says_how_far_the_run_is(pytes
     """A real terminal (a pseudo-terminal): one line when cases finish ahead of the awaited one, not one per case."""
     import os
     import subprocess
-    import sys
 
-    rows = [json.dumps({"id": i, "question": i, "gold_supports": [GOLD]}) for i in IDS]
-    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
+    _eval_set(pytester)
     main, secondary = os.openpty()
     with _server() as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-             "--rageval-concurrency=2", "-p", "no:cacheprovider"],
-            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
+            _command(server.url), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
         os.close(secondary)
         out = b""
         while True:

@@ -203,8 +203,6 @@ def _aggregate_row(name: str, value: Any, threshold: Optional[tuple[str, Any, bo
     return Html("<tr{}>{}</tr>").format(cls, cells)
 
 
-
-
 def _group_count(stats: dict, aliases: tuple[str, ...]) -> Any:
     for alias in aliases:
         if alias in stats:
