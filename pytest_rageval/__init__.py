@@ -2,6 +2,12 @@
 
 Public names are imported lazily: every pytest run imports this package
 through the plugin entry point, and most runs never need them.
+
+PYTEST_DONT_REWRITE: pytest marks an installed plugin's package for assertion
+rewriting in every session it starts. Under an editable install the package is
+imported by setuptools' finder, not by pytest's rewriting hook, so a second
+session in the same process (``pytester``'s in-process runs) would warn that
+it "cannot be rewritten". The package asserts nothing for users to read.
 """
 
 from __future__ import annotations

@@ -46,6 +46,17 @@ def test_installed_but_not_enabled_changes_nothing(pytester: pytest.Pytester) ->
     assert "rageval:" not in result.stdout.str() and "rageval summary" not in result.stdout.str()
 
 
+def test_a_second_session_in_one_process_gives_no_rewrite_warning(pytester: pytest.Pytester) -> None:
+    """pytest marks the plugin's package for assertion rewriting in every session; under the editable install the
+    suite runs from, the package was imported by setuptools' finder, so each in-process session warned and a test's
+    last line read "2 passed, 2 warnings" depending on what ran before it."""
+    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+    for _ in range(2):
+        result = pytester.runpytest("-W", "error::pytest.PytestAssertRewriteWarning")
+        result.assert_outcomes(passed=1)
+        assert "cannot be rewritten" not in result.stdout.str()
+
+
 def test_bad_lines_are_error_items_naming_file_line_and_field(pytester: pytest.Pytester) -> None:
     write_set(
         pytester,
