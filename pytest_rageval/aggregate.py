@@ -163,6 +163,11 @@ def _tags(record: Mapping[str, Any]) -> list[str]:
     return [tags] if isinstance(tags, str) else [str(tag) for tag in tags]
 
 
+def xfail_counts(metrics: Mapping[str, Any]) -> str:
+    """``", 4 xfailed, 1 xpassed"`` (the nonzero ones, in pytest's words), to follow a passed/failed count."""
+    return "".join(f", {metrics[name]} {name}" for name in ("xfailed", "xpassed") if isinstance(metrics.get(name), int) and metrics[name])
+
+
 class _Group:
     """The scalar metrics and counts of one group of records (or of the whole run)."""
 
@@ -171,6 +176,8 @@ class _Group:
         self.passed = 0
         self.failed = 0
         self.errors = 0
+        self.xfailed = 0
+        self.xpassed = 0
         self.means: dict[str, _Mean] = {key: _Mean() for key in keys}
         self.abstention = _Ratio()  # unanswerable, scored, abstained not null
         self.false_abstention = _Ratio()  # answerable, scored
@@ -178,10 +185,14 @@ class _Group:
     def add(self, outcome: str, answerable: bool, values: Optional[_Values]) -> None:
         """Add one non-invalid, non-skipped record; ``values`` is None for an unscored one."""
         self.n += 1
-        if outcome in ("passed", "xpassed"):
+        if outcome == "passed":
             self.passed += 1
-        elif outcome in ("failed", "xfailed"):
+        elif outcome == "failed":
             self.failed += 1
+        elif outcome == "xfailed":
+            self.xfailed += 1
+        elif outcome == "xpassed":
+            self.xpassed += 1
         else:
             self.errors += 1
         if values is None:
@@ -211,6 +222,7 @@ class _Group:
         """A by_tag / by_category / by_answerable entry."""
         out: dict[str, Any] = dict(self.scalars())
         out.update(n=self.n, passed=self.passed, failed=self.failed, errors=self.errors)
+        out.update((name, count) for name, count in (("xfailed", self.xfailed), ("xpassed", self.xpassed)) if count)
         return out
 
 
@@ -323,7 +335,7 @@ class Aggregator:
         for config_id, (params, agg) in sorted(self._by_config.items()):
             result = agg.result()
             out[config_id] = {"params": params,
-                              **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped")},
+                              **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")},
                               "aggregate_metrics": result["aggregate_metrics"]}
         return {"by_config": out} if out else {}
 
@@ -372,13 +384,13 @@ class Aggregator:
 
     def result(self) -> dict[str, Any]:
         """The aggregate part of metrics.json (floats unrounded)."""
-        passed = self._counts["passed"] + self._counts["xpassed"]
-        failed = self._counts["failed"] + self._counts["xfailed"]
-        errors = self._counts["error"]
+        # xfailed and xpassed are their own counts, as in pytest's summary line: never passed or failed
+        passed, failed, errors = self._counts["passed"], self._counts["failed"], self._counts["error"]
         total = passed + failed + errors
+        ran = total + self._counts["xfailed"] + self._counts["xpassed"]
 
         def rate(count: int) -> Optional[float]:
-            return count / total if total else None
+            return count / ran if ran else None
 
         latencies = sorted(self._latencies)
         aggregate_metrics: dict[str, Any] = dict(self._all.scalars())

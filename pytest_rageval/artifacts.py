@@ -141,7 +141,7 @@ def compose_metrics(
     (``selection.Selection.fields``); ``all_error`` is true when no case that
     ran was scored (every one errored, invalid lines included).
     """
-    scored = int(aggregated.get("passed") or 0) + int(aggregated.get("failed") or 0)
+    scored = sum(int(aggregated.get(name) or 0) for name in ("passed", "failed", "xfailed", "xpassed"))
     failed_to_run = int(aggregated.get("errors") or 0) + int(aggregated.get("invalid_lines") or 0)
     scope = dict(selection or {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": None})
     return {

@@ -181,8 +181,8 @@ class CaseRunner:
             key=item.nodeid,
             file=item.nodeid.partition("::")[0],
             line=item.line,
-            judge=judge,
-            spot_input=self.setup.spot_setup is not None,
+            judge=None if item.case.judge is False else judge,
+            spot_input=self.setup.spot_setup is not None and item.case.judge is not False,
             repeat=self.settings.repeat,
             params=params,
         )

@@ -219,6 +219,7 @@ def _history_cell(value: Any) -> str:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    from .aggregate import xfail_counts
     from .merge import MergeError, merge_runs
     from .report.html import write_report
     from .runfolder import RunFolder
@@ -230,7 +231,8 @@ def _merge(args: argparse.Namespace) -> int:
     write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records())
     for note in notes:
         say(note)
-    say(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors)")
+    say(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors"
+        f"{xfail_counts(metrics)})")
     return 0
 
 

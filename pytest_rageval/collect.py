@@ -45,7 +45,6 @@ class EvalSetFile(pytest.File):
         # One fixture closure serves every case of the file (as pytest does for a parametrized function).
         fixtureinfo = compat.shared_fixtureinfo(self, _case_function)
         collection = self.config.stash.get(collection_key, None)
-        judged = collection.judge_marked() if collection is not None else frozenset()
         entries: list[tuple[int, pytest.Item]] = []
         for bad in loaded.bad:
             entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
@@ -60,8 +59,8 @@ class EvalSetFile(pytest.File):
                         self, name=good.case.id if config is None else f"{good.case.id}[{config.id}]", callobj=_case_function,
                         fixtureinfo=fixtureinfo, case=good.case, line=good.line, matrix_config=config,
                     )
-                    if judged and collection is not None and not judged.isdisjoint(collection.setup.thresholds_for(good.case)):
-                        item.add_marker(pytest.mark.judge)  # its outcome depends on a judge verdict
+                    for mark in collection.marks_for(good.case) if collection is not None else ():
+                        item.add_marker(mark)
                     entries.append((good.line, item))
                 continue
             entries.append((good.line, item))
@@ -220,6 +219,7 @@ class EvalCollection:
         self.setup = setup
         self.settings = setup.settings
         self.resumed = resumed  # keys of the cases a resumed run has finished already
+        self._registered_marks: set[str] = set()  # markers of lines and [tool.rageval.marks], registered once
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
         self.selection = Selection()
         self.session: Optional[pytest.Session] = None
@@ -230,11 +230,27 @@ class EvalCollection:
         if matrix is not None and keyword:  # -k 'top_k=10': pytest's -k has no '=' in a name
             config.option.keyword = rewrite_keyword_expression(keyword, matrix.names)
 
-    def judge_marked(self) -> frozenset[str]:
-        """The metrics whose thresholds mark a case ``judge`` (outcome depends on a verdict); none without a judge."""
+    def marks_for(self, case: EvalCase) -> list[str]:
+        """The markers ``case``'s items carry besides ``rageval``, each registered (``--strict-markers`` works).
+
+        ``judge`` when its outcome depends on a judge verdict: the line's ``judge`` field, else whether a
+        threshold names a judge metric in a run with a judge. Then the line's ``marks`` and the markers of
+        ``[tool.rageval.marks]`` that name one of its tags or its category.
+        """
         from .thresholds import judge_metrics
 
-        return judge_metrics() if self.setup.judge_setup is not None else frozenset()
+        if case.judge is None:
+            judged = self.setup.judge_setup is not None and not judge_metrics().isdisjoint(self.setup.thresholds_for(case))
+        else:
+            judged = case.judge
+        selectors = {case.category, *case.tags}
+        names = ["judge"] if judged else []
+        names += [*case.marks, *(name for name, chosen in self.settings.marks if not chosen.isdisjoint(selectors))]
+        for name in names:
+            if name not in self._registered_marks and name not in ("judge", "rageval"):
+                self.config.addinivalue_line("markers", f"{name}: added by an eval-set line or [tool.rageval.marks]")
+                self._registered_marks.add(name)
+        return list(dict.fromkeys(names))
 
     def choose_default_args(self) -> None:
         """``pytest --rageval`` without paths runs the eval sets of ``rageval_eval_sets``."""

@@ -64,6 +64,7 @@ class RagevalConfig(_Table):
     gate: dict[str, Any] = Field(default_factory=dict)  # aggregate = tolerance, min_judge_coverage
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     matrix: dict[str, Any] = Field(default_factory=dict)  # axis = [values], exclude = [{...}], slice_k (matrix.py)
+    marks: dict[str, Any] = Field(default_factory=dict)  # marker = [tags or categories whose cases it marks]
 
 
 def read_config(path: Optional[Path], value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()

@@ -223,7 +223,8 @@ class RunController:
             f", {s.repeat} runs of each {'judge-dependent case' if self.setup.judge_setup is not None else 'case (no judge)'}")
         lines = [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}{repeat}"]
         if s.matrix is not None:  # the config matrix: how many configs, and how k is asked
-            how = "asked once at the largest k, sliced" if s.matrix.slice_k else "each k asked (slice_k off)"
+            how = ("asked once at the largest k, sliced" if s.matrix.slice_k
+                   else "each k asked: the answer depends on k" if s.judge_enabled else "each k asked (slice_k off)")
             lines.append(f"rageval matrix: {len(s.matrix.configs())} configs over {', '.join(s.matrix.names)} ({how})")
         return lines
 

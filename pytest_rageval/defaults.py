@@ -53,8 +53,8 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
-    ("rageval_slice_k", "config matrix: ask once at the largest k and slice the chunks for smaller k (default true; "
-     "false when the answer depends on k)", "string", ""),
+    ("rageval_slice_k", "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
+     "in a run without a judge, false with one, whose answer depends on k)", "string", ""),
     ("rageval_rank_by", "config matrix: the aggregate configs are ranked by (default correctness_avg when judged, "
      "else recall_at_k_avg)", "string", ""),
 )

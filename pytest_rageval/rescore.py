@@ -37,7 +37,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from . import defaults
 from . import thresholds as _thresholds
-from .aggregate import Aggregator
+from .aggregate import Aggregator, xfail_counts
 from .artifacts import case_config, compose_metrics, config_hash, new_run_id, why_not_latest, with_seed_keys
 from .client import RagReply
 from .judges.base import Judge, JudgeInput, Verdict
@@ -380,5 +380,5 @@ def _summary(result: RescoreResult, jobs: Sequence[_Job], carried: Mapping[str, 
     if latest_kept:
         lines.append(f"latest not moved: {latest_kept}")
     lines.append(f"{result.run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, "
-                 f"{metrics['errors']} errors)")
+                 f"{metrics['errors']} errors{xfail_counts(metrics)})")
     return lines

@@ -104,4 +104,4 @@ class RunSetup:
 
     def thresholds_for(self, case: EvalCase) -> dict[str, Threshold]:
         """The thresholds that apply to ``case`` (its own over the configured ones)."""
-        return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled)
+        return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled and case.judge is not False)

@@ -25,6 +25,19 @@ ID_PATTERN = (
     r"[^\u0000-\u001f\u007f-\u009f\u00ad\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\[\]]+$"
 )
 _ERROR_ITEM_NAME = re.compile(r"line[0-9]+")
+#: What a marker name added by a line's ``marks`` (or ``[tool.rageval.marks]``) may look like.
+MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Marker names that mean something else: pytest's own, and the plugin's (``judge`` is the line's own field).
+RESERVED_MARKS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "rageval", "judge"})
+
+
+def mark_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot be a marker a case adds, or None."""
+    if not MARK_NAME.match(name):
+        return f"{name!r} is no marker name (letters, digits and _, not starting with a digit)"
+    if name in RESERVED_MARKS:
+        return f"{name!r} is reserved ({'use the field judge' if name == 'judge' else 'pytest or the plugin sets it'})"
+    return None
 
 
 def id_problem(value: str) -> Optional[str]:
@@ -108,6 +121,12 @@ class EvalCase(BaseModel):
     thresholds: dict[str, Union[bool, float]] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
     flaky: bool = False
+    judge: Optional[bool] = Field(
+        default=None,
+        description="true/false overrides whether the case is judge-dependent (adds/removes the judge marker); "
+        "false also leaves the judge out of this case.",
+    )
+    marks: list[str] = Field(default_factory=list, description="extra pytest markers on the case's items")
     repeat: Optional[int] = Field(default=None, ge=1, le=MAX_REPEAT)
     skip: Optional[str] = None
     xfail: Optional[str] = None
@@ -120,6 +139,15 @@ class EvalCase(BaseModel):
         if problem is not None:
             raise ValueError(problem)
         return value
+
+    @field_validator("marks")
+    @classmethod
+    def _marks_are_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            problem = mark_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+        return list(dict.fromkeys(value))
 
     @field_validator("question")
     @classmethod

@@ -76,6 +76,7 @@ class Settings:
     step_summary: Optional[Path] = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
     matrix: Optional[Matrix] = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
     rank_by: Optional[str] = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
+    marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
 
     @property
     def judge_enabled(self) -> bool:
@@ -165,6 +166,8 @@ def _value_checks(table: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], C
         yield ("judge", "prices", model), partial(_prices, {model: pair})
     if _table(table, "matrix"):
         yield ("matrix",), partial(_matrix_table, _table(table, "matrix"), None)
+    for name, value in _table(table, "marks").items():
+        yield ("marks", name), partial(_marks, {name: value})
 
 
 def _table(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -315,8 +318,9 @@ def build_settings(
         resume=cli_path(option.rageval_resume),
         summary_md=cli_path(option.rageval_summary_md),
         step_summary=cli_path(environ.get("GITHUB_STEP_SUMMARY")),
-        matrix=_matrix(option, ini, pyproject.matrix),
+        matrix=_matrix(option, ini, pyproject.matrix, judged=judge != "none" and not option.rageval_retrieval_only),
         rank_by=_rank_by(option, ini),
+        marks=_marks(pyproject.marks),
     )
 
 
@@ -329,19 +333,23 @@ def _matrix_table(table: Mapping[str, Any], slice_k: Optional[bool]) -> Optional
     return matrix
 
 
-def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any]) -> Optional[Matrix]:
+def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, judged: bool) -> Optional[Matrix]:
     """``--rageval-matrix`` (wins: the table's axes and excludes are not used) or ``[tool.rageval.matrix]``;
-    ini ``rageval_slice_k`` over the table's ``slice_k`` over true."""
+    ini ``rageval_slice_k`` over the table's ``slice_k`` over the default: slice only a run without a judge (its
+    metrics read the chunks alone; an answer built from 10 chunks is not the answer at 5)."""
     raw = str(ini.get("rageval_slice_k") or "").strip().lower()
     if raw not in ("", "true", "false"):
         raise SettingsError(f"rageval_slice_k: must be true or false, got {ini.get('rageval_slice_k')!r}")
     slice_k = None if not raw else raw == "true"
+    if slice_k is None and isinstance(table.get("slice_k"), bool):
+        slice_k = table["slice_k"]
+    if slice_k is None:
+        slice_k = not judged
     text = getattr(option, "rageval_matrix", None)
     if text is None:
         return _matrix_table(table, slice_k)
-    table_slice = table.get("slice_k", True)
     try:
-        matrix = parse_matrix_option(text, slice_k=slice_k if slice_k is not None else table_slice is not False)
+        matrix = parse_matrix_option(text, slice_k=slice_k)
     except MatrixError as exc:
         raise SettingsError(str(exc)) from None
     _check_targets(matrix)
@@ -448,6 +456,21 @@ def _prices(table: Any) -> dict[str, tuple[float, float]]:
             raise SettingsError(f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens]")
         out[model] = (float(pair[0]), float(pair[1]))
     return out
+
+
+def _marks(table: Mapping[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """``[tool.rageval.marks]``: marker = [tags or categories]; a case with one of them gets the marker."""
+    from .schema import mark_problem
+
+    out = []
+    for name, selectors in sorted(table.items()):
+        problem = mark_problem(str(name))
+        if problem is not None:
+            raise SettingsError(f"[tool.rageval.marks] {problem}")
+        if not (isinstance(selectors, list) and selectors and all(isinstance(s, str) and s for s in selectors)):
+            raise SettingsError(f"[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. [\"slow\", \"multi_hop\"]")
+        out.append((str(name), frozenset(selectors)))
+    return tuple(out)
 
 
 def pyproject_path(inipath: Optional[Path], rootdir: Path) -> Optional[Path]:

@@ -235,6 +235,22 @@ def test_two_by_two_costs_one_request_per_case_per_alpha(pytester: pytest.Pytest
     assert '<h2 id="configs">Configs</h2>' in page and all(f"<code>{c}</code>" in page for c in CONFIGS)
 
 
+def test_with_a_judge_each_k_is_asked_unless_slicing_is_asked_for(pytester: pytest.Pytester) -> None:
+    eval_set(pytester)
+    judged = [a for a in args("URL") if a != "--rageval-judge=none"] + ["--rageval-judge=lexical"]
+    with AskServer(System()) as server:
+        run = [a.replace("URL", server.url) for a in judged] + ["--rageval-matrix", "top_k=1,4"]
+        asked = pytester.runpytest(*run)
+        asked_ks = sorted(r["body"]["k"] for r in server.requests)
+        server.requests.clear()
+        sliced = pytester.runpytest(*run, "-o", "rageval_slice_k=true")
+        sliced_ks = sorted(r["body"]["k"] for r in server.requests)
+    assert asked_ks == [1] * N + [4] * N  # the top_k=1 answer comes from a request at k=1
+    asked.stdout.fnmatch_lines(["rageval matrix: 2 configs over top_k (each k asked: the answer depends on k)"])
+    assert sliced_ks == [4] * N
+    sliced.stdout.fnmatch_lines(["rageval matrix: 2 configs over top_k (asked once at the largest k, sliced)"])
+
+
 def test_k_exclude_and_the_slice_opt_out(pytester: pytest.Pytester) -> None:
     eval_set(pytester)
     pytester.makepyprojecttoml('[tool.rageval.matrix]\ntop_k = [5, 10]\nalpha = [0.0, 0.5]\n'

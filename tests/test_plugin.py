@@ -163,6 +163,37 @@ def test_k_selects_by_id_tag_and_category_and_markers_are_registered(pytester: p
         assert len(server.requests) == 7
 
 
+def test_marks_on_the_line_and_by_tag_select_with_strict_markers(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [
+        {"id": "judged", "question": "q1", "gold_supports": [GOLD]},
+        {"id": "retrieval", "question": "q2", "gold_supports": [GOLD], "judge": False},
+        {"id": "slow", "question": "q3", "gold_supports": [GOLD], "marks": ["slow"], "judge": False},
+        {"id": "hop", "question": "q4", "category": "multi_hop", "gold_supports": [GOLD], "judge": False},
+        {"id": "bad", "question": "q5", "marks": ["skip"]},
+    ])
+    pytester.makepyprojecttoml('[tool.rageval.marks]\nnightly = ["multi_hop", "billing"]\n')
+    with AskServer(Ranked()) as server:
+        run = ["--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--strict-markers"]
+        not_judge = pytester.runpytest(*run, "-m", "not judge", "-rA")
+        asked = len(server.requests)
+        slow = pytester.runpytest(*run, "-m", "slow", "-rA")
+        nightly = pytester.runpytest(*run, "-m", "nightly", "-rA")
+        judged = pytester.runpytest(*run, "-m", "judge", "-rA")
+    # the lexical judge is on: only the lines that say "judge": false run without the judge marker
+    not_judge.assert_outcomes(passed=3, errors=1, deselected=1)
+    not_judge.stdout.fnmatch_lines(["PASSED eval_sets/s.jsonl::retrieval", "PASSED eval_sets/s.jsonl::slow", "PASSED eval_sets/s.jsonl::hop"])
+    not_judge.stdout.fnmatch_lines(["*s.jsonl:5: field 'marks': *'skip' is reserved*"])
+    assert asked == 3
+    runs = [json.loads((p / "metrics.json").read_text()) for p in (pytester.path / "results").iterdir() if p.is_dir()]
+    first = min(runs, key=lambda m: m["timestamp"])
+    assert first["judge_coverage"] == {}  # "judge": false leaves the judge out of the case
+    slow.assert_outcomes(passed=1, deselected=4)
+    slow.stdout.fnmatch_lines(["PASSED eval_sets/s.jsonl::slow"])
+    nightly.assert_outcomes(passed=1, deselected=4)
+    nightly.stdout.fnmatch_lines(["PASSED eval_sets/s.jsonl::hop"])
+    assert "eval_sets/s.jsonl::judged" in judged.stdout.str() and judged.parseoutcomes()["deselected"] == 4
+
+
 def test_explicit_file_and_folder_paths_and_artifacts_are_not_collected(pytester: pytest.Pytester) -> None:
     write_set(pytester, "sets/one", [{"id": "a", "question": "q1", "gold_supports": [GOLD]}])
     write_set(pytester, "sets/two", [{"id": "b", "question": "q2", "gold_supports": [GOLD]}])
@@ -439,6 +470,31 @@ def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
         run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
         record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
         assert len(record["retrieved_chunks"][0]["text"]) == 500
+
+
+def test_xfailed_cases_are_their_own_count_in_every_artifact(pytester: pytest.Pytester) -> None:
+    def respond(body: dict) -> Any:
+        return answer("A.", [chunk("docs/a.md", "# A", 1)])
+
+    known_gap = {"rel_path": "nope.md"}
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}]
+              + [{"id": f"x{i}", "question": f"q{i}", "gold_supports": [known_gap], "xfail": "known gap"} for i in range(4)])
+    with AskServer(respond) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+                                    "--rageval-baseline=base", "--rageval-update-baseline", "--rageval-summary-md=summary.md")
+    result.assert_outcomes(passed=1, xfailed=4)
+    out = result.stdout.str()
+    assert "cases: 1 passed, 0 failed, 0 errors, 0 skipped, 4 xfailed, 0 invalid lines" in out
+    assert "the new baseline has" not in out  # xfailed cases are no failures to warn of
+    metrics = latest_metrics(pytester.path)
+    assert (metrics["total_tests"], metrics["passed"], metrics["failed"], metrics["xfailed"], metrics["xpassed"]) == (1, 1, 0, 4, 0)
+    assert metrics["aggregate_metrics"]["operational_metrics"]["error_rate"] == 0.0
+    assert "1 passed, 0 failed, 0 errors, 4 xfailed" in (pytester.path / "summary.md").read_text()
+    run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+    page = (run / "report.html").read_text()
+    counts = page[page.index('class="counts"'):]
+    counts = counts[:counts.index("</table>")]
+    assert ">xfailed<" in counts and ">4<" in counts
 
 
 def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path: Path) -> None:

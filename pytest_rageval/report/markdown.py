@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote
 
+from ..aggregate import xfail_counts
 from ..sanitize import terminal_safe
 from .baseline import verdict_kind
 from .configs import failed_configs
@@ -92,7 +93,7 @@ def _verdict(comparison: Optional["Comparison"], gate_failed: bool) -> str:
 def _counts(metrics: Mapping[str, Any]) -> str:
     total = metrics.get("total_tests", 0)
     line = (f"{total} case{'' if total == 1 else 's'}: {metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, "
-            f"{metrics.get('errors', 0)} errors")
+            f"{metrics.get('errors', 0)} errors{xfail_counts(metrics)}")
     more = [f"{metrics[name]} {label}" for name, label in (("skipped", "skipped"), ("invalid_lines", "invalid lines"))
             if metrics.get(name)]
     flags = []

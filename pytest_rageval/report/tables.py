@@ -72,8 +72,9 @@ def render_header(metrics: dict, title: str, verdict: Html = EMPTY) -> Html:
 
 
 def _render_counts(metrics: dict) -> Html:
-    keys = ("total_tests", "passed", "failed", "errors", "skipped", "invalid_lines")
-    labels = ("total", "passed", "failed", "errors", "skipped", "invalid lines")
+    keys: tuple[str, ...] = ("total_tests", "passed", "failed", "errors", "skipped")
+    keys += tuple(name for name in ("xfailed", "xpassed") if metrics.get(name)) + ("invalid_lines",)
+    labels = tuple("total" if k == "total_tests" else k.replace("_", " ") for k in keys)
     cells = join(num_td(metrics.get(k), fmt_count) for k in keys)
     return table(labels, [Html("<tr>{}</tr>").format(cells)], "counts")
 

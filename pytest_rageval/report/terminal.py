@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from .. import registry
+from ..aggregate import xfail_counts
 from ..sanitize import terminal_safe
 from ..thresholds import Miss, describe_runs, shorten
 from .repeats import summary_lines as repeat_summary_lines
@@ -152,7 +153,7 @@ def styled_summary_lines(
     deltas = {d.name: d for d in comparison.deltas} if comparison else {}
     counts = (
         f"{metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, {metrics.get('errors', 0)} errors, "
-        f"{metrics.get('skipped', 0)} skipped, {metrics.get('invalid_lines', 0)} invalid lines"
+        f"{metrics.get('skipped', 0)} skipped{xfail_counts(metrics)}, {metrics.get('invalid_lines', 0)} invalid lines"
     )
     lines: list[tuple[str, Markup]] = [(f"cases: {counts}; k={settings.k}", {}), (_judge_line(metrics), {})]
     if metrics.get("partial"):
