@@ -274,6 +274,8 @@ class Aggregator:
             "answerable": _answerable(record),
             "test_case_id": record.get("test_case_id"),
         }
+        if isinstance(record.get("definition"), str):
+            case["definition"] = record["definition"]  # the gate compares a case only while its definition holds
         error = record.get("error")
         if outcome == "error" and isinstance(error, Mapping) and error.get("kind"):
             case["error_kind"] = str(error["kind"])  # the gate pairs timeout rates per case

@@ -24,7 +24,7 @@ from .matrix import MatrixConfig, rewrite_keyword_expression
 from .record import CaseRecord
 from .runner import NO_REL_PATH
 from .schedule import in_shard
-from .schema import EvalCase
+from .schema import EvalCase, definition_hash
 from .selection import Selection
 from .thresholds import ThresholdError, check_metric_name, coerce_threshold
 
@@ -214,11 +214,12 @@ class EvalCollection:
     collected and deselected (``selection``: what a partial run stands for).
     """
 
-    def __init__(self, config: pytest.Config, setup: "RunSetup", *, resumed: frozenset[str] = frozenset()) -> None:
+    def __init__(self, config: pytest.Config, setup: "RunSetup", *, resumed: Optional[Mapping[str, Optional[str]]] = None) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
-        self.resumed = resumed  # keys of the cases a resumed run has finished already
+        # keys of the cases a resumed run has finished already, each with the definition hash it ran under
+        self.resumed: Mapping[str, Optional[str]] = resumed or {}
         self._registered_marks: set[str] = set()  # markers of lines and [tool.rageval.marks], registered once
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
         self.selection = Selection()
@@ -323,6 +324,8 @@ class EvalCollection:
             for item in broken:
                 config.hook.pytest_itemcollected(item=item)
             items[:0] = broken
+        if self.resumed:
+            self._refuse_changed_cases(items)
         if shard is not None or self.resumed:
             keep: list[pytest.Item] = []
             drop: list[pytest.Item] = []
@@ -333,6 +336,21 @@ class EvalCollection:
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep
+
+    def _refuse_changed_cases(self, items: Sequence[pytest.Item]) -> None:
+        """A resume completes a run: a case it finished whose line has changed since would mix two eval sets."""
+        changed = []
+        for item in items:
+            if isinstance(item, CaseItem) and item.nodeid in self.resumed:
+                recorded = self.resumed[item.nodeid]
+                if recorded is not None and recorded != definition_hash(item.case):
+                    changed.append(item.nodeid)
+        if changed:
+            shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+            raise pytest.UsageError(
+                f"pytest-rageval: cannot resume {self.settings.resume}: {len(changed)} case{'' if len(changed) == 1 else 's'} "
+                f"changed in the eval set since the run recorded {'it' if len(changed) == 1 else 'them'} ({shown}); "
+                "start a new run (without --rageval-resume)")
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """Count the eval set's items (cases and invalid lines) per file, before any deselection."""

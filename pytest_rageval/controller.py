@@ -570,7 +570,8 @@ class RunController:
             self.gate_notes.append(f"warning: baseline {s.baseline} not found; no regression gate this run")
             return
         comparison = self.comparison = gate_runs(
-            baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants
+            baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants,
+            min_shared_cases=s.min_shared_cases,
         )
         self.metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"),
                                       **comparison.as_dict()}

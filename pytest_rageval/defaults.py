@@ -20,6 +20,8 @@ JUDGE_JSON_MODES = ("json_schema", "json_object", "text")
 JUDGE_METRICS: tuple[str, ...] = ("groundedness", "correctness")  # [tool.rageval.judge] metrics
 OUTPUT_DIR = "results"  # relative to rootdir
 CACHE_DIR = ".rageval_cache"  # relative to rootdir
+#: the fewest unchanged cases a baseline must share with a run to be gated on (rageval_min_shared_cases)
+MIN_SHARED_CASES = 10
 CONCURRENCY = 8  # cases in flight at once in one process
 MAX_ANSWER_CHARS = 20_000  # answer and abstain reason (sanitize.Limits)
 MAX_CHUNK_CHARS = 20_000  # text of a retrieved chunk or reference field
@@ -52,6 +54,8 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_cache_dir", f"judge cache folder (default {CACHE_DIR})", "string", ""),
     ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
+    ("rageval_min_shared_cases", f"the gate refuses a baseline that shares fewer unchanged cases with the run (default "
+     f"{MIN_SHARED_CASES}, or every case when a side has fewer)", "string", ""),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
     ("rageval_slice_k", "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
      "in a run without a judge, false with one, whose answer depends on k)", "string", ""),

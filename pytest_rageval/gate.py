@@ -13,6 +13,7 @@ the baseline, and the interval always contains the delta. A baseline without
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from . import registry, safejson
+from . import defaults, registry, safejson
 from .aggregate import as_number, percentile
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
 
 #: ``[tool.rageval.gate] min_judge_coverage`` when not set
 DEFAULT_MIN_JUDGE_COVERAGE = 0.95
+#: ``rageval_min_shared_cases`` when not set
+DEFAULT_MIN_SHARED_CASES = defaults.MIN_SHARED_CASES
 
 #: compared names that are no metric's aggregate, in delta order
 _OPERATIONAL: tuple[str, ...] = ("error_rate", "timeout_rate", "empty_response_rate", "latency_p50_ms", "latency_p95_ms")
@@ -121,6 +124,9 @@ class Comparison:
     current_cases: Optional[int] = None
     not_compared: Optional[str] = None
     refused: bool = False
+    added_cases: list[str] = field(default_factory=list)  # in this run, not in the baseline
+    removed_cases: list[str] = field(default_factory=list)  # in the baseline, gone from a file this run ran whole
+    changed_cases: list[str] = field(default_factory=list)  # in both, with another definition: not compared
 
     @property
     def regressed(self) -> bool:
@@ -172,10 +178,11 @@ class Comparison:
         """Which cases the deltas cover, with the counts."""
         if self.shared_cases is None:
             return "compared on whole-run aggregates (a run has no per-case data): no intervals, no flipped cases"
-        return (
-            f"compared on {self.shared_cases} shared case{_s(self.shared_cases)} of {self.baseline_cases} "
-            f"in the baseline and {self.current_cases} in this run"
-        )
+        scope = (f"compared on {self.shared_cases} shared case{_s(self.shared_cases)} of {self.baseline_cases} "
+                 f"in the baseline and {self.current_cases} in this run")
+        moves = [f"{len(keys)} {label}" for keys, label in ((self.added_cases, "added"), (self.changed_cases, "changed"),
+                                                             (self.removed_cases, "removed")) if keys]
+        return scope + (f" ({', '.join(moves)})" if moves else "")
 
     def reason(self) -> str:
         """One line: why the gate did not pass (empty when it passed)."""
@@ -204,6 +211,9 @@ class Comparison:
             "deltas": [asdict(d) for d in self.deltas],
             "flipped_to_fail": list(self.flipped_to_fail),
             "flipped_to_pass": list(self.flipped_to_pass),
+            "added_cases": list(self.added_cases),
+            "removed_cases": list(self.removed_cases),
+            "changed_cases": list(self.changed_cases),
             "invariant_differences": list(self.invariant_differences),
             "coverage_failures": list(self.coverage_failures),
         }
@@ -328,15 +338,25 @@ def _eval_set_difference(baseline: Mapping[str, Any], current: Mapping[str, Any]
     return _shown(old, True), _shown(new, True)
 
 
+def _defined(metrics_json: Mapping[str, Any]) -> bool:
+    """Whether every case of a run carries its definition hash (runs made before it existed do not)."""
+    cases = _cases(metrics_json)
+    return bool(cases) and all(isinstance(c.get("definition"), str) for c in cases.values())
+
+
 def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """Messages naming each invariant that differs (eval set, judge model/prompt/temperature).
+    """Messages naming each invariant that differs (k, judge model/prompt/temperature; the eval set only when a
+    side has no per-case definitions: otherwise the gate compares the cases whose definition held).
 
     A value missing (or null) on both sides is no difference; on one side only it is.
     """
     messages: list[str] = []
-    eval_set = _eval_set_difference(baseline, current)
+    eval_set = None if _defined(baseline) and _defined(current) else _eval_set_difference(baseline, current)
     if eval_set is not None:
         messages.append(f"eval_set_hash differs: baseline {eval_set[0]} vs this run {eval_set[1]}")
+    old_k, new_k = baseline.get("k"), current.get("k")
+    if old_k is not None and new_k is not None and old_k != new_k:
+        messages.append(f"k differs: baseline {_shown(old_k, False)} vs this run {_shown(new_k, False)}")
     for name in ("model", "prompt_version", "temperature"):
         old, new = _judge_field(baseline, name), _judge_field(current, name)
         if old is None and new is None:
@@ -557,6 +577,33 @@ def _flips(shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]]) ->
     return to_fail, to_pass
 
 
+def _removed(old_cases: Mapping[str, Any], new_cases: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Baseline cases gone from the eval set: absent from this run although it ran their file whole (a ``-k``
+    subset, a shard or a run of other files leaves cases out without removing them)."""
+    files = current.get("eval_set_files")
+    if current.get("partial") or current.get("shard") or not isinstance(files, Mapping):
+        return []
+    return sorted(key for key in set(old_cases) - set(new_cases) if key.partition("::")[0] in files)
+
+
+def _definition_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Both sides carry a definition hash, and they differ (a side without one is taken as unchanged)."""
+    a, b = old.get("definition"), new.get("definition")
+    return isinstance(a, str) and isinstance(b, str) and a != b
+
+
+def too_few_shared(comparison: Comparison, minimum: int) -> Optional[str]:
+    """Why the unchanged shared cases are too few to gate on (fewer than ``minimum``, or than every case when a
+    side has fewer), or None."""
+    if comparison.shared_cases is None or comparison.baseline_cases is None or comparison.current_cases is None:
+        return None
+    needed = min(minimum, comparison.baseline_cases, comparison.current_cases)
+    if comparison.shared_cases >= needed:
+        return None
+    return (f"only {comparison.shared_cases} unchanged case{_s(comparison.shared_cases)} shared with the baseline, "
+            f"fewer than {needed} (rageval_min_shared_cases)")
+
+
 def _ratio(value: float, other: float) -> str:
     text = f"{value:.2f}"
     if text == f"{other:.2f}":
@@ -615,18 +662,25 @@ def compare(
     min_judge_coverage: Optional[float] = None,
     bootstrap_samples: int = 1000,
     seed: int = 0,
+    compare_changed: bool = False,
 ) -> Comparison:
-    """Compare this run's metrics.json with a baseline's, on the cases both share when both have ``cases``."""
+    """Compare this run's metrics.json with a baseline's, on the cases both share when both have ``cases``:
+    those whose definition held (and, with ``compare_changed``, the changed ones too; they are named either way)."""
     resolved = _resolve_tolerances(tolerances)
     old_scalars, new_scalars = _scalars(baseline), _scalars(current)
     old_cases, new_cases = _cases(baseline), _cases(current)
     paired = bool(old_cases) and bool(new_cases)
-    shared = {key: (old_cases[key], new_cases[key]) for key in sorted(set(old_cases) & set(new_cases))}
+    both = sorted(set(old_cases) & set(new_cases))
+    changed = [key for key in both if _definition_changed(old_cases[key], new_cases[key])]
+    shared = {key: (old_cases[key], new_cases[key]) for key in both if compare_changed or key not in set(changed)}
     result = Comparison(
         invariant_differences=check_invariants(baseline, current),
         shared_cases=len(shared) if paired else None,
         baseline_cases=len(old_cases) if paired else None,
         current_cases=len(new_cases) if paired else None,
+        added_cases=sorted(set(new_cases) - set(old_cases)) if paired else [],
+        removed_cases=_removed(old_cases, new_cases, current) if paired else [],
+        changed_cases=changed if paired else [],
     )
     result.not_compared = _why_not_compared(baseline, current, old_cases, new_cases, shared, paired)
     if result.not_compared:
@@ -700,24 +754,31 @@ def gate_runs(
     gate: Optional[Mapping[str, Any]] = None,
     significance: bool = False,
     ignore_invariants: bool = False,
+    min_shared_cases: int = DEFAULT_MIN_SHARED_CASES,
 ) -> Comparison:
     """The gate of the pytest session and of ``rageval compare``: refuse, or compare with ``[tool.rageval.gate]``.
 
-    A baseline whose invariants differ is refused (unless ``ignore_invariants``);
-    ``min_judge_coverage`` defaults to 0.95.
+    A baseline whose invariants differ, or that shares fewer than ``min_shared_cases`` unchanged cases with this
+    run (every case when a side has fewer), is refused (unless ``ignore_invariants``); ``min_judge_coverage``
+    defaults to 0.95.
     """
     gate = gate or {}
     differences = check_invariants(baseline, current)
     if differences and not ignore_invariants:
         return Comparison(invariant_differences=differences, refused=True)
     minimum = gate.get("min_judge_coverage")
-    return compare(
+    result = compare(
         baseline,
         current,
         tolerances={k: v for k, v in gate.items() if k != "min_judge_coverage"},
         significance=significance,
         min_judge_coverage=DEFAULT_MIN_JUDGE_COVERAGE if minimum is None else float(minimum),
+        compare_changed=ignore_invariants,
     )
+    few = too_few_shared(result, min_shared_cases)
+    if few is not None and not ignore_invariants:
+        return dataclasses.replace(result, invariant_differences=[*result.invariant_differences, few], refused=True)
+    return result
 
 
 #: The note of a run whose regressions ``--rageval-allow-regressions`` let through.
@@ -792,6 +853,15 @@ def _case_list(title: str, keys: list[str], max_cases: int) -> list[str]:
     return lines
 
 
+def case_moves(comparison: Comparison, max_cases: int = 20) -> list[str]:
+    """The cases not compared, by id: added to the eval set, changed (another definition), not in this run."""
+    lines = _case_list("cases added since the baseline (not compared):", comparison.added_cases, max_cases)
+    lines += _case_list("cases changed since the baseline (question, gold, reference, thresholds, marks or params; "
+                        "not compared):", comparison.changed_cases, max_cases)
+    lines += _case_list("cases removed since the baseline:", comparison.removed_cases, max_cases)
+    return lines
+
+
 def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[str]:
     """Terminal lines: the cases compared, one per metric delta, flipped cases, invariant and coverage messages."""
     if comparison.refused:
@@ -803,6 +873,7 @@ def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[st
     lines += comparison.one_sided
     lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)
     lines += _case_list("cases that flipped from fail to pass:", comparison.flipped_to_pass, max_cases)
+    lines += case_moves(comparison, max_cases)
     lines += list(comparison.invariant_differences)
     lines += list(comparison.coverage_failures)
     return lines

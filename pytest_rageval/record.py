@@ -104,6 +104,7 @@ class CaseRecord(TypedDict, total=False):
     # the eval-set line
     key: str  # the item's node id, unique in a run
     test_case_id: str
+    definition: str  # schema.definition_hash: what the case checks (the gate compares cases whose definition held)
     file: str
     line: int
     category: Optional[str]

@@ -28,7 +28,7 @@ from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case, unmatchable_supports
 from .record import CaseError, CaseRecord, ErrorKind, error
 from .sanitize import Limits, cap, error_message, keep_notes
-from .schema import Chunk, EvalCase, RagResponse
+from .schema import Chunk, EvalCase, RagResponse, definition_hash
 from .thresholds import Threshold, find_misses, judge_metrics
 
 T = TypeVar("T")
@@ -189,6 +189,7 @@ def base_record(case: EvalCase, *, key: str, file: str, line: int) -> CaseRecord
     return {
         "key": key,
         "test_case_id": case.id,
+        "definition": definition_hash(case),
         "file": file,
         "line": line,
         "category": case.category,

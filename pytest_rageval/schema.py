@@ -6,6 +6,8 @@ file/line/field messages lives in ``evalset.py``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import unicodedata
 from typing import Any, Literal, Optional, Union
@@ -225,3 +227,23 @@ class RagResponse(BaseModel):
     abstain_reason: Optional[str] = None
     selected_folders: Optional[list[str]] = None
     timings: Optional[dict[str, float]] = None
+
+
+#: The fields of a line that define what its case checks; tags, category, difficulty, scope, metadata and
+#: the line number may change without making the case another case (the gate still compares it).
+DEFINITION_FIELDS = (
+    "question", "answerable", "reference_answer", "expected_key_facts", "gold_supports", "gold_doc_ids",
+    "required_support_groups", "recency_conflict_rule", "thresholds", "params", "flaky", "repeat", "skip",
+    "xfail", "judge", "marks",
+)
+
+
+def definition_hash(case: EvalCase) -> str:
+    """A short stable hash of what ``case`` checks (:data:`DEFINITION_FIELDS`, canonical JSON).
+
+    Two runs' results of a case are comparable when its definition hash is the same in both: the gate
+    compares those cases, names the others as changed, and a resume refuses a run whose cases changed.
+    """
+    data = case.model_dump(mode="json", include=set(DEFINITION_FIELDS))
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]

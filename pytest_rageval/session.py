@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import pytest
 
@@ -91,9 +91,11 @@ def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, 
                       retrieval_dir=Path(retrieval_dir) if retrieval_dir else None)
 
 
-def _keys(records: Iterable[dict[str, Any]]) -> frozenset[str]:
-    """The keys of a resumed run's records: the cases it has finished."""
-    return frozenset(r["key"] for r in records if r.get("key"))
+def _keys(records: Iterable[dict[str, Any]]) -> dict[str, Optional[str]]:
+    """The keys of a resumed run's records (the cases it has finished), each with the definition hash it was run
+    under (None in a record written before definitions were kept)."""
+    return {str(r["key"]): r.get("definition") if isinstance(r.get("definition"), str) else None
+            for r in records if r.get("key")}
 
 
 def end_session(config: pytest.Config) -> None:

@@ -48,6 +48,7 @@ class Settings:
     update_baseline: bool = False
     allow_regressions: bool = False
     ignore_invariants: bool = False
+    min_shared_cases: int = defaults.MIN_SHARED_CASES  # rageval_min_shared_cases: the gate's floor of unchanged cases
     gate_significance: bool = False
     store_full_text: bool = False
     limits: Limits = field(default_factory=Limits)  # size caps of text from outside (rageval_max_*_chars)
@@ -290,6 +291,7 @@ def build_settings(
         update_baseline=bool(option.rageval_update_baseline),
         allow_regressions=bool(option.rageval_allow_regressions),
         ignore_invariants=bool(option.rageval_ignore_invariants),
+        min_shared_cases=_min_shared(ini.get("rageval_min_shared_cases")),
         gate_significance=bool(option.rageval_gate_significance),
         store_full_text=bool(option.rageval_store_full_text),
         limits=_limits(ini),
@@ -421,6 +423,15 @@ def _repeat(option: Any, ini: Mapping[str, Any]) -> Optional[int]:
         return parse_repeat(value, where)
     except RepeatError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def _min_shared(value: Any) -> int:
+    text = str(value or "").strip()
+    if not text:
+        return defaults.MIN_SHARED_CASES
+    if not text.isdigit() or len(text) > 9 or int(text) < 1:
+        raise SettingsError(f"rageval_min_shared_cases: must be a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def _concurrency(value: Optional[int]) -> int:

@@ -73,7 +73,8 @@ def comparison_from_dict(data: Mapping[str, Any]) -> Optional[Comparison]:
     names = {f.name for f in fields(MetricDelta)}
     deltas = [MetricDelta(**{k: v for k, v in d.items() if k in names}) for d in data.get("deltas") or []
               if isinstance(d, Mapping) and "name" in d]
-    lists = ("flipped_to_fail", "flipped_to_pass", "invariant_differences", "coverage_failures")
+    lists = ("flipped_to_fail", "flipped_to_pass", "invariant_differences", "coverage_failures", "added_cases",
+             "removed_cases", "changed_cases")
     return Comparison(
         deltas=deltas,
         **{name: [str(x) for x in data.get(name) or []] for name in lists},

@@ -170,6 +170,9 @@ def summary_markdown(
                       *(f"- {md_text(cid)}: {md_text(reason)}" for cid, reason in configs)]
         lines += _case_list("Flipped from pass to fail", comparison.flipped_to_fail, anchors, report)
         lines += _case_list("Flipped from fail to pass", comparison.flipped_to_pass, anchors, report)
+        lines += _case_list("Added since the baseline (not compared)", comparison.added_cases, anchors, None)
+        lines += _case_list("Changed since the baseline (not compared)", comparison.changed_cases, anchors, None)
+        lines += _case_list("Removed since the baseline", comparison.removed_cases, anchors, None)
     shown_notes = [note for note in notes if note != gate_reason]
     if shown_notes:
         lines += ["", "**Notes**", "", *(f"- {md_text(note)}" for note in shown_notes)]

@@ -7,10 +7,13 @@ Pure: a :class:`~.baseline.GateOutcome` in (its reason already masked), an Html 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .baseline import GateOutcome
 from .markup import EMPTY, Html, fmt_delta, fmt_interval, join, num_td, table
+
+if TYPE_CHECKING:
+    from ..gate import Comparison
 
 __all__ = ["VERDICT_TITLES", "render_verdict"]
 
@@ -49,6 +52,23 @@ def _flipped_line(outcome: GateOutcome) -> Html:
                 '<a href="#flipped-to-pass">{} flipped fail &rarr; pass</a></p>').format(len(to_fail), len(to_pass))
 
 
+def _moves(comparison: Optional["Comparison"]) -> Html:
+    """The cases the gate did not compare, by id: added, changed (another definition), not in this run."""
+    if comparison is None or comparison.refused:
+        return EMPTY
+    parts = []
+    for title, keys in (("added since the baseline", comparison.added_cases),
+                        ("changed since the baseline (another question, gold, reference, thresholds, marks or params)",
+                         comparison.changed_cases),
+                        ("removed since the baseline", comparison.removed_cases)):
+        if keys:
+            items = join(Html("<li><code>{}</code></li>").format(key) for key in keys[:50])
+            more = Html("<li>and {} more</li>").format(len(keys) - 50) if len(keys) > 50 else EMPTY
+            parts.append(Html('<details class="moves"><summary>{} {}: not compared</summary><ul>{}{}</ul></details>')
+                         .format(len(keys), title, items, more))
+    return join(parts)
+
+
 def _configs_line(failed: Sequence[tuple[str, str]]) -> Html:
     """A matrix run: the configs whose own gate failed, linked to the Configs section."""
     if not failed:
@@ -79,6 +99,7 @@ def render_verdict(outcome: Optional[GateOutcome], failed_configs: Sequence[tupl
         parts.extend(Html('<div class="reason">{}</div>').format(f) for f in comparison.coverage_failures)
     parts.append(_configs_line(failed_configs))
     parts.append(_flipped_line(outcome))
+    parts.append(_moves(comparison))
     parts.append(Html("</section>"))
     return join(parts)
 
