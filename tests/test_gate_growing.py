@@ -89,7 +89,8 @@ def test_the_ci_summary_and_report_name_the_cases_not_compared(pytester: pytest.
     assert "**Changed since the baseline (not compared) (1)**" in summary and "**Removed since the baseline (1)**" in summary
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     page = (run / "report.html").read_text()
-    assert "3 added since the baseline" in page and "1 changed since the baseline" in page and "1 removed since the baseline" in page and "<code>eval_sets/s.jsonl::c7</code>" in page
+    assert "3 added since the baseline" in page and "1 changed since the baseline" in page
+    assert "1 removed since the baseline" in page and "<code>eval_sets/s.jsonl::c7</code>" in page
 
 
 def test_too_few_unchanged_cases_or_another_k_refuse_the_baseline(pytester: pytest.Pytester) -> None:
