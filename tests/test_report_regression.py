@@ -271,6 +271,20 @@ def test_chunk_moves() -> None:
         (1, 3, "up 2", "c", False), (2, 1, "down 1", "a", True), (3, None, "new", "d", False), (None, 2, "dropped", "b", False)]
 
 
+def test_chunks_are_the_same_by_anchor_and_text_whatever_their_volatile_ids() -> None:
+    """A framework gives every node a new random id on each index build: an unchanged system moves nothing."""
+    def chunks(build: str) -> list[dict]:
+        return [{"chunk_id": f"{build}-{i}", "rel_path": "hr/leave.md", "heading_path": "# Leave > ## Sick days",
+                 "text": f"Paragraph {i} of the sick-day rules.", "rank": i} for i in (1, 2, 3, 4)]
+
+    rows = chunk_moves(chunks("uuid-a"), chunks("uuid-b"))
+    assert [(now, before, move) for now, before, move, _, _ in rows] == [(1, 1, "same"), (2, 2, "same"), (3, 3, "same"), (4, 4, "same")]
+    edited = chunks("uuid-c")
+    edited[0]["text"] = "Rewritten: sick days need a note after three days."
+    moves = [move for _, _, move, _, _ in chunk_moves(chunks("uuid-a"), edited)]
+    assert moves == ["new", "same", "same", "same", "dropped"]  # same anchor, other text: another chunk
+
+
 def test_case_anchors_place_flipped_cases_first_and_record_index_reads_one_record(tmp_path: Path) -> None:
     anchors = CaseAnchors(to_fail=["s.jsonl::x"], to_pass=["s.jsonl::y"])
     assert anchors.place(_record("y", "passed")) == ("to_pass", "case-f0")

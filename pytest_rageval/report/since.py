@@ -11,6 +11,7 @@ first ``MAX_DIFF_WORDS`` words and the section says so.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import html
 import re
 from typing import Any, Mapping, Optional
@@ -58,11 +59,20 @@ def _text(words: list[str]) -> str:
     return html.escape("".join(words), quote=True)
 
 
-def _chunk_id(chunk: Mapping[str, Any]) -> tuple[str, str]:
-    """What makes a retrieved chunk the same one in two runs: its chunk id, else its anchor (path, heading)."""
-    if chunk.get("chunk_id"):
-        return ("id", str(chunk["chunk_id"]))
-    return (str(chunk.get("rel_path") or chunk.get("doc_id") or ""), heading_text(chunk.get("heading_path")))
+#: How much of a chunk's text its identity reads: what results.jsonl keeps without --rageval-store-full-text,
+#: so a baseline stored with full text and a run stored without still agree.
+_IDENTITY_TEXT = 200
+
+
+def _chunk_id(chunk: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What makes a retrieved chunk the same one in two runs: its anchor (path, heading) and its text.
+
+    Never the system's chunk id: frameworks such as LlamaIndex give every node a new random id each time the
+    index is built, and an unchanged system would show every chunk both new and dropped.
+    """
+    text = chunk.get("text")
+    digest = hashlib.sha256(text[:_IDENTITY_TEXT].encode("utf-8", "surrogatepass")).hexdigest()[:16] if isinstance(text, str) else ""
+    return (str(chunk.get("rel_path") or chunk.get("doc_id") or ""), heading_text(chunk.get("heading_path")), digest)
 
 
 def _ranked(chunks: Any) -> list[tuple[Any, Mapping[str, Any]]]:
@@ -83,11 +93,11 @@ def chunk_moves(old: Any, new: Any) -> list[Move]:
 
     ``move`` is ``new``, ``dropped``, ``same`` or ``up N`` / ``down N`` (ranks moved); gold when either run marked it.
     """
-    before: dict[tuple[str, str], tuple[Any, Mapping[str, Any]]] = {}
+    before: dict[tuple[str, str, str], tuple[Any, Mapping[str, Any]]] = {}
     for rank, chunk in _ranked(old):
         before.setdefault(_chunk_id(chunk), (rank, chunk))
     rows: list[Move] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for rank, chunk in _ranked(new):
         ident = _chunk_id(chunk)
         if ident in seen:
