@@ -927,6 +927,33 @@ def _import_from(module_name: str, folders: Sequence[str]) -> Any:
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
+#: How a callable target is called, for the messages of a target that cannot be.
+HOW_TARGETS_ARE_CALLED = ("a target is called fn(question, params), where params is a dict holding k and the case's and the "
+                          "matrix's params, and returns a dict such as {\"answer\": ..., \"debug\": {\"retrieved_chunks\": [...]}}")
+
+
+def signature_problem(fn: Callable[..., Any]) -> str | None:
+    """Why ``fn`` cannot be called ``fn(question, params)``, read from its signature (None when it can, or when it
+    has none to read): it takes other arguments, or its second parameter has a default that is no dict
+    (``def answer(question, top_k=4)`` would get the params dict as ``top_k``)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        bound = signature.bind("question", {})
+    except TypeError as exc:
+        return f"its signature {signature} cannot take (question, params): {exc}"
+    second = [name for name, value in bound.arguments.items() if isinstance(value, dict) and not value]
+    parameter = signature.parameters.get(second[0]) if second else None
+    if parameter is None or parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+        return None
+    default = parameter.default
+    if default is not inspect.Parameter.empty and default is not None and not isinstance(default, Mapping):
+        return f"its second parameter {parameter.name}={default!r} would receive the params dict"
+    return None
+
+
 def check_target(spec: str) -> str:
     """``spec`` stripped if it is an http(s):// URL or 'package.module:callable'; RagConfigError otherwise."""
     spec = (spec or "").strip()
@@ -955,10 +982,15 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
     target: Any = module
     for part in attr_path.split("."):
         if not hasattr(target, part):
-            raise RagConfigError(f"rageval_target {spec!r}: module {module_name!r} has no attribute {attr_path!r}")
+            names = [n for n in dir(target) if not n.startswith("_")]
+            raise RagConfigError(f"rageval_target {spec!r}: module {module_name!r} has no attribute {attr_path!r}"
+                                 f"{did_you_mean(part, names)}")
         target = getattr(target, part)
     if not callable(target):
-        raise RagConfigError(f"rageval_target {spec!r}: {attr_path!r} is not callable")
+        raise RagConfigError(f"rageval_target {spec!r}: {attr_path!r} is a {type(target).__name__} object, not callable; {HOW_TARGETS_ARE_CALLED}")
+    problem = signature_problem(target)
+    if problem is not None:
+        raise RagConfigError(f"rageval_target {spec!r}: {problem}; {HOW_TARGETS_ARE_CALLED}")
     return CallableClient(
         target,
         name=spec,

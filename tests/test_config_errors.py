@@ -7,6 +7,7 @@ is written, ``latest`` does not move, and under pytest-xdist no worker starts.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sys
 from typing import Any
@@ -175,3 +176,29 @@ def test_a_mistake_in_the_pyproject_stops_rageval_compare_too(project: pytest.Py
     result = project.run(sys.executable, "-m", "pytest_rageval.cli", "compare", "a", "b")
     assert result.ret == 2
     assert "pyproject.toml:4: [tool.rageval.judge]: unknown key 'modle' (did you mean 'model'?)" in result.stderr.str()
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("rag:answer", "ERROR: pytest-rageval: rageval_target 'rag:answer': its second parameter top_k=4 would receive the params "
+                   "dict; a target is called fn(question, params), where params is a dict holding k *"),
+    ("rag:one", "ERROR: pytest-rageval: rageval_target 'rag:one': its signature (question) cannot take (question, params)*"),
+    ("rag:askk", "ERROR: pytest-rageval: rageval_target 'rag:askk': module 'rag' has no attribute 'askk' (did you mean 'ask'?)"),
+    ("rag:index", "ERROR: pytest-rageval: rageval_target 'rag:index': 'index' is a dict object, not callable; a target is called fn(question, params)*"),
+])
+def test_a_target_that_cannot_be_called_stops_the_run_saying_how_targets_are_called(
+        project: pytest.Pytester, xdist: list[str], target: str, message: str) -> None:
+    project.makepyfile(rag="""
+        calls = []
+        index = {}
+        def answer(question, top_k=4):
+            calls.append(question)
+            return {"answer": "x"}
+        def one(question):
+            calls.append(question)
+            return {"answer": "x"}
+        def ask(question, params):
+            return {"answer": "x"}
+    """)
+    result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}", *xdist)
+    line = _one_usage_error(project, result)
+    assert fnmatch.fnmatch(line, message), line
