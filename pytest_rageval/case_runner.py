@@ -31,6 +31,7 @@ from .retrieval_cache import MatrixAsk, RetrievalCache
 from .run_setup import RunSetup
 from .runner import Engine, JudgeSetup, RunOptions, as_rag_client, base_record, evaluate_case
 from .sanitize import error_message, terminal_safe
+from .target_gate import GatedClient, TargetMismatch
 from .schedule import NOTHING, Lookahead, cached_fixture, is_own_fixture, runs_conftest_setup, skipped_by_marks
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class CaseRunner:
         self.on_stop: Callable[[str], None] = lambda message: None  # WorkerLink tells the xdist controller
         self.retrieval = RetrievalCache(retrieval_dir)  # the config matrix's requests, shared (xdist: a run-scoped folder)
         self._depths: dict[str, tuple[int, int]] = {}
+        self._gates: dict[int, GatedClient] = {}  # id of a target's client -> its gate (the clients live for the session)
 
     def totals(self) -> RunnerTotals:
         return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=len(self._done))
@@ -123,6 +125,8 @@ class CaseRunner:
             message = terminal_safe(f"pytest-rageval: {exc.message}")  # the judge server's words may be in it
         except JudgeCacheError as exc:  # damaged after the start-up check: stop once, not an error per case
             message = terminal_safe(f"pytest-rageval: {exc}")
+        except TargetMismatch as exc:  # the target cannot be called as targets are: one usage error, not one per case
+            message = terminal_safe(f"pytest-rageval: {exc.message}")
         self.stop_message = message
         self.on_stop(message)
         pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
@@ -169,8 +173,17 @@ class CaseRunner:
             self._lookahead = self.lookahead_kind(self.config, session.items)
         return self._lookahead
 
+    def _gated(self, client: RagClient) -> RagClient:
+        """``client`` with its first call alone and its calls in flight capped (target_gate), one gate per client."""
+        gate = self._gates.get(id(client))
+        if gate is None:
+            name = str(client.describe().get("callable") or client.describe().get("url") or "the target")
+            gate = self._gates[id(client)] = GatedClient(client, limit=self.settings.target_concurrency, name=name)
+        return gate
+
     def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Coroutine[Any, Any, CaseRecord]:
         opts, params = self.opts, None
+        client = self._gated(client)
         if item.matrix_config is not None:
             client, opts, params = self._matrix_ask(item, client)
         coro = evaluate_case(
@@ -194,7 +207,7 @@ class CaseRunner:
         assert config is not None and matrix is not None
         target = config.target
         if target is not None:
-            client = self.setup.client_for(target)
+            client = self._gated(self.setup.client_for(target))
         depth_name = next((name for name in matrix.names if name in ("k", "top_k")), None)
         if config.id not in self._depths:  # (depth asked, items one request serves), once per config
             self._depths[config.id] = (matrix.ask_depth(config, self.settings.k), matrix.group_size(config))

@@ -54,6 +54,8 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_cache_dir", f"judge cache folder (default {CACHE_DIR})", "string", ""),
     ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
+    ("rageval_target_concurrency", "calls of the target in flight at once, for a target that is not thread-safe "
+     "(default: the run's concurrency)", "string", ""),
     ("rageval_min_shared_cases", f"the gate refuses a baseline that shares fewer unchanged cases with the run (default "
      f"{MIN_SHARED_CASES}, or every case when a side has fewer)", "string", ""),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),

@@ -29,6 +29,7 @@ from .metrics import gold_marks, score_case, unmatchable_supports
 from .record import CaseError, CaseRecord, ErrorKind, error
 from .sanitize import Limits, cap, error_message, keep_notes
 from .schema import Chunk, EvalCase, RagResponse, definition_hash
+from .target_gate import TargetMismatch
 from .thresholds import Threshold, find_misses, judge_metrics
 
 T = TypeVar("T")
@@ -321,14 +322,16 @@ async def evaluate_case(
     ``repeat`` is ``--rageval-repeat``: it applies to a judge-dependent case
     without its own ``repeat``/``flaky`` (every case when ``judge`` is None).
     """
+    definition = definition_hash(case)  # the line's, before --rageval-repeat sets its runs
     case = stability.with_repeat(case, repeat, thresholds, judge_metrics(), judge_in_use=judge is not None)
     record = base_record(case, key=key, file=file, line=line)
+    record["definition"] = definition
     record["thresholds"] = dict(thresholds)
     step = _Step()
     try:
         await _evaluate(record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step,
                         params=case.params if params is None else params)
-    except (JudgeAuthError, asyncio.CancelledError):
+    except (JudgeAuthError, TargetMismatch, asyncio.CancelledError):
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a response or a judge makes the code meet: this case's error
         record["error"] = _error(step.kind, f"{error_message(exc)} (while {step.doing})", opts.limits)

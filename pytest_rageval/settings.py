@@ -70,6 +70,7 @@ class Settings:
     spot_check: int = 0
     spot_check_model: Optional[str] = None
     concurrency: int = defaults.CONCURRENCY
+    target_concurrency: int = defaults.CONCURRENCY  # rageval_target_concurrency: the target's calls in flight at once
     repeat: Optional[int] = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
     shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
     resume: Optional[Path] = None
@@ -315,6 +316,7 @@ def build_settings(
         spot_check=spot_check,
         spot_check_model=option.rageval_spot_check_model,
         concurrency=_concurrency(option.rageval_concurrency),
+        target_concurrency=_target_concurrency(ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency)),
         repeat=_repeat(option, ini),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
@@ -431,6 +433,16 @@ def _min_shared(value: Any) -> int:
         return defaults.MIN_SHARED_CASES
     if not text.isdigit() or len(text) > 9 or int(text) < 1:
         raise SettingsError(f"rageval_min_shared_cases: must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _target_concurrency(value: Any, concurrency: int) -> int:
+    """ini ``rageval_target_concurrency``: calls of the target in flight at once (default: the run's concurrency)."""
+    text = str(value or "").strip()
+    if not text:
+        return concurrency
+    if not text.isdigit() or len(text) > 6 or int(text) < 1:
+        raise SettingsError(f"rageval_target_concurrency: must be a whole number of at least 1, got {text!r}")
     return int(text)
 
 

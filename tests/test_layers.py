@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 1 pure logic
     ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs"),
     # 2 judges and the RAG client
-    ("judges.*", "client"),
+    ("judges.*", "client", "target_gate"),
     # 3 one case, one run folder, the session's set-up
     ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "rescore", "merge", "settings", "judges.factory", "run_setup",
      "label", "retrieval_cache"),

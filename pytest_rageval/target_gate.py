@@ -1,0 +1,75 @@
+"""A target's first call before all others, and a cap on its calls in flight.
+
+The first case's call goes out alone: a target that builds its index lazily builds it once, not once per case
+that starts at the same time, and a target that cannot be called the way targets are called (a wrong signature,
+a response of another shape) stops the session with one usage error instead of failing every case. Every call
+then waits for a place among ``limit`` in flight (``rageval_target_concurrency``), for a target that is not
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+from .client import HOW_TARGETS_ARE_CALLED, RagCallError, RagClient, RagReply
+
+__all__ = ["GatedClient", "TargetMismatch", "is_mismatch"]
+
+
+class TargetMismatch(Exception):
+    """The target's first call showed it cannot be called as targets are; the message says how they are."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def is_mismatch(error: RagCallError) -> bool:
+    """A failure that says the target is called the wrong way or answers in another shape (not that it is down)."""
+    return error.kind == "invalid_response" or (error.kind == "target" and isinstance(error.__cause__, TypeError))
+
+
+class GatedClient:
+    """``inner`` with its first call alone and at most ``limit`` calls in flight (made inside the engine's loop)."""
+
+    def __init__(self, inner: RagClient, *, limit: int, name: str) -> None:
+        self.inner = inner
+        self.limit = limit
+        self.name = name
+        self.first_latency_ms: Optional[float] = None
+        self._first: Optional[asyncio.Event] = None
+        self._slots: Optional[asyncio.Semaphore] = None
+        self._mismatch: Optional[str] = None
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
+        if self._first is None:
+            self._first = asyncio.Event()
+            try:
+                reply = await self._call(question, k=k, params=params)
+            except RagCallError as exc:
+                if not is_mismatch(exc):
+                    raise
+                self._mismatch = (f"the first call of {self.name} (question {question[:80]!r}) came back wrong: {exc.message}; "
+                                  f"{HOW_TARGETS_ARE_CALLED}")
+                raise TargetMismatch(self._mismatch) from None
+            finally:
+                self._first.set()
+            self.first_latency_ms = reply.latency_ms
+            return reply
+        await self._first.wait()
+        if self._mismatch is not None:
+            raise TargetMismatch(self._mismatch)
+        return await self._call(question, k=k, params=params)
+
+    async def _call(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limit)
+        async with self._slots:
+            return await self.inner.aask(question, k=k, params=params)

@@ -1,0 +1,81 @@
+"""A target's first call goes out alone; a target called the wrong way stops the run once; calls in flight capped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TARGET = """
+import json, threading, time
+
+lock = threading.Lock()
+state = {"index": None, "in_flight": 0, "most": 0}
+
+def _log(what):
+    with open("log.jsonl", "a") as fh:
+        fh.write(json.dumps(what) + "\\n")
+
+def lazy(question, params):
+    if state["index"] is None:  # a lazily built index, as frameworks build them
+        time.sleep(0.3)
+        _log("built")
+        state["index"] = {}
+    return {"answer": "a", "debug": {"retrieved_chunks": []}}
+
+def one_at_a_time(question, params):
+    with lock:
+        state["in_flight"] += 1
+        state["most"] = max(state["most"], state["in_flight"])
+        _log(state["most"])
+    time.sleep(0.05)
+    with lock:
+        state["in_flight"] -= 1
+    return {"answer": "a", "debug": {"retrieved_chunks": []}}
+
+def shape(question, params):
+    _log("called")
+    return ["not", "a", "dict"]
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(rag=TARGET)
+    lines = [json.dumps({"id": f"c{i}", "question": f"q{i}"}) for i in range(8)]
+    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
+    return pytester
+
+
+def log(pytester: pytest.Pytester) -> list:
+    path = pytester.path / "log.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run(pytester: pytest.Pytester, target: str, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target=rag:{target}", "-p", "no:cacheprovider", *extra)
+
+
+def test_a_lazy_index_is_built_once_though_eight_cases_start_together(project: pytest.Pytester) -> None:
+    result = run(project, "lazy")
+    assert result.ret == 0, result.stdout.str()
+    assert log(project) == ["built"]
+
+
+def test_target_concurrency_caps_the_calls_in_flight(project: pytest.Pytester) -> None:
+    capped = run(project, "one_at_a_time", "-o", "rageval_target_concurrency=1")
+    assert capped.ret == 0, capped.stdout.str()
+    assert max(log(project)) == 1
+    (project.path / "log.jsonl").unlink()
+    free = run(project, "one_at_a_time")
+    assert free.ret == 0 and max(log(project)) > 1  # the run's concurrency (8) otherwise
+
+
+def test_a_target_answering_in_another_shape_stops_the_run_once(project: pytest.Pytester, xdist: list[str]) -> None:
+    result = run(project, "shape", *xdist)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "the first call of rag:shape (question 'q" in output and "returned array, expected a dict or RagResponse" in output
+    assert "a target is called fn(question, params)" in output
+    assert "FAILED" not in output and "ERROR eval_sets" not in output
+    assert len(log(project)) <= (2 if xdist else 1)  # one first call per process, nothing after it
