@@ -134,6 +134,7 @@ def compose_metrics(
     selection: Optional[Mapping[str, Any]] = None,
     timestamp: Optional[str] = None,
     git_commit: Optional[str] = None,
+    run: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
     """metrics.json: the run's identity and scope, then the aggregates (seed 003's format).
 
@@ -149,6 +150,9 @@ def compose_metrics(
         # milliseconds: runs made within one second still sort in order (history, trends)
         "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "git_commit": git_commit,  # commit.run_commit: trend charts and `rageval history` show its short form
+        # what ran: ``target`` {kind, name} (a conftest fixture, an http or callable target), ``git_dirty``
+        # (uncommitted changes), ``matrix`` axes; `rageval history` shows them, the gate compares target kinds
+        **(dict(run) if run else {}),
         "complete": complete,
         **scope,
         "all_error": scored == 0 and failed_to_run > 0,

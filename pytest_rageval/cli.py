@@ -157,6 +157,7 @@ def _history(args: argparse.Namespace) -> int:
     from .report.html import load_history, trend_metrics
     from .report.sparkline import aggregate_key, scale_of, sparkline
     from .report.trends import run_label
+    from .sanitize import terminal_safe
     from .selection import run_scope_notes
     from .suggest import did_you_mean
 
@@ -177,13 +178,15 @@ def _history(args: argparse.Namespace) -> int:
         if number:
             say()
         say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
-        say("run_id".ljust(24) + "made (UTC), commit".ljust(26) + "".join(n.rjust(width) for n in names) + "  passed/total  note")
+        say("run_id".ljust(24) + "made (UTC), commit".ljust(26) + "".join(n.rjust(width) for n in names)
+            + "  passed/total  target, matrix, tree; note")
         odd: list[str] = []
         for metrics in runs:
             agg = _aggregates(metrics)
             cells = "".join(_history_cell(agg.get(n)).rjust(width) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
-            say(f"{str(metrics.get('run_id')):<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(run_scope_notes(metrics))}".rstrip())
+            notes = [*_what_ran(metrics), *run_scope_notes(metrics)]
+            say(terminal_safe(f"{str(metrics.get('run_id')):<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(notes)}".rstrip()))
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
             if bad:
                 where = Path(args.dir) / str(metrics.get("run_id")) / "metrics.json"
@@ -196,6 +199,21 @@ def _history(args: argparse.Namespace) -> int:
             say(f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| "
                 f"oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}")
     return 0
+
+
+def _what_ran(metrics: dict[str, Any]) -> list[str]:
+    """``rageval history``'s marks of what a run ran: its target, its matrix axes, an uncommitted tree."""
+    marks = []
+    target = metrics.get("target")
+    if isinstance(target, dict) and (target.get("name") or target.get("kind")):
+        marks.append(str(target.get("name") or target.get("kind"))[:60])
+    matrix = metrics.get("matrix")
+    if isinstance(matrix, dict) and matrix:
+        marks.append("matrix " + ";".join(f"{axis}={','.join(map(str, values)) if isinstance(values, list) else values}"
+                                          for axis, values in matrix.items())[:80])
+    if metrics.get("git_dirty") is True:
+        marks.append("uncommitted changes")
+    return marks
 
 
 def _aggregates(metrics: dict[str, Any]) -> dict[str, Any]:

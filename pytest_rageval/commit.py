@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["CI_COMMIT_VARS", "GIT_TIMEOUT", "run_commit", "short_commit"]
+__all__ = ["CI_COMMIT_VARS", "GIT_TIMEOUT", "run_commit", "short_commit", "tree_dirty"]
 
 #: CI variables holding the commit being built, asked first (no subprocess): GitHub Actions, GitLab CI,
 #: Buildkite, CircleCI, Travis CI, Jenkins' git plugin
@@ -44,3 +44,15 @@ def short_commit(value: Any) -> Optional[str]:
     if isinstance(value, str) and _HEX.fullmatch(value.strip()):
         return value.strip()[:7].lower()
     return None
+
+
+def tree_dirty(root: Path) -> Optional[bool]:
+    """Whether the repository holding ``root`` has uncommitted changes to tracked files (an edited eval set, a
+    changed system): ``git status --porcelain --untracked-files=no``, at most :data:`GIT_TIMEOUT` seconds;
+    None without git or a repository."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                             text=True, timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None

@@ -24,7 +24,7 @@ from .aggregate import Aggregator
 from .artifacts import (case_config, compose_metrics, config_hash, file_digests, new_run_id, why_not_latest,
                         with_seed_keys, writable_record)
 from .collect import CaseItem
-from .commit import run_commit
+from .commit import run_commit, tree_dirty
 from .configs import add_ranking, gate_configs
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
@@ -216,7 +216,9 @@ class RunController:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
-        target = public_url(s.target) if s.target else "(the rageval_client fixture)"
+        target = self.served_by["name"] or "(the rageval_client fixture)"
+        if self.served_by["kind"] == "fixture" and s.target:
+            target += f" (rageval_target {public_url(s.target)} is not used)"
         info = self.setup.judge_info()
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
         repeat = "" if s.repeat is None else (  # --rageval-repeat: which cases it repeats (stability.judge_dependent)
@@ -384,6 +386,26 @@ class RunController:
         keys = [k for k, f in self._record_keys if f in files]
         return len(keys) == len(set(keys)) == self.selection.selected
 
+    @functools.cached_property
+    def served_by(self) -> dict[str, Optional[str]]:
+        """What serves the eval-set cases: ``{"kind": "fixture" | "http" | "callable" | None, "name": ...}``.
+
+        A ``rageval_client`` fixture in a conftest.py (loaded at start-up) replaces the configured target, which
+        is then not what ran; else the configured target's client.
+        """
+        for plugin in self.config.pluginmanager.get_plugins():
+            file = getattr(plugin, "__file__", None)
+            if file and os.path.basename(file) == "conftest.py" and hasattr(plugin, "rageval_client"):
+                try:
+                    where = Path(file).resolve().relative_to(self.settings.rootdir.resolve()).as_posix()
+                except ValueError:
+                    where = str(file)
+                return {"kind": "fixture", "name": f"the rageval_client fixture of {where}"}
+        s = self.settings
+        client = self.setup.made_target_client
+        kind = client.describe().get("kind") if client is not None else None
+        return {"kind": str(kind) if kind else None, "name": public_url(s.target) if s.target else None}
+
     def build_metrics(self, complete: bool) -> dict[str, Any]:
         s = self.settings
         result = self.aggregator.result()
@@ -401,6 +423,8 @@ class RunController:
             aggregated=result,
             git_commit=self.commit,
             selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
+            run={"target": self.served_by, "git_dirty": tree_dirty(s.rootdir),
+                 **({"matrix": s.matrix.snapshot()["axes"]} if s.matrix is not None else {})},
         )
 
     def spot_check(self, aggregate: dict[str, Any], complete: bool) -> dict[str, Any]:
@@ -458,7 +482,8 @@ class RunController:
             "args": public_args(self.config.invocation_params.args, s.redactor(os.environ)),
             "config": identity["config"],
             "selection": identity["selection"],  # what a resume must select again (resume.py)
-            "client": client.describe() if client is not None else None,
+            "client": ({"kind": "fixture", "fixture": "rageval_client", "served_by": self.served_by["name"]}
+                       if self.served_by["kind"] == "fixture" else client.describe() if client is not None else None),
             "judge": judge_setup.judge.describe() if judge_setup is not None else None,
         }
 

@@ -344,6 +344,13 @@ def _defined(metrics_json: Mapping[str, Any]) -> bool:
     return bool(cases) and all(isinstance(c.get("definition"), str) for c in cases.values())
 
 
+def _target_kind(metrics_json: Mapping[str, Any]) -> Optional[str]:
+    """What served the cases (``fixture``, ``http``, ``callable``), as far as the run recorded it."""
+    target = metrics_json.get("target")
+    kind = target.get("kind") if isinstance(target, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
 def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Messages naming each invariant that differs (k, judge model/prompt/temperature; the eval set only when a
     side has no per-case definitions: otherwise the gate compares the cases whose definition held).
@@ -354,6 +361,9 @@ def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) ->
     eval_set = None if _defined(baseline) and _defined(current) else _eval_set_difference(baseline, current)
     if eval_set is not None:
         messages.append(f"eval_set_hash differs: baseline {eval_set[0]} vs this run {eval_set[1]}")
+    old_kind, new_kind = _target_kind(baseline), _target_kind(current)
+    if old_kind is not None and new_kind is not None and old_kind != new_kind:
+        messages.append(f"target kind differs: baseline {old_kind} vs this run {new_kind}")
     old_k, new_k = baseline.get("k"), current.get("k")
     if old_k is not None and new_k is not None and old_k != new_k:
         messages.append(f"k differs: baseline {_shown(old_k, False)} vs this run {_shown(new_k, False)}")

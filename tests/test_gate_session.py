@@ -172,8 +172,10 @@ def test_shard_runs_move_latest_and_history_groups_runs_by_eval_set(pytester: py
     assert len(blocks) == 2
     first, second = (block.splitlines() for block in blocks)
     assert re.fullmatch(r"eval set [0-9a-f]{12} \(eval_sets/s\.jsonl\): 4 runs", first[0])
-    assert first[2].endswith("6/6")  # the whole run: no note
-    assert first[3].endswith("partial 1/6")
-    assert re.search(r"shard 1/2, partial \d/6$", first[4])
-    assert first[5].endswith("all errors")
+    assert first[1].endswith("passed/total  target, matrix, tree; note")
+    target = "http://127.0.0.1:"
+    assert re.search(rf"6/6\s+{target}\d+/api/v1/ask$", first[2])  # the whole run: its target, no note
+    assert re.search(rf"1/1\s+{target}\d+/api/v1/ask, partial 1/6$", first[3])
+    assert re.search(r"ask, shard 1/2, partial \d/6$", first[4])
+    assert first[5].endswith("ask, all errors")
     assert re.fullmatch(r"eval set [0-9a-f]{12} \(other/t\.jsonl\): 1 run", second[0])

@@ -587,3 +587,34 @@ def test_results_jsonl_carries_seed_003_case_keys(pytester: pytest.Pytester) -> 
     assert mars["abstention"] == {"abstained": False, "hallucinated": True}
     assert hit["config"]["k"] == 3 and hit["config"]["judge"] == "lexical"
     assert hit["config"]["config_hash"] == json.loads((run / "metrics.json").read_text())["config_hash"]
+
+
+def test_the_record_names_the_client_that_served_the_cases(pytester: pytest.Pytester) -> None:
+    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}])
+    pytester.makeconftest("""
+        import pytest
+
+        def ask(question, params):
+            chunk = {"rel_path": "docs/a.md", "heading_path": "# A", "text": "A.", "rank": 1}
+            return {"answer": "A.", "references": [chunk], "debug": {"retrieved_chunks": [chunk]}}
+
+        @pytest.fixture(scope="session")
+        def rageval_client():
+            return ask
+    """)
+    with AskServer(Ranked()) as server:
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+                                    "--rageval-matrix=top_k=3,5")
+        asked = len(server.requests)
+    assert result.ret == 0, result.stdout.str()
+    assert asked == 0  # the fixture served the cases, not the target
+    result.stdout.fnmatch_lines([f"rageval: target the rageval_client fixture of conftest.py (rageval_target {server.url} is not used)*"])
+    run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
+    config = json.loads((run / "config.json").read_text())
+    assert config["client"] == {"kind": "fixture", "fixture": "rageval_client", "served_by": "the rageval_client fixture of conftest.py"}
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["target"] == {"kind": "fixture", "name": "the rageval_client fixture of conftest.py"}
+    assert metrics["matrix"] == {"top_k": [3, 5]} and metrics["git_dirty"] is None  # no repository here
+    history = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", "results"], capture_output=True, text=True,
+                             cwd=pytester.path)
+    assert "the rageval_client fixture of conftest.py, matrix top_k=3,5" in history.stdout

@@ -14,7 +14,7 @@ import pytest
 from browser import dump_dom
 
 from pytest_rageval.report.browse import render_script
-from pytest_rageval.commit import run_commit, short_commit
+from pytest_rageval.commit import run_commit, short_commit, tree_dirty
 from pytest_rageval.report.html import render_report, write_report
 
 EVAL_SET = "e" * 64
@@ -153,6 +153,11 @@ def test_the_run_s_commit_comes_from_the_ci_then_git(tmp_path: Path) -> None:
     assert run_commit(repo, {}) == head
     assert short_commit(head) == head[:7]
     assert short_commit("<b>") is None and short_commit(None) is None
+    assert tree_dirty(repo) is False and tree_dirty(tmp_path) is None
+    (repo / "set.jsonl").write_text("{}\n")
+    assert tree_dirty(repo) is False  # untracked files (run folders, caches) are no change to the source
+    subprocess.run([*git, "add", "set.jsonl"], check=True)
+    assert tree_dirty(repo) is True
 
 
 def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
