@@ -177,8 +177,10 @@ class CaseRunner:
         """``client`` with its first call alone and its calls in flight capped (target_gate), one gate per client."""
         gate = self._gates.get(id(client))
         if gate is None:
-            name = str(client.describe().get("callable") or client.describe().get("url") or "the target")
-            gate = self._gates[id(client)] = GatedClient(client, limit=self.settings.target_concurrency, name=name)
+            described = client.describe()
+            name = str(described.get("callable") or described.get("url") or "the target")
+            gate = self._gates[id(client)] = GatedClient(client, limit=self.settings.target_concurrency, name=name,
+                                                         stop_on_mismatch=described.get("kind") == "callable")
         return gate
 
     def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Coroutine[Any, Any, CaseRecord]:

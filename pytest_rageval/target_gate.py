@@ -31,13 +31,17 @@ def is_mismatch(error: RagCallError) -> bool:
 
 
 class GatedClient:
-    """``inner`` with its first call alone and at most ``limit`` calls in flight (made inside the engine's loop)."""
+    """``inner`` with its first call alone and at most ``limit`` calls in flight (made inside the engine's loop).
 
-    def __init__(self, inner: RagClient, *, limit: int, name: str) -> None:
+    ``stop_on_mismatch``: a first call that shows a mismatch raises :class:`TargetMismatch` (a Python callable,
+    whose signature and return value are the user's code; an HTTP service's odd answer stays that case's error).
+    """
+
+    def __init__(self, inner: RagClient, *, limit: int, name: str, stop_on_mismatch: bool) -> None:
         self.inner = inner
         self.limit = limit
         self.name = name
-        self.first_latency_ms: Optional[float] = None
+        self.stop_on_mismatch = stop_on_mismatch
         self._first: Optional[asyncio.Event] = None
         self._slots: Optional[asyncio.Semaphore] = None
         self._mismatch: Optional[str] = None
@@ -54,14 +58,13 @@ class GatedClient:
             try:
                 reply = await self._call(question, k=k, params=params)
             except RagCallError as exc:
-                if not is_mismatch(exc):
+                if not (self.stop_on_mismatch and is_mismatch(exc)):
                     raise
                 self._mismatch = (f"the first call of {self.name} (question {question[:80]!r}) came back wrong: {exc.message}; "
                                   f"{HOW_TARGETS_ARE_CALLED}")
                 raise TargetMismatch(self._mismatch) from None
             finally:
                 self._first.set()
-            self.first_latency_ms = reply.latency_ms
             return reply
         await self._first.wait()
         if self._mismatch is not None:
