@@ -114,6 +114,7 @@ class RagCallError(Exception):
         self.message = message
         self.status = status
         self.attempts = attempts
+        self.not_a_response = False  # a callable returned no dict at all: it is not a target (target_gate)
 
     def __str__(self) -> str:
         return self.message
@@ -860,9 +861,9 @@ class CallableClient:
         elif dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
         if not isinstance(result, dict):
-            raise RagCallError(
-                "invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse"
-            )
+            error = RagCallError("invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse")
+            error.not_a_response = True
+            raise error
         try:
             result, notes = safejson.clean(result)
         except safejson.JsonLimitError as exc:

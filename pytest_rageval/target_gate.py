@@ -1,8 +1,8 @@
 """A target's first call before all others, and a cap on its calls in flight.
 
 The first case's call goes out alone: a target that builds its index lazily builds it once, not once per case
-that starts at the same time, and a target that cannot be called the way targets are called (a wrong signature,
-a response of another shape) stops the session with one usage error instead of failing every case. Every call
+that starts at the same time, and a callable that cannot be called the way targets are called (it raises
+TypeError, or returns no dict) stops the session with one usage error instead of failing every case. Every call
 then waits for a place among ``limit`` in flight (``rageval_target_concurrency``), for a target that is not
 thread-safe.
 """
@@ -26,8 +26,9 @@ class TargetMismatch(Exception):
 
 
 def is_mismatch(error: RagCallError) -> bool:
-    """A failure that says the target is called the wrong way or answers in another shape (not that it is down)."""
-    return error.kind == "invalid_response" or (error.kind == "target" and isinstance(error.__cause__, TypeError))
+    """A failure that says the target is called the wrong way (it raised TypeError) or is no target at all (it
+    returned no dict); not a failure of one answer (a value refused, a missing field: that case's error)."""
+    return error.not_a_response or (error.kind == "target" and isinstance(error.__cause__, TypeError))
 
 
 class GatedClient:
