@@ -47,6 +47,7 @@ class RunnerTotals:
     stop_message: Optional[str] = None  # it stopped the session (a refused judge key, a damaged cache)
     in_order: int = 0  # cases not started ahead: conftest code runs at their setup
     done: int = 0  # items whose protocol finished
+    first_calls: tuple[tuple[str, float], ...] = ()  # (target, ms) of each target's first call, which went out alone
 
 
 class CaseRunner:
@@ -79,7 +80,8 @@ class CaseRunner:
         self._gates: dict[int, GatedClient] = {}  # id of a target's client -> its gate (the clients live for the session)
 
     def totals(self) -> RunnerTotals:
-        return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=len(self._done))
+        first = tuple((gate.name, gate.first_latency_ms) for gate in self._gates.values() if gate.first_latency_ms is not None)
+        return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=len(self._done), first_calls=first)
 
     # -- clients and judge -------------------------------------------------
 
@@ -362,6 +364,7 @@ class WorkerLink:
         output = self.config.workeroutput  # type: ignore[attr-defined]
         totals = self.runner.totals()
         output["rageval_in_order"] = totals.in_order
+        output["rageval_first_calls"] = [list(pair) for pair in totals.first_calls]
         if totals.stop_message:
             output["rageval_stop"] = totals.stop_message
         output["rageval_selection"] = self.collection.selection.as_dict()

@@ -74,6 +74,7 @@ class RunController:
         self.stop_message: Optional[str] = None  # why the session stopped (a worker's refused judge key, a full disk)
         self.write_error: Optional[str] = None  # results.jsonl could not be written (disk full): the session stopped
         self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
+        self.first_calls: list[tuple[str, float]] = []  # (target, ms) of each process's first call of a target
         self.session: Optional[pytest.Session] = None
         self.resumed: list[dict[str, Any]] = []  # records as read back (readers give plain dicts)
         self._resume_lock: Optional[RunLock] = None
@@ -317,6 +318,10 @@ class RunController:
         if totals is not None and totals.stop_message:
             self.stop_message = self.stop_message or totals.stop_message
         in_order = (totals.in_order if totals is not None else 0) + self.in_order_elsewhere
+        first_calls = self.first_calls + list(totals.first_calls if totals is not None else ())
+        for name in sorted({name for name, _ in first_calls}):
+            times = ", ".join(f"{ms:,.0f} ms" for n, ms in first_calls if n == name)
+            self.gate_notes.append(f"first call of {public_url(name)}: {times} (it went out alone, the other cases waited for it)")
         if in_order:
             self.gate_notes.append(
                 f"{in_order} case{'s' if in_order != 1 else ''} ran one at a time: conftest code (a pytest_runtest_setup "
@@ -683,6 +688,7 @@ class XdistControllerLink:
         if output.get("rageval_stop"):  # it stopped the session (a refused judge key)
             controller.stop_message = output["rageval_stop"]
         controller.in_order_elsewhere += output.get("rageval_in_order", 0)
+        controller.first_calls.extend((str(name), float(ms)) for name, ms in output.get("rageval_first_calls") or ())
         collection = controller.collection
         if output.get("rageval_selection") and not collection.selection.collected:  # every worker collects the same items
             collection.selection = Selection.from_dict(output["rageval_selection"])

@@ -43,6 +43,7 @@ class GatedClient:
         self.limit = limit
         self.name = name
         self.stop_on_mismatch = stop_on_mismatch
+        self.first_latency_ms: Optional[float] = None  # the first call's, when it answered (the terminal summary shows it)
         self._first: Optional[asyncio.Event] = None
         self._slots: Optional[asyncio.Semaphore] = None
         self._mismatch: Optional[str] = None
@@ -66,6 +67,7 @@ class GatedClient:
                 raise TargetMismatch(self._mismatch) from None
             finally:
                 self._first.set()
+            self.first_latency_ms = reply.latency_ms
             return reply
         await self._first.wait()
         if self._mismatch is not None:
