@@ -165,6 +165,15 @@ def compose_metrics(
     }
 
 
+#: metrics.json's fields that say what a run ran (compose_metrics' ``run``), carried by rescore and merge.
+WHAT_RAN = ("target", "matrix", "git_dirty")
+
+
+def what_ran(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`WHAT_RAN` fields a run's metrics.json holds."""
+    return {name: metrics[name] for name in WHAT_RAN if name in metrics}
+
+
 def why_not_latest(metrics: Mapping[str, Any], *, whole_share: bool) -> Optional[str]:
     """Why this run must not become ``latest`` (None when it may): it stands for less than its eval set.
 

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 
 from . import safejson
 from .aggregate import Aggregator
-from .artifacts import compose_metrics, new_run_id
+from .artifacts import compose_metrics, new_run_id, what_ran
 from .configs import add_ranking
 from .runfolder import RunFolder
 from .selection import merged_selection
@@ -62,6 +62,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         aggregated=aggregator.result(),
         selection=merged_selection(metrics),
         git_commit=_one({str(m["git_commit"]) for m in metrics if isinstance(m.get("git_commit"), str)}),
+        run={**what_ran(metrics[0]), **({"git_dirty": True} if any(m.get("git_dirty") is True for m in metrics) else {})},
     )
     add_ranking(merged, (metrics[0].get("config_ranking") or {}).get("metric"))  # matrix shards: configs ranked
     folder = RunFolder.new(output_dir, run_id)

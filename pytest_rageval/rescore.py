@@ -38,7 +38,7 @@ from typing import Any, Mapping, Optional, Sequence
 from . import defaults
 from . import thresholds as _thresholds
 from .aggregate import Aggregator, xfail_counts
-from .artifacts import case_config, compose_metrics, config_hash, new_run_id, why_not_latest, with_seed_keys
+from .artifacts import case_config, compose_metrics, config_hash, new_run_id, what_ran, why_not_latest, with_seed_keys
 from .client import RagReply
 from .judges.base import Judge, JudgeInput, Verdict
 from .judges.factory import judge_info
@@ -215,6 +215,7 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
         aggregated=aggregator.result(),
         selection={name: old_metrics.get(name) for name in _SELECTION_FIELDS} if "partial" in old_metrics else None,
         timestamp=(now or datetime.now(timezone.utc)).isoformat(timespec="milliseconds"),
+        run=what_ran(old_metrics),
     )
     metrics["rescored_from"] = rescored_from
     new_config = dict(config)
