@@ -682,7 +682,8 @@ def compare(
     paired = bool(old_cases) and bool(new_cases)
     both = sorted(set(old_cases) & set(new_cases))
     changed = [key for key in both if _definition_changed(old_cases[key], new_cases[key])]
-    shared = {key: (old_cases[key], new_cases[key]) for key in both if compare_changed or key not in set(changed)}
+    left_out = set() if compare_changed else set(changed)
+    shared = {key: (old_cases[key], new_cases[key]) for key in both if key not in left_out}
     result = Comparison(
         invariant_differences=check_invariants(baseline, current),
         shared_cases=len(shared) if paired else None,
