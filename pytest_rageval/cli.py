@@ -1,4 +1,4 @@
-"""The ``rageval`` command: schema, compare, report, history, judge, merge, rescore, label."""
+"""The ``rageval`` command: schema, compare, report, history, judge, merge, rescore, label, inspect."""
 
 from __future__ import annotations
 
@@ -304,48 +304,61 @@ def _judge(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
-def _label(args: argparse.Namespace) -> int:
-    """``rageval label SET``: ask the questions, show their chunks, write the gold answered on stdin (label.py)."""
+def _project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
+    """The project's settings (label.ProjectClient) and a client of the target that ``args`` and the project
+    name, as the plugin would make it: the command line, then the project's ini keys, then the environment."""
     import os
 
-    from .client import RagConfigError, load_target, parse_request_map, parse_response_map
-    from .label import LabelError, LineChooser, label_set, project_client
+    from .client import RagConfigError, parse_request_map, parse_response_map
+    from .label import LabelError, project_client
+    from .targets import load_target
 
-    if args.k < 1:
-        raise _usage_error(f"label: --k must be at least 1, got {args.k}")
     if args.pyproject is not None and not Path(args.pyproject).is_file():
-        raise _usage_error(f"label: --pyproject {args.pyproject}: no such file")
+        raise _usage_error(f"{command}: --pyproject {args.pyproject}: no such file")
     try:
         project = project_client(Path(args.pyproject) if args.pyproject else _nearest_pyproject())
     except LabelError as exc:
-        raise _usage_error(f"label: {exc}") from None
-    # as the plugin resolves them: the command line, then the project's ini keys, then the environment
+        raise _usage_error(f"{command}: {exc}") from None
+    if getattr(args, "docs_root", None):
+        project = dataclasses.replace(project, docs_root=Path(args.docs_root).resolve())
     target = args.target or project.target or os.environ.get("RAGEVAL_TARGET")
     if not target:
-        raise _usage_error("label: --target URL or module:function is needed "
+        raise _usage_error(f"{command}: --target URL or module:function is needed "
                            "(or rageval_target in [tool.pytest.ini_options], or env RAGEVAL_TARGET)")
     folders = [os.getcwd(), *([str(project.path.parent)] if project.path else [])]
     try:
         client = load_target(
             target,
             folders=folders,
-            headers=_label_headers(project, args.header or [], os.environ),
+            headers=_label_headers(project, getattr(args, "header", None) or [], os.environ),
             timeout=args.timeout or project.timeout or 60.0,
-            request_map=parse_request_map("\n".join(args.request_map) if args.request_map else project.request_map),
-            response_map=parse_response_map("\n".join(args.response_map) if args.response_map else project.response_map),
+            request_map=parse_request_map("\n".join(args.request_map) if getattr(args, "request_map", None) else project.request_map),
+            response_map=parse_response_map("\n".join(args.response_map) if getattr(args, "response_map", None) else project.response_map),
+            docs_root=project.docs_root_or_folder,
+            params_hook=project.params_hook,
         )
     except RagConfigError as exc:
-        given = {"rageval_target": args.target, "rageval_request_map": args.request_map,
-                 "rageval_response_map": args.response_map, "rageval_timeout": args.timeout}
+        given = {"rageval_target": args.target, "rageval_request_map": getattr(args, "request_map", None),
+                 "rageval_response_map": getattr(args, "response_map", None), "rageval_timeout": args.timeout}
         key = str(exc).split(" ", 1)[0].rstrip(":")
         where = f"{project.path}: " if project.path and key.startswith("rageval_") and not given.get(key) else ""
-        raise _usage_error(f"label: {where}{exc}") from None
+        raise _usage_error(f"{command}: {where}{exc}") from None
+    origin = "--target" if args.target else (str(project.path) if project.target else "env RAGEVAL_TARGET")
+    described = client.describe()
+    say(f"target: {described.get('url') or described.get('callable')} (from {origin}), k={args.k}")
+    return project, client
+
+
+def _label(args: argparse.Namespace) -> int:
+    """``rageval label SET``: ask the questions, show their chunks, write the gold answered on stdin (label.py)."""
+    from .label import LabelError, LineChooser, label_set
+
+    if args.k < 1:
+        raise _usage_error(f"label: --k must be at least 1, got {args.k}")
+    _, client = _project_target(args, "label")
     ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids is not None else None
     if ids is not None and not ids:
         raise _usage_error("label: --ids names no id")
-    described = client.describe()
-    origin = "--target" if args.target else (str(project.path) if project.target else "env RAGEVAL_TARGET")
-    say(f"target: {described.get('url') or described.get('callable')} (from {origin}), k={args.k}")
     interactive = sys.stdin.isatty()
     out = lambda line: print(line, flush=True)  # noqa: E731 - lines are made terminal-safe by label.py
     chooser = LineChooser(sys.stdin, out, interactive=interactive, read=input if interactive else None)
@@ -360,6 +373,39 @@ def _label(args: argparse.Namespace) -> int:
         print()  # the cursor stood after the prompt
     say(result.summary() + (f"; wrote {args.set}" if result.written else "; nothing written"))
     return 130 if result.interrupted else 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    """``rageval inspect TARGET QUESTION``: the normalised response, and the gold that could never match (inspect.py)."""
+    from .inspect_target import InspectError, inspect_target
+
+    if args.k < 1:
+        raise _usage_error(f"inspect: --k must be at least 1, got {args.k}")
+    project, client = _project_target(args, "inspect")
+    try:
+        lines, unreachable = inspect_target(client, args.question, k=args.k, params=_params(args.param or []),
+                                            eval_set=Path(args.eval_set) if args.eval_set else None,
+                                            docs_root=project.docs_root_or_folder)
+    except InspectError as exc:
+        say(f"rageval inspect: {exc}", file=sys.stderr)
+        return 1
+    for line in lines:
+        say(line)
+    return 1 if unreachable else 0
+
+
+def _params(pairs: list[str]) -> dict[str, Any]:
+    """``--param NAME=VALUE`` pairs; a VALUE that reads as JSON (``3``, ``true``) is that value, else text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not name.strip():
+            raise _usage_error(f"inspect: --param {pair!r}: expected NAME=VALUE")
+        try:
+            out[name.strip()] = json.loads(value)
+        except ValueError:
+            out[name.strip()] = value
+    return out
 
 
 def _label_headers(project: Any, lines: list[str], environ: Any) -> dict[str, str]:
@@ -455,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "eval set, oldest run first, on the metric's own scale")
     p.set_defaults(func=_history)
     _add_label_parser(sub)
+    _add_inspect_parser(sub)
     return parser
 
 
@@ -499,6 +546,30 @@ def _add_label_parser(sub: Any) -> None:
                                        "the nearest one above the current folder); the options above win, --header "
                                        "lines add to the project's headers")
     p.set_defaults(func=_label)
+
+
+def _add_inspect_parser(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="ask one question and show the response as the plugin reads it; with --eval-set, "
+                                       "the gold supports that could never match",
+                       description="Ask QUESTION once and print the normalised response: the answer, and each chunk's "
+                                   "rel_path, heading path, doc_id and score, as the metrics see them. With --eval-set, "
+                                   "also each gold support that no chunk could ever match (a file outside docs_root, "
+                                   "a heading the file does not have, chunk paths or headings of another form). "
+                                   "Exit 1 when there is such a support or the call failed.")
+    p.add_argument("target", nargs="?", help="the system: an http(s):// URL or package.module:name (a callable, or a "
+                                             "LlamaIndex, LangChain, LangGraph or Haystack object); default: the project's")
+    p.add_argument("question", help="the question to ask")
+    p.add_argument("--eval-set", help="an eval-set .jsonl file whose gold supports are checked")
+    p.add_argument("--k", type=int, default=5, help="chunks shown (default 5)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a param sent with the question, e.g. top_k=3 "
+                                                                          "(repeatable)")
+    p.add_argument("--docs-root", help="the folder gold rel_paths are relative to (default: the project's "
+                                       "rageval_docs_root, else the project's folder)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for the answer (default: the project's "
+                                                                "rageval_timeout, else 60)")
+    p.add_argument("--pyproject", help="pyproject.toml whose rageval_* keys are used (default: the nearest one above "
+                                       "the current folder)")
+    p.set_defaults(func=_inspect)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -61,7 +61,8 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -357,9 +358,24 @@ def _loc_text(loc: tuple[Any, ...]) -> str:
     return text
 
 
-def map_response(data: Any, response_map: ResponseMap) -> RagResponse:
+def relative_paths(items: list[Any], docs_root: Optional[Path]) -> list[Any]:
+    """The chunk dicts of ``items`` with an absolute ``rel_path`` under ``docs_root`` made relative to it
+    (``/srv/app/docs/hr/leave.md`` gives ``hr/leave.md``); other items and paths as they are."""
+    from .docpaths import is_absolute, relative_path
+
+    out = []
+    for item in items:
+        path = item.get("rel_path") if isinstance(item, dict) else None
+        if isinstance(path, str) and is_absolute(path):
+            item = {**item, "rel_path": relative_path(path, docs_root) or path}
+        out.append(item)
+    return out
+
+
+def map_response(data: Any, response_map: ResponseMap, docs_root: Optional[Path] = None) -> RagResponse:
     """Normalise a decoded JSON response into a RagResponse (pure).
 
+    Chunk paths are made relative to ``docs_root`` (:func:`relative_paths`).
     Raises RagCallError("invalid_response") naming what was missing or wrong.
     """
     if not isinstance(data, dict):
@@ -375,7 +391,7 @@ def map_response(data: Any, response_map: ResponseMap) -> RagResponse:
     for target in _LIST_TARGETS:
         value, source = _read(data, response_map, target)
         sources[target] = source
-        fields[target] = _map_items(value, target, source, getattr(response_map, f"{target}_keys"))
+        fields[target] = relative_paths(_map_items(value, target, source, getattr(response_map, f"{target}_keys")), docs_root)
     for target in ("abstained", "abstain_reason", "selected_folders"):
         value, source = _read(data, response_map, target)
         sources[target] = source
@@ -545,8 +561,10 @@ class HttpClient:
         max_backoff: float = 30.0,
         request_map: dict[str, str] | None = None,
         response_map: ResponseMap | None = None,
+        docs_root: Path | None = None,
     ) -> None:
         shown = scrub_urls(url)  # no credentials in messages
+        self.docs_root = docs_root
         try:
             parsed = httpx.URL(url)
         except Exception:  # noqa: BLE001 - httpx raises several types here
@@ -708,7 +726,7 @@ class HttpClient:
                 attempts=attempts,
             ) from None
         try:
-            mapped = map_response(self._redactor.mask_data(data), self.response_map)
+            mapped = map_response(self._redactor.mask_data(data), self.response_map, self.docs_root)
         except RagCallError as exc:
             raise self._error(exc.kind, exc.message, status=response.status_code, attempts=attempts) from None
         return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts, notes=tuple(self._redact(n) for n in notes))
@@ -776,12 +794,14 @@ class CallableClient:
         response_map: ResponseMap | None = None,
         timeout: float | None = None,
         abandon_limit: int = 8,
+        docs_root: Path | None = None,
     ) -> None:
         if not callable(fn):
             raise RagConfigError(f"rageval_target: {name or fn!r} is not callable")
         if timeout is not None and timeout <= 0:
             raise RagConfigError(f"rageval_timeout must be a positive number of seconds, got {timeout!r}")
         self.fn = fn
+        self.docs_root = docs_root
         self.name = name or _callable_name(fn)
         self.response_map = response_map or ResponseMap()
         self.timeout = timeout
@@ -870,9 +890,12 @@ class CallableClient:
             raise RagCallError("invalid_response", f"{self.name} returned a value refused: {exc}") from None
         result, notes = self._redactor.mask_data(result), [self._redactor.mask(note) for note in notes]
         if not ready:
-            return map_response(result, self.response_map), notes
+            return map_response(result, self.response_map, self.docs_root), notes
         if isinstance(result.get("timings"), dict):  # a NaN timing became null: drop it as map_response does
             result["timings"] = {name: ms for name, ms in result["timings"].items() if ms is not None}
+        for name in _LIST_TARGETS:
+            if isinstance(result.get(name), list):
+                result[name] = relative_paths(result[name], self.docs_root)
         return RagResponse.model_validate(result), notes
 
     async def aclose(self) -> None:
@@ -882,21 +905,21 @@ class CallableClient:
 # --------------------------------------------------------------------------- targets
 
 
-def _import_module(module_name: str, spec: str, folders: Sequence[str]) -> Any:
+def _import_module(module_name: str, spec: str, folders: Sequence[str], setting: str = "rageval_target") -> Any:
     """The target's module; RagConfigError saying whether it is missing or failed while importing."""
     try:
         return _import_from(module_name, folders)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         if module_name == missing or module_name.startswith(missing + "."):
-            raise RagConfigError(f"rageval_target {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+            raise RagConfigError(f"{setting} {spec!r}: cannot import module {module_name!r} ({exc})") from exc
         raise RagConfigError(
-            f"rageval_target {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+            f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     except Exception as exc:  # noqa: BLE001 - errors in the user's module
         message = " ".join(str(exc).split())
         raise RagConfigError(
-            f"rageval_target {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}"
+            f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}"
         ) from exc
 
 
@@ -967,35 +990,47 @@ def check_target(spec: str) -> str:
 
 
 def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, **http_options: Any) -> RagClient:
-    """A client for ``http(s)://...`` or ``package.module:callable``.
+    """A client for ``http(s)://...`` or ``package.module:callable`` (``targets.load_target`` also takes the
+    objects of RAG frameworks).
 
     ``folders`` are tried on sys.path when the module is not importable as is
     (the working directory and rootdir). ``http_options`` are HttpClient's
-    keyword arguments; a callable target uses only ``response_map`` and
-    ``timeout`` of them, and leaves at most ``concurrency`` calls past their
-    timeout running.
+    keyword arguments; a callable target uses only ``response_map``, ``timeout`` and ``docs_root``
+    of them, and leaves at most ``concurrency`` calls past their timeout running.
     """
     spec = check_target(spec)
     if spec.lower().startswith(("http://", "https://")):
         return HttpClient(spec, **http_options)
-    module_name, _, attr_path = spec.partition(":")
-    module = _import_module(module_name, spec, folders)
+    return callable_client(spec, resolve(spec, folders), concurrency=concurrency, **http_options)
+
+
+def callable_client(spec: str, target: Any, *, concurrency: int = 8, **http_options: Any) -> CallableClient:
+    """The client of the object ``spec`` named; RagConfigError when it cannot be called as targets are."""
+    if not callable(target):
+        raise RagConfigError(f"rageval_target {spec!r}: {spec.partition(':')[2]!r} is a {type(target).__name__} object, "
+                             f"not callable nor an object of LlamaIndex, LangChain, LangGraph or Haystack; {HOW_TARGETS_ARE_CALLED}")
+    problem = signature_problem(target)
+    if problem is not None:
+        raise RagConfigError(f"rageval_target {spec!r}: {problem}; {HOW_TARGETS_ARE_CALLED}")
+    return CallableClient(target, name=spec, abandon_limit=concurrency, **python_options(http_options))
+
+
+def python_options(http_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of a Python target among HttpClient's keyword arguments."""
+    return {key: http_options.get(key) for key in ("response_map", "timeout", "docs_root")}
+
+
+def resolve(spec: str, folders: Sequence[str], setting: str = "rageval_target") -> Any:
+    """The object ``package.module:attr.path`` names; RagConfigError naming what is missing."""
+    module_name, colon, attr_path = spec.partition(":")
+    if not colon or not _DOTTED.match(module_name) or not _DOTTED.match(attr_path):
+        raise RagConfigError(f"{setting} {spec!r}: expected 'package.module:name'")
+    module = _import_module(module_name, spec, folders, setting)
     target: Any = module
     for part in attr_path.split("."):
         if not hasattr(target, part):
             names = [n for n in dir(target) if not n.startswith("_")]
-            raise RagConfigError(f"rageval_target {spec!r}: module {module_name!r} has no attribute {attr_path!r}"
+            raise RagConfigError(f"{setting} {spec!r}: module {module_name!r} has no attribute {attr_path!r}"
                                  f"{did_you_mean(part, names)}")
         target = getattr(target, part)
-    if not callable(target):
-        raise RagConfigError(f"rageval_target {spec!r}: {attr_path!r} is a {type(target).__name__} object, not callable; {HOW_TARGETS_ARE_CALLED}")
-    problem = signature_problem(target)
-    if problem is not None:
-        raise RagConfigError(f"rageval_target {spec!r}: {problem}; {HOW_TARGETS_ARE_CALLED}")
-    return CallableClient(
-        target,
-        name=spec,
-        response_map=http_options.get("response_map"),
-        timeout=http_options.get("timeout"),
-        abandon_limit=concurrency,
-    )
+    return target

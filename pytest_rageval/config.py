@@ -65,6 +65,7 @@ class RagevalConfig(_Table):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     matrix: dict[str, Any] = Field(default_factory=dict)  # axis = [values], exclude = [{...}], slice_k (matrix.py)
     marks: dict[str, Any] = Field(default_factory=dict)  # marker = [tags or categories whose cases it marks]
+    docs_root: Optional[str] = Field(default=None, min_length=1)  # the folder gold rel_paths are relative to
 
 
 def read_config(path: Optional[Path], value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()

@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Optional
 
 import pytest
 
@@ -25,16 +25,19 @@ from .artifacts import (case_config, compose_metrics, config_hash, file_digests,
                         with_seed_keys, writable_record)
 from .collect import CaseItem
 from .commit import run_commit, tree_dirty
+from .evalset import load_eval_file
 from .configs import add_ranking, gate_configs
 from .gate import Comparison, gate_runs, gate_verdict, load_baseline
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
+from .reach import unreachable_gold
 from .redact import public_args, public_url, scrub_urls
 from .resume import differences, selection_of
 from .run_setup import RunSetup
 from .runfolder import (RunFolder, RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results,
                         write_json_atomic, write_text_atomic)
 from .runner import Engine
+from .schema import EvalCase
 from .sanitize import terminal_safe
 from .selection import Selection
 from .spotcheck import SpotSample
@@ -42,8 +45,11 @@ from .spotcheck import SpotSample
 if TYPE_CHECKING:
     from .case_runner import RunnerTotals
     from .collect import EvalCollection
-    from .schema import EvalCase
     from .report.baseline import BaselineCases, GateOutcome
+
+
+#: Unreachable gold supports named at the start of a run (rageval inspect lists every one).
+MAX_UNREACHABLE_SHOWN = 20
 
 
 class RunController:
@@ -250,6 +256,23 @@ class RunController:
             self.writer = RunFolder.new(s.output_dir, new_run_id(), config=self.build_config)
         self.case_config = case_config(k=s.k, config_hash=config_hash(s.snapshot()), judge=self.setup.judge_info())
         self._previous_sigterm = _interrupt_on_sigterm(lambda: self.stop_workers())
+        self.warn_unreachable_gold()
+
+    def warn_unreachable_gold(self) -> None:
+        """Name, once and before the first case, each gold support that no chunk could ever match (reach.py):
+        with ``docs_root`` set, or a framework object as the target (whose documents lie under it)."""
+        s = self.settings
+        if s.docs_root is None and self.served_by["kind"] != "framework":
+            return
+        found = unreachable_gold(_eval_cases(self.config.args, s.rootdir), s.docs_root_or_rootdir)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if not found or reporter is None:
+            return
+        for problem in found[:MAX_UNREACHABLE_SHOWN]:
+            reporter.write_line(terminal_safe(f"rageval warning: {problem.describe()}"), yellow=True)
+        if len(found) > MAX_UNREACHABLE_SHOWN:
+            reporter.write_line(f"rageval warning: ... and {len(found) - MAX_UNREACHABLE_SHOWN} more gold supports "
+                                "that can never match (rageval inspect TARGET QUESTION --eval-set FILE lists them all)", yellow=True)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.writer is None:
@@ -698,6 +721,25 @@ class XdistControllerLink:
             import shutil
 
             shutil.rmtree(self._stop_dir, ignore_errors=True)
+
+
+def _eval_cases(args: list[str], rootdir: Path) -> Iterator[tuple[str, int, EvalCase]]:
+    """``(file, line, case)`` of the valid lines of the eval sets the run was given (files and folders)."""
+    files: list[Path] = []
+    for arg in args:
+        path = Path(arg.partition("::")[0])
+        path = path if path.is_absolute() else Path.cwd() / path
+        if path.is_dir():
+            files.extend(sorted(path.rglob("*.jsonl")))
+        elif path.suffix == ".jsonl" and path.is_file():
+            files.append(path)
+    for file in dict.fromkeys(files):
+        try:
+            display = file.resolve().relative_to(rootdir.resolve()).as_posix()
+        except ValueError:
+            display = str(file)
+        for loaded in load_eval_file(file, display=display).cases:
+            yield display, loaded.line, loaded.case
 
 
 def _interrupt_on_sigterm(on_signal: Callable[[], None]) -> Any:

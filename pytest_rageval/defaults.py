@@ -58,6 +58,10 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
      "(default: the run's concurrency)", "string", ""),
     ("rageval_min_shared_cases", f"the gate refuses a baseline that shares fewer unchanged cases with the run (default "
      f"{MIN_SHARED_CASES}, or every case when a side has fewer)", "string", ""),
+    ("rageval_docs_root", "the folder gold rel_paths are relative to: absolute chunk paths under it are made relative "
+     "to it (default rootdir; also [tool.rageval] docs_root)", "string", ""),
+    ("rageval_params_hook", "package.module:function(target, params) returning the framework object to ask for a "
+     "call's params", "string", ""),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
     ("rageval_slice_k", "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
      "in a run without a judge, false with one, whose answer depends on k)", "string", ""),

@@ -89,7 +89,8 @@ class LabelResult:
 
 
 #: The ini keys of the system under test that ``rageval label`` reads from ``[tool.pytest.ini_options]``.
-CLIENT_KEYS = ("rageval_target", "rageval_headers", "rageval_request_map", "rageval_response_map", "rageval_timeout")
+CLIENT_KEYS = ("rageval_target", "rageval_headers", "rageval_request_map", "rageval_response_map", "rageval_timeout",
+               "rageval_docs_root", "rageval_params_hook")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,13 @@ class ProjectClient:
     request_map: str = ""
     response_map: str = ""
     timeout: Optional[float] = None
+    docs_root: Optional[Path] = None  # rageval_docs_root or [tool.rageval] docs_root, relative to the file's folder
+    params_hook: str = ""
+
+    @property
+    def docs_root_or_folder(self) -> Path:
+        """The folder gold rel_paths are relative to: docs_root, else the project's folder (the current one without a project)."""
+        return self.docs_root or (self.path.parent if self.path else Path.cwd())
 
 
 def _lines(value: Any) -> str:
@@ -129,8 +137,12 @@ def project_client(path: Optional[Path]) -> ProjectClient:
         seconds = float(timeout) if timeout not in (None, "") else None
     except (TypeError, ValueError):
         raise LabelError(f"{path}: rageval_timeout: must be a number of seconds, got {timeout!r}") from None
+    table = data.get("tool", {}).get("rageval", {})
+    docs_root = ini.get("rageval_docs_root") or (table.get("docs_root") if isinstance(table, Mapping) else None)
     return ProjectClient(path, str(ini.get("rageval_target") or "") or None, _lines(ini.get("rageval_headers")),
-                         _lines(ini.get("rageval_request_map")), _lines(ini.get("rageval_response_map")), seconds)
+                         _lines(ini.get("rageval_request_map")), _lines(ini.get("rageval_response_map")), seconds,
+                         (path.parent / str(docs_root)).resolve() if docs_root else None,
+                         str(ini.get("rageval_params_hook") or "").strip())
 
 
 # --------------------------------------------------------------------------- which questions

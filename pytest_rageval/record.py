@@ -138,6 +138,7 @@ class CaseRecord(TypedDict, total=False):
     selected_folders: Any
     retrieved_chunks: list[dict[str, Any]]
     references: list[dict[str, Any]]
+    expected_gold: list[dict[str, Any]]  # each gold item, {"anchor": "rel_path > heading" or "doc_id X", "found": in top K}
     latency: Latency
     # the judge
     judge: dict[str, dict[str, Any]]  # metric -> verdict dict

@@ -11,11 +11,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .client import RagClient, RagConfigError, check_maps, load_target, parse_headers, parse_request_map, parse_response_map
+from .client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
 from .judges.factory import build_judge, judge_info
 from .runner import JudgeSetup
 from .schema import EvalCase
 from .settings import Settings
+from .targets import load_target
 from .thresholds import Threshold, resolve_thresholds
 
 
@@ -60,6 +61,8 @@ class RunSetup:
             spec,
             folders=[os.getcwd(), str(s.rootdir)],
             concurrency=s.concurrency,
+            params_hook=s.params_hook,
+            docs_root=s.docs_root_or_rootdir,
             headers=parse_headers(s.headers_text, os.environ),
             timeout=s.timeout,
             request_map=parse_request_map(s.request_map_text),

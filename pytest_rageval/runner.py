@@ -17,13 +17,14 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
 from . import registry, spotcheck, stability
 from .judges.base import Judge, JudgeAuthError, JudgeInput, Verdict
 from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdict_dict
 from .judges.ratelimit import CASE_ORDER
+from .anchors import GoldMatcher, doc_item_id, normalize_heading_path, support_item_id
 from .anchors import top_k as _top_k
 from .metrics import gold_marks, score_case, unmatchable_supports
 from .record import CaseError, CaseRecord, ErrorKind, error
@@ -265,6 +266,7 @@ def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opt
         _chunk_dict(c, position=i + 1, gold=m, full_text=full)
         for i, (c, m) in enumerate(zip(response.references, ref_marks))
     ]
+    record["expected_gold"] = expected_gold(case, top, opts.require_snippets)
     record["judge_input"] = {  # re-judging reads the answer from record["answer"]: it is stored once
         "question": case.question,
         "context_chunk_ids": [c.chunk_id for c in top],
@@ -273,6 +275,17 @@ def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opt
     if full:
         record["judge_input"]["contexts"] = [c.text or "" for c in top]
         record["trace"] = case_trace(case, response, opts)
+
+
+def expected_gold(case: EvalCase, top: Sequence[Chunk], require_snippets: bool) -> list[dict[str, Any]]:
+    """Each gold item of ``case`` as people read it (``rel_path > heading``, ``doc_id X``) and whether a top-K
+    chunk matched it: the failure message shows them beside the retrieved chunks."""
+    matcher = GoldMatcher(case, require_snippets)
+    found = frozenset().union(*(matcher.match(chunk) for chunk in top))
+    items = [(support_item_id(i), " > ".join([s.rel_path, *normalize_heading_path(s.heading_path)]))
+             for i, s in enumerate(case.gold_supports)]
+    items += [(doc_item_id(doc_id), f"doc_id {doc_id}") for doc_id in case.gold_doc_ids]
+    return [{"anchor": anchor, "found": item in found} for item, anchor in items]
 
 
 def case_trace(case: EvalCase, response: RagResponse, opts: RunOptions) -> dict[str, Any]:

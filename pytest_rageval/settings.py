@@ -78,7 +78,14 @@ class Settings:
     step_summary: Optional[Path] = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
     matrix: Optional[Matrix] = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
     rank_by: Optional[str] = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
+    docs_root: Optional[Path] = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
+    params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
     marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
+
+    @property
+    def docs_root_or_rootdir(self) -> Path:
+        """The folder gold rel_paths are relative to."""
+        return self.docs_root or self.rootdir
 
     @property
     def judge_enabled(self) -> bool:
@@ -132,7 +139,17 @@ class Settings:
             **({"repeat": self.repeat} if self.repeat is not None and self.repeat > 1 else {}),
             # only with a matrix: runs without one keep their hash
             **({"matrix": self.matrix.snapshot()} if self.matrix is not None else {}),
+            # only when set (relative to rootdir where it lies below it): runs without one keep their hash
+            **({"docs_root": _below(self.docs_root, self.rootdir)} if self.docs_root is not None else {}),
         }
+
+
+def _below(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies below it, else as it is."""
+    try:
+        return path.relative_to(root).as_posix() or "."
+    except ValueError:
+        return str(path)
 
 
 def read_pyproject_table(path: Optional[Path]) -> RagevalConfig:
@@ -325,6 +342,8 @@ def build_settings(
         matrix=_matrix(option, ini, pyproject.matrix, judged=judge != "none" and not option.rageval_retrieval_only),
         rank_by=_rank_by(option, ini),
         marks=_marks(pyproject.marks),
+        docs_root=ini_path(_first(ini.get("rageval_docs_root"), pyproject.docs_root)),
+        params_hook=str(ini.get("rageval_params_hook") or "").strip(),
     )
 
 

@@ -27,3 +27,17 @@ def need_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         missing(f"{name} is not installed ({exc})")
+
+
+def need_installed(name: str) -> None:
+    """Like :func:`need_module`, without importing it: for tests whose subprocess imports it (a ``pytester`` test
+    must not import a package with a C extension in-process: pytester drops it from ``sys.modules`` afterwards,
+    and numpy, for one, cannot be imported twice in a process)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except ImportError:
+        found = False
+    if not found:
+        missing(f"{name} is not installed")

@@ -183,7 +183,8 @@ def test_a_mistake_in_the_pyproject_stops_rageval_compare_too(project: pytest.Py
                    "dict; a target is called fn(question, params), where params is a dict holding k *"),
     ("rag:one", "ERROR: pytest-rageval: rageval_target 'rag:one': its signature (question) cannot take (question, params)*"),
     ("rag:askk", "ERROR: pytest-rageval: rageval_target 'rag:askk': module 'rag' has no attribute 'askk' (did you mean 'ask'?)"),
-    ("rag:index", "ERROR: pytest-rageval: rageval_target 'rag:index': 'index' is a dict object, not callable; "
+    ("rag:index", "ERROR: pytest-rageval: rageval_target 'rag:index': 'index' is a dict object, not callable nor an object of "
+                  "LlamaIndex, LangChain, LangGraph or Haystack; "
                   "a target is called fn(question, params)*"),
 ])
 def test_a_target_that_cannot_be_called_stops_the_run_saying_how_targets_are_called(

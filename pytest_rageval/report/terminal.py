@@ -51,6 +51,13 @@ def format_failure(record: Mapping[str, Any]) -> str:
             lines.append(f"  {chunk.get('position', '?'):>2} {mark} {_anchor(chunk)}")
     else:
         lines.append("top retrieved: (no chunks in the response)")
+    gold = [item for item in record.get("expected_gold") or [] if isinstance(item, Mapping)]
+    if gold:
+        lines.append(f"expected gold (+ = in the top {len(chunks)}):" if chunks else "expected gold:")
+        for item in gold[:TOP_ANCHORS]:
+            lines.append(f"     {'+' if item.get('found') else ' '} {shorten(item.get('anchor'), 200)}")
+        if len(gold) > TOP_ANCHORS:
+            lines.append(f"     ... and {len(gold) - TOP_ANCHORS} more")
     for metric, verdict in (record.get("judge") or {}).items():
         if not isinstance(verdict, Mapping):
             continue

@@ -1,0 +1,31 @@
+"""RAG framework objects as targets: LlamaIndex, LangChain/LangGraph and Haystack.
+
+An object is recognised by the names in its class hierarchy (:mod:`.detect`), so
+no framework is imported that the user's own module did not import already.
+Each adapter calls the object and reads its answer and retrieved nodes into the
+default response shape (:mod:`.common`); :class:`.client.FrameworkClient` then reads that
+through the response map and makes each ``rel_path`` relative to ``docs_root``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .common import Adapter
+
+__all__ = ["recognise"]
+
+
+def recognise(obj: Any) -> Optional["Adapter"]:
+    """The adapter of a framework object (or of the object a bound method such as ``query_engine.query``
+    belongs to), or None when it is none of the frameworks'."""
+    from . import haystack, langchain, llamaindex
+
+    owner = getattr(obj, "__self__", None)
+    for candidate in (obj, owner) if owner is not None else (obj,):
+        for module in (llamaindex, langchain, haystack):
+            adapter = module.recognise(candidate)
+            if adapter is not None:
+                return adapter
+    return None

@@ -1,0 +1,320 @@
+"""Framework objects as targets, against the real frameworks (LlamaIndex, LangChain/LangGraph, Haystack) and
+their own offline parts: the demo corpus indexed by each, the demo eval set run through each adapter.
+
+Each run's recall@5 and MRR are checked against an independent recomputation from what the framework's own
+retriever returns, read here by this file's own code (not the plugin's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from needs import need_installed, need_module
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = Path(__file__).resolve().parent / "framework_apps"
+CORPUS = ROOT / "pytest_rageval" / "demo" / "corpus"
+EVAL_SET = ROOT / "eval_sets" / "demo.jsonl"
+K = 5
+
+FRAMEWORK_MODULES = ("llama_index", "langchain_core", "langchain_community", "langgraph", "haystack")
+
+
+def _cases() -> list[dict[str, Any]]:
+    """The demo eval set's lines as read by the plugin's loader (aliases resolved), as plain dicts."""
+    from pytest_rageval.evalset import load_eval_file
+
+    return [loaded.case.model_dump(mode="json") for loaded in load_eval_file(EVAL_SET).cases]
+
+
+def _segments(heading: Any) -> list[str]:
+    if heading is None:
+        return []
+    parts = heading.split(">") if isinstance(heading, str) else heading
+    return [" ".join(str(p).strip().lstrip("#").split()) for p in parts if str(p).strip().lstrip("#").strip()]
+
+
+def _expected(case: dict[str, Any], anchors: list[tuple[str, list[str], str]]) -> tuple[float, float]:
+    """recall@K and MRR of one case from ``(rel_path, heading segments, doc_id)`` in rank order."""
+    def hit(anchor: tuple[str, list[str], str]) -> bool:
+        path, heading, doc_id = anchor
+        if doc_id in case["gold_doc_ids"]:
+            return True
+        for support in case["gold_supports"]:
+            gold = _segments(support.get("heading_path"))
+            if path == support["rel_path"] and heading[:len(gold)] == gold:
+                return True
+        return False
+
+    hits = [hit(anchor) for anchor in anchors[:K]]
+    first = next((i for i, h in enumerate(hits, start=1) if h), None)
+    return (1.0 if first else 0.0), (1.0 / first if first else 0.0)
+
+
+def _relative(path: str) -> str:
+    return Path(os.path.relpath(path, CORPUS)).as_posix()
+
+
+def _llamaindex_anchors(question: str) -> list[tuple[str, list[str], str]]:
+    from tests_framework_apps_import import llamaindex_app  # type: ignore[import-not-found]
+
+    out = []
+    for item in llamaindex_app.retriever.retrieve(question):
+        meta = item.node.metadata
+        parents = [p for p in meta["header_path"].split("/") if p]
+        first = item.node.get_content().splitlines()[0]
+        own = [first.lstrip("#").strip()] if first.startswith("#") else []
+        out.append((_relative(meta["file_path"]), parents + own, item.node.ref_doc_id))
+    return out
+
+
+def _langchain_anchors(question: str) -> list[tuple[str, list[str], str]]:
+    from tests_framework_apps_import import langchain_app  # type: ignore[import-not-found]
+
+    out = []
+    for document in langchain_app.retriever.invoke(question):
+        heading = [document.metadata[f"Header {n}"] for n in (1, 2, 3) if f"Header {n}" in document.metadata]
+        out.append((_relative(document.metadata["source"]), heading, document.id or ""))
+    return out
+
+
+def _haystack_anchors(question: str) -> list[tuple[str, list[str], str]]:
+    from tests_framework_apps_import import haystack_app  # type: ignore[import-not-found]
+
+    documents = haystack_app.pipeline.get_component("retriever").run(query=question)["documents"]
+    return [(_relative(d.meta["file_path"]), [*d.meta["parent_headers"], *([d.meta["header"]] if d.meta["header"] else [])],
+             d.meta.get("source_id") or d.id) for d in documents]
+
+
+# (target, modules it needs, the independent reading of its retriever)
+TARGETS: dict[str, tuple[tuple[str, ...], Callable[[str], list[tuple[str, list[str], str]]]]] = {
+    "llamaindex_app:query_engine": (("llama_index.core", "llama_index.retrievers.bm25"), _llamaindex_anchors),
+    "llamaindex_app:retriever": (("llama_index.core", "llama_index.retrievers.bm25"), _llamaindex_anchors),
+    "langchain_app:chain": (("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"), _langchain_anchors),
+    "langchain_app:retriever": (("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"), _langchain_anchors),
+    "langchain_app:graph": (("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"), _langchain_anchors),
+    "haystack_app:pipeline": (("haystack",), _haystack_anchors),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _apps_importable() -> Any:
+    """The apps as the package ``tests_framework_apps_import`` for this file's own recomputation."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tests_framework_apps_import", APPS / "__init__.py",
+                                                  submodule_search_locations=[str(APPS)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tests_framework_apps_import"] = module
+    spec.loader.exec_module(module)
+    yield
+    for name in [n for n in sys.modules if n == "tests_framework_apps_import" or n.startswith("tests_framework_apps_import.")]:
+        del sys.modules[name]
+
+
+def _project(tmp_path: Path, target: str, *ini: str) -> Path:
+    shutil.copytree(APPS, tmp_path / "apps", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "eval_sets").mkdir()
+    shutil.copy(EVAL_SET, tmp_path / "eval_sets" / "demo.jsonl")
+    lines = [f'rageval_target = "apps.{target}"', f'rageval_docs_root = "{CORPUS.as_posix()}"', *ini]
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n" + "\n".join(lines) + "\n")
+    return tmp_path
+
+
+def _run(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _records(project: Path) -> list[dict[str, Any]]:
+    latest = sorted((project / "results").glob("*/results.jsonl"))[-1]
+    return [json.loads(line) for line in latest.read_text().splitlines() if line.strip()]
+
+
+def _metrics(project: Path) -> dict[str, Any]:
+    return json.loads(sorted((project / "results").glob("*/metrics.json"))[-1].read_text())
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_each_framework_scores_what_its_own_retriever_returned(target: str, tmp_path: Path) -> None:
+    modules, anchors = TARGETS[target]
+    for name in modules:
+        need_module(name)
+    project = _project(tmp_path, target)
+    result = _run(project)
+    assert "can never match" not in result.stdout, result.stdout
+    records = {r["test_case_id"]: r for r in _records(project)}
+    compared = 0
+    for case in _cases():
+        record = records[case["id"]]
+        assert record["error"] is None, (case["id"], record["error"])
+        if not case["answerable"] or not (case["gold_supports"] or case["gold_doc_ids"]):
+            assert record["metrics"].get("recall_at_k") is None
+            continue
+        recall, mrr = _expected(case, anchors(case["question"]))
+        assert (record["metrics"]["recall_at_k"], record["metrics"]["mrr"]) == pytest.approx((recall, mrr)), case["id"]
+        compared += 1
+    assert compared >= 15
+    mean = _metrics(project)["aggregate_metrics"]["recall_at_k_avg"]
+    assert mean > 0.25, f"{target}: recall@5 {mean}: the headings or paths were not read"
+
+
+def test_the_matrix_top_k_reaches_the_llamaindex_retriever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_module("llama_index.core")
+    need_module("llama_index.retrievers.bm25")
+    project = _project(tmp_path, "llamaindex_app:logged_query_engine", 'rageval_slice_k = "false"')
+    log = tmp_path / "k.log"
+    monkeypatch.setenv("RAGEVAL_TEST_K_LOG", str(log))
+    result = _run(project, "--rageval-matrix", "top_k=1,5", "-n", "2")
+    by_config = _metrics(project)["by_config"]
+    recall = {config: values["aggregate_metrics"]["recall_at_k_avg"] for config, values in by_config.items()}
+    assert set(recall) == {"top_k=1", "top_k=5"}, (recall, result.stdout[-2000:])
+    assert recall["top_k=1"] < recall["top_k=5"], recall
+    cases = len(_cases())
+    # each case asked once per config, the retriever's own k (3) replaced by the config's for that call
+    assert sorted(log.read_text().split()) == ["1"] * cases + ["5"] * cases
+    chunks = {r["config_id"]: len(r["retrieved_chunks"]) for r in _records(project) if r["test_case_id"] == "fact-gcp-budget"}
+    assert chunks == {"top_k=1": 1, "top_k=5": 5}
+    # without top_k among the params the object answers as configured: 3 chunks
+    log.write_text("")
+    _run(project, "-k", "fact-gcp-budget")
+    assert log.read_text().split() == ["3"]
+    assert [len(r["retrieved_chunks"]) for r in _records(project)] == [3]
+
+
+def test_gold_that_can_never_match_is_named_by_the_run_and_by_inspect(tmp_path: Path) -> None:
+    need_module("llama_index.core")
+    need_module("llama_index.retrievers.bm25")
+    project = _project(tmp_path, "llamaindex_app:retriever")
+    eval_set = project / "eval_sets" / "demo.jsonl"
+    text = eval_set.read_text()
+    eval_set.write_text(text.replace('"heading_path": "# Gaming Catalyst Program (GCP) > ## Budget"', '"heading_path": "## Budget"')
+                        .replace('"rel_path": "treasury/sequencer-fees.md"', '"rel_path": "../sequencer-fees.md"'))
+    result = _run(project)
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("rageval warning:")]
+    assert len(warnings) == 2, result.stdout
+    assert "[fact-gcp-budget] gold_supports[0] proposals/gaming-catalyst.md > Budget can never match: no heading path" in warnings[0]
+    assert "[fact-sequencer-revenue-2023] gold_supports[0] ../sequencer-fees.md" in warnings[1]
+    assert "leaves docs_root" in warnings[1]
+    inspect = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "inspect", "What was the GCP budget?",
+                              "--eval-set", "eval_sets/demo.jsonl"], cwd=project, capture_output=True, text=True, timeout=300)
+    assert inspect.returncode == 1, inspect.stderr
+    for warning in warnings:
+        assert warning.removeprefix("rageval warning: ") in inspect.stdout
+    assert "proposals/gaming-catalyst.md  heading: Gaming Catalyst Program (GCP) > Budget" in inspect.stdout
+
+
+def test_plain_pytest_imports_no_framework(pytester: pytest.Pytester) -> None:
+    for name in ("llama_index.core", "langchain_core", "haystack"):
+        need_installed(name)
+    pytester.makepyfile(test_modules=f"""
+        import sys
+
+        def test_no_framework_was_imported():
+            loaded = sorted(n for n in sys.modules if n.split(".")[0] in {FRAMEWORK_MODULES!r})
+            assert loaded == []
+    """)
+    pytester.makepyfile(rag="def ask(question, params):\n    return {'answer': 'a'}\n")
+    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "q"}) + "\n"})
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_modules.py").assert_outcomes(passed=1)
+    # a --rageval run with a plain callable target imports none either (the test file runs beside the case)
+    pytester.runpytest_subprocess("--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "test_modules.py",
+                                  "eval_sets").assert_outcomes(passed=2)
+
+
+FAULTY_APP = """
+import time
+
+from langchain_core.runnables import RunnableLambda
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, TextNode
+
+
+class Faulty(BaseRetriever):
+    def _retrieve(self, query_bundle):
+        question = query_bundle.query_str
+        if "boom" in question:
+            raise RuntimeError("the index is offline")
+        if "hang" in question:
+            time.sleep(20)
+        if "shape" in question:
+            return "not nodes"
+        node = TextNode(text="## Budget\\nThe budget was 5 ARB.", metadata={"file_path": "/srv/docs/a.md", "header_path": "/Guide/"})
+        return [NodeWithScore(node=node, score=1.0)]
+
+
+retriever = Faulty()
+listing = RunnableLambda(lambda question: [1, 2, 3])
+"""
+
+
+def _faulty_project(pytester: pytest.Pytester, target: str) -> pytest.Pytester:
+    pytester.makepyfile(faulty=FAULTY_APP)
+    questions = {"ok": "fine?", "boom": "boom?", "hang": "hang?", "shape": "shape?", "ok2": "fine again?"}
+    lines = [json.dumps({"id": name, "question": question, "gold_supports": [{"rel_path": "a.md", "heading_path": "Guide > Budget"}]})
+             for name, question in questions.items()]
+    pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
+    pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\nrageval_target = "faulty:{target}"\nrageval_timeout = "2"\n'
+                               'rageval_docs_root = "/srv/docs"\n')
+    return pytester
+
+
+def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that_case_only(pytester: pytest.Pytester) -> None:
+    need_installed("llama_index.core")
+    need_installed("langchain_core")
+    project = _faulty_project(pytester, "retriever")
+    result = project.runpytest_subprocess("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=2, errors=3)
+    out = result.stdout.str()
+    assert "[boom] RAG call failed (target): LlamaIndex retriever raised RuntimeError: the index is offline" in out
+    assert "[hang] RAG call failed (timeout): faulty:retriever did not return within 2 s" in out
+    assert "[shape] RAG call failed (target): LlamaIndex retriever raised AttributeError: 'str' object has no attribute" in out
+    # the chunk read from the framework's own metadata: the path under docs_root, the parent headings and its own
+    record = next(json.loads(line) for line in next((project.path / "results").glob("*/results.jsonl")).read_text().splitlines()
+                  if json.loads(line)["test_case_id"] == "ok")
+    chunk = record["retrieved_chunks"][0]
+    assert (chunk["rel_path"], chunk["heading_path"], record["metrics"]["recall_at_k"]) == ("a.md", ["Guide", "Budget"], 1)
+
+
+def test_a_langchain_runnable_of_another_shape_names_what_it_returned(pytester: pytest.Pytester) -> None:
+    need_installed("llama_index.core")
+    need_installed("langchain_core")
+    project = _faulty_project(pytester, "listing")
+    result = project.runpytest_subprocess("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", timeout=120)
+    assert "LangChain runnable: returned list; expected a dict with answer and context, or text" in result.stdout.str()
+    assert result.ret != 0
+
+
+def test_label_writes_gold_relative_to_docs_root_from_a_framework_and_over_http(tmp_path: Path) -> None:
+    need_module("llama_index.core")
+    need_module("llama_index.retrievers.bm25")
+    from ask_server import AskServer, answer
+
+    project = _project(tmp_path, "llamaindex_app:retriever")
+    eval_set = project / "new.jsonl"
+    eval_set.write_text(json.dumps({"id": "gcp", "question": "What budget did the Gaming Catalyst Program have?"}) + "\n")
+    label = [sys.executable, "-m", "pytest_rageval.cli", "label", "new.jsonl", "--k", "3"]
+    run = subprocess.run(label, input="1\n", cwd=project, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    gold = json.loads(eval_set.read_text())["gold_supports"][0]
+    assert (gold["rel_path"], gold["heading_path"]) == ("proposals/gaming-catalyst.md", ["Gaming Catalyst Program (GCP)", "Budget"])
+
+    # an HTTP service on this machine sending LlamaIndex's absolute file_path, read through the response map
+    def responder(body: dict) -> Any:
+        return answer("200M ARB.", [{"file_path": str(CORPUS / "proposals" / "gaming-catalyst.md"), "heading_path": ["GCP"]}])
+
+    eval_set.write_text(json.dumps({"id": "gcp", "question": "What budget?"}) + "\n")
+    with AskServer(responder) as server:
+        run = subprocess.run([*label, "--target", server.url, "--response-map", "retrieved_chunks.rel_path = file_path"],
+                             input="1\n", cwd=project, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(eval_set.read_text())["gold_supports"][0]["rel_path"] == "proposals/gaming-catalyst.md"
