@@ -119,6 +119,11 @@ def shape_problems(cases: Sequence[EvalCase], chunks: Sequence[Chunk], docs_root
     elif all(is_absolute(path) for path in paths):
         problems.append(f"the target's chunk paths are absolute and outside docs_root {docs_root} (e.g. {paths[0]}): "
                         "set rageval_docs_root to the folder the documents were loaded from")
+    elif not set(paths) & {support.rel_path for support in gold} and any(
+            path.endswith("/" + support.rel_path) for path in paths for support in gold):
+        path, support = next((p, s.rel_path) for p in paths for s in gold if p.endswith("/" + s.rel_path))
+        problems.append(f"the target's chunk paths carry a folder that gold paths do not ({path} for {support}): "
+                        f"set rageval_docs_root to the folder gold paths are relative to (now {docs_root})")
     elif all("/" not in path for path in paths) and any("/" in support.rel_path for support in gold):
         example = next(support.rel_path for support in gold if "/" in support.rel_path)
         problems.append(f"the target's chunk paths are file names without folders (e.g. {paths[0]}) while gold paths "

@@ -318,3 +318,52 @@ def test_label_writes_gold_relative_to_docs_root_from_a_framework_and_over_http(
                              input="1\n", cwd=project, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert json.loads(eval_set.read_text())["gold_supports"][0]["rel_path"] == "proposals/gaming-catalyst.md"
+
+
+VECTOR_APP = """
+from pathlib import Path
+
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_text_splitters import MarkdownHeaderTextSplitter
+
+splitter = MarkdownHeaderTextSplitter([("#", "Header 1"), ("##", "Header 2")])
+documents = []
+for path in sorted(Path("docs").rglob("*.md")):
+    for document in splitter.split_text(path.read_text()):
+        document.metadata["source"] = str(path)  # relative to the working folder, as a loader run there writes it
+        documents.append(document)
+retriever = InMemoryVectorStore.from_documents(documents, DeterministicFakeEmbedding(size=16)).as_retriever(search_kwargs={"k": 1})
+"""
+
+
+def test_a_vector_store_retriever_gets_k_through_search_kwargs_and_paths_relative_to_the_working_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_module("langchain_core")
+    need_module("langchain_text_splitters")
+    import asyncio
+
+    from pytest_rageval.reach import shape_problems
+    from pytest_rageval.schema import EvalCase
+    from pytest_rageval.targets import load_target
+
+    (tmp_path / "docs" / "hr").mkdir(parents=True)
+    (tmp_path / "docs" / "hr" / "leave.md").write_text("# Handbook\n\n## Holidays\n\nEleven.\n\n## Sick days\n\nTen.\n")
+    (tmp_path / "docs" / "hr" / "pay.md").write_text("# Pay\n\n## Dates\n\nMonthly.\n")
+    (tmp_path / "vector_app.py").write_text(VECTOR_APP)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def ask(docs_root: Path, params: dict) -> Any:
+        client = load_target("vector_app:retriever", docs_root=docs_root, timeout=30)
+        return asyncio.run(client.aask("How many sick days?", k=5, params=params)).response.retrieved_chunks
+
+    chunks = ask(tmp_path / "docs", {"top_k": 3})
+    assert len(chunks) == 3 and {c.rel_path for c in chunks} <= {"hr/leave.md", "hr/pay.md"}
+    assert all(c.heading_path and c.heading_path[0] in ("Handbook", "Pay") for c in chunks)
+    assert len(ask(tmp_path / "docs", {})) == 1  # as configured
+    case = EvalCase.model_validate({"id": "c", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md"}]})
+    wrong_root = ask(tmp_path, {"top_k": 3})
+    assert {c.rel_path for c in wrong_root} <= {"docs/hr/leave.md", "docs/hr/pay.md"}
+    assert "carry a folder that gold paths do not" in shape_problems([case], wrong_root, tmp_path)[0]
+    assert shape_problems([case], chunks, tmp_path / "docs") == []

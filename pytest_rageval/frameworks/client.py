@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from ..client import CallableClient, RagCallError, RagReply, ResponseMap
+from ..docpaths import relative_path
+from ..schema import Chunk, RagResponse
 from ..client import _raised as raised_text
 from .common import Adapter
 
@@ -50,6 +52,18 @@ class FrameworkClient(CallableClient):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "kind": "framework", "framework": self.adapter.framework, "object": self.adapter.kind}
+
+    def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
+        """As the callable client's, and every chunk path (relative ones too: a loader run in the working folder
+        wrote them) made relative to ``docs_root`` where it lies under it."""
+        response, notes = super()._normalise(result)
+
+        def relative(chunks: list[Chunk]) -> list[Chunk]:
+            return [chunk.model_copy(update={"rel_path": relative_path(chunk.rel_path, self.docs_root)}) if chunk.rel_path else chunk
+                    for chunk in chunks]
+
+        update = {"retrieved_chunks": relative(response.retrieved_chunks), "references": relative(response.references)}
+        return response.model_copy(update=update), notes
 
     def _adapter_for(self, params: dict[str, Any]) -> Adapter:
         if self.params_hook is None:
