@@ -96,6 +96,21 @@ def read_config(path: Optional[Path], value_problems: Callable[[Mapping[str, Any
     return RagevalConfig.model_validate(table)
 
 
+def read_tool_tables(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``[tool.pytest.ini_options]`` and ``[tool.rageval]`` of a pyproject.toml, unchecked (each {} when missing or
+    no table), as the ``rageval`` command reads the project's settings; ConfigError when the file cannot be read."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    tool = data.get("tool")
+    tool = tool if isinstance(tool, dict) else {}
+    pytest_table = tool.get("pytest")
+    ini = pytest_table.get("ini_options") if isinstance(pytest_table, dict) else None
+    rageval = tool.get("rageval")
+    return (dict(ini) if isinstance(ini, dict) else {}), (dict(rageval) if isinstance(rageval, dict) else {})
+
+
 def _display(path: Path) -> str:
     """``path`` relative to the current folder when it lies below it (shorter messages)."""
     try:

@@ -452,7 +452,8 @@ class RunController:
             git_commit=self.commit,
             selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
             run={"target": self.served_by, "git_dirty": tree_dirty(s.rootdir),
-                 **({"matrix": s.matrix.snapshot()["axes"]} if s.matrix is not None else {})},
+                 **({"matrix": s.matrix.snapshot()["axes"]} if s.matrix is not None else {}),
+                 **({"judge_calibration": self.setup.calibration} if self.setup.calibration is not None else {})},
         )
 
     def spot_check(self, aggregate: dict[str, Any], complete: bool) -> dict[str, Any]:

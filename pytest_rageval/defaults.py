@@ -62,6 +62,8 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
      "to it (default rootdir; also [tool.rageval] docs_root)", "string", ""),
     ("rageval_params_hook", "package.module:function(target, params) returning the framework object to ask for a "
      "call's params", "string", ""),
+    ("rageval_min_judge_agreement", "refuse a run with a judge unless a stored calibration of that judge (rageval "
+     "calibrate) reaches this balanced accuracy, 0 to 1, on every judge metric", "string", ""),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
     ("rageval_slice_k", "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
      "in a run without a judge, false with one, whose answer depends on k)", "string", ""),

@@ -19,10 +19,9 @@ piped lines (a wrong one stops the labelling with a message naming its input lin
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Iterable, Optional, Sequence, Union
 
 from .anchors import top_k
 from .client import RagCallError, RagClient
@@ -121,24 +120,18 @@ def project_client(path: Optional[Path]) -> ProjectClient:
     plugin reads them; LabelError for a file that cannot be read or a timeout that is not a number."""
     if path is None:
         return ProjectClient()
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+    from .config import ConfigError, read_tool_tables
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise LabelError(f"{path}: cannot read [tool.pytest.ini_options]: {exc}") from None
-    ini: Mapping[str, Any] = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
-    if not isinstance(ini, Mapping):
-        return ProjectClient(path)
+        ini, table = read_tool_tables(path)
+    except ConfigError as exc:
+        raise LabelError(str(exc).replace("cannot read:", "cannot read [tool.pytest.ini_options]:")) from None
     timeout = ini.get("rageval_timeout")
     try:
         seconds = float(timeout) if timeout not in (None, "") else None
     except (TypeError, ValueError):
         raise LabelError(f"{path}: rageval_timeout: must be a number of seconds, got {timeout!r}") from None
-    table = data.get("tool", {}).get("rageval", {})
-    docs_root = ini.get("rageval_docs_root") or (table.get("docs_root") if isinstance(table, Mapping) else None)
+    docs_root = ini.get("rageval_docs_root") or table.get("docs_root")
     return ProjectClient(path, str(ini.get("rageval_target") or "") or None, _lines(ini.get("rageval_headers")),
                          _lines(ini.get("rageval_request_map")), _lines(ini.get("rageval_response_map")), seconds,
                          (path.parent / str(docs_root)).resolve() if docs_root else None,

@@ -29,6 +29,19 @@ class RunSetup:
     spot_setup: Optional[JudgeSetup]
     _target_client: Optional[RagClient] = field(default=None, repr=False)
     _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
+    calibration: Optional[dict[str, Any]] = None  # the stored calibration rageval_min_judge_agreement found
+
+    def check_calibration(self) -> None:
+        """With ``rageval_min_judge_agreement`` and a judge: find a sufficient calibration of that judge
+        (``calibrations.CalibrationRefused`` saying what is missing otherwise), before any request."""
+        s = self.settings
+        if s.min_judge_agreement is None or self.judge_setup is None:
+            return
+        from .calibrations import judge_identity, required_calibration
+
+        identity = judge_identity(self.judge_setup.judge.describe(), self.judge_info())
+        self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement,
+                                                s.rootdir)
 
     @classmethod
     def build(cls, settings: Settings) -> "RunSetup":

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Optional, Sequence
 import pytest
 
 from . import compat
+from .calibrations import CalibrationRefused
 from .case_runner import CaseRunner, WorkerLink
 from .client import RagConfigError
 from .collect import EvalCollection
@@ -65,7 +66,8 @@ def _controller(config: pytest.Config, setup: RunSetup, collection: EvalCollecti
     settings = setup.settings
     try:
         setup.check_target()
-    except RagConfigError as exc:
+        setup.check_calibration()
+    except (RagConfigError, CalibrationRefused) as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     collection.choose_default_args()
     controller = RunController(config, setup, collection)

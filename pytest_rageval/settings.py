@@ -79,6 +79,7 @@ class Settings:
     matrix: Optional[Matrix] = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
     rank_by: Optional[str] = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
     docs_root: Optional[Path] = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
+    min_judge_agreement: Optional[float] = None  # ini rageval_min_judge_agreement (calibrations.py)
     params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
     marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
 
@@ -344,6 +345,7 @@ def build_settings(
         marks=_marks(pyproject.marks),
         docs_root=ini_path(_first(ini.get("rageval_docs_root"), pyproject.docs_root)),
         params_hook=str(ini.get("rageval_params_hook") or "").strip(),
+        min_judge_agreement=_agreement(ini.get("rageval_min_judge_agreement")),
     )
 
 
@@ -453,6 +455,20 @@ def _min_shared(value: Any) -> int:
     if not text.isdigit() or len(text) > 9 or int(text) < 1:
         raise SettingsError(f"rageval_min_shared_cases: must be a whole number of at least 1, got {text!r}")
     return int(text)
+
+
+def _agreement(value: Any) -> Optional[float]:
+    """ini ``rageval_min_judge_agreement``: a balanced accuracy from 0 to 1, or None when unset."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not 0.0 <= number <= 1.0:
+        raise SettingsError(f"rageval_min_judge_agreement: must be a balanced accuracy from 0 to 1, got {text!r}")
+    return number
 
 
 def _target_concurrency(value: Any, concurrency: int) -> int:

@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("judges.*", "client", "target_gate", "frameworks.*"),
     # 3 one case, one run folder, the session's set-up
     ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "rescore", "merge", "settings", "judges.factory", "run_setup",
-     "label", "retrieval_cache", "targets", "inspect_target"),
+     "label", "retrieval_cache", "targets", "inspect_target", "calibrations"),
     # 4 reports
     ("report.*",),
     # 5 the pytest surface

@@ -59,6 +59,12 @@ def render_header(metrics: dict, title: str, verdict: Html = EMPTY) -> Html:
     if heuristic:
         judge += Html(" ") + badge("heuristic", "heuristic")
     parts.append(Html("<span>judge {}</span>").format(judge))
+    calibration = metrics.get("judge_calibration")
+    if isinstance(calibration, dict):
+        scores = calibration.get("balanced_accuracy")
+        shown = ", ".join(f"{m} {v:.3f}" for m, v in scores.items() if isinstance(v, (int, float))) if isinstance(scores, dict) else ""
+        parts.append(Html('<span>calibrated <code>{}</code> (balanced accuracy {})</span>').format(
+            calibration.get("calibration") or DASH, shown or DASH))
     if metrics.get("complete") is not False:
         parts.append(Html("<span>{}</span>").format(badge("complete", "passed")))
     parts.append(Html("</div>"))

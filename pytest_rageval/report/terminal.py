@@ -163,6 +163,11 @@ def styled_summary_lines(
         f"{metrics.get('skipped', 0)} skipped{xfail_counts(metrics)}, {metrics.get('invalid_lines', 0)} invalid lines"
     )
     lines: list[tuple[str, Markup]] = [(f"cases: {counts}; k={settings.k}", {}), (_judge_line(metrics), {})]
+    calibration = metrics.get("judge_calibration")
+    if isinstance(calibration, Mapping):
+        scores = ", ".join(f"{m} {v:.3f}" for m, v in (calibration.get("balanced_accuracy") or {}).items() if isinstance(v, float))
+        lines.append((f"judge calibration: {calibration.get('calibration')} (balanced accuracy {scores}; "
+                      f"rageval_min_judge_agreement {calibration.get('minimum')})", {}))
     if metrics.get("partial"):
         lines.append((f"run PARTIAL: {metrics.get('cases_selected')} of the {metrics.get('cases_in_eval_set')} cases "
                       "of the eval set were selected", _WARN))

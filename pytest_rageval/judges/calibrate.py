@@ -1,0 +1,231 @@
+"""``rageval calibrate``: how far a judge agrees with labels, per metric (SPEC section 6a).
+
+A labelled set is JSON lines (blank lines and ``//`` comments skipped)::
+
+    {"id": "...", "question": "...", "contexts": ["..."], "answer": "...",
+     "reference_answer": "...", "expected_key_facts": ["..."],
+     "labels": {"groundedness": true, "correctness": false}}
+
+``labels[M]`` is true when the answer should pass metric M at its default
+threshold (3 of 5 for groundedness and correctness; half the scale for a 0-1
+score; the verdict itself for a pass/fail metric). "Passes" is the positive
+class: ``tp`` is an answer that should pass and does, ``fn`` one the judge
+fails wrongly. A judge error on an item is counted apart, never as a verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .. import registry
+from .base import Judge, JudgeError, JudgeInput, Verdict
+
+__all__ = ["CalibrationError", "Figures", "LabelledAnswer", "SHIPPED_SET", "calibrate", "format_figures", "load_set",
+           "passes", "set_hash"]
+
+#: The labelled set shipped with the package (``rageval calibrate`` without ``--set``).
+SHIPPED_SET = Path(__file__).resolve().parent / "labelled.jsonl"
+_KEYS = ("id", "question", "contexts", "answer", "reference_answer", "expected_key_facts", "labels", "kind")
+
+
+class CalibrationError(ValueError):
+    """A labelled set that cannot be read: the message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class LabelledAnswer:
+    """One answer and what it should score."""
+
+    id: str
+    question: str
+    contexts: tuple[str, ...]
+    answer: str
+    reference_answer: Optional[str]
+    key_facts: tuple[str, ...]
+    labels: Mapping[str, bool]
+    kind: str = ""  # what the answer is (paraphrase, wrong-entity...): for people, never scored
+
+    def judge_input(self) -> JudgeInput:
+        return JudgeInput(self.question, self.answer, self.contexts, reference_answer=self.reference_answer,
+                          key_facts=self.key_facts)
+
+
+def _field(data: Mapping[str, Any], name: str, kind: type, where: str, optional: bool = False) -> Any:
+    value = data.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise CalibrationError(f"{where}: field '{name}' must be {kind.__name__}, got {json.dumps(value)[:60]}")
+    return value
+
+
+def load_set(path: Path) -> list[LabelledAnswer]:
+    """Read a labelled set; CalibrationError names the file, the line and the field of a bad line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"{path}: cannot read the labelled set: {exc}") from None
+    items: list[LabelledAnswer] = []
+    seen: set[str] = set()
+    judge_metrics = set(registry.metric_names("judge"))
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("//"):
+            continue
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CalibrationError(f"{where}: invalid JSON: {exc.msg}") from None
+        if not isinstance(data, dict):
+            raise CalibrationError(f"{where}: a line must be a JSON object")
+        unknown = sorted(set(data) - set(_KEYS))
+        if unknown:
+            raise CalibrationError(f"{where}: unknown field '{unknown[0]}' (fields: {', '.join(_KEYS)})")
+        case_id = _field(data, "id", str, where)
+        if case_id in seen:
+            raise CalibrationError(f"{where}: field 'id': {case_id!r} is used by an earlier line")
+        seen.add(case_id)
+        contexts = _field(data, "contexts", list, where)
+        facts = _field(data, "expected_key_facts", list, where, optional=True) or []
+        labels = _field(data, "labels", dict, where)
+        for name, value in labels.items():
+            if name not in judge_metrics:
+                raise CalibrationError(f"{where}: field 'labels': {name!r} is not a judge metric "
+                                       f"({', '.join(sorted(judge_metrics))})")
+            if not isinstance(value, bool):
+                raise CalibrationError(f"{where}: field 'labels.{name}' must be true or false")
+        if not labels:
+            raise CalibrationError(f"{where}: field 'labels' names no metric")
+        if not all(isinstance(c, str) for c in [*contexts, *facts]):
+            raise CalibrationError(f"{where}: fields 'contexts' and 'expected_key_facts' hold text only")
+        items.append(LabelledAnswer(case_id, _field(data, "question", str, where), tuple(contexts),
+                                    _field(data, "answer", str, where), _field(data, "reference_answer", str, where, True),
+                                    tuple(facts), dict(labels), str(data.get("kind") or "")))
+    if not items:
+        raise CalibrationError(f"{path}: the labelled set has no line")
+    return items
+
+
+def set_hash(path: Path) -> str:
+    """The first 16 hex digits of the set file's SHA-256: which labels a calibration measured."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def passes(metric: str, verdict: Verdict) -> Optional[bool]:
+    """Whether ``verdict`` passes ``metric`` at its default threshold (half the scale without one)."""
+    if verdict.score is None:
+        return verdict.label
+    spec = registry.get(metric)
+    threshold = spec.default_threshold if spec is not None and isinstance(spec.default_threshold, (int, float)) else None
+    if threshold is None:
+        low, high = spec.scale if spec is not None else (0.0, 1.0)
+        threshold = (low + high) / 2
+    return verdict.score >= float(threshold) - 1e-9
+
+
+@dataclass
+class Figures:
+    """The confusion table of one metric ("passes" positive) and what it cost."""
+
+    n: int = 0
+    tp: int = 0
+    fp: int = 0
+    tn: int = 0
+    fn: int = 0
+    errors: int = 0
+    requests: int = 0
+    cost_usd: float = 0.0
+    disagreements: list[str] = field(default_factory=list)  # ids the judge got wrong, for people
+
+    def add(self, expected: bool, got: bool, case_id: str) -> None:
+        self.n += 1
+        if expected and got:
+            self.tp += 1
+        elif expected:
+            self.fn += 1
+            self.disagreements.append(case_id)
+        elif got:
+            self.fp += 1
+            self.disagreements.append(case_id)
+        else:
+            self.tn += 1
+
+    @property
+    def accuracy(self) -> Optional[float]:
+        return (self.tp + self.tn) / self.n if self.n else None
+
+    @property
+    def balanced_accuracy(self) -> Optional[float]:
+        """Mean of the pass rate of what should pass and the fail rate of what should fail (either alone if
+        the set has one kind)."""
+        rates = [hits / total for hits, total in ((self.tp, self.tp + self.fn), (self.tn, self.tn + self.fp)) if total]
+        return sum(rates) / len(rates) if rates else None
+
+    @property
+    def kappa(self) -> Optional[float]:
+        """Cohen's kappa of the judge's verdicts against the labels (None when chance agreement is total)."""
+        if not self.n:
+            return None
+        observed = (self.tp + self.tn) / self.n
+        chance = ((self.tp + self.fp) * (self.tp + self.fn) + (self.tn + self.fn) * (self.tn + self.fp)) / self.n ** 2
+        return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(accuracy=_round(self.accuracy), balanced_accuracy=_round(self.balanced_accuracy), kappa=_round(self.kappa),
+                    cost_usd=round(self.cost_usd, 6))
+        return data
+
+
+def _round(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 4)
+
+
+async def _one(judge: Judge, item: LabelledAnswer, metric: str, gate: asyncio.Semaphore) -> Verdict | JudgeError:
+    async with gate:
+        try:
+            return await judge.judge(metric, item.judge_input())
+        except JudgeError as exc:
+            return exc
+
+
+async def calibrate(judge: Judge, items: Sequence[LabelledAnswer], metrics: Iterable[str], *,
+                    concurrency: int = 8) -> dict[str, Figures]:
+    """The figures of each metric the judge scores, over the items labelled for it (verdicts in item order)."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+    out: dict[str, Figures] = {}
+    for metric in metrics:
+        if not judge.supports(metric):
+            continue
+        labelled = [item for item in items if metric in item.labels]
+        results = await asyncio.gather(*(_one(judge, item, metric, gate) for item in labelled))
+        figures = out.setdefault(metric, Figures())
+        for item, result in zip(labelled, results):
+            if not judge.heuristic and not (isinstance(result, Verdict) and result.cached):
+                figures.requests += getattr(result, "attempts", 1)
+            figures.cost_usd += result.cost_usd
+            got = passes(metric, result) if isinstance(result, Verdict) else None
+            if got is None:
+                figures.errors += 1
+                continue
+            figures.add(item.labels[metric], got, item.id)
+    return out
+
+
+def format_figures(figures: Mapping[str, Figures]) -> list[str]:
+    """A table, one line a metric: n, accuracy, balanced accuracy, kappa, tp fp tn fn, errors, requests, cost."""
+    def num(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    header = f"{'metric':<14} {'n':>4} {'accuracy':>8} {'balanced':>8} {'kappa':>6} {'tp':>4} {'fp':>4} {'tn':>4} {'fn':>4} " \
+             f"{'errors':>6} {'requests':>8} {'cost':>8}"
+    lines = [header, "-" * len(header)]
+    for metric, f in figures.items():
+        lines.append(f"{metric:<14} {f.n:>4} {num(f.accuracy):>8} {num(f.balanced_accuracy):>8} {num(f.kappa):>6} {f.tp:>4} "
+                     f"{f.fp:>4} {f.tn:>4} {f.fn:>4} {f.errors:>6} {f.requests:>8} {f'${f.cost_usd:.4f}':>8}")
+    return lines
