@@ -1,14 +1,18 @@
 """How often the offline lexical judge agrees with human pass/fail labels.
 
-Judges every answer of the labelled set (``tests/data/lexical_labelled.jsonl``:
-answers to questions over the demo corpus, each labelled pass/fail by hand and
-tagged with its kind: paraphrase, id citation, wrong number, negation...) the
+Judges every answer of each labelled set (``tests/data/lexical_labelled.jsonl``:
+answers to questions over the demo corpus; ``tests/data/lexical_public.jsonl``:
+answers over short passages of public encyclopedic facts, with one swapped name,
+number or date, a negation, the wrong side of a yes/no or an "A or B" question;
+each labelled pass/fail by hand and tagged with its kind) the
 way a case with default thresholds and nothing configured is judged
 (``false_abstention <= 0``, ``groundedness >= 3``, ``correctness >= 3``), and
 prints agreement by kind and by split (``dev``: used while tuning the judge;
 ``holdout``: written afterwards, never tuned on). "fail" is the positive class:
 precision = the judge's fails that humans fail too, recall = the human fails
-the judge catches. Then every disagreement, with the judge's metrics.
+the judge catches. Then every disagreement, with the judge's metrics; then the
+per-metric figures ``rageval calibrate`` gives for the offline judge on the set it
+ships (the same code, so the same numbers).
 
     python bench/lexical_agreement.py
     python bench/lexical_agreement.py --set other_labels.jsonl
@@ -27,15 +31,35 @@ from common import source_state  # noqa: E402
 from pytest_rageval.judges.agreement import agreement_rows, format_table, judge_items, load_labelled  # noqa: E402
 from pytest_rageval.judges.lexical import LexicalJudge  # noqa: E402
 
-DEFAULT_SET = Path(__file__).resolve().parents[1] / "tests" / "data" / "lexical_labelled.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl"]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", type=Path, default=DEFAULT_SET, help="labelled set (JSON lines)")
+    parser.add_argument("--set", type=Path, action="append", help="labelled set (JSON lines; repeatable; default: both)")
     args = parser.parse_args()
-    judged = judge_items(LexicalJudge(), load_labelled(args.set))
-    print(f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {args.set.name}: {len(judged)} labelled answers; "
+    for path in args.set or DEFAULT_SETS:
+        report(path)
+    if not args.set:
+        calibration()
+    return 0
+
+
+def calibration() -> None:
+    """``rageval calibrate``'s figures for the offline judge on the shipped set."""
+    import asyncio
+
+    from pytest_rageval.judges.calibrate import SHIPPED_SET, calibrate, format_figures, load_set
+
+    figures = asyncio.run(calibrate(LexicalJudge(), load_set(SHIPPED_SET), ["groundedness", "correctness"]))
+    print(f"\nrageval calibrate (the offline judge, the shipped set of {len(load_set(SHIPPED_SET))} answers):")
+    print("\n".join(format_figures(figures)))
+
+
+def report(path: Path) -> None:
+    judged = judge_items(LexicalJudge(), load_labelled(path))
+    print(f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {path.name}: {len(judged)} labelled answers; "
           f"{source_state()}\n")
     print(format_table(agreement_rows(judged)))
     passes = [j for j in judged if j.item.human_pass]
@@ -46,7 +70,7 @@ def main() -> int:
     for j in wrong:
         verdict = "pass" if j.judge_pass else "fail: " + "; ".join(j.misses)
         print(f"- {j.item.id} [{j.item.split}, {j.item.kind}] human {j.item.label}, judge {verdict}\n    {j.item.answer}")
-    return 0
+    print()
 
 
 if __name__ == "__main__":

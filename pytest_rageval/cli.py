@@ -685,6 +685,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(args.func(args))
     except RunFolderError as exc:  # e.g. a results.jsonl line that cannot be read: never dropped, never rewritten
         raise _usage_error(str(exc)) from None
+    except BrokenPipeError:  # `rageval ... | head`: the reader left; say nothing more (and no traceback at exit)
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

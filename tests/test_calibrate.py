@@ -97,19 +97,24 @@ def _project(pytester: pytest.Pytester, minimum: str) -> None:
 
 def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_names_the_one_it_used(
         pytester: pytest.Pytester) -> None:
-    _project(pytester, "0.9")
+    measured = asyncio.run(calibrate(LexicalJudge(), load_set(SHIPPED_SET), ["groundedness", "correctness"]))
+    lowest_metric = min(measured, key=lambda m: measured[m].balanced_accuracy or 0.0)
+    lowest = measured[lowest_metric].balanced_accuracy or 0.0
+    assert lowest < 0.99
+    _project(pytester, "0.5")
     refused = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
     assert refused.ret == 4
     assert "no calibration of the lexical judge lexical-heuristic" in refused.stderr.str()
-    assert not (pytester.path / "results").exists() or not list((pytester.path / "results").glob("2*"))
+    assert not list(pytester.path.glob("results/2*"))  # refused before any case: no run folder
     assert rageval("calibrate", cwd=pytester.path).returncode == 0
-    _project(pytester, "0.95")  # correctness 0.919 on the shipped set
+    _project(pytester, f"{lowest + 0.005:.3f}")
     low = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
-    assert low.ret == 4 and "agrees less with its labels (balanced accuracy correctness 0.919" in low.stderr.str()
-    _project(pytester, "0.9")
+    assert low.ret == 4 and f"agrees less with its labels (balanced accuracy {lowest_metric} {lowest:.3f}" in low.stderr.str()
+    _project(pytester, f"{lowest - 0.005:.3f}")
     ok = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
     ok.assert_outcomes(passed=1)
     metrics = json.loads(next(pytester.path.glob("results/2*/metrics.json")).read_text())
     used = metrics["judge_calibration"]
-    assert used["calibration"].startswith("results/calibration/") and used["minimum"] == 0.9
-    assert used["balanced_accuracy"]["correctness"] == pytest.approx(0.919, abs=0.001)
+    assert used["calibration"].startswith("results/calibration/") and used["minimum"] == pytest.approx(lowest - 0.005, abs=1e-3)
+    assert used["balanced_accuracy"]["correctness"] == pytest.approx(measured["correctness"].balanced_accuracy, abs=1e-4)
+    assert "judge calibration: results/calibration/" in ok.stdout.str()

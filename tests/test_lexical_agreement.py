@@ -16,14 +16,13 @@ from pytest_rageval.judges.agreement import JudgedItem, agreement_rows, format_t
 from pytest_rageval.judges.lexical import LexicalJudge
 
 LABELLED = Path(__file__).resolve().parent / "data" / "lexical_labelled.jsonl"
-#: Measured when the set was added (README): all 119 of 124 (96%), dev 86 of 89 (97%), holdout 33 of 35 (94%).
-AGREEMENT_FLOOR = {"all": 119 / 124, "split dev": 86 / 89, "split holdout": 33 / 35}
+#: Measured (README; python bench/lexical_agreement.py): all 120 of 124 (97%), dev 87 of 89, holdout 33 of 35.
+AGREEMENT_FLOOR = {"all": 120 / 124, "split dev": 87 / 89, "split holdout": 33 / 35}
 #: The answers it was measured to get wrong, and why: a judge of words cannot see these.
 KNOWN_DISAGREEMENTS = {
     "step-providers-2": "partial: 2 of 3 key facts scores 3.3, 'partially correct' on the 0-5 scale",
     "step-providers-4": "amounts swapped between names within one sentence",
-    "step-tally-1": "the key fact 'no Tally vote was required' paraphrased without its words",
-    "bridge-tally-3": "'did not pass' denies what no key fact states, and a sentence with the same words agrees",
+    "bridge-tally-3": "'did not pass' is one clause; the clause after 'although' speaks more of the reference, unnegated",
     "bridge-pause-3": "'10 of the 12' is in another retrieved chunk and the clause names nothing",
 }
 #: Kinds where every answer must get the human verdict: the promises of SPEC section 5.

@@ -78,6 +78,19 @@ from pytest_rageval.judges.lexical_text import (
     strip_citations,
 )
 from pytest_rageval.judges.lexical_text import normalise as _normalise
+from pytest_rageval.judges.lexical_rules import (
+    answer_polarity,
+    lowercase_words,
+    negated_reference,
+    number_pairs,
+    number_swap,
+    option_conflict,
+    polarity_conflict,
+    polarity_of_fact,
+    rival_names,
+    rival_numbers,
+    same_choice,
+)
 
 __all__ = [
     "CLAIM_SUPPORT",
@@ -238,14 +251,25 @@ def _verdict(metric: str, reasoning: str, data: dict[str, Any], **fields: Any) -
     return Verdict(metric=metric, reasoning=reasoning + _SUFFIX, raw=_raw({"metric": metric, **data}), **fields)
 
 
+#: The correctness of an answer that chooses as the reference does on a yes/no or "A or B" question, whatever
+#: detail it leaves out.
+CHOICE_SCORE = 4.0
+
+#: Words of obligation inside a negation's scope that the positive side says with "must" (a stopword) or not at
+#: all: "do not need to be submitted" negates "must be submitted".
+_OBLIGATION = frozenset({"need", "requir", "abl", "oblig", "necessary", "necessari", "have", "ha"})
+
+
 def _flips(claim: Analysis, sentence: Analysis) -> frozenset[str]:
     """What one side negates and the other states un-negated (the whole negated scope), else nothing.
 
-    "no Tally vote" is not flipped by "the Snapshot vote passed"; "did not resign" is by "resigned".
+    "no Tally vote" is not flipped by "the Snapshot vote passed"; "did not resign" is by "resigned";
+    "do not need to be submitted" is by "must be submitted" (words of obligation aside).
     """
     for negating, other in ((claim, sentence), (sentence, claim)):
-        if negating.negated and negating.negated <= other.distinct and not negating.negated & other.negated:
-            return negating.negated
+        scope = negating.negated - _OBLIGATION if negating.negated - _OBLIGATION else negating.negated
+        if scope and scope <= other.distinct and not scope & other.negated:
+            return scope
     return frozenset()
 
 
@@ -287,19 +311,27 @@ def _negation_conflict(claim: str, sentences: Sequence[tuple[str, Analysis]]) ->
     return None
 
 
-def _unmatched_clause(claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]]) -> Optional[str]:
-    """A clause whose numbers and names never occur together in one retrieved chunk.
+def _unmatched_clause(claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]],
+                      pairs: Sequence[frozenset[tuple[str, str]]] = ()) -> Optional[str]:
+    """A clause whose numbers and names never occur together in one retrieved chunk, while a chunk holding its
+    names counts the same thing with another number.
 
     That is how a swap shows: "the STIP Bridge received 50,000,000 ARB" when 50,000,000 ARB is
-    the STIP's budget, in another chunk. Only clauses with a number and a name are checked;
-    words that only the question holds (a heading's "September 2023") are left out.
+    the STIP's budget, in another chunk, and the STIP Bridge's chunk says 37,500,000 ARB. A clause
+    joining facts of two chunks ("Victoria's 63-year reign, from 1837") is no swap. Only clauses with
+    a number and a name are checked; words that only the question holds are left out.
     """
     from_question = question.difference(*chunks)
     for clause in clauses(claim):
         tokens = analyse(clause).distinct
         exact = {t for t in tokens if exact_class(t)} - spelled_numbers(clause)
         anchors = (exact | names(clause)) - from_question
-        if anchors & exact and anchors - exact and not any(anchors <= chunk for chunk in chunks):
+        named = anchors - exact
+        if not (anchors & exact and named) or any(anchors <= chunk for chunk in chunks):
+            continue
+        counted = {word for number, word in number_pairs(clause) if number in exact}
+        homes = [i for i, chunk in enumerate(chunks) if named <= chunk]
+        if not counted or any(w in counted and n not in exact for i in homes if i < len(pairs) for n, w in pairs[i]):
             return clause.strip()
     return None
 
@@ -321,6 +353,7 @@ class _Evidence:
     question: frozenset[str]
     chunks: tuple[frozenset[str], ...]
     sentences: tuple[tuple[str, Analysis], ...]
+    pairs: tuple[frozenset[tuple[str, str]], ...] = ()  # each chunk's (number, the word it counts): lexical_rules
 
     @property
     def vocabulary(self) -> frozenset[str]:
@@ -345,7 +378,10 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
     conflict = _negation_conflict(claim, evidence.sentences)
     if conflict is not None:
         return ClaimCheck(claim, "contradicted", share, conflict)
-    clause = _unmatched_clause(claim, evidence.question, evidence.chunks)
+    swap = number_swap(claim, evidence.pairs)
+    if swap is not None:
+        return ClaimCheck(claim, "contradicted", share, swap)
+    clause = _unmatched_clause(claim, evidence.question, evidence.chunks, evidence.pairs)
     if clause is not None:
         return ClaimCheck(claim, "contradicted", share,
                           f"the numbers and names of {clause!r} never occur together in one retrieved chunk")
@@ -379,7 +415,7 @@ class _Grounding:
 def _grounding(inp: JudgeInput, citations: Sequence[Pattern[str]]) -> _Grounding:
     """Check each claim against the union of the retrieved contexts and the question."""
     evidence = _Evidence(analyse(inp.question).distinct, tuple(analyse(c).distinct for c in inp.contexts),
-                         context_sentences(tuple(inp.contexts)))
+                         context_sentences(tuple(inp.contexts)), tuple(number_pairs(c) for c in inp.contexts))
     return _Grounding(tuple(check_claim(c, evidence) for c in split_claims(inp.answer, citations)))
 
 
@@ -396,8 +432,12 @@ class FactCheck:
     why: str = ""
 
 
-def check_fact(fact: str, answer: Analysis) -> FactCheck:
-    """Whether ``answer`` states ``fact``: its numbers/dates/months exactly, enough of its words, same polarity."""
+def check_fact(fact: str, answer: Analysis, common: frozenset[str] = frozenset()) -> FactCheck:
+    """Whether ``answer`` states ``fact``: its numbers/dates/months exactly, enough of its words, same polarity.
+
+    ``common`` are words the question or the retrieved text writes in lower case ("oceans"): a fact whose
+    other words are all there needs only half of its words ("the Atlantic" states "Atlantic Ocean").
+    """
     f = analyse_fact(fact)
     if not f.plain:
         return FactCheck(fact, "missing", 0.0, "no content words to look for")
@@ -407,7 +447,9 @@ def check_fact(fact: str, answer: Analysis) -> FactCheck:
     share = len(present) / len(f.plain)
     missing_exact = [t for t in exact if t not in answer.distinct]
     found_words = len(words & answer.distinct)
-    words_ok = found_words >= (len(words) // 2 if exact else FACT_COVERAGE * len(words) - 1e-9)
+    rare = words - common
+    needed = len(words) // 2 if exact or (rare and rare <= answer.distinct) else FACT_COVERAGE * len(words) - 1e-9
+    words_ok = found_words >= needed
     if words_ok and not missing_exact:
         if f.negation and not (answer.negated & f.negated or (answer.negation and not f.negated)):
             return FactCheck(fact, "contradicted", share, "the fact is negative, the answer is not")
@@ -425,13 +467,54 @@ def check_fact(fact: str, answer: Analysis) -> FactCheck:
     return FactCheck(fact, "missing", share)
 
 
-def _answer_for_facts(answer: str, citations: Sequence[Pattern[str]]) -> Analysis:
-    """The answer as key facts see it: citation markers removed (their numbers are no facts)."""
-    return analyse_fact(strip_citations(answer, citations))
+def answer_text_for_facts(answer: str, citations: Sequence[Pattern[str]], expected: Sequence[str] = ()) -> str:
+    """The answer as key facts see it: citation markers removed (their numbers are no facts), but for the ids
+    among them that the reference or a key fact names (``[POL-21]`` where a key fact is ``POL-21``)."""
+    stripped = strip_citations(answer, citations)
+    if not expected:
+        return stripped
+    cited = analyse_fact(answer).distinct - analyse_fact(stripped).distinct
+    named = frozenset().union(*(analyse_fact(text).distinct for text in expected))
+    kept = sorted(cited & named)
+    return stripped + (" " + " ".join(kept) if kept else "")
 
 
-def _fact_checks(facts: Sequence[str], answer: Analysis) -> list[FactCheck]:
-    return [check_fact(fact, answer) for fact in facts]
+def _common_words(inp: JudgeInput) -> frozenset[str]:
+    """The fact tokens of words the question or the retrieved text writes in lower case."""
+    return analyse_fact(" ".join(lowercase_words([inp.question, *inp.contexts]))).distinct
+
+
+def decisive_conflict(inp: JudgeInput, answer: str) -> Optional[str]:
+    """Why the answer contradicts the reference on a word that decides (lexical_rules), else None. Names are
+    taken from the key facts when there are some (a reference's other names may be left out), else from the
+    reference answer."""
+    expected = [text for text in (inp.reference_answer, *inp.key_facts) if text]
+    named = list(inp.key_facts) or expected
+    reason = (polarity_conflict(inp.question, expected, answer) or option_conflict(inp.question, expected, answer)
+              or negated_reference(expected, answer) or rival_names(inp.question, named, answer, inp.contexts))
+    if reason is None and inp.key_facts and inp.reference_answer:
+        # the reference's other numbers and names count too, when the answer puts in their place a number or a
+        # name that no retrieved text holds (an answer's extra detail comes from the text)
+        reason = (rival_numbers(inp.reference_answer, answer, inp.contexts)
+                  or rival_names(inp.question, [inp.reference_answer], answer, inp.contexts, outside=inp.contexts))
+    return reason
+
+
+def _fact_checks(facts: Sequence[str], answer: Analysis, answer_text: str = "",
+                 common: frozenset[str] = frozenset()) -> list[FactCheck]:
+    """Each key fact checked against the answer; a fact that is just "yes" or "no" against the word the answer
+    opens with."""
+    checks = []
+    for fact in facts:
+        wanted = polarity_of_fact(fact)
+        if wanted is None:
+            checks.append(check_fact(fact, answer, common))
+            continue
+        given = answer_polarity(answer_text)
+        status = "missing" if given is None else "covered" if given == wanted else "contradicted"
+        why = f"the answer says {'yes' if given else 'no'}" if status == "contradicted" else ""
+        checks.append(FactCheck(fact, status, 1.0 if status == "covered" else 0.0, why))
+    return checks
 
 
 def _describe_facts(checks: Sequence[FactCheck]) -> str:
@@ -465,7 +548,7 @@ class LexicalJudge:
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v2"
+    PROMPT_VERSION = "lexical/v3"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())
@@ -533,12 +616,14 @@ class LexicalJudge:
                         supported_claims=g.supported, unsupported_claims=g.unsupported)
 
     def _correctness(self, inp: JudgeInput) -> Verdict:
-        answer = _answer_for_facts(inp.answer, self._citations)
+        expected = [text for text in (inp.reference_answer, *inp.key_facts) if text]
+        answer_text = answer_text_for_facts(inp.answer, self._citations, expected)
+        answer = analyse_fact(answer_text)
         data: dict[str, Any] = {"key_facts": None, "reference_coverage": None, "fallback_overlap": None}
         if not answer.tokens:
             return _verdict("correctness", "empty answer", {**data, "score": 0.0}, score=0.0)
         if inp.key_facts:
-            checks = _fact_checks(inp.key_facts, answer)
+            checks = _fact_checks(inp.key_facts, answer, answer_text, _common_words(inp))
             covered = sum(c.status == "covered" for c in checks)
             contradicted = any(c.status == "contradicted" for c in checks)
             score = round(5.0 * covered / len(checks), 1)
@@ -557,7 +642,7 @@ class LexicalJudge:
         else:
             refusal = is_refusal(inp.answer)
             vocabulary = frozenset().union(*(analyse(t).distinct for t in (inp.question, *inp.contexts)))
-            tokens = analyse(inp.answer).distinct
+            tokens = analyse(answer_text).distinct  # citation markers (ids, paths) are not content
             share = 0.0 if refusal or not tokens else len(tokens & vocabulary) / len(tokens)
             contradicted = False
             score = round(5.0 * share, 1)
@@ -565,6 +650,14 @@ class LexicalJudge:
             reasoning = "no reference answer or key facts: " + (
                 "the answer is a refusal" if refusal else
                 f"{share:.0%} of the answer's content words appear in the question and retrieved text")
+        decisive = decisive_conflict(inp, answer_text) if expected and not contradicted else None
+        if decisive is not None:
+            contradicted = True
+            reasoning += f"; contradicts the reference: {decisive}"
+        chosen = same_choice(inp.question, expected, answer_text) if expected and not contradicted else None
+        if chosen is not None and score < CHOICE_SCORE:  # "A or B?" and "is it?" are answered by the choice
+            score = CHOICE_SCORE
+            reasoning += f"; the answer chooses {chosen}, as the reference does (at least {CHOICE_SCORE:g})"
         if contradicted and score > CONTRADICTION_CAP:
             score = CONTRADICTION_CAP
             reasoning += f"; a contradiction caps the score at {CONTRADICTION_CAP:g}"
@@ -575,7 +668,8 @@ class LexicalJudge:
         if not analyse(inp.answer).tokens:
             return _verdict("completeness", "empty answer", {"score": 0.0}, score=0.0)
         if inp.key_facts:
-            checks = _fact_checks(inp.key_facts, _answer_for_facts(inp.answer, self._citations))
+            answer_text = answer_text_for_facts(inp.answer, self._citations, inp.key_facts)
+            checks = _fact_checks(inp.key_facts, analyse_fact(answer_text), answer_text, _common_words(inp))
             covered = sum(c.status == "covered" for c in checks)
             score = round(covered / len(checks), 3)
             return _verdict("completeness", _describe_facts(checks),

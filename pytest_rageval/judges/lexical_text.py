@@ -57,10 +57,10 @@ _MONTH_BEFORE_NUMBER = re.compile(rf"\b({_ABBREVIATED})\.?(?=\s+\d)")
 _MONTH_AFTER_NUMBER = re.compile(rf"(?<=\d )({_ABBREVIATED})\b\.?")
 _ISO_DATE = re.compile(r"(?<![\w.-])((?:19|20)\d\d)-(0[1-9]|1[0-2])(?:-(0[1-9]|[12]\d|3[01]))?(?![\w-]|\.\d)")
 _DIGIT_GROUPS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_MAGNITUDE_WORDS = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_MAGNITUDE_WORDS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _MAGNITUDE_SUFFIXES = {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
 _MAGNITUDE = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(thousand|million|billion|trillion)\b|(k|mn|m|bn|b)(?![\w]))", re.I
+    r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(hundred|thousand|million|billion|trillion)\b|(k|mn|m|bn|b)(?![\w]))", re.I
 )
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.I)
 _PERCENT = re.compile(r"(?<=\d)\s*(?:percent|per cent)\b", re.I)

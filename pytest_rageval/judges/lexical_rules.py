@@ -1,0 +1,247 @@
+"""Decisive checks of the lexical judge: the words that make an answer wrong however many others it shares.
+
+Pure. Each check returns why the answer contradicts the reference (a reason naming the word that decided),
+or None. ``judges.lexical`` applies them to correctness whenever a reference answer or key facts exist:
+
+* **polarity**: a yes/no question ("Are A and B both ...?") whose reference opens with "yes" or "no",
+  answered with the other;
+* **option**: an "A or B" question whose reference names one option, answered with the other;
+* **negation**: the answer's clauses that speak most of the reference negate what it states;
+* **rival names**: names, numbers, dates and ids of the key facts (or the reference) that the answer
+  lacks, while it holds names of its own that neither the reference nor the question has ("the Baroque
+  era" for "the Victorian era"); **rival numbers**: a number of the reference replaced by one no
+  retrieved text holds.
+
+``same_choice`` is the other side: the answer chooses as the reference does on a yes/no or "A or B"
+question. ``number_swap`` serves groundedness: a number that counts what the retrieved text counts
+with another number ("two Followill brothers" against "three").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Sequence
+
+from .lexical_text import analyse, display, exact_class, names, normalise, spelled_numbers
+
+__all__ = ["answer_polarity", "lowercase_words", "negated_reference", "number_pairs", "number_swap", "option_conflict",
+           "polarity_conflict", "polarity_of_fact", "rival_names", "rival_numbers", "same_choice"]
+
+_AUXILIARIES = frozenset("is are was were do does did can could has have had will would should shall may might must".split())
+_YES = frozenset("yes yeah yep correct true indeed".split())
+_LEAD = re.compile(r"[a-z]+")
+_OPTION_SPLIT = re.compile(r"\s+or\s+", re.I)
+_OPTION_END = re.compile(r"[?,;:]")
+_OPTION_WORDS = 5  # words of each side of " or " that name an option
+_WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
+
+
+def _first_word(text: str) -> Optional[str]:
+    match = _LEAD.search(normalise(text))
+    return match.group(0) if match else None
+
+
+def _polarity(text: str) -> Optional[bool]:
+    first = _first_word(text)
+    if first in _YES:
+        return True
+    if first in ("no", "nope"):
+        return False
+    return None
+
+
+def is_yes_no_question(question: str) -> bool:
+    """A question opening with an auxiliary verb and naming no alternatives ("Are both bands American?")."""
+    return _first_word(question) in _AUXILIARIES and not _OPTION_SPLIT.search(question)
+
+
+def polarity_conflict(question: str, expected: Sequence[str], answer: str) -> Optional[str]:
+    """The answer opens with yes where the reference (or a key fact) opens with no, or the other way round."""
+    if not is_yes_no_question(question):
+        return None
+    wanted = next((p for p in (_polarity(text) for text in expected) if p is not None), None)
+    given = _polarity(answer)
+    if wanted is None or given is None or wanted == given:
+        return None
+    return f"the answer says {'yes' if given else 'no'} where the reference says {'yes' if wanted else 'no'}"
+
+
+def polarity_of_fact(fact: str) -> Optional[bool]:
+    """True for a key fact that is just "yes", False for just "no", else None."""
+    words = _LEAD.findall(normalise(fact))
+    return (words[0] in _YES) if len(words) == 1 and words[0] in _YES | {"no"} else None
+
+
+def answer_polarity(answer: str) -> Optional[bool]:
+    """Whether the answer opens with yes (True) or no (False), else None."""
+    return _polarity(answer)
+
+
+def same_choice(question: str, expected: Sequence[str], answer: str) -> Optional[str]:
+    """What a yes/no or "A or B" question is answered with, when the answer chooses as the reference does:
+    "yes", "no" or the option's words; else None."""
+    if is_yes_no_question(question):
+        wanted = next((p for p in (_polarity(text) for text in expected) if p is not None), None)
+        given = _polarity(answer)
+        return ("yes" if given else "no") if wanted is not None and wanted == given else None
+    options = _options(question)
+    if options is None:
+        return None
+    expected_option = next((i for i in (_names_option(analyse(text).distinct, options) for text in expected) if i is not None),
+                           None)
+    chosen = _names_option(analyse(answer).distinct, options)
+    return _surface(options[chosen], [question]) if chosen is not None and expected_option == chosen else None
+
+
+def _options(question: str) -> Optional[tuple[frozenset[str], frozenset[str]]]:
+    """The tokens naming each option of an "A or B" question (names where it has them), or None."""
+    parts = _OPTION_SPLIT.split(question, maxsplit=1)
+    if len(parts) != 2:
+        return None
+    left_words = re.split(r"\s+", _OPTION_END.split(parts[0])[-1].strip())[-_OPTION_WORDS:]
+    right_words = re.split(r"\s+", _OPTION_END.split(parts[1])[0].strip())[:_OPTION_WORDS]
+    sides = []
+    for words in (left_words, right_words):
+        text = " ".join(words)
+        capitalised = " ".join(w for w in words if w[:1].isupper())
+        tokens = analyse(capitalised).distinct if capitalised else frozenset()
+        if not tokens:
+            tokens = analyse(text).distinct
+        sides.append(tokens)
+    left, right = sides[0] - sides[1], sides[1] - sides[0]
+    return (left, right) if left and right else None
+
+
+def _names_option(tokens: frozenset[str], options: tuple[frozenset[str], frozenset[str]]) -> Optional[int]:
+    hits = [bool(option & tokens) and len(option & tokens) * 2 >= len(option) for option in options]
+    return hits.index(True) if hits.count(True) == 1 else None
+
+
+def option_conflict(question: str, expected: Sequence[str], answer: str) -> Optional[str]:
+    """The answer names the option of an "A or B" question that the reference does not."""
+    options = _options(question)
+    if options is None:
+        return None
+    wanted = next((i for i in (_names_option(analyse(text).distinct, options) for text in expected) if i is not None), None)
+    given = _names_option(analyse(answer).distinct, options)
+    if wanted is None or given is None or wanted == given:
+        return None
+    return (f"the answer chooses {_surface(options[given], [question])} where the reference chooses "
+            f"{_surface(options[wanted], [question])}")
+
+
+Pair = tuple[str, str]
+
+
+_NAMED_NUMBER = re.compile(r"\b[A-Z][\w-]*[\s-]+(\d[\d.,]*)\b")  # "Apollo 11", "Part 2", "POL-21": a name, not a count
+_YEAR = re.compile(r"1\d{3}|20\d{2}")
+
+
+def number_pairs(text: str) -> frozenset[Pair]:
+    """Each count of ``text`` (a number in digits or words) with the content word after it: "two Followill
+    brothers" gives ("2", "followill"). Years and numbers that belong to a name ("Apollo 11") count nothing."""
+    from .lexical_text import canonical
+
+    named = {m.group(1).replace(",", "") for m in _NAMED_NUMBER.finditer(canonical(text))}
+    tokens = analyse(text).tokens
+    return frozenset((a, b) for a, b in zip(tokens, tokens[1:])
+                     if exact_class(a) == "number" and not exact_class(b) and a not in named and not _YEAR.fullmatch(a))
+
+
+def number_swap(claim: str, chunks: Sequence[frozenset[Pair]]) -> Optional[str]:
+    """A number of ``claim`` that counts a word which the retrieved text counts with another number, and never
+    with this one: "two Followill brothers" against "three Followill brothers"."""
+    seen = frozenset().union(*chunks)
+    for number, word in sorted(number_pairs(claim)):
+        if (number, word) in seen:
+            continue
+        rivals = sorted({n for n, w in seen if w == word and n != number})
+        if rivals:
+            return f"the answer has {display(number)} {display(word)} where the retrieved text has {', '.join(rivals)}"
+    return None
+
+
+def _salient(text: str, lowercase: frozenset[str] = frozenset(), opening: bool = False) -> frozenset[str]:
+    """Names, numbers, dates and ids of ``text`` (spelled-out small numbers are loose talk: left out); with
+    ``opening``, a capitalised first word too when it is written in lower case nowhere in ``lowercase`` (the
+    tokens of lower-case words around it): "Glassroth v. Moore" opens with a name, "Turnout rose" does not."""
+    exact = {t for t in analyse(text).distinct if exact_class(t)} - spelled_numbers(text)
+    first = _WORD.search(text)
+    opener: frozenset[str] = frozenset()
+    if opening and first and first.group(0)[0].isupper():
+        opener = analyse(first.group(0)).distinct - lowercase
+    return frozenset(exact) | names(text) | opener
+
+
+def lowercase_words(texts: Sequence[str]) -> list[str]:
+    """The words written in lower case in ``texts``: common words, never names."""
+    return [m.group(0) for text in texts for m in _WORD.finditer(text) if m.group(0).islower()]
+
+
+def _lowercase_tokens(texts: Sequence[str]) -> frozenset[str]:
+    return analyse(" ".join(lowercase_words(texts))).distinct
+
+
+def _surface(tokens: frozenset[str], texts: Sequence[str]) -> str:
+    """The words of ``texts`` behind ``tokens`` (stems), as written: "Baroque", not "baroqu"."""
+    words: dict[str, str] = {}
+    for text in texts:
+        for match in _WORD.finditer(text):
+            for token in analyse(match.group(0)).distinct & tokens:
+                words.setdefault(token, match.group(0))
+    return ", ".join(sorted({words.get(t, display(t)) for t in tokens}))
+
+
+def negated_reference(expected: Sequence[str], answer: str) -> Optional[str]:
+    """The answer's clauses that speak most of what the reference states all negate it: "did not land" where the
+    reference says "landed". A negation in a clause about something else (an answer quoting more than one
+    text) decides nothing."""
+    from .lexical_text import analyse_fact, clauses, split_claims
+
+    parts = [clause for claim in split_claims(answer) for clause in clauses(claim)] or [answer]
+    for text in expected:
+        reference = analyse_fact(text)
+        if reference.negation:
+            continue
+        overlaps = [(len(analyse_fact(part).plain & reference.plain), part) for part in parts]
+        best = max(n for n, _ in overlaps)
+        if best < 2:
+            continue
+        negated = [analyse_fact(part).negated & reference.plain for n, part in overlaps if n == best]
+        if all(negated):
+            return f"the answer negates {', '.join(sorted(map(display, negated[0])))}, which the reference states"
+    return None
+
+
+def rival_numbers(reference: str, answer: str, contexts: Sequence[str]) -> Optional[str]:
+    """A number, date or amount of the reference that the answer lacks, while it holds one of the same kind that
+    neither the reference nor any retrieved text has: "58-year reign" where the reference says 63 years.
+    Numbers written as words are loose talk ("it used to be every two weeks"): left out."""
+    def exact(text: str) -> frozenset[str]:
+        return frozenset(t for t in analyse(text).distinct if exact_class(t)) - spelled_numbers(text)
+
+    wanted, given = exact(reference), exact(answer)
+    missing = wanted - given
+    known = frozenset().union(*(analyse(text).distinct for text in contexts))
+    rivals = {t for t in given - wanted - known if exact_class(t) in {exact_class(m) for m in missing}}
+    if not missing or not rivals:
+        return None
+    return f"the answer has {_surface(frozenset(rivals), [answer])} where the reference has {_surface(missing, [reference])}"
+
+
+def rival_names(question: str, expected: Sequence[str], answer: str, contexts: Sequence[str] = (),
+                outside: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The reference's names the answer lacks (but for the question's own), and the names it holds instead
+    (neither in the reference nor in the question; with ``outside``, nor in those texts either): a swapped
+    entity, however many other words it shares."""
+    asked = analyse(question).distinct
+    reference = frozenset().union(*(analyse(text).distinct for text in expected))
+    lowercase = _lowercase_tokens([question, *expected, *contexts])
+    wanted = frozenset().union(*(_salient(text, lowercase, opening=True) for text in expected)) - asked
+    missing = wanted - analyse(answer).distinct
+    rivals = _salient(answer) - reference - asked
+    if outside is not None:
+        rivals = frozenset(t for t in rivals if not exact_class(t)) - frozenset().union(*(analyse(text).distinct for text in outside))
+    if not missing or not rivals:
+        return None
+    return f"the answer has {_surface(rivals, [answer])} where the reference has {_surface(missing, expected)}"

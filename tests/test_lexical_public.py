@@ -1,0 +1,56 @@
+"""The lexical judge on answers over public encyclopedic passages (tests/data/lexical_public.jsonl): the common
+hallucinations (one swapped name, number or date, a negation, the wrong side of a yes/no or an "A or B" question)
+next to correct answers, paraphrases, id citations and hedged answers. bench/lexical_agreement.py prints it.
+
+The floors are what was measured (README, "Judges"): per kind, the share of answers that get the human verdict.
+The holdout half was written before the rules it is measured on and never tuned on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_rageval.judges.agreement import JudgedItem, agreement_rows, format_table, judge_items, load_labelled
+from pytest_rageval.judges.lexical import LexicalJudge
+
+PUBLIC = Path(__file__).resolve().parent / "data" / "lexical_public.jsonl"
+#: Measured (python bench/lexical_agreement.py): answers per kind that get the human verdict, of those written.
+KIND_FLOOR = {
+    "correct": (16, 16), "paraphrase": (13, 16), "cite-id": (16, 16), "hedged": (16, 16),
+    "yes-no-right": (11, 11), "a-or-b-right": (9, 10),
+    "swap-entity": (16, 16), "swap-number": (15, 16), "swap-date": (16, 16), "negation": (15, 16),
+    "yes-no-wrong": (11, 11), "a-or-b-wrong": (10, 10),
+}
+SPLIT_FLOOR = {"split dev": (85, 86), "split holdout": (79, 84), "all": (164, 170)}
+
+
+@pytest.fixture(scope="module")
+def judged() -> list[JudgedItem]:
+    return judge_items(LexicalJudge(), load_labelled(PUBLIC))
+
+
+def test_the_set_holds_every_kind_on_both_splits(judged: list[JudgedItem]) -> None:
+    for split in ("dev", "holdout"):
+        kinds = {j.item.kind for j in judged if j.item.split == split}
+        assert kinds == set(KIND_FLOOR), split
+    assert len({j.item.id for j in judged}) == len(judged)
+    right = ("correct", "paraphrase", "cite-id", "hedged", "yes-no-right", "a-or-b-right")
+    assert all(j.item.human_pass == (j.item.kind in right) for j in judged)
+
+
+@pytest.mark.parametrize("group", [*KIND_FLOOR, *SPLIT_FLOOR])
+def test_agreement_stays_at_or_above_what_was_measured(judged: list[JudgedItem], group: str) -> None:
+    rows = {row.group: row for row in agreement_rows(judged)}
+    agree, n = {**KIND_FLOOR, **SPLIT_FLOOR}[group]
+    assert rows[group].n == n
+    assert rows[group].agree >= agree, f"{group}:\n{format_table(list(rows.values()))}"
+
+
+def test_swaps_fail_with_the_word_that_decided(judged: list[JudgedItem]) -> None:
+    """Both directions at once: at least 90% of the right answers pass and 90% of the wrong ones fail."""
+    right = [j for j in judged if j.item.human_pass]
+    wrong = [j for j in judged if not j.item.human_pass]
+    assert sum(j.judge_pass for j in right) >= 0.9 * len(right)
+    assert sum(not j.judge_pass for j in wrong) >= 0.9 * len(wrong)
