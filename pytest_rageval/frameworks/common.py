@@ -38,12 +38,11 @@ class Adapter:
     framework: str  # "LlamaIndex", "LangChain", "LangGraph", "Haystack"
     kind: str  # "query engine", "retriever", ...
     obj: Any
+    is_async = False  # a class attribute, not a field: set by the adapters of async-only objects
 
     @property
     def label(self) -> str:
         return f"{self.framework} {self.kind}"
-
-    is_async = False
 
     def call(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
