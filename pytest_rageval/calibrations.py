@@ -1,5 +1,5 @@
 """Stored judge calibrations (``calibration.json``, written by ``rageval calibrate``) and the run's check of
-``rageval_min_judge_agreement`` against them (SPEC section 6a).
+``rageval_min_judge_agreement`` against them.
 
 A calibration counts for a run when it measured the same judge: name, model, base URL (without credentials)
 and prompt version. It is sufficient when its balanced accuracy reaches the minimum on every judge metric

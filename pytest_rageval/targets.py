@@ -1,5 +1,5 @@
 """The system under test named by ``rageval_target``: an HTTP ask API, a Python callable, or an object of a RAG
-framework (LlamaIndex, LangChain/LangGraph, Haystack), each as a client (SPEC section 3 and 3a)."""
+framework (LlamaIndex, LangChain/LangGraph, Haystack), each as a client."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``rageval calibrate``: how far a judge agrees with labels, per metric (SPEC section 6a).
+"""``rageval calibrate``: how far a judge agrees with labels, per metric.
 
 A labelled set is JSON lines (blank lines and ``//`` comments skipped)::
 
