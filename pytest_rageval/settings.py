@@ -21,7 +21,7 @@ from .redact import Redactor, environment_secrets, header_secrets, public_url, u
 from .sanitize import Limits
 from .stability import RepeatError, parse_repeat
 from .suggest import did_you_mean
-from .thresholds import ThresholdConfig, ThresholdError, parse_cli_thresholds, parse_threshold_table
+from .thresholds import ThresholdConfig, ThresholdError, number_text, finite_number, parse_cli_thresholds, parse_threshold_table
 
 #: A configuration value is wrong; the message names the setting (one error type for every configuration mistake).
 SettingsError = ConfigError
@@ -206,11 +206,14 @@ def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
             gate_name(name)
         except ValueError as exc:
             raise SettingsError(f"{where}.{name}: {exc}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SettingsError(f"{where}.{name}: must be a number, got {value!r}")
-        if value < 0:
+        number = finite_number(value) if isinstance(value, (int, float)) else None
+        if number is None:
+            raise SettingsError(f"{where}.{name}: must be a finite number, got {number_text(value)}")
+        if number < 0:
             raise SettingsError(f"{where}.{name}: must not be negative, got {value!r}")
-        out[name] = float(value)
+        if name == "min_judge_coverage" and number > 1:
+            raise SettingsError(f"{where}.{name}: must be a share from 0 to 1, got {value!r}")
+        out[name] = number
     return out
 
 
@@ -254,7 +257,7 @@ def build_settings(
         timeout = float(_first(ini.get("rageval_timeout"), defaults.TIMEOUT))
     except (TypeError, ValueError):
         raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
-    if not timeout > 0:
+    if not 0 < timeout < float("inf"):
         raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {ini.get('rageval_timeout')!r}")
 
     judge_table = pyproject.judge
@@ -330,7 +333,7 @@ def build_settings(
         clear_cache=bool(option.rageval_clear_cache),
         judge_check=bool(option.rageval_judge_check),
         dry_run=bool(option.rageval_dry_run),
-        max_judge_cost=option.rageval_max_judge_cost,
+        max_judge_cost=_budget(option.rageval_max_judge_cost),
         spot_check=spot_check,
         spot_check_model=option.rageval_spot_check_model,
         concurrency=_concurrency(option.rageval_concurrency),
@@ -457,6 +460,16 @@ def _min_shared(value: Any) -> int:
     return int(text)
 
 
+def _budget(value: Any) -> Optional[float]:
+    """``--rageval-max-judge-cost USD``: a finite amount of at least 0 (``nan`` or ``-1`` would never or always trip)."""
+    if value is None:
+        return None
+    number = finite_number(value)
+    if number is None or number < 0:
+        raise SettingsError(f"--rageval-max-judge-cost: must be a finite amount of USD of at least 0, got {value!r}")
+    return number
+
+
 def _agreement(value: Any) -> Optional[float]:
     """ini ``rageval_min_judge_agreement``: a balanced accuracy from 0 to 1, or None when unset."""
     text = str(value or "").strip()
@@ -510,9 +523,11 @@ def _prices(table: Any) -> dict[str, tuple[float, float]]:
         raise SettingsError("[tool.rageval.judge.prices] must be a table of model = [prompt, completion]")
     out: dict[str, tuple[float, float]] = {}
     for model, pair in table.items():
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, (int, float)) for p in pair)):
-            raise SettingsError(f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens]")
-        out[model] = (float(pair[0]), float(pair[1]))
+        numbers = [finite_number(p) if isinstance(p, (int, float)) else None for p in pair] if isinstance(pair, list) else []
+        if len(numbers) != 2 or any(n is None or n < 0 for n in numbers):
+            raise SettingsError(f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
+                                "two finite numbers of at least 0")
+        out[model] = (float(numbers[0] or 0.0), float(numbers[1] or 0.0))
     return out
 
 

@@ -7,6 +7,8 @@ case's ``thresholds`` field, ``--rageval-threshold``.
 
 from __future__ import annotations
 
+import math
+
 import difflib
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -78,6 +80,18 @@ def check_metric_name(metric: str, where: str) -> None:
         raise ThresholdError(f"{where}: unknown metric '{metric}'{hint}")
 
 
+def finite_number(value: Any) -> Optional[float]:
+    """``value`` as a finite float (an int, a float or the text of one), else None: ``nan``, ``inf``, a bool and
+    a number beyond float range (a 400-digit integer) would switch a check off or crash it."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def coerce_threshold(metric: str, value: Any, where: str) -> Threshold:
     """Validate one threshold value: a bool for ``abstained``, a number otherwise."""
     check_metric_name(metric, where)
@@ -87,12 +101,16 @@ def coerce_threshold(metric: str, value: Any, where: str) -> Threshold:
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
         raise ThresholdError(f"{where}: threshold of '{metric}' must be true or false, got {value!r}")
-    if isinstance(value, bool):
-        raise ThresholdError(f"{where}: threshold of '{metric}' must be a number, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ThresholdError(f"{where}: threshold of '{metric}' must be a number, got {value!r}") from None
+    number = finite_number(value)
+    if number is None:
+        raise ThresholdError(f"{where}: threshold of '{metric}' must be a finite number, got {number_text(value)}")
+    return number
+
+
+def number_text(value: Any) -> str:
+    """``value`` for a message, a huge number cut (a 400-digit integer)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_threshold_table(table: Mapping[str, Any], where: str) -> tuple[dict[str, Threshold], dict[str, dict[str, Threshold]]]:

@@ -82,7 +82,8 @@ def test_a_mistake_in_tool_rageval_stops_the_run_once(project: pytest.Pytester, 
     ("[tool.rageval.judge]\nmodel = 4\n", "pyproject.toml:2: [tool.rageval.judge] model: Input should be a valid string"),
     ("[tool.rageval]\ngate = 0.1\n", "pyproject.toml:2: [tool.rageval.gate] must be a table, got a number"),
     ('[tool.rageval.judge.prices]\ngpt = "cheap"\n',
-     "pyproject.toml:2: [tool.rageval.judge.prices] gpt: must be [USD per 1M prompt tokens, USD per 1M completion tokens]"),
+     "pyproject.toml:2: [tool.rageval.judge.prices] gpt: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
+     "two finite numbers of at least 0"),
 ], ids=["unknown-key", "sub-table-key", "inline-sub-table-key", "wrong-type", "key-not-a-table", "wrong-value"])
 def test_the_table_is_one_checked_model(project: pytest.Pytester, table: str, message: str) -> None:
     """config.RagevalConfig forbids unknown keys at every level and checks types; each mistake is one usage error."""
@@ -204,3 +205,31 @@ def test_a_target_that_cannot_be_called_stops_the_run_saying_how_targets_are_cal
     result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}", *xdist)
     line = _one_usage_error(project, result)
     assert fnmatch.fnmatch(line, message), line
+
+
+BIG = "1" + "0" * 400
+
+
+@pytest.mark.parametrize(("table", "args", "message"), [
+    ("[tool.rageval.gate]\nrecall_at_k_avg = nan\n", (), "[tool.rageval.gate].recall_at_k_avg: must be a finite number, got nan"),
+    ("[tool.rageval.gate]\nmrr_avg = inf\n", (), "[tool.rageval.gate].mrr_avg: must be a finite number, got inf"),
+    (f"[tool.rageval.gate]\nmrr_avg = {BIG}\n", (), "[tool.rageval.gate].mrr_avg: must be a finite number, got 1000"),
+    ("[tool.rageval.gate]\nmin_judge_coverage = nan\n", (), "min_judge_coverage: must be a finite number, got nan"),
+    ("[tool.rageval.gate]\nmin_judge_coverage = 1.5\n", (), "min_judge_coverage: must be a share from 0 to 1, got 1.5"),
+    ("[tool.rageval.thresholds]\nmrr = nan\n", (), "threshold of 'mrr' must be a finite number, got nan"),
+    (f"[tool.rageval.thresholds]\nmrr = {BIG}\n", (), "threshold of 'mrr' must be a finite number, got 1000"),
+    ('[tool.rageval.judge.prices]\ngpt = [nan, 1.0]\n', (), "gpt: must be [USD per 1M prompt tokens, USD per 1M completion tokens]"),
+    ('[tool.rageval.judge.prices]\ngpt = [-1.0, 1.0]\n', (), "two finite numbers of at least 0"),
+    ("", ("--rageval-threshold", "mrr=nan"), "threshold of 'mrr' must be a finite number, got 'nan'"),
+    ("", ("--rageval-max-judge-cost", "nan"), "--rageval-max-judge-cost: must be a finite amount of USD of at least 0, got nan"),
+    ("", ("--rageval-max-judge-cost", "-1"), "--rageval-max-judge-cost: must be a finite amount of USD of at least 0, got -1.0"),
+    ('[tool.pytest.ini_options]\nrageval_timeout = "inf"\n', (), "rageval_timeout: must be more than 0 seconds, got 'inf'"),
+], ids=["gate-nan", "gate-inf", "gate-400-digits", "coverage-nan", "coverage-above-1", "threshold-nan", "threshold-400-digits",
+        "price-nan", "price-negative", "cli-threshold-nan", "budget-nan", "budget-negative", "timeout-inf"])
+def test_a_number_that_would_switch_a_check_off_stops_the_run_once(project: pytest.Pytester, table: str, args: tuple[str, ...],
+                                                                    message: str) -> None:
+    if table:
+        project.makepyprojecttoml(table)
+    line = stopped_at_startup(project, *args)
+    assert line.startswith("ERROR: pytest-rageval: ") and message in line, line
+    assert "Traceback" not in line and len(line) < 400

@@ -83,7 +83,7 @@ def test_small_and_fractional_values_print_as_they_are() -> None:
     [
         (["recal_at_k=1"], "--rageval-threshold: unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)"),
         (["mrr"], "--rageval-threshold: expected METRIC=VALUE, got 'mrr'"),
-        (["mrr=high"], "--rageval-threshold: threshold of 'mrr' must be a number, got 'high'"),
+        (["mrr=high"], "--rageval-threshold: threshold of 'mrr' must be a finite number, got 'high'"),
         (["abstained=maybe"], "--rageval-threshold: threshold of 'abstained' must be true or false, got 'maybe'"),
     ],
 )
