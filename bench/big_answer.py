@@ -44,7 +44,8 @@ def main() -> int:
         line = {"id": "big", "question": "q-1 what is the budget?", "gold_supports": [{"rel_path": "docs/case1.md"}]}
         (root / "eval_sets" / "big.jsonl").write_text(json.dumps(line) + "\n")
         cmd = [python(), "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-               "-p", "no:cacheprovider", "-q"]
+               "-p", "no:cacheprovider", "-q",
+               "-o", f"rageval_max_response_bytes={BigAnswerServer.size + (1 << 20)}"]
         run = run_with_rss(cmd, cwd=root, env=child_env(), timeout=600)
         folders = sorted((root / "results").glob("*/metrics.json"))
         if not folders:

@@ -67,7 +67,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequenc
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from . import safejson
+from . import bounded_http, defaults, safejson
 from .daemon_calls import Abandoned, DaemonCalls, NotStarted
 from .record import CALL_ERROR_KINDS, CallErrorKind
 from .redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
@@ -562,6 +562,7 @@ class HttpClient:
         request_map: dict[str, str] | None = None,
         response_map: ResponseMap | None = None,
         docs_root: Path | None = None,
+        max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
     ) -> None:
         shown = scrub_urls(url)  # no credentials in messages
         self.docs_root = docs_root
@@ -604,6 +605,7 @@ class HttpClient:
         self.max_backoff = float(max_backoff)
         self.request_map = dict(request_map or {})
         self.response_map = response_map or ResponseMap()
+        self.max_response_bytes = int(max_response_bytes)
         self.url = _public_url(self._url, with_query=False)  # for messages: no query, no userinfo
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -644,6 +646,7 @@ class HttpClient:
                 timeout=httpx.Timeout(self.timeout, pool=None),
                 limits=httpx.Limits(max_connections=100, max_keepalive_connections=64, keepalive_expiry=30.0),
                 follow_redirects=False,
+                event_hooks=bounded_http.event_hooks(self.max_response_bytes),
             )
             self._loop = loop
         return self._client
@@ -668,6 +671,8 @@ class HttpClient:
                     f"no response from {self.url} within {self.timeout:g} s (tried {attempt + 1} times)",
                     attempts=attempt + 1,
                 )
+            except (bounded_http.BodyRefused, httpx.DecodingError) as exc:  # not retried: it would come again
+                raise self._error("invalid_response", f"response from {self.url} refused: {exc}", attempts=attempt + 1) from None
             except httpx.TransportError as exc:
                 detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
                 failure = self._error(

@@ -27,6 +27,7 @@ MAX_ANSWER_CHARS = 20_000  # answer and abstain reason (sanitize.Limits)
 MAX_CHUNK_CHARS = 20_000  # text of a retrieved chunk or reference field
 MAX_REASONING_CHARS = 4_000  # judge reasoning, claim or raw answer
 MAX_ERROR_CHARS = 2_000  # error message
+MAX_RESPONSE_BYTES = 10_485_760  # 10 MiB: most bytes of a RAG or judge response body read, after decompression
 
 #: (name, help, pytest ini type, default) of every ini key, for ``parser.addini``. A default of ""
 #: means "not set": settings.py then falls back to the constant above (the ini value would win over
@@ -45,6 +46,8 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_max_chunk_chars", f"longest text of a retrieved chunk or reference field kept (default {MAX_CHUNK_CHARS})", "string", ""),
     ("rageval_max_reasoning_chars", f"longest judge reasoning, claim or raw answer kept (default {MAX_REASONING_CHARS})", "string", ""),
     ("rageval_max_error_chars", f"longest error message kept (default {MAX_ERROR_CHARS})", "string", ""),
+    ("rageval_max_response_bytes", f"most bytes of a RAG or judge response body read, after decompression; a longer "
+     f"body is that call's error (default {MAX_RESPONSE_BYTES}, 10 MiB)", "string", ""),
     ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
     ("rageval_judge", "judge: auto (openai with a model, else lexical), openai, lexical or none", "string", ""),
     ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),

@@ -78,6 +78,7 @@ class RunSetup:
             docs_root=s.docs_root_or_rootdir,
             headers=parse_headers(s.headers_text, os.environ),
             timeout=s.timeout,
+            max_response_bytes=s.max_response_bytes,
             request_map=parse_request_map(s.request_map_text),
             response_map=parse_response_map(s.response_map_text),
         )

@@ -52,6 +52,7 @@ class Settings:
     gate_significance: bool = False
     store_full_text: bool = False
     limits: Limits = field(default_factory=Limits)  # size caps of text from outside (rageval_max_*_chars)
+    max_response_bytes: int = defaults.MAX_RESPONSE_BYTES  # most bytes of a RAG or judge response body read
     retrieval_only: bool = False
     thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
     gate: Mapping[str, float] = field(default_factory=dict)
@@ -317,6 +318,7 @@ def build_settings(
         gate_significance=bool(option.rageval_gate_significance),
         store_full_text=bool(option.rageval_store_full_text),
         limits=_limits(ini),
+        max_response_bytes=_max_response_bytes(ini.get("rageval_max_response_bytes")),
         retrieval_only=bool(option.rageval_retrieval_only),
         thresholds=ThresholdConfig(global_, by_category, cli),
         gate=parse_gate(pyproject.gate, "[tool.rageval.gate]"),
@@ -425,6 +427,18 @@ def _limits(ini: Mapping[str, Any]) -> Limits:
         if values[name] < 100:
             raise SettingsError(f"{key}: must be at least 100 characters, got {raw!r}")
     return Limits(**values)
+
+
+def _max_response_bytes(raw: Any) -> int:
+    """``rageval_max_response_bytes``: a whole number of bytes, at least 1024."""
+    if raw in (None, ""):
+        return defaults.MAX_RESPONSE_BYTES
+    text = str(raw).strip().replace("_", "")
+    if not (text.isascii() and text.isdigit()) or len(text) > 15:
+        raise SettingsError(f"rageval_max_response_bytes: must be a whole number of bytes, got {number_text(raw)}")
+    if int(text) < 1024:
+        raise SettingsError(f"rageval_max_response_bytes: must be at least 1024 bytes, got {text}")
+    return int(text)
 
 
 def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:

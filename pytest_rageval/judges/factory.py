@@ -45,6 +45,7 @@ def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Opti
         api_key=resolve_api_key(environ),
         json_mode=settings.judge_json_mode,
         timeout=settings.timeout,
+        max_response_bytes=settings.max_response_bytes,
         prices={**DEFAULT_PRICES, **settings.judge_prices},
         max_in_flight=settings.concurrency,
         limiter=getattr(getattr(share_endpoint_with and share_endpoint_with.judge, "inner", None), "limiter", None),

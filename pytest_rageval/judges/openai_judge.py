@@ -50,7 +50,7 @@ from pydantic import BaseModel, ValidationError
 import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
 
 from . import prompts
-from .. import safejson
+from .. import bounded_http, defaults, safejson
 from ..redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from ..retry import backoff_delay, retry_after_seconds
 from .formats import FORMATS, Format, first_step, next_step, request_fields
@@ -204,6 +204,7 @@ class OpenAIJudge:
         max_backoff: float = 30.0,
         max_in_flight: int = 8,
         limiter: Optional[EndpointLimiter] = None,
+        max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
     ) -> None:
         if not model:
             raise ValueError("a judge model is required")
@@ -219,6 +220,7 @@ class OpenAIJudge:
         self.temperature = float(temperature)
         self.seed = int(seed)
         self.timeout = float(timeout)
+        self.max_response_bytes = int(max_response_bytes)
         self.max_retries = int(max_retries)
         self.max_reasks = int(max_reasks)
         self.prices = dict(prices or {})
@@ -355,7 +357,8 @@ class OpenAIJudge:
         loop = _running_loop()
         if self._client is None or self._client_loop is not loop:
             self._client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=self.__key, timeout=self.timeout, max_retries=0
+                base_url=self.base_url, api_key=self.__key, timeout=self.timeout, max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(event_hooks=bounded_http.event_hooks(self.max_response_bytes)),
             )
             self._client_loop = loop
         return self._client
@@ -415,7 +418,11 @@ class OpenAIJudge:
                 failure = f"HTTP {status}: {_shorten(text, 200)}"
                 transient = status in _RETRY_STATUSES or status >= 500
                 headers = exc.response.headers if exc.response is not None else None
-            except openai.APIConnectionError as exc:
+            except (bounded_http.BodyRefused, openai.APIConnectionError) as exc:
+                refused = bounded_http.refused(exc)
+                if refused is not None:  # not retried: the same body would come again
+                    raise JudgeError(metric, f"judge endpoint {self._shown_url} sent a response that was refused: {refused}") from None
+                assert isinstance(exc, openai.APIConnectionError)
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 failure, transient, headers = f"{kind} ({_shorten(self._redactor.mask(str(exc)), 200)})", True, None
             except (AttributeError, IndexError, TypeError, ValueError, openai.OpenAIError) as exc:

@@ -97,6 +97,8 @@ def run(pytester: pytest.Pytester, fault: str, target: str, *extra: str) -> tupl
     args = ["--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *extra]
     if target == "callable":
         return pytester.runpytest(*args, "--rageval-target=myrag:ask"), None
+    if fault == "big_answer":  # a 50 MB body: over the default limit of response bodies (its own fault test)
+        args += ["-o", "rageval_max_response_bytes=67108864"]
     server = AskServer(lambda body: http_reply(fault, body.get("question")))
     with server:
         return pytester.runpytest(*args, f"--rageval-target={server.url}"), server
@@ -133,7 +135,7 @@ def test_fault_under_xdist(pytester: pytest.Pytester, fault: str, target: str) -
 
 def test_note_is_shown_in_the_failure_message_and_the_cap_is_configurable(pytester: pytest.Pytester) -> None:
     """A failing case with a cut answer says so; rageval_max_answer_chars sets the cut."""
-    pytester.makeini("[pytest]\nrageval_max_answer_chars = 1000\n")
+    pytester.makeini("[pytest]\nrageval_max_answer_chars = 1000\nrageval_max_response_bytes = 67108864\n")
     cases = [{"id": "bad", "question": "bad", "gold_supports": [{"rel_path": "docs/elsewhere.md"}]}]
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps(cases[0]) + "\n"})
     with AskServer(lambda body: http_reply("big_answer", "bad")) as server:
