@@ -27,6 +27,7 @@ MAX_ANSWER_CHARS = 20_000  # answer and abstain reason (sanitize.Limits)
 MAX_CHUNK_CHARS = 20_000  # text of a retrieved chunk or reference field
 MAX_REASONING_CHARS = 4_000  # judge reasoning, claim or raw answer
 MAX_ERROR_CHARS = 2_000  # error message
+MAX_CLAIMS_KEPT = 20  # claims of each list of a judge verdict kept in results (more are cut, with a note)
 MAX_RESPONSE_BYTES = 10_485_760  # 10 MiB: most bytes of a RAG or judge response body read, after decompression
 
 #: (name, help, pytest ini type, default) of every ini key, for ``parser.addini``. A default of ""

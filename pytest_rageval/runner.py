@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar
 
 from .client import CallableClient, RagCallError, RagClient
-from . import registry, spotcheck, stability
+from . import defaults, registry, spotcheck, stability
 from .judges.base import Judge, JudgeAuthError, JudgeInput, Verdict
 from .judges.judging import Budget, CaseVerdicts, judge_case, judge_input, verdict_dict
 from .judges.ratelimit import CASE_ORDER
@@ -512,7 +512,11 @@ def _judge_dicts(verdicts: Mapping[str, Verdict], limits: Limits, notes: list[st
                     notes.append(note)
         for name in ("supported_claims", "unsupported_claims"):
             if isinstance(data.get(name), list):
-                data[name] = [cap(c, limits.reasoning, "")[0] if isinstance(c, str) else c for c in data[name]]
+                claims = data[name]
+                if len(claims) > defaults.MAX_CLAIMS_KEPT:
+                    notes.append(f"{metric} judge {name} cut from {len(claims):,} to {defaults.MAX_CLAIMS_KEPT} claims")
+                    claims = claims[: defaults.MAX_CLAIMS_KEPT]
+                data[name] = [cap(c, limits.reasoning, "")[0] if isinstance(c, str) else c for c in claims]
         out[metric] = data
     return out
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
+from .. import defaults
 from ..gate import Comparison, MetricDelta, baseline_metrics_path, load_baseline
 from ..runfolder import RecordIndex, RunFolder
+from ..sanitize import cap
 
 __all__ = ["BaselineCases", "GateOutcome", "comparison_from_dict", "outcome_from_metrics", "verdict_kind"]
 
@@ -155,7 +157,13 @@ class BaselineCases:
         return self.cases.get(key) if isinstance(key, str) else None
 
     def record(self, key: Any) -> Optional[dict[str, Any]]:
-        """The baseline's record of ``key`` from its results.jsonl, or None."""
+        """The baseline's record of ``key`` from its results.jsonl, or None; its answer cut to the default
+        ``rageval_max_answer_chars`` (a record edited by hand, or made with a larger cap, stays that long)."""
         if self.records is None or not isinstance(key, str):
             return None
-        return self.records.get(key)
+        record = self.records.get(key)
+        if record is not None:
+            for name in ("answer", "abstain_reason"):
+                if isinstance(record.get(name), str):
+                    record[name] = cap(record[name], defaults.MAX_ANSWER_CHARS, name)[0]
+        return record

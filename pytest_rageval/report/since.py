@@ -28,19 +28,54 @@ _WORD = re.compile(r"\S+\s*|\s+")
 _NOT_COMPARED = frozenset({"latency_ms"})
 
 
+#: upper bound of difflib's inner steps per answer pair (a sum of match-candidate counts; about 0.1 s): repetitive
+#: answers ('a a a ...' against 'b a b a ...') would otherwise take minutes
+DIFF_BUDGET = 300_000
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class _BudgetedMatcher(difflib.SequenceMatcher):
+    """A SequenceMatcher that gives up (``_OverBudget``) once its matching would cost more than ``budget`` steps."""
+
+    def __init__(self, a: list[str], b: list[str], *, autojunk: bool, budget: int) -> None:
+        self.budget = budget
+        super().__init__(None, a, b, autojunk=autojunk)
+
+    def find_longest_match(self, alo: int = 0, ahi: Optional[int] = None, blo: int = 0, bhi: Optional[int] = None) -> Any:
+        b2j = self.b2j
+        self.budget -= sum(len(b2j.get(word, ())) for word in self.a[alo:ahi])  # this call's steps, at most
+        if self.budget < 0:
+            raise _OverBudget
+        return super().find_longest_match(alo, ahi, blo, bhi)  # type: ignore[arg-type]
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes of ``a`` vs ``b`` within DIFF_BUDGET: every word as a possible anchor first, then without
+    the most frequent words (difflib's autojunk), else the whole of each side replaced."""
+    for autojunk in (False, True):
+        try:
+            return _BudgetedMatcher(a, b, autojunk=autojunk, budget=DIFF_BUDGET).get_opcodes()
+        except _OverBudget:
+            continue
+    return [("replace", 0, len(a), 0, len(b))]
+
+
 def word_diff(old: str, new: str, limit: int = MAX_DIFF_WORDS) -> tuple[Html, Html, bool]:
     """(old with deleted words in ``<del>``, new with inserted words in ``<ins>``, whether the diff was cut).
 
     Built as plain strings (every piece of text through ``html.escape``) and made a fragment once: a
-    report diffs a thousand answers, and a fragment per word would cost more than the diff.
+    report diffs a thousand answers, and a fragment per word would cost more than the diff. Bounded in
+    time: at most ``limit`` words a side, and at most DIFF_BUDGET steps (``_opcodes``).
     """
     a, b = _WORD.findall(old), _WORD.findall(new)
     cut = len(a) > limit or len(b) > limit
     a_head, b_head = a[:limit], b[:limit]
-    matcher = difflib.SequenceMatcher(None, [w.strip() for w in a_head], [w.strip() for w in b_head], autojunk=False)
     old_parts: list[str] = []
     new_parts: list[str] = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in _opcodes([w.strip() for w in a_head], [w.strip() for w in b_head]):
         removed, added = _text(a_head[i1:i2]), _text(b_head[j1:j2])
         if op == "equal":
             old_parts.append(removed)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 TOP_ANCHORS = 5
+TOP_CLAIMS = 5  # unsupported claims shown per judge metric
 
 
 def _anchor(chunk: Mapping[str, Any]) -> str:
@@ -63,8 +64,12 @@ def format_failure(record: Mapping[str, Any]) -> str:
             continue
         if verdict.get("reasoning"):
             lines.append(f"{metric} judge: {shorten(verdict['reasoning'], 300)}")
-        for claim in verdict.get("unsupported_claims") or []:
+        claims = verdict.get("unsupported_claims")
+        claims = claims if isinstance(claims, list) else []
+        for claim in claims[:TOP_CLAIMS]:
             lines.append(f"  unsupported: {shorten(claim, 200)}")
+        if len(claims) > TOP_CLAIMS:
+            lines.append(f"  ... and {len(claims) - TOP_CLAIMS} more unsupported claims")
     lines += _note_lines(record)
     return terminal_safe("\n".join(lines))
 
