@@ -34,7 +34,7 @@ from .reach import unreachable_gold
 from .redact import public_args, public_url, scrub_urls
 from .resume import differences, selection_of
 from .run_setup import RunSetup
-from .runfolder import (RunFolder, RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results,
+from .runfolder import (RunFolder, RunFolderError, RunLock, append_to_regular_file, check_writable, read_json_object, read_records, repair_results,
                         write_json_atomic, write_text_atomic)
 from .runner import Engine
 from .schema import EvalCase
@@ -575,8 +575,7 @@ class RunController:
             )
             try:
                 if append:
-                    with path.open("a", encoding="utf-8") as fh:
-                        fh.write(text)
+                    append_to_regular_file(path, text)
                 else:
                     write_text_atomic(path, text)
             except OSError as exc:

@@ -12,8 +12,10 @@ xdist worker).
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,22 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (atomic.write_bytes_atomic), making its folder first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def append_to_regular_file(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing); OSError unless it is a regular file. Opened without
+    blocking, so a FIFO or device named there (``$GITHUB_STEP_SUMMARY`` pointing anywhere) cannot hang the run."""
+    if path.exists() and not path.is_file():
+        raise OSError(errno.EINVAL, "not a regular file")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "a", encoding="utf-8", closefd=False) as fh:
+            fh.write(text)
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 from ask_server import AskServer, answer, chunk
+from needs import need_module
 
 from pytest_rageval.gate import Comparison, MetricDelta
 from pytest_rageval.report.markdown import MAX_CASES, md_text, report_href, summary_markdown
@@ -196,3 +198,30 @@ def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: 
     shown = result.stdout.str() + result.stderr.str()
     assert "baseline refused" in shown and "rageval gate FAILED" in shown
     assert "hunter22" not in shown and "tok9876" not in shown and "s3cr3t-key" not in shown
+
+
+AUTOLINKED = ["see https://evil.example/x", "www.evil.example", "mail admin@evil.example", "c0[target=http://rag.internal:8080/ask]"]
+
+
+def test_bare_urls_www_names_and_addresses_become_no_link_on_github() -> None:
+    cmarkgfm = need_module("cmarkgfm")  # GitHub's own Markdown renderer
+    comp = comparison(AUTOLINKED, AUTOLINKED, *(regressed(name) for name in AUTOLINKED))
+    text = render(comp, gate_failed=True, gate_reason=AUTOLINKED[0], notes=AUTOLINKED)
+    page = cmarkgfm.github_flavored_markdown_to_html(text)
+    assert re.findall(r'<a href="([^"]*)"', page) == ["report.html"]
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page)).replace("\u2060", "")
+    for value in AUTOLINKED:
+        assert value in shown  # the text reads as it was
+
+
+def test_a_step_summary_that_is_no_regular_file_is_a_note_not_a_hang(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+    fifo = pytester.path / "fifo"
+    os.mkfifo(fifo)  # nobody reads it: an append would block forever
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))
+    with AskServer(System({"c1"})) as server:
+        result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+                                               "-p", "no:cacheprovider", timeout=120)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"*summary not written: cannot write {fifo}: not a regular file*"])

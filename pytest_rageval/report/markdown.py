@@ -39,20 +39,34 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 # strikethrough, math; the backslash itself first (an escape of our own must not be undone)
 _PUNCTUATION = re.compile(r"([\\`*_\[\]|~$])")
 _WHITESPACE = re.compile(r"\s")
+# GitHub turns bare URLs, www. names and e-mail addresses into links (its autolink extension): a backslash
+# before the colon of ``://`` or the dot of ``www.`` stops the first two, an invisible word joiner after ``@``
+# (as an entity: the source stays ASCII) the third; the text reads the same
+_AUTOLINKS = re.compile(r"(?<=[A-Za-z0-9])(:)(?=//)|(?<![A-Za-z0-9])((?i:www))(\.)|(@)")
 
 
 def md_text(value: Any, limit: int = MAX_TEXT) -> str:
     """``value`` as inert Markdown text on one line: no HTML tag or entity, link, emphasis, code span or table cell.
 
     Control characters are shown escaped (``sanitize.terminal_safe``), whitespace (newlines included)
-    becomes a space, ``& < >`` become entities and Markdown's punctuation is backslash-escaped.
+    becomes a space, ``& < >`` become entities, Markdown's punctuation is backslash-escaped and bare URLs,
+    ``www.`` names and e-mail addresses are kept from becoming links.
     Longer than ``limit`` characters: cut, with an ellipsis.
     """
     text = _WHITESPACE.sub(" ", terminal_safe(value if isinstance(value, str) else str(value)))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = "".join(_ENTITIES.get(c, c) for c in text)
-    return _PUNCTUATION.sub(r"\\\1", text)
+    return _AUTOLINKS.sub(_no_autolink, _PUNCTUATION.sub(r"\\\1", text))
+
+
+def _no_autolink(match: "re.Match[str]") -> str:
+    colon, www, _dot, at = match.groups()
+    if colon:
+        return "\\:"
+    if www:
+        return www + "\\."
+    return at + "&#8288;"
 
 
 def report_href(report: Path, summary: Path, cwd: Path) -> str:
