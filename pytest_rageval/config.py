@@ -17,6 +17,7 @@ keys and the environment had their say.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -120,8 +121,17 @@ def _display(path: Path) -> str:
 
 
 def table_name(path: tuple[str, ...]) -> str:
-    """``("judge", "prices")`` -> ``[tool.rageval.judge.prices]``."""
-    return "[" + ".".join(("tool", "rageval", *path)) + "]"
+    """``("judge", "prices")`` -> ``[tool.rageval.judge.prices]``; a part that is no bare TOML key is quoted as
+    TOML writes it (``"x\\u001b[31m"``), so no control character of a table name reaches the terminal."""
+    return "[" + ".".join(part if _BARE.fullmatch(part) else _quoted(part) for part in ("tool", "rageval", *path)) + "]"
+
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _quoted(part: str) -> str:
+    """``part`` as a TOML basic string (JSON's escapes are TOML's; non-ASCII escaped too: no bidi control shows)."""
+    return json.dumps(part, ensure_ascii=True)
 
 
 def table_problems(table: Mapping[str, Any]) -> list[Problem]:
@@ -173,8 +183,17 @@ _PART = re.compile(r"""[A-Za-z0-9_-]+|"([^"]*)"|'([^']*)'""")
 
 
 def _parts(dotted: str) -> tuple[str, ...]:
-    return tuple(m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0)
+    return tuple(_unescaped(m.group(1)) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0)
                  for m in _PART.finditer(dotted))
+
+
+def _unescaped(basic: str) -> str:
+    """The text of a TOML basic string's inside (``x\\u001b`` -> ``x\\x1b``); as written when JSON cannot read it."""
+    try:
+        value = json.loads(f'"{basic}"')
+    except ValueError:
+        return basic
+    return value if isinstance(value, str) else basic
 
 
 def key_line(text: str, path: tuple[str, ...]) -> Optional[int]:

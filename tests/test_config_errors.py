@@ -84,7 +84,9 @@ def test_a_mistake_in_tool_rageval_stops_the_run_once(project: pytest.Pytester, 
     ('[tool.rageval.judge.prices]\ngpt = "cheap"\n',
      "pyproject.toml:2: [tool.rageval.judge.prices] gpt: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
      "two finite numbers of at least 0"),
-], ids=["unknown-key", "sub-table-key", "inline-sub-table-key", "wrong-type", "key-not-a-table", "wrong-value"])
+    ('[tool.rageval."x\\u001bcy\\u202ez"]\na = 1\n',  # an escape and a bidi control in a table name: shown escaped
+     'pyproject.toml:1: unknown table [tool.rageval."x\\u001bcy\\u202ez"]'),
+], ids=["unknown-key", "sub-table-key", "inline-sub-table-key", "wrong-type", "key-not-a-table", "wrong-value", "control-name"])
 def test_the_table_is_one_checked_model(project: pytest.Pytester, table: str, message: str) -> None:
     """config.RagevalConfig forbids unknown keys at every level and checks types; each mistake is one usage error."""
     project.makepyprojecttoml(table)
