@@ -14,6 +14,9 @@ from typing import Any, Optional
 
 __all__ = ["differences", "selection_of"]
 
+#: Fields of the configuration snapshot kept only when set (Settings.snapshot), so runs without them keep their hash.
+OPTIONAL_FIELDS = ("limits", "repeat", "matrix", "docs_root")
+
 #: How each selection field is named in a message.
 _SELECTION_NAMES = {"paths": "eval-set paths", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect",
                     "shard": "--rageval-shard"}
@@ -57,7 +60,12 @@ def differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list
         for name in new_config:
             if name in old_config and old_config[name] != new_config[name]:
                 out.append(f"{name}: {_show(old_config[name])} in the run, {_show(new_config[name])} now")
-    if not out and recorded.get("config_hash") not in (None, current.get("config_hash")):
+    hash_differs = recorded.get("config_hash") not in (None, current.get("config_hash"))
+    if not out and hash_differs and isinstance(old_config, Mapping) and isinstance(new_config, Mapping):
+        # a field the snapshot keeps only when set (--rageval-repeat, a matrix) is on one side only
+        for name in [n for n in OPTIONAL_FIELDS if (n in old_config) != (n in new_config)]:
+            out.append(f"{name}: {_show(old_config.get(name))} in the run, {_show(new_config.get(name))} now")
+    if not out and hash_differs:
         out.append(f"config_hash: {recorded['config_hash']} in the run, {current.get('config_hash')} now")
     old_sel, new_sel = recorded.get("selection"), current.get("selection")
     if isinstance(old_sel, Mapping) and isinstance(new_sel, Mapping):
