@@ -11,6 +11,7 @@ re-run asks the system again. A failed call is shared too (the same error for ev
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import hashlib
 import json
@@ -128,10 +129,16 @@ class RetrievalCache:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                         raise
                     await asyncio.sleep(_LOCK_POLL)
+            damaged = ""
             if path.is_file():
-                return _decode(path.read_text(encoding="utf-8"))
+                try:
+                    return _decode(path.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:  # changed under the run
+                    damaged = f"the retrieval cache's {path} could not be read ({type(exc).__name__}); asked again"
             outcome = await self._call(client, question, k=k, params=params)
             write_bytes_atomic(path, _encode(outcome).encode("utf-8"))
+            if damaged and isinstance(outcome, RagReply):
+                outcome = dataclasses.replace(outcome, notes=(*outcome.notes, damaged))
             return outcome
         finally:
             os.close(fd)  # releases the lock

@@ -146,6 +146,14 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     assert lengths == [10, 5, 5, 5, 10, 5, 5, 5]
     assert workers[0].requests + workers[1].requests == 1
 
+    for damaged in (tmp_path / "shared").glob("*.json"):  # a file changed under the run: asked again, with a note
+        damaged.write_text('{"response": ')
+    again = RetrievalCache(tmp_path / "shared")
+    reply = asyncio.run(MatrixAsk(client, again, target="t", depth=10, slice_k=True, depth_name="top_k").aask(
+        "q", k=5, params={"alpha": 0.5}))
+    assert again.requests == 1 and len(reply.response.retrieved_chunks) == 5
+    assert reply.notes == (f"the retrieval cache's {damaged} could not be read (JSONDecodeError); asked again",)
+
     one = RetrievalCache()  # a key that serves two items is let go once both asked: memory stays flat
 
     async def two_items() -> None:
