@@ -220,8 +220,21 @@ def styled_summary_lines(
     lines.extend((line, _RED if "REGRESSION" in line or line.startswith("config ") else {}) for line in ranking_lines(metrics))
     lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
     if run_dir is not None:
-        lines.append((f"run: {run_dir} (metrics.json, results.jsonl, report.html)", {}))
+        lines.append(run_line(run_dir))
     return [(terminal_safe(line, multiline=False), markup) for line, markup in lines]
+
+
+RUN_FILES = ("metrics.json", "results.jsonl", "report.html")
+
+
+def run_line(run_dir: Path) -> tuple[str, Markup]:
+    """``run: DIR (metrics.json, results.jsonl, report.html)``: the files there now (a full disk may have kept one
+    from being written: it is named as not written, in yellow)."""
+    written = [name for name in RUN_FILES if (run_dir / name).is_file()]
+    missing = [name for name in RUN_FILES if name not in written]
+    if not missing:
+        return f"run: {run_dir} ({', '.join(written)})", {}
+    return f"run: {run_dir} ({', '.join(written) or 'nothing'} written; not written: {', '.join(missing)})", _WARN
 
 
 def _comparison_lines(comparison: "Comparison") -> list[tuple[str, Markup]]:
