@@ -363,7 +363,7 @@ def _write(text: EvalSetText, loaded: LoadedCase, choice: Choice, say: Callable[
     text.replace(loaded.line, new)
     try:
         text.write()
-    except LabelEditError as exc:
-        raise LabelError(str(exc)) from None
+    except LabelEditError as exc:  # the label typed is shown, so it is not lost
+        raise LabelError(f"{exc}; this label is not written: line {loaded.line} would read {text.line_text(loaded.line)}") from None
     extra = f" ({'; '.join(notes)})" if notes else ""
     say(f"  -> {case_id}: {_describe(choice)}{extra}")

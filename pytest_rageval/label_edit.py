@@ -332,6 +332,10 @@ class EvalSetText:
         text = safejson.dumps(obj, separators=(",", ":") if compact else (", ", ": "))
         self.lines[line - 1] = text.encode("utf-8") + (b"\r" if old.endswith(b"\r") else b"")
 
+    def line_text(self, line: int) -> str:
+        """Line ``line`` (1-based) as it stands here (a replaced line included), as text."""
+        return self.lines[line - 1].rstrip(b"\r").decode("utf-8", "replace")
+
     def write(self) -> None:
         """Write the file atomically (temp file + ``os.replace``, the old file's mode kept); LabelEditError when the
         file changed since it was read or last written here (nothing is written then)."""
@@ -346,7 +350,10 @@ class EvalSetText:
             mode: Optional[int] = self.path.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = None
-        write_bytes_atomic(self.path, data, mode=mode, fsync=True)
+        try:
+            write_bytes_atomic(self.path, data, mode=mode, fsync=True)
+        except OSError as exc:  # a read-only or full file system: the file is as it was
+            raise LabelEditError(f"{self.path}: cannot write it: {exc.strerror or exc}") from None
         self._seen = data
 
 

@@ -13,7 +13,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -544,3 +544,28 @@ def test_on_a_terminal_a_wrong_answer_is_asked_again(tmp_path: Path) -> None:
     assert "\x1b[2J" not in text and "\x1b]52" not in text  # the hostile chunk of the second question is shown escaped
     assert "labelled: 1 given gold, 0 marked unanswerable, 0 skipped, 1 not asked (interrupted); wrote" in text
     assert json.loads(path.read_text().splitlines()[0])["gold_supports"][0]["heading_path"] == "# STIP > ## Summary"
+
+
+def _files_up_to(size: int) -> Callable[[], None]:
+    """For the child: writes past ``size`` bytes fail with EFBIG, as on a full disk (root ignores read-only modes)."""
+    import resource
+    import signal
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+def test_a_label_that_cannot_be_written_is_shown_not_lost(tmp_path: Path) -> None:
+    path = tmp_path / "set.jsonl"
+    before = write_set(path)
+    with AskServer(responder) as server:  # the labelled file is longer than it was: its rewrite is refused
+        result = subprocess.run([*rageval_command(), "label", str(path), "--target", server.url, "--k", "3"], input="2\n",
+                                capture_output=True, text=True, timeout=120, cwd="/", preexec_fn=_files_up_to(len(before)))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"rageval: label: {path}: cannot write it: File too large; this label is not written: "
+                                    "line 2 would read {"), result.stderr
+    shown = json.loads(result.stderr.split(" would read ", 1)[1])
+    assert shown["gold_supports"] and path.read_bytes() == before  # the file is as it was
