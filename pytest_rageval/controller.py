@@ -85,6 +85,7 @@ class RunController:
         self.resumed: list[dict[str, Any]] = []  # records as read back (readers give plain dicts)
         self._resume_lock: Optional[RunLock] = None
         self._previous_sigterm: Any = None
+        self.late_sigterm = False  # a SIGTERM came while the run was being written (it ends as interrupted)
         self.stop_workers: Callable[[], None] = lambda: None  # XdistControllerLink sets it
 
     @property
@@ -335,6 +336,9 @@ class RunController:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Metrics, gate, artifacts; before pytest-html's ``trylast`` one renders its summary from them."""
+        # From here a SIGTERM no longer interrupts: the run is written and summed up first, then the session ends
+        # as interrupted (pytest_terminal_summary); the handler of before the session is back at unconfigure.
+        self._defer_sigterm()
         totals = self.finish_runner() if self.finish_runner is not None else None  # its clients closed first
         if self.writer is None:
             return
@@ -350,7 +354,6 @@ class RunController:
                 f"{in_order} case{'s' if in_order != 1 else ''} ran one at a time: conftest code (a pytest_runtest_setup "
                 "hook or a fixture) runs at their setup and may skip them, so nothing is sent for them ahead of it"
             )
-        _restore_sigterm(self._previous_sigterm)
         if self.stop_message:  # the same exit status as a serial run that stopped on it
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.accepted and self.settings.resume is None:
@@ -389,7 +392,25 @@ class RunController:
         if self.gate_failed and reporter is not None:
             reporter.write_sep("=", f"rageval gate FAILED: {self.gate_reason}", red=True, bold=True)
 
+    def _defer_sigterm(self) -> None:
+        """SIGTERM from now on is noted (``late_sigterm``), not raised: the run folder and summary are finished."""
+        if self._previous_sigterm is None:
+            return
+        import signal
+
+        def note(signum: int, frame: Any) -> None:
+            self.late_sigterm = True
+
+        signal.signal(signal.SIGTERM, note)
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._summary(terminalreporter)
+        if self.late_sigterm and self.session is not None:
+            terminalreporter.write_line("rageval: SIGTERM arrived after the last case: the run was written and summed up "
+                                        "first; the session ends as interrupted", yellow=True)
+            self.session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    def _summary(self, terminalreporter: Any) -> None:
         if self.writer is None:
             return
         if self.metrics is None:
@@ -405,6 +426,8 @@ class RunController:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.release_resume_lock()
+        _restore_sigterm(self._previous_sigterm)
+        self._previous_sigterm = None
 
     # -- the end of the run ---------------------------------------------------------
 
@@ -687,7 +710,9 @@ class XdistControllerLink:
         if self._stop_dir is None:
             import tempfile
 
-            self._stop_dir = Path(tempfile.mkdtemp(prefix="rageval-stop-"))
+            remove_orphaned_temp_folders(Path(tempfile.gettempdir()))
+            self._stop_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+            (self._stop_dir / "owner").write_text(str(os.getpid()))
         return self._stop_dir / "stop"
 
     def _stop_workers(self) -> None:
@@ -721,6 +746,33 @@ class XdistControllerLink:
             import shutil
 
             shutil.rmtree(self._stop_dir, ignore_errors=True)
+
+
+#: the run-scoped temp folder of an xdist session (the stop file, the retrieval cache), removed at its end
+TEMP_PREFIX = "rageval-stop-"
+
+
+def remove_orphaned_temp_folders(tmp: Path) -> None:
+    """Remove the temp folders of sessions whose process is gone (killed with SIGKILL, so never cleaned up)."""
+    import shutil
+
+    for folder in tmp.glob(f"{TEMP_PREFIX}*"):
+        try:
+            pid = int((folder / "owner").read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being made
+        if not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def _eval_cases(args: list[str], rootdir: Path) -> Iterator[tuple[str, int, EvalCase]]:
