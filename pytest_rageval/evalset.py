@@ -431,8 +431,12 @@ def _unknown_key_problem(key: str, parent: Any, where: str) -> str:
 
 
 def _model_level_problem(msg: str) -> str:
-    """A model validator's message, e.g. "required_support_groups: index 3 is ...", as a field problem."""
+    """A model validator's message, e.g. "required_support_groups: index 3 is ..." or "params.k: reserved: ...",
+    as a field problem."""
     for name in EvalCase.model_fields:
+        if msg.startswith(name + ".") and ": " in msg:
+            path, _, problem = msg.partition(": ")
+            return f"field {path!r}: {problem}"
         if msg.startswith(name + ": "):
             return f"field {name!r}: {msg[len(name) + 2 :]}"
         if msg.startswith(name + " "):

@@ -6,7 +6,8 @@ Pure logic (layer 1): no pytest, no I/O. A :class:`Matrix` comes from the
 :meth:`Matrix.configs` lists every combination not excluded, in an order that
 depends on nothing but the input: axes sorted by name, each axis's values in
 the order given. A combination's id is ``alpha=0.5-strategy=none-top_k=10``
-(params sorted by name), the part of a node id between the brackets. ``k`` or
+(params sorted by name, values escaped where they could blur it: :func:`id_value`),
+the part of a node id between the brackets. ``k`` or
 ``top_k`` is the retrieval depth: :meth:`Matrix.ask_depth` is the depth a
 config's question is asked at (the largest of the configs that share its other
 params, unless ``slice_k`` is off). Every mistake is one :class:`MatrixError`
@@ -32,6 +33,7 @@ __all__ = [
     "MatrixConfig",
     "MatrixError",
     "config_keyword",
+    "id_value",
     "matrix_from_table",
     "parse_matrix_option",
     "rewrite_keyword_expression",
@@ -48,6 +50,8 @@ DEPTH_AXES = ("k", "top_k")
 TARGET_AXIS = "target"
 #: keys of the table that are no axis
 RESERVED = ("exclude", "slice_k")
+#: param names the plugin sends itself: an axis of that name would replace what each case asks
+SENT_BY_THE_PLUGIN = {"question": "the question sent is each case's own 'question'"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -62,6 +66,30 @@ def value_text(value: Value) -> str:
     if isinstance(value, float):
         return repr(value)
     return json.dumps(value)
+
+
+def id_value(text: str) -> str:
+    """``text`` as a config id shows it: as is, but for the characters that could blur the id or a node id.
+
+    ``%``, ``=``, ``[``, ``]``, whitespace and every character that is not printable
+    (control, format such as bidi overrides, separators, surrogates) become ``%XX``,
+    the percent-encoding of their UTF-8 bytes; so does each ``:`` of a run of two or
+    more (``::`` splits node ids), while a lone ``:`` stays (``http://host:8080/x``).
+    ``-``, ``.``, ``/`` and other printable characters stay as they are.
+    """
+    out = []
+    for index, char in enumerate(text):
+        if _blurs(text, index, char):
+            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _blurs(text: str, index: int, char: str) -> bool:
+    if char in "%=[]" or char.isspace() or not char.isprintable():
+        return True
+    return char == ":" and (text[index - 1:index] == ":" or text[index + 1:index + 2] == ":")
 
 
 def _scalar(text: str) -> Value:
@@ -83,7 +111,19 @@ class MatrixConfig:
 
     @property
     def id(self) -> str:
-        return "-".join(f"{name}={value_text(value)}" for name, value in self.public_params())
+        """``name=value`` per param, joined by ``-``: ``alpha=0.5-model=gpt-4o-mini-top_k=10``.
+
+        Two configs of a matrix never share an id. A name is letters, digits and
+        ``_`` (:func:`_check_axis`), so it holds no ``-`` or ``=``; a value is
+        :func:`id_value` of its text, which holds no ``=`` and turns ``%`` into
+        ``%25``. Reading an id back is therefore unambiguous: split it at ``=``;
+        the first piece is the first name, the last piece the last value, and in
+        each piece between, the last ``-`` ends a value and starts the next name
+        (a value may hold ``-``, a name cannot); percent-decoding a value gives its
+        text back, since every ``%`` of the text was escaped. Within an axis no two
+        values share a text (refused as "given twice"), so the id names one config.
+        """
+        return "-".join(f"{name}={id_value(value_text(value))}" for name, value in self.public_params())
 
     def public_params(self) -> tuple[tuple[str, Value], ...]:
         """The params as artifacts show them: a target URL without credentials or secret query values."""
@@ -204,8 +244,8 @@ def _check_axis(where: str, name: str, values: list[Value]) -> tuple[Value, ...]
         text = value_text(_public(name, value))
         if text in texts:
             raise MatrixError(f"{where}: axis {name!r}: the value {text!r} is given twice")
-        if not text or any(ch in text for ch in "[]\n\r\t") or text != text.strip():
-            raise MatrixError(f"{where}: axis {name!r}: {text!r} cannot name a config (empty, brackets or surrounding space)")
+        if not text:
+            raise MatrixError(f"{where}: axis {name!r}: an empty value cannot name a config")
         texts[text] = value
     if name in DEPTH_AXES:
         for value in values:
@@ -227,6 +267,8 @@ def _build(where: str, axes: list[tuple[str, list[Value]]], exclude: Any, slice_
             raise MatrixError(f"{where}: axis {name!r} is given twice")
         if name in RESERVED:
             raise MatrixError(f"{where}: {name!r} is no axis name (it is a key of {TABLE})")
+        if name in SENT_BY_THE_PLUGIN:
+            raise MatrixError(f"{where}: axis {name!r} is reserved: {SENT_BY_THE_PLUGIN[name]}")
         seen.add(name)
         checked.append((name, _check_axis(where, name, values)))
     if not checked:

@@ -163,15 +163,15 @@ class MatrixAsk:
     target: str  # names the system in the key
     depth: int  # the k the question is asked at
     slice_k: bool
-    depth_name: Optional[str] = None  # "top_k" when the matrix's depth axis is called so: sent as a param too
+    depth_name: Optional[str] = None  # the matrix's depth axis ("k" or "top_k"): the depth is sent as that param too
     users: int = 0  # how many items one request serves (the configs of its group), 0: unknown
     _runs: int = 0
 
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         run, self._runs = self._runs, self._runs + 1
         sent = dict(params)
-        if self.depth_name == "top_k":
-            sent["top_k"] = self.depth
+        if self.depth_name is not None:  # an explicit param, so a framework object's retrievers are set to it
+            sent[self.depth_name] = self.depth
         key = cache_key(self.target, question, params, 0 if self.slice_k else self.depth, run)
         reply = await self.cache.ask(self.inner, key, question, k=self.depth, params=sent, users=self.users)
         return sliced(reply, k) if k < self.depth else reply

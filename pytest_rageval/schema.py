@@ -29,6 +29,12 @@ ID_PATTERN = (
 _ERROR_ITEM_NAME = re.compile(r"line[0-9]+")
 #: What a marker name added by a line's ``marks`` (or ``[tool.rageval.marks]``) may look like.
 MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Param names a line's ``params`` may not hold: the plugin sends them itself, and the record keeps its own.
+RESERVED_PARAMS = {
+    "question": "the question sent is the line's own 'question'",
+    "k": "the k sent is the run's k, recorded with each result (set it with rageval_k or a matrix axis k or top_k)",
+}
+_PARAMS_SCHEMA: dict[str, Any] = {"propertyNames": {"not": {"enum": sorted(RESERVED_PARAMS)}}}
 #: Marker names that mean something else: pytest's own, and the plugin's (``judge`` is the line's own field).
 RESERVED_MARKS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "rageval", "judge"})
 
@@ -121,7 +127,11 @@ class EvalCase(BaseModel):
     vaults: list[str] = Field(default_factory=list)
     folders: list[str] = Field(default_factory=list)
     thresholds: dict[str, Union[bool, float]] = Field(default_factory=dict)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        json_schema_extra=_PARAMS_SCHEMA,
+        description="Extra request parameters of this case; not 'question' or 'k', which the plugin sends itself.",
+    )
     flaky: bool = False
     judge: Optional[bool] = Field(
         default=None,
@@ -157,6 +167,13 @@ class EvalCase(BaseModel):
         if not value.strip():
             raise ValueError("must not be blank")
         return value
+
+    @model_validator(mode="after")
+    def _params_leave_the_question_and_k(self) -> "EvalCase":
+        for name, why in RESERVED_PARAMS.items():
+            if name in self.params:
+                raise ValueError(f"params.{name}: reserved: {why}")
+        return self
 
     @model_validator(mode="after")
     def _check_groups_and_rules(self) -> "EvalCase":

@@ -30,8 +30,8 @@ def _top_k(params: Mapping[str, Any]) -> Optional[int]:
 class FrameworkClient(CallableClient):
     """A LlamaIndex, LangChain/LangGraph or Haystack object as the system under test.
 
-    ``top_k`` (or ``k``) among a case's or the matrix's params sets the object's
-    retrievers' k for that call; the run's K alone does not (the object answers
+    ``top_k`` among a case's params, or the matrix's depth axis (``k`` or ``top_k``),
+    sets the object's retrievers' k for that call; the run's K alone does not (the object answers
     as configured, and K chunks of it count). ``params_hook(obj, params)``, when
     set, returns the object to ask for each call's params.
     """
