@@ -9,7 +9,6 @@ for ``gzip, deflate`` only; any other content-encoding is refused rather than in
 
 from __future__ import annotations
 
-import functools
 import sys
 import zlib
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
@@ -108,11 +107,15 @@ def _bound(limit: int) -> Callable[[httpx.Response], Awaitable[None]]:
     return bound
 
 
-@functools.lru_cache(maxsize=None)
+_STREAM_CLASSES: dict[str, type] = {}
+
+
 def _stream_class(response_type: type) -> type:
     """BoundedStream as a subclass of the ``AsyncByteStream`` of the library ``response_type`` comes from."""
-    library = sys.modules[response_type.__module__.partition(".")[0]]
-    return type("BoundedStream", (BoundedStream, library.AsyncByteStream), {})
+    name = response_type.__module__.partition(".")[0]
+    if name not in _STREAM_CLASSES:
+        _STREAM_CLASSES[name] = type("BoundedStream", (BoundedStream, sys.modules[name].AsyncByteStream), {})
+    return _STREAM_CLASSES[name]
 
 
 def event_hooks(limit: Optional[int] = None) -> dict[str, list[Any]]:

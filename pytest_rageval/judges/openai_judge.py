@@ -419,9 +419,10 @@ class OpenAIJudge:
                 transient = status in _RETRY_STATUSES or status >= 500
                 headers = exc.response.headers if exc.response is not None else None
             except (bounded_http.BodyRefused, openai.APIConnectionError) as exc:
-                refused = bounded_http.refused(exc)
-                if refused is not None:  # not retried: the same body would come again
-                    raise JudgeError(metric, f"judge endpoint {self._shown_url} sent a response that was refused: {refused}") from None
+                body_refused = bounded_http.refused(exc)
+                if body_refused is not None:  # not retried: the same body would come again
+                    raise JudgeError(metric, f"judge endpoint {self._shown_url} sent a response that was refused: "
+                                             f"{body_refused}") from None
                 assert isinstance(exc, openai.APIConnectionError)
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 failure, transient, headers = f"{kind} ({_shorten(self._redactor.mask(str(exc)), 200)})", True, None

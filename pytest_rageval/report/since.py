@@ -14,7 +14,7 @@ import difflib
 import hashlib
 import html
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from .markup import EMPTY, Html, badge, escape, fmt, fmt_delta, heading_text, is_number, join, num_td, outcome_class, table
 
@@ -45,14 +45,14 @@ class _BudgetedMatcher(difflib.SequenceMatcher):
         super().__init__(None, a, b, autojunk=autojunk)
 
     def find_longest_match(self, alo: int = 0, ahi: Optional[int] = None, blo: int = 0, bhi: Optional[int] = None) -> Any:
-        b2j = self.b2j
-        self.budget -= sum(len(b2j.get(word, ())) for word in self.a[alo:ahi])  # this call's steps, at most
+        seen: Any = self  # difflib's b2j and a: not in its type stubs
+        self.budget -= sum(len(seen.b2j.get(word, ())) for word in seen.a[alo:ahi])  # this call's steps, at most
         if self.budget < 0:
             raise _OverBudget
-        return super().find_longest_match(alo, ahi, blo, bhi)  # type: ignore[arg-type]
+        return super().find_longest_match(alo, ahi, blo, bhi)
 
 
-def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+def _opcodes(a: list[str], b: list[str]) -> Sequence[tuple[str, int, int, int, int]]:
     """difflib's opcodes of ``a`` vs ``b`` within DIFF_BUDGET: every word as a possible anchor first, then without
     the most frequent words (difflib's autojunk), else the whole of each side replaced."""
     for autojunk in (False, True):
