@@ -16,13 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below
     from pytest_rageval.client import CallableClient, HttpClient, RagCallError
-    from pytest_rageval.handwritten import CaseResult, SessionClient, assert_metrics
+    from pytest_rageval.handwritten import (CaseResult, EvaluateError, SessionClient, assert_abstained, assert_answered,
+                                            assert_cites, assert_metrics)
     from pytest_rageval.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
     "assert_metrics": "pytest_rageval.handwritten",
+    "assert_abstained": "pytest_rageval.handwritten",
+    "assert_answered": "pytest_rageval.handwritten",
+    "assert_cites": "pytest_rageval.handwritten",
+    "EvaluateError": "pytest_rageval.handwritten",
     "CaseResult": "pytest_rageval.handwritten",
     "SessionClient": "pytest_rageval.handwritten",
     "EvalCase": "pytest_rageval.schema",
@@ -34,8 +39,9 @@ _EXPORTS = {
     "RagCallError": "pytest_rageval.client",
 }
 
-__all__ = ["CallableClient", "CaseResult", "Chunk", "EvalCase", "GoldSupport", "HttpClient", "RagCallError", "RagResponse",
-           "SessionClient", "__version__", "assert_metrics"]  # the names of _EXPORTS
+__all__ = ["CallableClient", "CaseResult", "Chunk", "EvalCase", "EvaluateError", "GoldSupport", "HttpClient", "RagCallError",
+           "RagResponse", "SessionClient", "__version__", "assert_abstained", "assert_answered", "assert_cites",
+           "assert_metrics"]  # the names of _EXPORTS
 
 
 def __getattr__(name: str) -> Any:

@@ -13,14 +13,14 @@ import concurrent.futures
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, Optional, Union
 
 import pytest
 
 from .artifacts import portable_record
 from .client import RagClient, RagConfigError
 from .collect import BadLineItem, CaseItem
-from .handwritten import SessionClient
+from .handwritten import EvaluateError, SessionClient, record_outcomes
 from .progress import LiveProgress
 from .judges.base import JudgeAuthError
 from .judges.cache import JudgeCacheError
@@ -65,6 +65,7 @@ class CaseRunner:
         self.opts = RunOptions(k=s.k, require_snippets=s.require_snippets, store_full_text=s.store_full_text, limits=s.limits)
         self._engine: Optional[Engine] = None
         self._session_client: Optional[SessionClient] = None
+        self._around: dict[int, tuple[Any, SessionClient]] = {}  # a conftest fixture's target -> (it, its session client)
         self._started: dict[str, concurrent.futures.Future[CaseRecord]] = {}
         self._done: set[str] = set()
         self._lookahead: Optional[Lookahead] = None
@@ -111,6 +112,41 @@ class CaseRunner:
         setup = self.setup.judge_setup
         return SessionJudge(setup, self.engine.run) if setup else None
 
+    @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """A hand-written test that requests ``rageval_judge``, or ``rageval_client`` in a run with a judge (its
+        ``evaluate`` judges), carries the ``judge`` marker, so ``-m "not judge"`` deselects it."""
+        judged = self.setup.judge_setup is not None
+        for item in items:
+            if isinstance(item, (CaseItem, BadLineItem)) or item.get_closest_marker("judge") is not None:
+                continue
+            info = getattr(item, "_fixtureinfo", None)
+            requested = set(getattr(info, "argnames", ()) or ())
+            if "rageval_judge" in requested or (judged and "rageval_client" in requested):
+                item.add_marker("judge")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, None]:
+        """A conftest ``rageval_client`` fixture supplies the target (a URL, a callable, a framework object, a
+        client): tests get the session client around it, with ``ask`` and ``evaluate``, as eval-set cases use it."""
+        outcome = yield
+        if fixturedef.argname != "rageval_client" or outcome.excinfo is not None:
+            return
+        value = outcome.get_result()
+        if isinstance(value, SessionClient) or fixturedef.cached_result is None:
+            return
+        kept = self._around.get(id(value))
+        if kept is None or kept[0] is not value:
+            try:
+                client = self.setup.fixture_target_client(value)
+            except (RagConfigError, ValueError):
+                return  # left as it is: each case using it says why (as_rag_client)
+            kept = self._around[id(value)] = (value, SessionClient(client, runner=self))
+        wrapped = kept[1]
+        wrapped.judge = self.judge_for(request.getfixturevalue("rageval_judge"))
+        outcome.force_result(wrapped)
+        fixturedef.cached_result = (wrapped, *fixturedef.cached_result[1:])
+
     def judge_for(self, fixture_value: Any) -> Optional[JudgeSetup]:
         """The judge setup behind the ``rageval_judge`` fixture's value (which a conftest may override)."""
         if fixture_value is None:
@@ -156,6 +192,10 @@ class CaseRunner:
             total = sum(1 for i in session.items if isinstance(i, CaseItem))
             self._progress = LiveProgress.for_session(self.config, total, self.settings.concurrency)
         return self._progress
+
+    def handwritten_keys(self, item: Optional[pytest.Item]) -> set[str]:
+        """The keys of the cases ``item`` (a hand-written test) evaluated so far."""
+        return {record["key"] for record in item.stash.get(handwritten_key, [])} if item is not None else set()
 
     def evaluate_handwritten(self, coro: Coroutine[Any, Any, CaseRecord]) -> CaseRecord:
         """Run a hand-written test's ``evaluate`` and keep its record for the test's report."""
@@ -307,8 +347,11 @@ class CaseRunner:
             }
         else:
             records = item.stash.get(handwritten_key, [])
-            for record in records:
-                record["outcome"] = state
+            if call.excinfo is not None and isinstance(call.excinfo.value, EvaluateError):
+                state = "error"  # the case's call failed: an error (E), as an eval-set case's would be
+                report.rageval_error = True  # type: ignore[attr-defined]  # plugin.pytest_report_teststatus reads it
+                report.longrepr = terminal_safe(str(call.excinfo.value))
+            record_outcomes(records, state)
             if records:
                 report.rageval_records = records  # type: ignore[attr-defined]
 

@@ -8,13 +8,17 @@ process's part (session.py decides which).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import pytest
 
 from . import defaults
 from .defaults import INI_KEYS
 from .keys import runner_key
+
+if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
+    from .handwritten import SessionClient
+    from .judges.factory import SessionJudge
 
 IniType = Literal["string", "linelist", "bool"]
 
@@ -85,16 +89,24 @@ def _runner(config: pytest.Config) -> Any:
 
 
 @pytest.fixture(scope="session")
-def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> Any:
-    """The system under test, from ``--rageval-target``; override it in conftest.py to supply your own.
+def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> "SessionClient":
+    """The system under test, from ``--rageval-target``: ``ask(question)`` and ``evaluate(question=..., ...)``.
 
-    Its ``evaluate`` judges with the ``rageval_judge`` fixture, so a conftest override of that one counts
-    in hand-written tests as it does for eval-set cases.
+    Override it in conftest.py to supply the target yourself (a URL, a callable, a framework object or a
+    client): tests still get this session client around it. Its ``evaluate`` judges with the ``rageval_judge``
+    fixture, so a conftest override of that one counts in hand-written tests as it does for eval-set cases.
     """
     return _runner(pytestconfig).session_client(judge=rageval_judge)
 
 
+def pytest_report_teststatus(report: pytest.TestReport) -> Optional[tuple[str, str, str]]:
+    """A hand-written test whose ``evaluate`` call failed (RAG or judge) is an error (E), like an eval-set case."""
+    if getattr(report, "rageval_error", False) and report.when == "call":
+        return "error", "E", "ERROR"
+    return None
+
+
 @pytest.fixture(scope="session")
-def rageval_judge(pytestconfig: pytest.Config) -> Any:
+def rageval_judge(pytestconfig: pytest.Config) -> "Optional[SessionJudge]":
     """The judge in use (None without one); ``rageval_judge.judge(metric, question=..., answer=..., contexts=[...])``."""
     return _runner(pytestconfig).session_judge()

@@ -16,7 +16,7 @@ from .judges.factory import build_judge, judge_info
 from .runner import JudgeSetup
 from .schema import EvalCase
 from .settings import Settings
-from .targets import load_target
+from .targets import client_of, load_target
 from .thresholds import Threshold, resolve_thresholds
 
 
@@ -82,6 +82,15 @@ class RunSetup:
             request_map=parse_request_map(s.request_map_text),
             response_map=parse_response_map(s.response_map_text),
         )
+
+    def fixture_target_client(self, value: Any) -> RagClient:
+        """The client of what a conftest ``rageval_client`` fixture returned: a URL or ``module:name`` as the target
+        setting takes, a client, a framework object or a callable (made once per object by the caller)."""
+        if isinstance(value, str):
+            return self._load(value)
+        s = self.settings
+        return client_of(value, name="the rageval_client fixture", concurrency=s.concurrency, timeout=s.timeout,
+                         docs_root=s.docs_root_or_rootdir, response_map=parse_response_map(s.response_map_text))
 
     def client_for(self, spec: str) -> RagClient:
         """The client of one value of the matrix's ``target`` axis (made once; same headers, maps and timeout)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .client import HttpClient, RagClient, RagConfigError, callable_client, check_target, python_options, resolve
+from .client import (HOW_TARGETS_ARE_CALLED, CallableClient, HttpClient, RagClient, RagConfigError, callable_client,
+                     check_target, python_options, resolve, signature_problem)
 from .frameworks import recognise
 
-__all__ = ["load_target"]
+__all__ = ["client_of", "load_target"]
 
 
 def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, params_hook: str = "",
@@ -32,3 +33,20 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
     if hook is not None and not callable(hook):
         raise RagConfigError(f"rageval_params_hook {params_hook!r}: a {type(hook).__name__} object, not callable")
     return FrameworkClient(adapter, name=spec, abandon_limit=concurrency, params_hook=hook, **python_options(http_options))
+
+
+def client_of(obj: Any, *, name: str, concurrency: int = 8, **http_options: Any) -> RagClient:
+    """A client for an object a conftest ``rageval_client`` fixture returns: a client (it has ``aask``), a framework
+    object, or a callable (RagConfigError when it cannot be called as targets are). ``name`` names it in messages."""
+    if hasattr(obj, "aask"):
+        return obj
+    adapter = recognise(obj)
+    if adapter is not None:
+        from .frameworks.client import FrameworkClient
+
+        return FrameworkClient(adapter, name=name, abandon_limit=concurrency, **python_options(http_options))
+    problem = (f"is a {type(obj).__name__} object, not a client, a callable nor an object of LlamaIndex, LangChain, "
+               "LangGraph or Haystack" if not callable(obj) else signature_problem(obj))
+    if problem is not None:
+        raise RagConfigError(f"{name}: {problem}; {HOW_TARGETS_ARE_CALLED}")
+    return CallableClient(obj, name=name, abandon_limit=concurrency, **python_options(http_options))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk, seed_001_ini
+from pytest_rageval.handwritten import question_id
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
@@ -358,7 +359,7 @@ def test_handwritten_test_with_assert_metrics_is_recorded(pytester: pytest.Pytes
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*precision_at_k = 0.2 (needs >= 0.9)*"])
     metrics = latest_metrics(pytester.path)
-    assert metrics["cases"]["test_hand.py::test_good::test_good"]["outcome"] == "passed"
+    assert metrics["cases"][f"test_hand.py::test_good::{question_id('q-good')}"]["outcome"] == "passed"
     assert metrics["cases"]["test_hand.py::test_bad::strict"]["outcome"] == "failed"
 
 
@@ -388,7 +389,7 @@ def test_conftest_judge_counts_in_handwritten_tests_as_in_eval_set_cases(pyteste
     result.assert_outcomes(passed=2)
     cases = latest_metrics(pytester.path)["cases"]
     assert cases["eval_sets/s.jsonl::a"]["metrics"]["groundedness"] is not None
-    assert cases["test_hand.py::test_judged::test_judged"]["metrics"]["groundedness"] is not None
+    assert cases[f"test_hand.py::test_judged::{question_id('q-good')}"]["metrics"]["groundedness"] is not None
 
 
 def test_handwritten_fixture_without_rageval_skips(pytester: pytest.Pytester) -> None:
