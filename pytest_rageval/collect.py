@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-import glob
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
 from . import compat
+from .evalpaths import expand_globs, loop_problem, loop_target, real_path
 from .evalset import load_eval_file
 from .keys import collection_key, runner_key
 from .matrix import MatrixConfig, rewrite_keyword_expression
@@ -40,11 +40,13 @@ class EvalSetFile(pytest.File):
     """A ``.jsonl`` eval set: one item per line, in file order."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        collection = self.config.stash.get(collection_key, None)
+        if collection is not None and not collection.first_path_of_file(self.path):
+            return  # the same file reached by another path (a link) earlier: its cases are collected there
         display = _relative(self.path, self.config.rootpath)
         loaded = load_eval_file(self.path, display=display)
         # One fixture closure serves every case of the file (as pytest does for a parametrized function).
         fixtureinfo = compat.shared_fixtureinfo(self, _case_function)
-        collection = self.config.stash.get(collection_key, None)
         entries: list[tuple[int, pytest.Item]] = []
         for bad in loaded.bad:
             entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
@@ -168,21 +170,53 @@ def broken_link_problem(path: Path) -> Optional[str]:
     return None
 
 
-class BrokenEvalSet(pytest.File):
-    """An eval-set path that is a dangling symlink or a symlink loop: one error item, ``<path>::line0``."""
+def broken_links(folder: Path) -> list[tuple[Path, str]]:
+    """The ``.jsonl`` symlinks of ``folder`` that cannot be read, each with why, in name order."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.endswith(".jsonl") and entry.is_symlink())
+    except OSError:
+        return []
+    return [(folder / name, problem) for name in names if (problem := broken_link_problem(folder / name))]
 
-    def __init__(self, *, problem: str, **kwargs: Any) -> None:
+
+class BrokenEvalSet(pytest.File):
+    """An eval-set path that cannot be collected: one error item, ``<path>::line0``.
+
+    A dangling symlink or a symlink loop (``<path>:0: <problem>``), or a folder link back to a folder it
+    is in (``<path>: <problem>``: a folder has no lines).
+    """
+
+    def __init__(self, *, problem: str, folder: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.problem = problem
+        self.folder = folder
 
     def collect(self) -> Iterator[pytest.Item]:
-        message = f"{_relative(self.path, self.config.rootpath)}:0: {self.problem}"
-        yield BadLineItem.from_parent(self, name="line0", message=message, line=0)
+        where = _relative(self.path, self.config.rootpath) + ("" if self.folder else ":0")
+        yield BadLineItem.from_parent(self, name="line0", message=f"{where}: {self.problem}", line=0)
 
 
 def broken_set_items(session: pytest.Session, broken: list[tuple[Path, str]]) -> list[pytest.Item]:
     """The error items of the broken eval-set paths (collected apart: pytest cannot collect a missing path)."""
-    return [item for path, problem in broken for item in BrokenEvalSet.from_parent(session, path=path, problem=problem).collect()]
+    return [item for path, problem in broken
+            for item in BrokenEvalSet.from_parent(session, path=path, problem=problem, folder=path.is_dir()).collect()]
+
+
+def counts_in_eval_set(item: pytest.Item) -> bool:
+    """A case or an invalid line of an eval-set file; not a broken path's error item (there is no file to count)."""
+    return isinstance(item, CaseItem) or (isinstance(item, BadLineItem) and not isinstance(item.parent, BrokenEvalSet))
+
+
+class EvalSetDir(getattr(pytest, "Dir", pytest.Collector)):  # type: ignore[misc]  # pytest.Dir: pytest >= 8
+    """A folder as pytest walks it, and a dangling ``.jsonl`` link in it one error item (pytest skips it silently).
+
+    Only the paths a run names are kept from it: a broken link beside a named file plays no part.
+    """
+
+    def collect(self) -> list[Any]:
+        nodes = [*super().collect(), *(BrokenEvalSet.from_parent(self, path=path, problem=problem)
+                                       for path, problem in broken_links(self.path))]
+        return sorted(nodes, key=lambda node: node.path.name)  # stable: pytest's name order, the links in place
 
 
 class BadLineItem(pytest.Item):
@@ -221,7 +255,8 @@ class EvalCollection:
         # keys of the cases a resumed run has finished already, each with the definition hash it ran under
         self.resumed: Mapping[str, Optional[str]] = resumed or {}
         self._registered_marks: set[str] = set()  # markers of lines and [tool.rageval.marks], registered once
-        self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks
+        self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks or loops
+        self._first_paths: dict[Path, Path] = {}  # an eval-set file's real path -> the path it is collected under
         self.selection = Selection()
         self.session: Optional[pytest.Session] = None
         matrix = self.settings.matrix
@@ -258,13 +293,12 @@ class EvalCollection:
         if self.config.args_source == pytest.Config.ArgsSource.ARGS:
             return
         root = self.settings.rootdir
-        files: list[str] = []
-        for pattern in self.settings.eval_set_globs:
-            matches = sorted(glob.glob(str(root / pattern), recursive=True))
-            files.extend(m for m in matches if m not in files)
+        found = expand_globs(root, self.settings.eval_set_globs)
         # A dangling symlink or a loop would stop pytest ("file or directory not found"): an error item instead.
-        self.broken_sets = [(Path(f), problem) for f in files if (problem := broken_link_problem(Path(f)))]
-        files = [f for f in files if f not in {str(path) for path, _ in self.broken_sets}]
+        broken = [(path, problem) for path in found.paths if (problem := broken_link_problem(path))]
+        loops = [(link, loop_problem(target, root)) for link, target in found.loops.items()]
+        self.broken_sets = sorted(broken + loops, key=lambda pair: str(pair[0]))
+        files = [str(path) for path in found.paths if path not in dict(broken)]
         if not files and self.broken_sets:
             raise pytest.UsageError("pytest-rageval: no eval set can be read: " + "; ".join(f"{p}: {why}" for p, why in self.broken_sets))
         if not files:
@@ -283,21 +317,26 @@ class EvalCollection:
         out = self.settings.output_dir
         if collection_path == out or out in collection_path.parents:
             return True
+        if not hasattr(pytest, "Dir") and loop_target(collection_path) is not None:
+            return True  # pytest 7 has no pytest_collect_directory: a folder link in a loop is skipped silently
         return None
 
-    @pytest.hookimpl(optionalhook=True)  # pytest >= 8 only; on pytest 7 such a link is skipped silently, as pytest does
-    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> None:
-        """Note the broken ``.jsonl`` symlinks of a folder being collected (pytest's walk skips them silently)."""
-        try:
-            names = sorted(entry.name for entry in os.scandir(path) if entry.name.endswith(".jsonl") and entry.is_symlink())
-        except OSError:
+    @pytest.hookimpl(optionalhook=True)  # pytest >= 8 only
+    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
+        """A folder link back to a folder it is in: one error item, not a walk round the loop; else an EvalSetDir.
+
+        A Python package (``__init__.py``) is left to pytest.
+        """
+        target = loop_target(path)
+        if target is not None:
+            return BrokenEvalSet.from_parent(parent, path=path, problem=loop_problem(target, self.settings.rootdir), folder=True)
+        if (path / "__init__.py").is_file():
             return None
-        known = {p for p, _ in self.broken_sets}
-        for name in names:
-            problem = broken_link_problem(path / name)
-            if problem and path / name not in known:
-                self.broken_sets.append((path / name, problem))
-        return None
+        return EvalSetDir.from_parent(parent, path=path)
+
+    def first_path_of_file(self, path: Path) -> bool:
+        """Whether ``path`` is the first path this session collects its file under (two links to one file count once)."""
+        return self._first_paths.setdefault(real_path(path), path) == path
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
         if file_path.suffix == ".jsonl":
@@ -354,14 +393,14 @@ class EvalCollection:
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """Count the eval set's items (cases and invalid lines) per file, before any deselection."""
-        if isinstance(item, (CaseItem, BadLineItem)):
+        if counts_in_eval_set(item):
             self.selection.add_collected(item.nodeid.partition("::")[0])
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
         """Count eval-set items left out of this run: out of its shard, or by -k/-m/--lf (a resumed run's are not)."""
         shard = self.settings.shard
         for item in items:
-            if not isinstance(item, (CaseItem, BadLineItem)):
+            if not counts_in_eval_set(item):
                 continue
             if shard is not None and not in_shard(item.nodeid, *shard):
                 self.selection.out_of_shard += 1

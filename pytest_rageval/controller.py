@@ -301,7 +301,7 @@ class RunController:
         if spot is not None:
             self.spot_sample.offer(rec["key"], spot)
         self.aggregator.add(rec)
-        if rec.get("file"):
+        if rec.get("file") and not rec.get("invalid_line"):  # a bad line's file counts where it was collected
             self.eval_files.add(rec["file"])
 
     def _write(self, rec: dict[str, Any]) -> Optional[dict[str, Any]]:
