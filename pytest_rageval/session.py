@@ -22,6 +22,7 @@ from . import compat
 from .calibrations import CalibrationRefused
 from .case_runner import CaseRunner, WorkerLink
 from .client import RagConfigError
+from .cmdline import root_moved_by
 from .collect import EvalCollection
 from .controller import RunController, XdistControllerLink
 from .judges.cache import JudgeCacheError
@@ -34,6 +35,11 @@ from .settings import Settings, SettingsError, build_settings, pyproject_path, r
 
 def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any]]) -> None:
     """Resolve the settings and register this process's plugin objects (a mistake is one usage error)."""
+    invocation = Path(str(config.invocation_params.dir))
+    named = [invocation / a.partition("::")[0] for a in config.args] if config.args_source == pytest.Config.ArgsSource.ARGS else []
+    moved = root_moved_by(list(config.invocation_params.args), [p for p in named if p.exists()] or [invocation], config.rootpath)
+    if moved is not None:
+        raise pytest.UsageError(f"pytest-rageval: {moved}")
     setup = RunSetup.build(_settings(config, ini_keys))
     worker = compat.is_xdist_worker(config)
     collection = EvalCollection(config, setup)

@@ -235,3 +235,16 @@ def test_a_number_that_would_switch_a_check_off_stops_the_run_once(project: pyte
     line = stopped_at_startup(project, *args)
     assert line.startswith("ERROR: pytest-rageval: ") and message in line, line
     assert "Traceback" not in line and len(line) < 400
+
+
+def test_a_path_option_written_with_a_space_that_moved_the_root_is_one_line_naming_the_equals_form(
+        project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("runs")  # an existing folder outside the project: pytest's root would move there
+    line = stopped_at_startup(project, "--rageval-output", str(elsewhere))
+    assert line.startswith(f"ERROR: pytest-rageval: pytest took the value of --rageval-output ({elsewhere}) for a test "
+                           "path and moved its root folder (rootdir) to "), line
+    assert line.endswith(f", before this plugin's options were known: write --rageval-output={elsewhere}"), line
+    with AskServer(respond) as server:
+        works = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
+                                  f"--rageval-output={elsewhere}")
+    assert works.ret == 0 and (elsewhere / "latest").is_file()
