@@ -231,7 +231,7 @@ class RunController:
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
         repeat = "" if s.repeat is None else (  # --rageval-repeat: which cases it repeats (stability.judge_dependent)
             f", {s.repeat} runs of each {'judge-dependent case' if self.setup.judge_setup is not None else 'case (no judge)'}")
-        lines = [f"rageval: target {target}, k={s.k}, judge {judge}, output {s.output_dir}{repeat}"]
+        lines = [f"rageval: target {target}, k={s.k_shown}, judge {judge}, output {s.output_dir}{repeat}"]
         if s.matrix is not None:  # the config matrix: how many configs, and how k is asked
             how = ("asked once at the largest k, sliced" if s.matrix.slice_k
                    else "each k asked: the answer depends on k" if s.judge_enabled else "each k asked (slice_k off)")

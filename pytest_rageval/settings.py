@@ -106,6 +106,16 @@ class Settings:
         urls = [url for url in (self.target, self.judge_base_url, *(str(v) for v in axis)) if url]
         return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
 
+    @property
+    def k_shown(self) -> str:
+        """The run's k for a summary line: ``5``, or the matrix's depth values (``3,5 (matrix top_k)``)."""
+        from .matrix import DEPTH_AXES
+
+        for name, values in self.matrix.axes if self.matrix is not None else ():
+            if name in DEPTH_AXES:
+                return f"{','.join(str(v) for v in values)} (matrix {name})"
+        return str(self.k)
+
     def snapshot(self) -> dict[str, Any]:
         """The configuration that defines a run, for config.json and its hash.
 

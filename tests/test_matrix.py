@@ -180,6 +180,7 @@ def test_a_callable_target_gets_the_params(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=mysys:ask", "-p", "no:cacheprovider",
                                 "--rageval-matrix", "k=2,4;strategy=none,hyde")
     assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["rageval: target mysys:ask, k=2,4 (matrix k), judge none, *", "cases: 8 passed*; k=2,4 (matrix k)"])
     calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
     assert sorted(json.dumps(c, sort_keys=True) for c in calls) == sorted(
         json.dumps({"k": 4, "strategy": s, "tenant": "t"}, sort_keys=True) for s in ("none", "hyde") for _ in range(2))

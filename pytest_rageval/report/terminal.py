@@ -167,7 +167,7 @@ def styled_summary_lines(
         f"{metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, {metrics.get('errors', 0)} errors, "
         f"{metrics.get('skipped', 0)} skipped{xfail_counts(metrics)}, {metrics.get('invalid_lines', 0)} invalid lines"
     )
-    lines: list[tuple[str, Markup]] = [(f"cases: {counts}; k={settings.k}", {}), (_judge_line(metrics), {})]
+    lines: list[tuple[str, Markup]] = [(f"cases: {counts}; k={settings.k_shown}", {}), (_judge_line(metrics), {})]
     calibration = metrics.get("judge_calibration")
     if isinstance(calibration, Mapping):
         scores = ", ".join(f"{m} {v:.3f}" for m, v in (calibration.get("balanced_accuracy") or {}).items() if isinstance(v, float))
