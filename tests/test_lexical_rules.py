@@ -73,3 +73,15 @@ def test_a_count_swapped_is_not_grounded_but_a_name_number_is_no_count() -> None
 def test_spelled_hundreds_meet_digits() -> None:
     verdict = judge("correctness", "How many days did it take?", "Four hundred days.", ["It took 400 days."], "400 days.")
     assert verdict.score == 5.0, verdict.reasoning
+
+
+@pytest.mark.parametrize("answer", ["Use 768 dims [docs/setup.md].", "Use 768 dims [1].", "Use 768 dims."])
+def test_a_cited_path_or_number_does_not_lower_correctness_without_a_reference(answer: str) -> None:
+    verdict = judge("correctness", "How many dims?", answer, ["Use 768 dims."])
+    assert verdict.score == 5.0, verdict.reasoning
+
+
+def test_around_four_hundred_meets_about_400() -> None:
+    verdict = judge("correctness", "How many delegates came?", "Around four hundred delegates came.",
+                    ["About 400 delegates attended."], "about 400")
+    assert verdict.score == 5.0, verdict.reasoning
