@@ -65,6 +65,7 @@ from pytest_rageval.judges.base import JudgeError, JudgeInput, Verdict
 from pytest_rageval.judges.lexical_text import (
     Analysis,
     analyse,
+    demonym_roots,
     analyse_fact,
     clauses,
     compile_citation_patterns,
@@ -107,6 +108,8 @@ __all__ = [
 
 #: A claim is supported when this share of its content tokens is in the retrieved text (or the question).
 CLAIM_SUPPORT = 0.5
+#: the share of a claim's words the retrieved text must hold when every number and name of the claim is there
+ANCHORED_CLAIM_SUPPORT = 0.25
 #: A key fact without a number is covered when this share of its words is in the answer.
 FACT_COVERAGE = 0.6
 #: The most a contradicted claim or key fact leaves of groundedness/correctness: below the default threshold 3.
@@ -366,11 +369,15 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
     tokens = analysis.distinct
     vocabulary = evidence.vocabulary
     share = len(tokens & vocabulary) / len(tokens)
-    if share < CLAIM_SUPPORT - 1e-9:
+    exact = {t for t in tokens if exact_class(t)} - spelled_numbers(claim)
+    anchors = exact | names(claim)
+    # a claim whose numbers and names are all in the retrieved text needs fewer of its other words there
+    # ("some 20,000 craftsmen" against "some 20,000 artisans"): its facts are anchored, its wording is free
+    needed = ANCHORED_CLAIM_SUPPORT if anchors and anchors <= vocabulary else CLAIM_SUPPORT
+    if share < needed - 1e-9:
         absent = sorted(display(t) for t in tokens - vocabulary)
         return ClaimCheck(claim, "unsupported", share, "not in the retrieved text: " + ", ".join(absent))
-    exact = {t for t in tokens if exact_class(t)} - spelled_numbers(claim)
-    missing = (exact | names(claim)) - vocabulary
+    missing = frozenset(t for t in anchors - vocabulary if not demonym_roots(t) & vocabulary)
     if missing:
         status = "contradicted" if _substitution(claim, frozenset(missing), evidence.sentences) else "unsupported"
         return ClaimCheck(claim, status, share,
@@ -548,7 +555,7 @@ class LexicalJudge:
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v3"
+    PROMPT_VERSION = "lexical/v4"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())

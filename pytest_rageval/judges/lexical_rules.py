@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
-from .lexical_text import analyse, display, exact_class, names, normalise, spelled_numbers
+from .lexical_text import analyse, demonym_roots, display, exact_class, names, normalise, spelled_numbers
 
 __all__ = ["answer_polarity", "lowercase_words", "negated_reference", "number_pairs", "number_swap", "option_conflict",
            "polarity_conflict", "polarity_of_fact", "rival_names", "rival_numbers", "same_choice"]
@@ -169,7 +169,7 @@ def _salient(text: str, lowercase: frozenset[str] = frozenset(), opening: bool =
     first = _WORD.search(text)
     opener: frozenset[str] = frozenset()
     if opening and first and first.group(0)[0].isupper():
-        opener = analyse(first.group(0)).distinct - lowercase
+        opener = frozenset(analyse(first.group(0)).tokens) - lowercase  # its own words, no places it names
     return frozenset(exact) | names(text) | opener
 
 
@@ -239,7 +239,7 @@ def rival_names(question: str, expected: Sequence[str], answer: str, contexts: S
     lowercase = _lowercase_tokens([question, *expected, *contexts])
     wanted = frozenset().union(*(_salient(text, lowercase, opening=True) for text in expected)) - asked
     missing = wanted - analyse(answer).distinct
-    rivals = _salient(answer) - reference - asked
+    rivals = frozenset(t for t in _salient(answer) - reference - asked if not demonym_roots(t) & (reference | asked))
     if outside is not None:
         rivals = frozenset(t for t in rivals if not exact_class(t)) - frozenset().union(*(analyse(text).distinct for text in outside))
     if not missing or not rivals:

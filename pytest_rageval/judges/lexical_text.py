@@ -248,11 +248,33 @@ class Analysis:
         return self.distinct - NEGATIONS
 
 
+#: demonym endings and the endings of the place they name: "Tanzanian" -> Tanzania, "Canadian" -> Canada,
+#: "Italian" -> Italy, "Kenyan" -> Kenya, "Japanese" -> Japan, "Chinese" -> China, "Pakistani" -> Pakistan
+_DEMONYMS = (("ian", ("", "a", "y", "ia")), ("an", ("", "a", "o")), ("ese", ("", "a")), ("i", ("",)))
+
+
+def demonym_roots(token: str) -> frozenset[str]:
+    """The place names a capitalised demonym ``token`` may come from (empty for shorter or other words)."""
+    if len(token) < 6 or not token.isalpha():
+        return frozenset()
+    for ending, places in _DEMONYMS:
+        if token.endswith(ending):
+            stem = token[: -len(ending)]
+            return frozenset(stem + place for place in places if len(stem + place) >= 4)
+    return frozenset()
+
+
+def _capitalised(text: str) -> frozenset[str]:
+    return frozenset(normalise(word) for word in _WORD.findall(text) if word[0].isupper())
+
+
 def _scan(text: str, stop: frozenset[str]) -> Analysis:
     tokens: list[str] = []
     negated: set[str] = set()
     negation = False
     scope = 0  # content words still inside the current negation's scope
+    capitals = _capitalised(canonical(text))
+    places: set[str] = set()  # what its capitalised demonyms name ("Tanzanian" states Tanzania)
     for match in _SCAN.finditer(normalise(canonical(text))):
         raw = match.group(0)
         if not raw[0].isalnum() or raw in _CLAUSE_BREAKS:
@@ -267,10 +289,12 @@ def _scan(text: str, stop: frozenset[str]) -> Analysis:
         if token is None:
             continue
         tokens.append(token)
+        if raw in capitals:
+            places |= demonym_roots(raw)
         if scope:
             negated.add(token)
             scope -= 1
-    return Analysis(tuple(tokens), frozenset(tokens), frozenset(negated), negation)
+    return Analysis(tuple(tokens), frozenset(tokens) | places, frozenset(negated), negation)
 
 
 @lru_cache(maxsize=16384)
@@ -323,7 +347,7 @@ def names(claim: str) -> frozenset[str]:
         first = False
         if opens or not word[0].isupper() or word == "I":
             continue
-        found |= analyse(word).distinct
+        found.update(analyse(word).tokens)  # the word's own tokens, not the places a demonym names
     return frozenset(found)
 
 
