@@ -3,7 +3,8 @@ hallucinations (one swapped name, number or date, a negation, the wrong side of 
 next to correct answers, paraphrases, id citations and hedged answers. bench/lexical_agreement.py prints it.
 
 The floors are what was measured (README, "Judges"): per kind, the share of answers that get the human verdict.
-The holdout half was written before the rules it is measured on and never tuned on.
+The holdout half was written before the rules it is measured on and not tuned on but for three paraphrases;
+lexical_holdout2.jsonl was written afterwards, blind to the rules, and never tuned on.
 """
 
 from __future__ import annotations
@@ -18,12 +19,21 @@ from pytest_rageval.judges.lexical import LexicalJudge
 PUBLIC = Path(__file__).resolve().parent / "data" / "lexical_public.jsonl"
 #: Measured (python bench/lexical_agreement.py): answers per kind that get the human verdict, of those written.
 KIND_FLOOR = {
-    "correct": (16, 16), "paraphrase": (13, 16), "cite-id": (16, 16), "hedged": (16, 16),
+    "correct": (16, 16), "paraphrase": (15, 16), "cite-id": (16, 16), "hedged": (16, 16),
     "yes-no-right": (11, 11), "a-or-b-right": (9, 10),
     "swap-entity": (16, 16), "swap-number": (15, 16), "swap-date": (16, 16), "negation": (15, 16),
     "yes-no-wrong": (11, 11), "a-or-b-wrong": (10, 10),
 }
-SPLIT_FLOOR = {"split dev": (85, 86), "split holdout": (79, 84), "all": (164, 170)}
+SPLIT_FLOOR = {"split dev": (85, 86), "split holdout": (81, 84), "all": (166, 170)}
+#: The second held-out set (tests/data/lexical_holdout2.jsonl), written blind to the rules after lexical/v4 and
+#: never tuned on: measured once, kept from getting worse.
+HOLDOUT2 = PUBLIC.with_name("lexical_holdout2.jsonl")
+HOLDOUT2_FLOOR = {
+    "correct": (12, 12), "paraphrase": (11, 12), "cite-id": (12, 12), "hedged": (12, 12),
+    "yes-no-right": (4, 6), "a-or-b-right": (6, 6),
+    "swap-entity": (11, 12), "swap-number": (12, 12), "swap-date": (12, 12), "negation": (10, 12),
+    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (114, 120),
+}
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +64,16 @@ def test_swaps_fail_with_the_word_that_decided(judged: list[JudgedItem]) -> None
     wrong = [j for j in judged if not j.item.human_pass]
     assert sum(j.judge_pass for j in right) >= 0.9 * len(right)
     assert sum(not j.judge_pass for j in wrong) >= 0.9 * len(wrong)
+
+
+@pytest.fixture(scope="module")
+def judged_holdout2() -> list[JudgedItem]:
+    return judge_items(LexicalJudge(), load_labelled(HOLDOUT2))
+
+
+@pytest.mark.parametrize("group", list(HOLDOUT2_FLOOR))
+def test_the_second_holdout_stays_at_or_above_what_was_measured(judged_holdout2: list[JudgedItem], group: str) -> None:
+    rows = {row.group: row for row in agreement_rows(judged_holdout2)}
+    agree, n = HOLDOUT2_FLOOR[group]
+    assert rows[group].n == n
+    assert rows[group].agree >= agree, f"{group}:\n{format_table(list(rows.values()))}"
