@@ -15,11 +15,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 foundations: no pytest, no I/O beyond their one job
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
-     "record", "schema", "anchors", "selection", "resume", "schedule", "commit", "atomic", "docpaths"),
+     "record", "schema", "anchors", "selection", "resume", "schedule", "commit", "atomic", "docpaths",
+     "cmdline"),
     # 1 pure logic
-    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs", "reach"),
+    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs", "reach",
+     "evalpaths"),
     # 2 judges and the RAG client
-    ("judges.*", "client", "target_gate", "frameworks.*"),
+    ("judges.*", "bounded_http", "client", "target_gate", "frameworks.*"),
     # 3 one case, one run folder, the session's set-up
     ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "rescore", "merge", "settings", "judges.factory", "run_setup",
      "label", "retrieval_cache", "targets", "inspect_target", "calibrations"),
