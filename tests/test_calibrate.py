@@ -85,6 +85,14 @@ def test_a_bad_labelled_line_is_named(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr.strip() == f"rageval: calibrate: {bad}:2: field 'labels.correctness' must be true or false"
 
+    twice = tmp_path / "twice.jsonl"  # read as strictly as an eval set: a key given twice is no silent overwrite
+    twice.write_text('// a comment line\n{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "answer": "b", '
+                     '"labels": {"correctness": true}}\n')
+    run = rageval("calibrate", "--set", str(twice), cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"rageval: calibrate: {twice}:2: "), run.stderr
+    assert "'answer'" in run.stderr and "twice" in run.stderr
+
 
 def _project(pytester: pytest.Pytester, minimum: str) -> None:
     pytester.makepyfile(rag="def ask(question, params):\n    return {'answer': 'The budget was 5 ARB.', "

@@ -18,7 +18,6 @@ catches. ``python bench/lexical_agreement.py`` prints the table.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -26,6 +25,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ..schema import EvalCase
 from ..thresholds import ThresholdConfig, find_misses, resolve_thresholds
 from .base import Judge, JudgeInput
+from .labelled_lines import labelled_lines
 
 __all__ = ["AgreementRow", "JudgedItem", "LabelledItem", "agreement_rows", "format_table", "judge_items", "load_labelled"]
 
@@ -54,14 +54,7 @@ class LabelledItem:
 def load_labelled(path: Path) -> list[LabelledItem]:
     """Read a labelled set; a bad line raises ValueError naming the file, the line and the field."""
     items: list[LabelledItem] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("//"):
-            continue
-        where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: invalid JSON: {exc.msg}") from None
+    for where, data in labelled_lines(path):
         missing = [f for f in _FIELDS if f not in data]
         if missing:
             raise ValueError(f"{where}: missing field '{missing[0]}'")

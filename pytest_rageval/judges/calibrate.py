@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .. import registry
 from .base import Judge, JudgeError, JudgeInput, Verdict
+from .labelled_lines import labelled_lines
 
 __all__ = ["CalibrationError", "Figures", "LabelledAnswer", "SHIPPED_SET", "calibrate", "format_figures", "load_set",
            "passes", "set_hash"]
@@ -66,23 +67,10 @@ def _field(data: Mapping[str, Any], name: str, kind: type, where: str, optional:
 
 def load_set(path: Path) -> list[LabelledAnswer]:
     """Read a labelled set; CalibrationError names the file, the line and the field of a bad line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"{path}: cannot read the labelled set: {exc}") from None
     items: list[LabelledAnswer] = []
     seen: set[str] = set()
     judge_metrics = set(registry.metric_names("judge"))
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("//"):
-            continue
-        where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CalibrationError(f"{where}: invalid JSON: {exc.msg}") from None
-        if not isinstance(data, dict):
-            raise CalibrationError(f"{where}: a line must be a JSON object")
+    for where, data in labelled_lines(path, CalibrationError):
         unknown = sorted(set(data) - set(_KEYS))
         if unknown:
             raise CalibrationError(f"{where}: unknown field '{unknown[0]}' (fields: {', '.join(_KEYS)})")
