@@ -5,7 +5,7 @@ answer (in their own handler thread, so concurrent requests overlap like a real
 remote service), count what they serve, and refuse (503) anything beyond
 ``max_requests`` so a runaway client cannot loop forever.
 
-- ``RagServer``: seed 003's ask API (``POST /api/v1/ask``). Question ``q-<i> ...``
+- ``RagServer``: the default ask API (``POST /api/v1/ask``). Question ``q-<i> ...``
   gets an answer, one reference and five retrieved chunks, the first of which
   is the gold support ``docs/case<i>.md`` / ``# Case <i>`` (see ``eval_line``),
   and ``abstained: false`` (so pytest-rageval needs no abstention classifier).
@@ -186,7 +186,7 @@ def rag_answer(question: str) -> dict[str, Any]:
 
 
 class RagServer(LoopbackServer):
-    """``POST /api/v1/ask`` in seed 003's shape; ``url`` is the target for pytest-rageval."""
+    """``POST /api/v1/ask`` in the default shape; ``url`` is the target for pytest-rageval."""
 
     def handle(self, path: str, body: Any) -> tuple[str, Reply]:
         if path.split("?")[0].rstrip("/") != "/api/v1/ask":

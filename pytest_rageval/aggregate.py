@@ -1,4 +1,4 @@
-"""CaseRecords -> the aggregate part of metrics.json (SPEC section 7).
+"""CaseRecords -> the aggregate part of metrics.json.
 
 Pure: no pytest, no I/O. Records may arrive in any order (serial runs, xdist
 workers, merged shards); every number is independent of that order, because
@@ -436,7 +436,7 @@ class Aggregator:
             "unanswerable_tests": self._unanswerable,
             "flaky": self._flaky,
             "repeats": self._repeats.result(),
-            "judge_coverage": aggregate_metrics["judge_coverage"],  # SPEC 6 names it at the top level too
+            "judge_coverage": aggregate_metrics["judge_coverage"],  # documented at the top level too
             "cases": {key: self._cases[key] for key in sorted(self._cases)},
             **self._config_results(),
         }

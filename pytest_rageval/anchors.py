@@ -1,6 +1,6 @@
 """Anchor matching: heading-path normalisation, chunk-vs-gold matching, folder scope.
 
-Pure: no pytest, no I/O. SPEC section 4 ("Matching") is the contract:
+Pure: no pytest, no I/O. The matching rules:
 
 * a chunk matches a gold support when the ``rel_path`` strings are equal and the
   chunk's normalised heading path starts with the gold one, segment by segment;

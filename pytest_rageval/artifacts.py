@@ -1,5 +1,5 @@
 """What a run folder holds (how it is written and read is runfolder.py): records made writable and
-portable, seed 003's per-case keys, metrics.json composed, eval-set digests (the git commit: commit.py).
+portable, the documented per-case keys, metrics.json composed, eval-set digests (the git commit: commit.py).
 
 Only the controller process writes a run folder (never an xdist worker).
 """
@@ -70,7 +70,7 @@ def case_config(*, k: Optional[int], config_hash: Optional[str], judge: Mapping[
 
 
 def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
-    """``record`` with seed 003's "Results JSONL Format" keys, derived from ``metrics`` and ``judge``.
+    """``record`` with the documented results.jsonl keys, derived from ``metrics`` and ``judge``.
 
     ``retrieval_metrics`` (the deterministic metrics), ``groundedness`` and
     ``correctness`` (score, reasoning, claims; only when judged), ``abstention``
@@ -136,7 +136,7 @@ def compose_metrics(
     git_commit: Optional[str] = None,
     run: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
-    """metrics.json: the run's identity and scope, then the aggregates (seed 003's format).
+    """metrics.json: the run's identity and scope, then the aggregates (the documented format).
 
     ``selection`` holds ``partial, cases_in_eval_set, cases_selected, shard``
     (``selection.Selection.fields``); ``all_error`` is true when no case that

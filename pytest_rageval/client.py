@@ -1,9 +1,9 @@
-"""RAG clients: the HTTP ask API and Python callables (SPEC section 3).
+"""RAG clients: the HTTP ask API and Python callables.
 
 Both clients are async only; the runner drives them on its own event loop and
 provides the sync face. Nothing here creates an event loop.
 
-HTTP request (seed 003's ask API): ``POST <url>?debug=true`` (``debug=true`` is
+HTTP request (the default ask API): ``POST <url>?debug=true`` (``debug=true`` is
 added to the URL's own query unless that already sets ``debug``) with the JSON
 body ``{"question": ..., "k": K, **params}`` and the configured headers.
 Timeouts, connection errors, 429 and 5xx are retried with exponential backoff
@@ -26,7 +26,7 @@ An empty source (``timings =``) stops a field from being read. Lines
 ``references.<key> = <item key>`` and ``retrieved_chunks.<key> = <item key>``
 rename keys inside each item of the two chunk lists: the chunk's ``<key>`` gets
 the value of the item's ``<item key>`` (a dotted path as well); all other keys
-pass through. A response in seed 001's shape
+pass through. A response in another shape such as
 ``{answer, citations: [{proposal_id, stage, url, snippet}]}`` is read with::
 
     references = citations

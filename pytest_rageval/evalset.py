@@ -1,4 +1,4 @@
-"""Read an eval-set ``.jsonl`` file into good cases and bad lines (SPEC section 2).
+"""Read an eval-set ``.jsonl`` file into good cases and bad lines.
 
 One JSON object per line; blank lines and lines starting with ``//`` are
 skipped. Each other line becomes either a :class:`LoadedCase` or a

@@ -1,4 +1,4 @@
-"""Gold labelling (seed 003 section 4): ask each question with debug on, show the retrieved chunks, write the gold.
+"""Gold labelling: ask each question with debug on, show the retrieved chunks, write the gold.
 
 :func:`label_set` is the whole workflow and what ``rageval label`` runs; a notebook calls it with its own
 ``choose`` (a function of a :class:`Question` returning an answer line such as ``"1 3"`` or a

@@ -1,4 +1,4 @@
-"""The config matrix: axes of parameter values, their combinations, and the ids that name them (SPEC sections 2, 8).
+"""The config matrix: axes of parameter values, their combinations, and the ids that name them.
 
 Pure logic (layer 1): no pytest, no I/O. A :class:`Matrix` comes from the
 ``[tool.rageval.matrix]`` table (:func:`matrix_from_table`) or from

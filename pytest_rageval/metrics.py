@@ -1,4 +1,4 @@
-"""The deterministic metrics of one case (SPEC section 4).
+"""The deterministic metrics of one case.
 
 Pure: no pytest, no I/O. Gold matching is done once per case into a
 :class:`registry.ScoreContext`; each deterministic entry of the metric registry

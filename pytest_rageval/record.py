@@ -157,7 +157,7 @@ class CaseRecord(TypedDict, total=False):
     stability: Stability  # repeated cases only (stability.classify)
     repeats: list[dict[str, Any]]  # per run: {"passed": bool, "metrics": {...}} (+ "trace": runner.run_trace, with full text)
     shown_run: int  # 1-based run whose answer, retrieval, verdicts and misses the record shows
-    # seed 003's keys, derived when the record is written (artifacts.with_seed_keys)
+    # the documented keys, derived when the record is written (artifacts.with_seed_keys)
     retrieval_metrics: dict[str, Any]
     groundedness: dict[str, Any]
     correctness: dict[str, Any]

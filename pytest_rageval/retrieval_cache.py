@@ -1,4 +1,4 @@
-"""The run's retrieval cache (seed 002): one request per (target, question, params but the depth, run) at the
+"""The run's retrieval cache: one request per (target, question, params but the depth, run) at the
 largest depth of the config matrix, sliced to each smaller k.
 
 Within a process, concurrent cases asking the same key share one request (single-flight: the first

@@ -1,4 +1,4 @@
-"""Pydantic models of eval-set lines and of RAG responses (SPEC sections 2-3).
+"""Pydantic models of eval-set lines and of RAG responses.
 
 Pure: no pytest, no I/O. Loading files and turning validation errors into
 file/line/field messages lives in ``evalset.py``.
@@ -90,7 +90,7 @@ class GoldSupport(BaseModel):
 
 
 class EvalCase(BaseModel):
-    """One eval-set line. Field names are seed 003's; aliases are accepted on input."""
+    """One eval-set line. Field names are the documented ones; aliases are accepted on input."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)  # "yes" is no bool, "2" no int
 
@@ -212,7 +212,7 @@ class EvalCase(BaseModel):
 
 
 class Chunk(BaseModel):
-    """A retrieved chunk or a reference, in the default response shape (seed 003)."""
+    """A retrieved chunk or a reference, in the default response shape."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -1,4 +1,4 @@
-"""Which eval-set cases a run selected out of those its eval set holds (SPEC section 7).
+"""Which eval-set cases a run selected out of those its eval set holds.
 
 Pure: no pytest, no I/O. The session counts the eval-set items it collects
 (cases and invalid lines, per file) and those deselected before running (``-k``,

@@ -3,7 +3,7 @@
 The ``[tool.rageval]`` table arrives checked (config.py: ``RagevalConfig``,
 with the value checks below joined to its messages); the defaults are
 defaults.py's. Paths given on the command line are relative to the current
-directory; paths from ini/pyproject are relative to rootdir (SPEC section 7).
+directory; paths from ini/pyproject are relative to rootdir.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Judge reliability spot check (seed 003, SPEC section 8): re-judge N judged cases with a second model.
+"""Judge reliability spot check: re-judge N judged cases with a second model.
 
 The sample is drawn among the cases that got a judge verdict, so
 ``--rageval-spot-check N`` re-judges exactly N cases whenever N were judged
@@ -113,7 +113,7 @@ async def _one(setup: "JudgeSetup", key: str, payload: Mapping[str, Any]) -> dic
 
 
 def reliability(results: list[dict[str, Any]], *, requested: int, judged: int, model: Optional[str]) -> dict[str, Any]:
-    """metrics.json ``judge_reliability``: seed 003's ``{disagreement_rate, spot_check_n}`` and the detail."""
+    """metrics.json ``judge_reliability``: ``{disagreement_rate, spot_check_n}`` and the detail."""
     compared = [r for r in results if r["disagrees"] is not None]
     n = len(compared)
     return {

@@ -1,4 +1,4 @@
-"""Threshold resolution, pass/fail of one case, and failure messages (SPEC section 5).
+"""Threshold resolution, pass/fail of one case, and failure messages.
 
 Pure: no pytest import. Order of precedence, lowest first: built-in defaults,
 ``[tool.rageval.thresholds]``, ``[tool.rageval.thresholds.<category>]``, the
@@ -139,7 +139,7 @@ def parse_cli_thresholds(items: list[str], option: str = "--rageval-threshold") 
 
 
 def default_thresholds(case: EvalCase, *, judge: bool) -> dict[str, Threshold]:
-    """SPEC section 5 defaults for every metric the configuration does not name: the registry's.
+    """The default thresholds for every metric the configuration does not name: the registry's.
 
     Each metric's ``default_threshold`` for the cases in its ``default_for``
     (else ``applies_to``); a judge metric's only with a judge. One set of judge

@@ -3,7 +3,7 @@
 When to abstain is decided in ``abstention`` (``abstain_reason`` is then
 ``"no_relevant_context"``).
 
-The response has seed 003's default shape (SPEC section 3)::
+The response has the default shape::
 
     {"answer", "references", "abstained", "abstain_reason",
      "debug": {"retrieved_chunks": [...], "folder_selection": {"selected_folders": [...]}},

@@ -1,4 +1,4 @@
-"""What every judge takes and gives (SPEC section 6).
+"""What every judge takes and gives.
 
 A judge scores one metric of one case per call: ``await judge.judge(metric,
 JudgeInput, repeat_index=0) -> Verdict``. The OpenAI-compatible judge, the

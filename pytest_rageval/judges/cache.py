@@ -1,4 +1,4 @@
-"""Persistent judge cache (SPEC section 6).
+"""Persistent judge cache.
 
 One SQLite file, ``<cache dir>/judge_cache.sqlite3``, in WAL mode. Every
 ``put`` is one short ``INSERT OR REPLACE`` transaction, so pytest-xdist

@@ -1,8 +1,8 @@
-"""Built-in calibration cases and the ``--rageval-judge-check`` test (SPEC section 6).
+"""Built-in calibration cases and the ``--rageval-judge-check`` test.
 
 A judge that cannot tell a faithful answer from a hallucinated one over the
 same context is no use as a gate. ``check_judge`` scores both answers of each
-calibration case (seed 000's STIP example) on groundedness, and on correctness
+calibration case (the STIP example) on groundedness, and on correctness
 when the judge scores it, and passes only when the faithful answer wins by at
 least ``MIN_GAP`` points on the 0-5 scale every time.
 """

@@ -1,4 +1,4 @@
-"""The ``--rageval-dry-run`` plan: requests, tokens and cost a run would make (SPEC section 6).
+"""The ``--rageval-dry-run`` plan: requests, tokens and cost a run would make.
 
 Pure: nothing is sent. RAG requests are one per case run. Judge requests follow
 ``judging.applicable`` with abstention assumed from the eval set (answerable ->

@@ -69,7 +69,7 @@ def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> 
 
 
 def applicable(metric: str, case: EvalCase, abstained: Optional[bool]) -> bool:
-    """Whether a judge metric applies (SPEC section 4): its registry entry's ``applies_to``."""
+    """Whether a judge metric applies: its registry entry's ``applies_to``."""
     entry = registry.get(metric)
     return entry is not None and entry.kind == "judge" and registry.applies(entry.applies_to, case, abstained)
 

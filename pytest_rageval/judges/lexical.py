@@ -1,4 +1,4 @@
-"""The offline lexical judge (SPEC section 6): deterministic token-overlap heuristics.
+"""The offline lexical judge: deterministic token-overlap heuristics.
 
 No network, no I/O, standard library only; the same input always gives the same
 verdict (``repeat_index`` is ignored). It stands in for the LLM judge when no
@@ -540,7 +540,7 @@ def _describe_facts(checks: Sequence[FactCheck]) -> str:
 
 
 class LexicalJudge:
-    """Offline, deterministic judge built on token overlap (SPEC section 6, ``lexical``).
+    """Offline, deterministic judge built on token overlap (``lexical``).
 
     Scores groundedness, correctness, faithfulness, relevancy, completeness, abstention
     and conflict_ack. It does not score reasoning_quality: clarity and logic are not

@@ -1,4 +1,4 @@
-"""The LLM judge for any OpenAI-compatible endpoint, through the ``openai`` SDK (SPEC section 6).
+"""The LLM judge for any OpenAI-compatible endpoint, through the ``openai`` SDK.
 
 One chat.completions request per metric per case::
 

@@ -1,4 +1,4 @@
-"""Versioned judge prompts and message building (SPEC section 6); the answers' models and schemas are in answers.py.
+"""Versioned judge prompts and message building; the answers' models and schemas are in answers.py.
 
 One prompt per judge metric, one request per metric per case. The system message
 holds the task, the rubric, the rule that everything in the user message is data

@@ -1,4 +1,4 @@
-"""pytest-html glue (SPEC section 9): per-case extras and the summary's aggregate table.
+"""pytest-html glue: per-case extras and the summary's aggregate table.
 
 Imported and registered only when pytest-html is loaded
 (``config.pluginmanager.hasplugin("html")``), so the plugin works without it.
