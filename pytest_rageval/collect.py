@@ -317,8 +317,12 @@ class EvalCollection:
         out = self.settings.output_dir
         if collection_path == out or out in collection_path.parents:
             return True
-        if not hasattr(pytest, "Dir") and loop_target(collection_path) is not None:
-            return True  # pytest 7 has no pytest_collect_directory: a folder link in a loop is skipped silently
+        if not hasattr(pytest, "Dir"):  # pytest 7 has no pytest_collect_directory: a loop's error item is made here
+            target = loop_target(collection_path)
+            if target is not None:
+                if collection_path not in {path for path, _ in self.broken_sets}:
+                    self.broken_sets.append((collection_path, loop_problem(target, self.settings.rootdir)))
+                return True
         return None
 
     @pytest.hookimpl(optionalhook=True)  # pytest >= 8 only

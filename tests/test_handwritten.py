@@ -97,7 +97,7 @@ def test_never_asserted(rageval_client):
     result = run(pytester, xdist, "test_hand.py")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*[[]q-*[]] RAG call failed (target): the target raised SystemExit(3)",
-                                 "ERROR test_hand.py::test_exit - *"])
+                                 "ERROR test_hand.py::test_exit*"])
     m = metrics(pytester.path)
     assert m["errors"] == 1 and m["aggregate_metrics"]["operational_metrics"]["error_rate"] == 0.5
     assert m["cases"][f"test_hand.py::test_exit::{question_id('exit')}"]["outcome"] == "error"
