@@ -93,7 +93,7 @@ def _compare_configs(base: dict, new: dict, gate: dict[str, float], args: argpar
     configs = gate_configs(base, new, gate=gate, significance=args.significance, ignore_invariants=args.ignore_invariants)
     if configs is None:
         return exit_code
-    shown = {**new, "config_ranking": rank_configs(new, new.get("config_ranking", {}).get("metric")),
+    shown = {**new, "config_ranking": rank_configs(new, (new.get("config_ranking") or {}).get("metric")),
              "comparison": {"by_config": configs.as_dict()}}
     for line in ranking_lines(shown):
         say(terminal_safe(line, multiline=False))
@@ -104,18 +104,29 @@ def _compare_configs(base: dict, new: dict, gate: dict[str, float], args: argpar
 def _report(args: argparse.Namespace) -> int:
     """Rebuild report.html: with the gate's verdict the run recorded (or, with ``--baseline``, a new comparison)
     and each case's "Since baseline" section when the baseline's cases can be read."""
-    from .report.html import load_history, write_report
+    from .report.html import write_report
     from .runfolder import RunFolder
 
     run_dir = Path(args.run)
     metrics = _load(args.run)
-    history = [m for m in load_history(run_dir.parent) if m.get("run_id") != metrics.get("run_id")]
+    history = _earlier_runs(run_dir.parent, metrics.get("run_id"))
     outcome, cases = _report_baseline(metrics, getattr(args, "baseline", None), getattr(args, "pyproject", None))
     deltas = [dataclasses.asdict(d) for d in outcome.comparison.deltas] if outcome.comparison is not None else None
     write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records(), history=history, deltas=deltas,
                  outcome=outcome, baseline_cases=cases, baseline=cases.metrics if cases is not None else None)
     say(run_dir / "report.html")
     return 0
+
+
+def _earlier_runs(output_dir: Path, run_id: Any) -> list[dict[str, Any]]:
+    """The runs in ``output_dir`` but ``run_id``, as a rebuilt report charts them; each one left out is a note."""
+    from .report.html import load_history
+
+    skipped: list[str] = []
+    history = [m for m in load_history(output_dir, skipped=skipped) if m.get("run_id") != run_id]
+    for note in skipped:
+        say(f"note: {note}")
+    return history
 
 
 def _report_baseline(metrics: dict[str, Any], given: Optional[str], pyproject: Optional[str]) -> tuple[Any, Any]:
@@ -170,7 +181,8 @@ def _history(args: argparse.Namespace) -> int:
             raise _usage_error(f"--metric {args.metric}: unknown metric{did_you_mean(args.metric, choices)}")
     width = max(16, *(len(n) + 2 for n in names))
     groups: dict[str, list[dict[str, Any]]] = {}
-    for metrics in load_history(Path(args.dir), limit=args.limit):
+    skipped: list[str] = []
+    for metrics in load_history(Path(args.dir), limit=args.limit, skipped=skipped):
         groups.setdefault(str(metrics.get("eval_set_hash") or "unknown"), []).append(metrics)
     for number, (eval_set, runs) in enumerate(groups.items()):
         files = runs[-1].get("eval_set_files")
@@ -198,6 +210,8 @@ def _history(args: argparse.Namespace) -> int:
             low, high = scale_of(key)
             say(f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| "
                 f"oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}")
+    for note in skipped:
+        say(f"note: {note}")
     return 0
 
 
@@ -506,7 +520,7 @@ def _label_headers(project: Any, lines: list[str], environ: Any) -> dict[str, st
 
 def _rescore(args: argparse.Namespace) -> int:
     """A new run recomputed from RUN's stored records at --k, with --threshold overriding; nothing is sent."""
-    from .report.html import load_history, write_report
+    from .report.html import write_report
     from .rescore import RescoreError, rescore_run
     from .runfolder import RunFolder
     from .thresholds import ThresholdError, parse_cli_thresholds
@@ -518,7 +532,7 @@ def _rescore(args: argparse.Namespace) -> int:
     except (RescoreError, ThresholdError) as exc:
         raise _usage_error(str(exc)) from None
     run_id = result.metrics.get("run_id")
-    history = [m for m in load_history(result.run_dir.parent) if m.get("run_id") != run_id]
+    history = _earlier_runs(result.run_dir.parent, run_id)
     write_report(result.run_dir / "report.html", result.metrics, RunFolder(result.run_dir).records(), history=history)
     for line in result.lines:
         say(line)

@@ -46,8 +46,8 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
     """``config_ranking`` of metrics.json: ``{metric, lower_is_better, ranked: [{config_id, params, value, ci_low,
     ci_high, n, pass_rate}], best}``, best first; null values last; ties go to the higher share of cases passed,
     then to the smaller params (:func:`_params_order`); None without ``by_config``."""
-    by_config = metrics_json.get("by_config")
-    if not isinstance(by_config, Mapping) or not by_config:
+    by_config = _configs_of(metrics_json)
+    if not by_config:
         return None
     judge = metrics_json.get("judge")
     judged = isinstance(judge, Mapping) and judge.get("name") not in (None, "none") and not judge.get("heuristic")
@@ -150,8 +150,9 @@ class ConfigGate:
 
 
 def _configs_of(metrics_json: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``by_config`` of a metrics.json: config id -> its entry (an entry left out, null, is no config)."""
     by_config = metrics_json.get("by_config")
-    return by_config if isinstance(by_config, Mapping) else {}
+    return {cid: entry for cid, entry in by_config.items() if isinstance(entry, Mapping)} if isinstance(by_config, Mapping) else {}
 
 
 def gate_configs(baseline: Mapping[str, Any], current: Mapping[str, Any], *, gate: Optional[Mapping[str, Any]] = None,

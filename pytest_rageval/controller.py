@@ -552,7 +552,9 @@ class RunController:
         from .report.html import load_history, write_report
 
         assert self.writer is not None and self.metrics is not None
-        history = [m for m in load_history(self.settings.output_dir) if m.get("run_id") != self.writer.run_id]
+        skipped: list[str] = []
+        history = [m for m in load_history(self.settings.output_dir, skipped=skipped) if m.get("run_id") != self.writer.run_id]
+        self.gate_notes.extend(self._public(note) for note in skipped)
         compared = self.comparison is not None and not self.comparison.refused
         write_report(
             self.writer.run_dir / "report.html",

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from . import defaults, registry, safejson
+from . import defaults, readback, registry, safejson
 from .aggregate import as_number, percentile
 
 __all__ = [
@@ -247,7 +247,8 @@ def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
     """Read a baseline: a metrics.json file, a run directory, or an output folder with ``latest``.
 
     Returns None when nothing is there; raises ValueError naming the path when
-    the file is not valid JSON or not a metrics.json.
+    the file is not valid JSON or not a metrics.json, and naming the field too when
+    a value is not what a metrics.json holds (readback.METRICS).
     """
     path = baseline_metrics_path(path)
     if not path.is_file():
@@ -263,6 +264,9 @@ def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
     problems = non_numbers(data)
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems) + " (a gated value must be a number or null)")
+    found = readback.problems(data, readback.METRICS)
+    if found:
+        raise readback.ReadbackError(readback.file_problem(path, found))
     return data
 
 
@@ -283,7 +287,9 @@ def non_numbers(metrics_json: Mapping[str, Any]) -> list[str]:
     """One problem per known metric whose stored value is neither a finite number nor null (a gate would skip it)."""
     problems = []
     for name, value in _gated_raw(metrics_json).items():
-        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+        if value is None or isinstance(value, int) and not isinstance(value, bool):
+            continue  # (an integer beyond float range is refused by readback, in its words)
+        if isinstance(value, float) and math.isfinite(value):
             continue
         if isinstance(value, float):
             shown = repr(value).replace("nan", "NaN").replace("inf", "Infinity")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from . import safejson
+from . import readback, safejson
 from .aggregate import Aggregator
 from .artifacts import compose_metrics, new_run_id, what_ran
 from .configs import add_ranking
@@ -18,13 +18,14 @@ class MergeError(ValueError):
     """A run folder cannot be merged; the message names it."""
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, shape: readback.Shape) -> dict[str, Any]:
+    """A shard's metrics.json or config.json, checked against ``shape``; MergeError naming file (and field)."""
     try:
-        data = safejson.read_file(path)
+        data: dict[str, Any] = readback.read_json(path, shape)
     except safejson.JsonFileError as exc:
         raise MergeError(f"{path}: cannot read: {exc.detail}") from None
-    if not isinstance(data, dict):
-        raise MergeError(f"{path}: not a JSON object")
+    except readback.ReadbackError as exc:
+        raise MergeError(str(exc)) from None
     return data
 
 
@@ -33,8 +34,8 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
     if not run_dirs:
         raise MergeError("name at least one run folder")
     notes: list[str] = []
-    metrics = [_read_json(d / "metrics.json") for d in run_dirs]
-    configs = [_read_json(d / "config.json") for d in run_dirs]
+    metrics = [_read_json(d / "metrics.json", readback.METRICS) for d in run_dirs]
+    configs = [_read_json(d / "config.json", readback.CONFIG) for d in run_dirs]
     if len({m.get("config_hash") for m in metrics}) > 1:
         notes.append("warning: the runs were made with different configurations (config_hash differs)")
     if len({json.dumps(m.get("judge"), sort_keys=True) for m in metrics}) > 1:

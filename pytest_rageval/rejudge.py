@@ -34,9 +34,10 @@ from .judges.base import JudgeAuthError, JudgeInput
 from .judges.factory import judge_info
 from .judges.judging import CaseVerdicts, judge_case, verdict_dict
 from .record import error
-from .runfolder import RunFolder
+from .runfolder import RunFolder, RunFolderError
 from .runner import TRUNCATE, JudgeSetup
-from .schema import EvalCase, RagResponse
+from .sanitize import error_message
+from .schema import EvalCase, RagResponse, id_problem
 from .thresholds import find_misses
 
 __all__ = ["CONCURRENCY", "KEPT_RUN_FIELDS", "RejudgeResult", "rejudge_run"]
@@ -82,9 +83,10 @@ def _judgeable(record: Mapping[str, Any]) -> bool:
 
 def _case(record: Mapping[str, Any], question: str) -> EvalCase:
     """The minimal EvalCase judge_case needs, rebuilt from the record."""
+    case_id = record.get("test_case_id")
     case = EvalCase.model_validate(
         {
-            "id": str(record.get("test_case_id") or record.get("key") or "case"),
+            "id": case_id if isinstance(case_id, str) and id_problem(case_id) is None else "case",
             "question": question,
             "answerable": record.get("answerable", True) is not False,
             "reference_answer": record.get("reference_answer"),
@@ -127,6 +129,20 @@ def _job(record: dict[str, Any], k: Optional[int]) -> _Job:
     abstained = None if "abstention" in old_judge else record.get("abstained")
     response = RagResponse(answer=answer, abstained=abstained if isinstance(abstained, bool) else None)
     return _Job(record, _case(record, question), response, inp, truncated)
+
+
+def _jobs(records: list[dict[str, Any]], k: Optional[int], results: Path) -> list[_Job]:
+    """The judging of each judgeable record; RunFolderError naming the record that cannot be judged again."""
+    jobs = []
+    for index, record in enumerate(records):
+        if not _judgeable(record):
+            continue
+        try:
+            jobs.append(_job(record, k))
+        except ValueError as exc:  # a hand-edited record (no question left, say): name it, change nothing
+            raise RunFolderError(f"{results}: record {index + 1} ({record.get('key')}): cannot be judged again: "
+                                 f"{error_message(exc)}; nothing was changed") from None
+    return jobs
 
 
 def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
@@ -187,7 +203,8 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     run_dir = Path(run_dir)
     folder = RunFolder(run_dir)
     records = list(folder.records(torn_tail=False))  # rewritten below: no line may be dropped
-    jobs = [_job(r, k) for r in records if _judgeable(r)]
+    old_metrics, config = folder.metrics(), folder.config()  # read and checked before anything is rewritten
+    jobs = _jobs(records, k, folder.results_path)
     semaphore = asyncio.Semaphore(CONCURRENCY)
 
     async def one(job: _Job) -> CaseVerdicts:
@@ -205,7 +222,6 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
         with_seed_keys(job.record, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
 
     folder.write_records(records)
-    old_metrics = folder.metrics()
     aggregator = Aggregator()
     for record in records:
         aggregator.add(record)
@@ -217,13 +233,12 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = No
     metrics.update(aggregator.result())
     add_ranking(metrics, (old_metrics.get("config_ranking") or {}).get("metric"))  # a matrix run: configs re-ranked
     folder.write_metrics(metrics)
-    _update_config(folder, setup, metrics["rejudged_at"])
+    _update_config(folder, config, setup, metrics["rejudged_at"])
     return _result(records, jobs, outcomes, metrics, setup, k)
 
 
-def _update_config(folder: RunFolder, setup: JudgeSetup, when: str) -> None:
-    """Record the new judge (and its prompt versions) in config.json, when the run has one."""
-    config = folder.config()
+def _update_config(folder: RunFolder, config: dict[str, Any], setup: JudgeSetup, when: str) -> None:
+    """Record the new judge (and its prompt versions) in the run's config.json, when it has one."""
     if not config:
         return
     config["judge"] = setup.judge.describe()

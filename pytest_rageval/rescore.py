@@ -192,7 +192,7 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     new_snapshot["k"] = new_k
     cli = dict((new_snapshot.get("thresholds") or {}).get("cli") or {})
     cli.update(overrides)
-    new_snapshot.setdefault("thresholds", {})["cli"] = cli
+    new_snapshot["thresholds"] = {**(new_snapshot.get("thresholds") or {}), "cli": cli}
     new_hash = config_hash(new_snapshot) if snapshot else str(old_metrics.get("config_hash"))
     judge_fields = dict(old_metrics.get("judge") or judge_info(None))
     per_case = case_config(k=new_k, config_hash=new_hash, judge=judge_fields)

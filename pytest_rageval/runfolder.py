@@ -23,12 +23,13 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Uni
 
 import jsonlines
 
-from . import safejson
+from . import readback, safejson
 from .atomic import write_bytes_atomic
 
 __all__ = [
     "RECORD_MAX_DEPTH", "RecordIndex", "Repair", "RunFolder", "RunFolderError", "RunLock", "UnreadableRecord", "check_writable",
-    "load_record_line", "read_json_object", "read_records", "repair_results", "write_json_atomic", "write_text_atomic",
+    "load_record_line", "read_checked", "read_json_object", "read_records", "record_problems", "repair_results",
+    "write_json_atomic", "write_text_atomic",
 ]
 
 #: Deepest nesting of a record read back: a RAG value (bounded by safejson.MAX_DEPTH when it came in)
@@ -85,6 +86,24 @@ def _jsonl_writer(fh: IO[str]) -> jsonlines.Writer:
 def load_record_line(text: Union[str, bytes]) -> Any:
     """One results.jsonl line as a value: strict JSON (no NaN/Infinity, bounded depth and numbers)."""
     return safejson.loads(text, max_depth=RECORD_MAX_DEPTH)[0]
+
+
+def record_problems(record: Mapping[str, Any]) -> list[str]:
+    """Each field of a record read back whose type is not what the readers use (readback.RECORD); the line reader
+    (:func:`load_record_line`) has already bounded its numbers and mended its strings."""
+    return readback.problems(record, readback.RECORD, bounds=False)
+
+
+def read_checked(path: Path, shape: readback.Shape) -> dict[str, Any]:
+    """A run folder's JSON file as a command that uses it reads it: {} when there is none, else checked against
+    ``shape``; RunFolderError naming the file (and field) when it cannot be read, is no object or breaks the shape."""
+    if not path.exists():
+        return {}
+    try:
+        data: dict[str, Any] = readback.read_json(path, shape)
+    except (safejson.JsonFileError, readback.ReadbackError) as exc:
+        raise RunFolderError(f"{exc}; nothing was changed") from None
+    return data
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
@@ -154,8 +173,9 @@ def _lines(path: Path) -> Iterator[_Line]:
 def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterator[dict[str, Any]]:
     """The CaseRecords of a run folder's results.jsonl; a line that cannot be read is an UnreadableRecord.
 
-    Each is a JSON object as read (``record.CaseRecord`` says what its keys hold;
-    a hand-edited line may hold anything, so readers check what they use).
+    Each is a JSON object as read whose fields hold what ``record.CaseRecord`` says
+    (:func:`record_problems`); a line whose field does not is refused too, naming
+    the file, line, field and problem.
 
     A torn last line (no newline after it: a write cut short by kill -9 or a full
     disk) is skipped when ``torn_tail`` (readers that only show a run), and refused
@@ -165,6 +185,9 @@ def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterator[dict[str,
     path = run_dir / "results.jsonl"
     for line in _lines(path):
         if line.record is not None:
+            found = record_problems(line.record)
+            if found:
+                raise UnreadableRecord(f"{readback.file_problem(f'{path}:{line.number}', found)}; nothing was changed")
             yield line.record
         elif line.parsed:
             raise UnreadableRecord(f"{path}:{line.number}: a record must be a JSON object; nothing was changed")
@@ -203,6 +226,10 @@ def repair_results(run_dir: Path) -> Repair:
                     fh.truncate(line.start)
                 return Repair(records, cut_bytes=size - line.start)
             raise RunFolderError(f"{path} line {line.number} is not a JSON record; this run cannot be resumed exactly")
+        found = record_problems(line.record)
+        if found:
+            raise RunFolderError(f"{readback.file_problem(f'{path}:{line.number}', found)}; "
+                                 "this run cannot be resumed exactly")
         key = line.record.get("key")
         if isinstance(key, str) and key:
             if key in seen:
@@ -309,12 +336,12 @@ class RunFolder:
         return read_records(self.run_dir, torn_tail=torn_tail)
 
     def metrics(self) -> dict[str, Any]:
-        """metrics.json, or {} when it is missing or unreadable."""
-        return read_json_object(self.metrics_path)
+        """metrics.json, checked (readback.METRICS), or {} when there is none; RunFolderError when it is damaged."""
+        return read_checked(self.metrics_path, readback.METRICS)
 
     def config(self) -> dict[str, Any]:
-        """config.json, or {} when it is missing or unreadable."""
-        return read_json_object(self.config_path)
+        """config.json, checked (readback.CONFIG), or {} when there is none; RunFolderError when it is damaged."""
+        return read_checked(self.config_path, readback.CONFIG)
 
     def record_index(self) -> RecordIndex:
         """results.jsonl indexed by key (see :class:`RecordIndex`); OSError when it cannot be read."""
@@ -359,7 +386,9 @@ class RecordIndex:
                 value = load_record_line(fh.read(end - start))
         except (OSError, ValueError):
             return None
-        return value if isinstance(value, dict) and value.get("key") == key else None
+        if not isinstance(value, dict) or value.get("key") != key or record_problems(value):
+            return None  # (a record whose fields cannot be shown is left out, as an unreadable line is)
+        return value
 
 
 # --------------------------------------------------------------------------- checks and the resume lock

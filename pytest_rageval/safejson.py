@@ -18,9 +18,9 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, Optional, Union
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file"]
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file", "read_text"]
 
 #: Deepest nesting accepted (objects and arrays); eval lines and RAG responses need far less.
 MAX_DEPTH = 64
@@ -315,18 +315,26 @@ class JsonFileError(ValueError):
         super().__init__(f"{self.path}: cannot read: {detail}" if unreadable else f"{self.path}: not valid JSON ({detail})")
 
 
-def read_file(path: Union[str, os.PathLike[str]]) -> Any:
+def read_text(path: Union[str, os.PathLike[str]]) -> str:
+    """The UTF-8 text of the file at ``path``; :class:`JsonFileError` (``unreadable``) when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JsonFileError(path, exc, unreadable=True) from None
+
+
+def read_file(path: Union[str, os.PathLike[str]], *, text: Optional[str] = None) -> Any:
     """The JSON value of the file at ``path``: the one reader of JSON artifacts (metrics.json, config.json, baselines).
 
     Read as Python's ``json`` reads it (``NaN`` and long integers come through),
     so the caller can name a value that is not a number instead of refusing the
-    whole file; raises :class:`JsonFileError` when the file cannot be read or parsed.
+    whole file (readback.py checks the values); raises :class:`JsonFileError` when
+    the file cannot be read or parsed. ``text``: the file's text, when the caller
+    has read it already (:func:`read_text`).
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise JsonFileError(path, exc, unreadable=True) from None
+    if text is None:
+        text = read_text(path)
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, an integer past Python's digit limit, deep nesting

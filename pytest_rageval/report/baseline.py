@@ -73,7 +73,8 @@ def comparison_from_dict(data: Mapping[str, Any]) -> Optional[Comparison]:
     if not isinstance(data, Mapping) or "status" not in data or "deltas" not in data:
         return None
     names = {f.name for f in fields(MetricDelta)}
-    deltas = [MetricDelta(**{k: v for k, v in d.items() if k in names}) for d in data.get("deltas") or []
+    unknown = {"old": None, "new": None, "delta": None, "tolerance": None, "regressed": False}  # a field not recorded
+    deltas = [MetricDelta(**{**unknown, **{k: v for k, v in d.items() if k in names}}) for d in data.get("deltas") or []
               if isinstance(d, Mapping) and "name" in d]
     lists = ("flipped_to_fail", "flipped_to_pass", "invariant_differences", "coverage_failures", "added_cases",
              "removed_cases", "changed_cases")

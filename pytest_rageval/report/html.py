@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
-from ..runfolder import read_json_object, write_text_atomic
+from .. import readback
+from ..runfolder import read_checked, write_text_atomic
 from . import browse
 from .baseline import BaselineCases, GateOutcome
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
@@ -175,7 +176,7 @@ def write_report(
 
     ``config`` defaults to the ``config`` of the run folder's config.json beside ``path`` (when there is one)."""
     if config is None:
-        recorded = read_json_object(Path(path).parent / "config.json").get("config")
+        recorded = read_checked(Path(path).parent / "config.json", readback.CONFIG).get("config")
         config = recorded if isinstance(recorded, dict) else None
     page = render_report(metrics, records, deltas=deltas, history=history, title=title, outcome=outcome,
                          baseline_cases=baseline_cases, baseline=baseline, config=config)

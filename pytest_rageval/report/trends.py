@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from .. import registry, safejson
+from .. import readback, registry, safejson
 from ..commit import short_commit
 from .markup import EMPTY, Html, fmt, is_number, join
 from .sparkline import scale_of
@@ -209,27 +209,31 @@ def _when(run: dict) -> str:
     return ", ".join(filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""]))
 
 
-def _read_metrics(path: Path) -> Optional[dict]:
+def _read_metrics(path: Path, skipped: Optional[list[str]]) -> Optional[dict]:
+    """An older run's metrics.json, checked (readback.HISTORY_ENTRY); None, with a note in ``skipped``, when it
+    cannot be read or holds a value the history cannot use."""
     try:
-        data = safejson.read_file(path)
-    except safejson.JsonFileError:
-        return None
-    if not isinstance(data, dict):
+        data = readback.read_json(path, readback.HISTORY_ENTRY)
+    except (safejson.JsonFileError, readback.ReadbackError) as exc:
+        if skipped is not None:
+            skipped.append(f"an older run left out of the history: {exc}")
         return None
     data.setdefault("run_id", path.parent.name)
     return data
 
 
-def load_history(output_dir: Path, *, limit: Optional[int] = 30) -> list[dict]:
+def load_history(output_dir: Path, *, limit: Optional[int] = 30, skipped: Optional[list[str]] = None) -> list[dict]:
     """metrics.json of the runs in ``output_dir`` (``*/metrics.json``), oldest first.
 
-    Sorted by timestamp then run id; unreadable or non-object files are skipped;
-    only the newest ``limit`` runs are kept (all when ``limit`` is None).
+    Sorted by timestamp then run id; a file that cannot be read, is no object or
+    holds a value the history cannot use is left out, with one line naming it
+    (file, field, problem) added to ``skipped``; only the newest ``limit`` runs
+    are kept (all when ``limit`` is None).
     """
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         return []
-    runs = [m for m in (_read_metrics(p) for p in output_dir.glob("*/metrics.json")) if m is not None]
+    runs = [m for m in (_read_metrics(p, skipped) for p in sorted(output_dir.glob("*/metrics.json"))) if m is not None]
     runs.sort(key=lambda m: (str(m.get("timestamp") or ""), str(m.get("run_id") or "")))
     if limit is None:
         return runs
