@@ -1,4 +1,4 @@
-"""The configs of a matrix run, ranked and gated (SPEC section 8).
+"""The configs of a matrix run, ranked and gated.
 
 Pure logic (layer 1) over metrics.json dicts: :func:`rank_configs` orders the
 ``by_config`` entries by one aggregate, each with a 95% bootstrap interval of
@@ -54,7 +54,7 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
     metric = metric or default_rank_metric(by_config, judged=judged)
     lower = registry.aggregate_direction(metric) == "lower" if metric in _known() else False
     getter = per_case_getters().get(metric)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for config_id, entry in by_config.items():
         value = as_number((entry.get("aggregate_metrics") or {}).get(metric))
         values = [v for v in (getter(c) for c in _config_cases(metrics_json, config_id).values()) if v is not None] \

@@ -66,7 +66,7 @@ class RunController:
         self.aggregator = Aggregator()
         self.accepted = 0  # records folded in (resumed ones included)
         self._record_keys: list[tuple[Any, Any]] = []  # (key, file) of each: a resume checks one per selected case
-        self.case_config: dict[str, Any] = {}  # seed 003's per-case `config` in results.jsonl
+        self.case_config: dict[str, Any] = {}  # the per-case `config` of results.jsonl
         self.eval_files: set[str] = set()
         self.digests: dict[str, str] = {}
         self.writer: Optional[RunFolder] = None
@@ -164,7 +164,7 @@ class RunController:
             self._resume_lock = None
 
     def check_judge(self) -> None:
-        """``--rageval-judge-check``: the judge must tell seed 000's faithful answer from the hallucinated one."""
+        """``--rageval-judge-check``: the judge must tell a faithful answer from a hallucinated one."""
         from .judges.calibration import check_judge
 
         setup = self.setup.judge_setup

@@ -1,4 +1,4 @@
-"""Baseline comparison: tolerances, paired bootstrap, invariants, flipped cases (SPEC section 7).
+"""Baseline comparison: tolerances, paired bootstrap, invariants, flipped cases.
 
 Pure apart from :func:`load_baseline`, which reads one file. Inputs are
 metrics.json dicts (top level ``eval_set_hash``, ``judge``, ``aggregate_metrics``
@@ -336,7 +336,7 @@ def _eval_set_difference(baseline: Mapping[str, Any], current: Mapping[str, Any]
 
     def eval_hash(m: Mapping[str, Any]) -> Any:
         value = m.get("eval_set_hash")
-        return value if value is not None else m.get("eval_set_commit_hash")  # seed 003 name
+        return value if value is not None else m.get("eval_set_commit_hash")  # the field's earlier name
 
     old, new = eval_hash(baseline), eval_hash(current)
     if old == new:

@@ -1,4 +1,4 @@
-"""``rageval judge RUN``: judge a finished run later from its stored judge inputs (seed 003, SPEC section 10).
+"""``rageval judge RUN``: judge a finished run later from its stored judge inputs.
 
 Every record of ``RUN/results.jsonl`` that carries ``judge_input``, has no
 error but a judge failure and is neither skipped nor an invalid line is judged again with

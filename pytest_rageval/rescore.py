@@ -1,4 +1,4 @@
-"""``rageval rescore RUN``: a new run recomputed from a run stored with full text, sending nothing (SPEC section 10).
+"""``rageval rescore RUN``: a new run recomputed from a run stored with full text, sending nothing.
 
 A run made with ``--rageval-store-full-text`` keeps, per case, the top-K
 chunks with every field and their full text, the references, the answer, the

@@ -1,4 +1,4 @@
-"""The standalone ``<run_id>/report.html`` page (SPEC section 9): its parts in order, its CSS, writing it.
+"""The standalone ``<run_id>/report.html`` page: its parts in order, its CSS, writing it.
 
 No network references: the page renders offline, and its Content-Security-Policy forbids remote loads and
 every script but browse.py's own (the filter bar; by its hash). The parts, regression first: the header with
