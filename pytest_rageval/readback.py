@@ -68,12 +68,14 @@ _VERDICT = {"score": SCORE, "label": FLAG, "reasoning": TEXT, "prompt_tokens": I
             "cost_usd": NUMBER}
 _JUDGE_INFO = {"name": TEXT, "model": TEXT, "prompt_version": TEXT, "base_url": TEXT, "json_mode": TEXT}
 
+_ERROR = dict.fromkeys(("kind", "message"), TEXT)  # record.CaseError's fields, both text
+
 #: A results.jsonl line (record.CaseRecord): the fields re-judging, rescoring, merging and the reports read.
 RECORD: dict[str, Any] = {
     "key": TEXT, "test_case_id": TEXT, "definition": TEXT, "file": TEXT, "line": INTEGER, "category": TEXT,
     "tags": [TEXT], "answerable": FLAG, "question": TEXT, "reference_answer": TEXT, "expected_key_facts": [TEXT],
     "recency_conflict_rule": TEXT, "invalid_line": FLAG, "matrix": OBJECT, "config_id": TEXT, "outcome": TEXT,
-    "error": {"kind": TEXT, "message": TEXT}, "metrics": {EACH: SCORE}, "thresholds": OBJECT,
+    "error": _ERROR, "metrics": {EACH: SCORE}, "thresholds": OBJECT,
     "misses": [{"metric": TEXT, "op": TEXT}], "warnings": [TEXT], "notes": [TEXT],
     "answer": TEXT, "abstained": FLAG, "abstain_reason": TEXT, "empty_response": FLAG,
     "retrieved_chunks": [_CHUNK], "references": [_CHUNK], "latency": {EACH: NUMBER},

@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "cmdline"),
     # 1 pure logic
     ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs", "reach",
-     "evalpaths"),
+     "evalpaths", "readback"),
     # 2 judges and the RAG client
     ("judges.*", "bounded_http", "client", "target_gate", "frameworks.*"),
     # 3 one case, one run folder, the session's set-up
