@@ -233,36 +233,3 @@ def test_each_k_of_a_k_axis_is_the_k_sent_and_recorded(pytester: pytest.Pytester
     assert result.ret == 0, result.stdout.str()
     recorded = sorted((r["config"]["k"], r["trace"]["k"], r["matrix"]["k"]) for r in _records(pytester))
     assert sent == [2, 4] and recorded == [(2, 2, 2), (4, 4, 4)]
-
-
-RETRIEVER = '''
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-
-
-class Retriever(BaseRetriever):
-    k: int = 3
-
-    def _get_relevant_documents(self, query, *, run_manager=None):
-        with open("asked.log", "a") as log:
-            log.write(f"{self.k}\\n")
-        return [Document(page_content=f"text {i}", metadata={"source": "docs/a.md" if i == 0 else f"docs/x{i}.md"})
-                for i in range(self.k)]
-
-
-retriever = Retriever()
-'''
-
-
-@pytest.mark.parametrize("axis", ["k", "top_k"])
-def test_a_framework_retriever_is_asked_at_the_k_each_config_records(pytester: pytest.Pytester, axis: str) -> None:
-    """A matrix depth axis, ``k`` as well as ``top_k``, sets a framework object's retriever k for each config."""
-    pytest.importorskip("langchain_core")
-    _eval_set(pytester, {"id": "c0"})
-    pytester.makepyfile(myretriever=RETRIEVER)
-    result = pytester.runpytest_subprocess(*_args("myretriever:retriever", "--rageval-matrix", f"{axis}=1,4",
-                                                  "-o", "rageval_slice_k=false", "--rageval-store-full-text"))
-    assert result.ret == 0, result.stdout.str()
-    asked = sorted(int(line) for line in (pytester.path / "asked.log").read_text().split())
-    recorded = sorted((r["config"]["k"], r["trace"]["k"], len(r["retrieved_chunks"])) for r in _records(pytester))
-    assert asked == [1, 4] and recorded == [(1, 1, 1), (4, 4, 4)], (asked, recorded)
