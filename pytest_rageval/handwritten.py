@@ -28,7 +28,7 @@ from .client import RagClient
 from .record import CaseError, CaseRecord
 from .runner import JudgeSetup, evaluate_case
 from .schema import EvalCase, RagResponse
-from .thresholds import ThresholdError, coerce_threshold, find_misses
+from .thresholds import ThresholdError, coerce_threshold, find_misses, shorten
 
 if TYPE_CHECKING:  # a type only: case_runner imports this module
     from .case_runner import CaseRunner
@@ -155,18 +155,11 @@ def assert_metrics(result: CaseResult, **thresholds: Any) -> None:
         raise AssertionError(format_failure(result.record))
 
 
-def _text(value: Any, limit: int = 200) -> str:
-    from .sanitize import terminal_safe
-
-    text = " ".join(str(value or "").split())
-    return terminal_safe(text[:limit] + ("..." if len(text) > limit else ""))
-
-
 def assert_abstained(result: CaseResult) -> None:
     """Fail the test unless the system abstained (said it cannot answer) on this case."""
     __tracebackhide__ = True
     if result.record.get("abstained") is not True:
-        raise AssertionError(f"expected the system to abstain; it answered: {_text(result.answer)}")
+        raise AssertionError(f"expected the system to abstain; it answered: {shorten(result.answer, 200)}")
 
 
 def assert_answered(result: CaseResult) -> None:
@@ -174,7 +167,7 @@ def assert_answered(result: CaseResult) -> None:
     __tracebackhide__ = True
     if result.record.get("abstained") is True:
         reason = result.record.get("abstain_reason") or result.answer
-        raise AssertionError(f"expected an answer; the system abstained: {_text(reason)}")
+        raise AssertionError(f"expected an answer; the system abstained: {shorten(reason, 200)}")
     if not (result.answer or "").strip():
         raise AssertionError("expected an answer; the system sent an empty one")
 
@@ -202,7 +195,7 @@ def assert_cites(result: CaseResult, *, rel_path: Optional[str] = None, heading_
     if any(cites(chunk) for chunk in chunks):
         return
     wanted = " > ".join(str(p) for p in (rel_path or f"doc_id {doc_id}", heading_path) if p)
-    shown = ", ".join(_text(c.get("rel_path") or c.get("doc_id"), 80) for c in chunks[:10]) or "none"
+    shown = ", ".join(shorten(str(c.get("rel_path") or c.get("doc_id")), 80) for c in chunks[:10]) or "none"
     if references:
         raise AssertionError(f"expected the answer to cite {wanted}; it cites: {shown}")
     raise AssertionError(f"expected a retrieved chunk of {wanted}; retrieved (top {len(chunks)}): {shown}")
