@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Optional
 
 import pytest
 
-from . import __version__, compat, spotcheck
+from . import __version__, compat, signals, spotcheck
 from .aggregate import Aggregator
 from .artifacts import (case_config, compose_metrics, config_hash, file_digests, new_run_id, why_not_latest,
                         with_seed_keys, writable_record)
@@ -256,7 +256,7 @@ class RunController:
         else:
             self.writer = RunFolder.new(s.output_dir, new_run_id(), config=self.build_config)
         self.case_config = case_config(k=s.k, config_hash=config_hash(s.snapshot()), judge=self.setup.judge_info())
-        self._previous_sigterm = _interrupt_on_sigterm(lambda: self.stop_workers())
+        self._previous_sigterm = signals.interrupt_on_sigterm(lambda: self.stop_workers())
         self.warn_unreachable_gold()
 
     def warn_unreachable_gold(self) -> None:
@@ -280,7 +280,8 @@ class RunController:
             return
         record = getattr(report, "rageval_case", None)
         for rec in [record] if record else list(getattr(report, "rageval_records", None) or []):
-            self._accept(rec, write=True)
+            with signals.held():  # a Ctrl-C between writing and counting would leave metrics.json one record short
+                self._accept(rec, write=True)
         # Streamed to disk and folded into the aggregates: pytest keeps every report until the end,
         # so drop the record from it to keep memory flat on long runs.
         for name in ("rageval_case", "rageval_records"):
@@ -426,7 +427,7 @@ class RunController:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.release_resume_lock()
-        _restore_sigterm(self._previous_sigterm)
+        signals.restore_sigterm(self._previous_sigterm)
         self._previous_sigterm = None
 
     # -- the end of the run ---------------------------------------------------------
@@ -794,26 +795,3 @@ def _eval_cases(args: list[str], rootdir: Path) -> Iterator[tuple[str, int, Eval
             display = str(file)
         for loaded in load_eval_file(file, display=display).cases:
             yield display, loaded.line, loaded.case
-
-
-def _interrupt_on_sigterm(on_signal: Callable[[], None]) -> Any:
-    """Treat SIGTERM like Ctrl-C for this session, so finished cases and metrics.json are kept; ``on_signal`` first."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
-        on_signal()
-        raise KeyboardInterrupt("SIGTERM: stopping; finished cases are kept")
-
-    return signal.signal(signal.SIGTERM, interrupt)
-
-
-def _restore_sigterm(previous: Any) -> None:
-    import signal
-
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)

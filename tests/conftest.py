@@ -1,5 +1,6 @@
-"""The test suite's own wiring: warm the HTTP transports before any in-process ``pytester`` run, and keep
-the suite's runs out of an outer GitHub job's step summary.
+"""The test suite's own wiring: warm the HTTP transports before any in-process ``pytester`` run, keep
+the suite's runs out of an outer GitHub job's step summary, and start the suite's own pytest runs without the
+unrelated pytest plugins that other installed packages bring.
 
 The project-wide wiring (``pytester``, helper imports) is the root ``conftest.py``.
 """
@@ -47,6 +48,20 @@ def _load_openai_lazily_imported_modules() -> None:
 
 
 _load_openai_lazily_imported_modules()
+
+
+#: pytest plugins that packages of the dev extra bring and no pytester run of the suite uses: the hypothesis and
+#: langsmith (a LangChain dependency) plugins alone take about two seconds of every pytest start, and each
+#: ``-n 2`` run starts three. ``-p no:NAME`` is a no-op where a plugin is not installed.
+UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester`` whose runs (in process, subprocess and their xdist workers) block :data:`UNUSED_PLUGINS`
+    (pytester clears ``PYTEST_ADDOPTS`` when it starts; this sets it again)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS))
+    return pytester
 
 
 @pytest.fixture(autouse=True)

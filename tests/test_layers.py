@@ -16,7 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 foundations: no pytest, no I/O beyond their one job
     ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
      "record", "schema", "anchors", "selection", "resume", "schedule", "commit", "atomic", "docpaths",
-     "cmdline"),
+     "cmdline", "signals"),
     # 1 pure logic
     ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs", "reach",
      "evalpaths", "readback"),

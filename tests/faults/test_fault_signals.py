@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from pytest_rageval.signals import held
 
 RAG = ("def ask(question, params):\n"
        "    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n")
@@ -66,3 +70,25 @@ def test_the_temp_folder_of_a_session_killed_with_sigkill_is_removed_by_the_next
     result = run(pytester, "-n", "2")
     assert result.ret == 0
     assert not orphan.exists() and alive.exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_inside_held_arrives_when_the_block_ends(signum: int) -> None:
+    """The record is written and counted (the whole block runs), then the signal reaches the handler of before."""
+    steps: list[str] = []
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signum)
+
+    previous = signal.signal(signum, interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with held():
+                steps.append("written")
+                os.kill(os.getpid(), signum)
+                time.sleep(0.05)  # a signal is handled between bytecodes: it would have landed here
+                steps.append("counted")
+            steps.append("after")
+        assert steps == ["written", "counted"] and signal.getsignal(signum) is interrupted
+    finally:
+        signal.signal(signum, previous)
