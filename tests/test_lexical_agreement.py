@@ -2,8 +2,8 @@
 
 The labels say what a careful human thinks of each answer, not what the judge does; the
 judge's verdict is that of a case with default thresholds and nothing configured. The
-floors below are what was measured (README, "Judges"); a change that loses agreement,
-or turns a known-good answer into a false alarm, fails here.
+floors below are what was measured (docs/explanation/judges.md, "What it cannot see, and how well it agrees");
+a change that loses agreement, or turns a known-good answer into a false alarm, fails here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pytest_rageval.judges.agreement import JudgedItem, agreement_rows, format_t
 from pytest_rageval.judges.lexical import LexicalJudge
 
 LABELLED = Path(__file__).resolve().parent / "data" / "lexical_labelled.jsonl"
-#: Measured (README; python bench/lexical_agreement.py): all 120 of 124 (97%), dev 87 of 89, holdout 33 of 35.
+#: Measured (docs/explanation/judges.md; python bench/lexical_agreement.py): all 120 of 124 (97%), dev 87 of 89, holdout 33 of 35.
 AGREEMENT_FLOOR = {"all": 120 / 124, "split dev": 87 / 89, "split holdout": 33 / 35}
 #: The answers it was measured to get wrong, and why: a judge of words cannot see these.
 KNOWN_DISAGREEMENTS = {

@@ -2,7 +2,8 @@
 hallucinations (one swapped name, number or date, a negation, the wrong side of a yes/no or an "A or B" question)
 next to correct answers, paraphrases, id citations and hedged answers. bench/lexical_agreement.py prints it.
 
-The floors are what was measured (README, "Judges"): per kind, the share of answers that get the human verdict.
+The floors are what was measured (docs/explanation/judges.md, "What it cannot see, and how well it agrees"): per
+kind, the share of answers that get the human verdict.
 The holdout half was written before the rules it is measured on and not tuned on but for three paraphrases;
 lexical_holdout2.jsonl was written afterwards, blind to the rules, and never tuned on.
 """
