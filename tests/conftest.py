@@ -52,8 +52,9 @@ _load_openai_lazily_imported_modules()
 
 #: pytest plugins that packages of the dev extra bring and no pytester run of the suite uses: the hypothesis and
 #: langsmith (a LangChain dependency) plugins alone take about two seconds of every pytest start, and each
-#: ``-n 2`` run starts three. ``-p no:NAME`` is a no-op where a plugin is not installed.
-UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs")
+#: ``-n 2`` run starts three. pytest-randomly shuffles the suite itself, never the projects a test runs, whose output
+#: a test reads line by line. ``-p no:NAME`` is a no-op where a plugin is not installed.
+UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs", "randomly")
 
 
 @pytest.fixture
