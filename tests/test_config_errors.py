@@ -1,4 +1,4 @@
-"""Configuration mistakes stop the run once, at start-up (issue 7, SPEC section 5).
+"""Configuration mistakes stop the run once, at start-up.
 
 Each is one usage error (exit status 4) with a did-you-mean where a name is
 misspelt, before any case runs: no request reaches the target, no run folder
@@ -66,9 +66,9 @@ def _one_usage_error(pytester: pytest.Pytester, result: pytest.RunResult, reques
      "pyproject.toml:5: [tool.rageval.thresholds].multi_hop: unknown metric 'recal_all_at_k' (did you mean 'recall_all_at_k'?)"),
     ('[tool.rageval.judge]\njson_mode = "json"\n', "pyproject.toml:2: [tool.rageval.judge] json_mode: Input should be"),
 ], ids=["table", "judge-key", "ini-key", "matrix", "category-metric", "judge-value"])
-def test_a_mistake_in_tool_rageval_stops_the_run_once(project: pytest.Pytester, xdist: list[str], table: str, message: str) -> None:
+def test_a_mistake_in_tool_rageval_stops_the_run_once(project: pytest.Pytester, table: str, message: str) -> None:
     project.makepyprojecttoml(table)
-    line = stopped_at_startup(project, *xdist)
+    line = stopped_at_startup(project)
     assert line.startswith("ERROR: pytest-rageval: ") and message in line, line
 
 
@@ -117,10 +117,10 @@ def test_every_mistake_of_the_table_is_named_in_file_order(project: pytest.Pytes
     ("rageval_headers =\n    X-Token: ${RAGEVAL_TEST_UNSET_VARIABLE}\n",
      "rageval_headers: environment variable 'RAGEVAL_TEST_UNSET_VARIABLE' is not set"),
 ], ids=["response-target", "response-path-as-target", "chunk-key", "request-map", "header", "header-variable"])
-def test_a_map_or_header_that_does_not_parse_stops_the_run_once(project: pytest.Pytester, xdist: list[str], ini: str,
+def test_a_map_or_header_that_does_not_parse_stops_the_run_once(project: pytest.Pytester, ini: str,
                                                               message: str) -> None:
     project.makeini("[pytest]\n" + ini)
-    line = stopped_at_startup(project, *xdist)
+    line = stopped_at_startup(project)
     assert message in line, line
 
 
@@ -131,12 +131,32 @@ def test_a_map_or_header_that_does_not_parse_stops_the_run_once(project: pytest.
     ("http://exa mple.com/ask", "rageval_target: 'http://exa mple.com/ask' is not a valid URL (host 'exa%20mple.com')"),
     ("http://localhost:99999/ask", "rageval_target: 'http://localhost:99999/ask' is not a valid URL (port 99999)"),
 ], ids=["no-module", "no-attribute", "import-fails", "bad-host", "bad-port"])
-def test_an_unusable_target_stops_the_run_once(project: pytest.Pytester, xdist: list[str], target: str, message: str) -> None:
+def test_an_unusable_target_stops_the_run_once(project: pytest.Pytester, target: str, message: str) -> None:
     project.makepyfile(myrag="def ask(question, params):\n    return {'answer': 'x'}\n",
                        brokenrag="raise ImportError('no vector store')\n")
-    result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}", *xdist)
+    result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}")
     line = _one_usage_error(project, result)
     assert message in line, line
+
+
+@pytest.mark.parametrize("mistake", ["table", "map", "target", "signature"])
+def test_under_xdist_a_mistake_stops_the_run_once_before_any_worker_starts(project: pytest.Pytester, mistake: str) -> None:
+    """One mistake of each kind above, with ``-n 2``: the controller stops the run; no worker starts."""
+    project.makepyfile(rag="def one(question):\n    return {'answer': 'x'}\n")
+    if mistake == "table":
+        project.makepyprojecttoml("[tool.rageval.treshold]\nmrr = 1\n")
+        expected = "unknown table [tool.rageval.treshold] (did you mean [tool.rageval.thresholds]?)"
+    elif mistake == "map":
+        project.makeini("[pytest]\nrageval_response_map =\n    anser = text\n")
+        expected = "unknown target 'anser' (did you mean 'answer'?)"
+    if mistake in ("table", "map"):
+        line = stopped_at_startup(project, "-n", "2")
+    else:
+        target, expected = (("nomod_rageval_test:ask", "cannot import module 'nomod_rageval_test'") if mistake == "target"
+                            else ("rag:one", "its signature (question) cannot take (question, params)"))
+        line = _one_usage_error(project, project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}",
+                                                           "-n", "2"))
+    assert line.startswith("ERROR: pytest-rageval: ") and expected in line, line
 
 
 def test_without_a_target_map_lines_are_still_checked(project: pytest.Pytester) -> None:
@@ -191,7 +211,7 @@ def test_a_mistake_in_the_pyproject_stops_rageval_compare_too(project: pytest.Py
                   "a target is called fn(question, params)*"),
 ])
 def test_a_target_that_cannot_be_called_stops_the_run_saying_how_targets_are_called(
-        project: pytest.Pytester, xdist: list[str], target: str, message: str) -> None:
+        project: pytest.Pytester, target: str, message: str) -> None:
     project.makepyfile(rag="""
         calls = []
         index = {}
@@ -204,7 +224,7 @@ def test_a_target_that_cannot_be_called_stops_the_run_saying_how_targets_are_cal
         def ask(question, params):
             return {"answer": "x"}
     """)
-    result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}", *xdist)
+    result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={target}")
     line = _one_usage_error(project, result)
     assert fnmatch.fnmatch(line, message), line
 

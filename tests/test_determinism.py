@@ -4,7 +4,8 @@
 extractive answer summed idf weights in set iteration order, which depends on
 the hash seed, and a tie between two sentences fell one way or the other. Each
 run here is a fresh process (the only way to change the hash seed) of the
-repository's own main job; everything but the clock must be identical.
+repository's own main job; everything but the clock must be identical (pytest-randomly, when installed,
+runs the cases in another order each time too).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _main_job(seed: str, output: Path) -> tuple[dict[str, Any], list[dict[str, A
     run = output / (output / "latest").read_text().strip()
     metrics = json.loads((run / "metrics.json").read_text())
     results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
-    return metrics, results
+    return metrics, sorted(results, key=lambda r: r["key"])  # lines come in the order cases finish
 
 
 def test_demo_main_job_is_identical_under_every_hash_seed(tmp_path: Path) -> None:

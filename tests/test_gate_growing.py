@@ -48,19 +48,19 @@ def grown(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return edited + [case(i) for i in range(20, 23)]
 
 
-def test_an_edited_eval_set_is_gated_on_its_unchanged_cases(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_an_edited_eval_set_is_gated_on_its_unchanged_cases(pytester: pytest.Pytester) -> None:
     cases = [case(i) for i in range(20)]
     write(pytester, cases)
     system = System()
     with AskServer(system) as server:
         assert pytester.runpytest(*args(server.url, "--rageval-update-baseline")).ret == 0
         write(pytester, grown(cases))
-        unchanged = pytester.runpytest(*args(server.url, *xdist))
+        unchanged = pytester.runpytest(*args(server.url))
         compared = latest_metrics(pytester.path)["comparison"]
         system.ranks = {"q-5": 2, "q-20": 2}  # only the changed and an added case get worse: nothing gated moved
-        only_new = pytester.runpytest(*args(server.url, *xdist))
+        only_new = pytester.runpytest(*args(server.url))
         system.ranks = {f"q-{i}": 2 for i in range(4)}  # four of the 18 compared cases halve their mrr
-        regressed = pytester.runpytest(*args(server.url, *xdist))
+        regressed = pytester.runpytest(*args(server.url))
     assert unchanged.ret == 0, unchanged.stdout.str()
     unchanged.stdout.fnmatch_lines([
         "*compared on 18 shared cases of 20 in the baseline and 22 in this run (3 added, 1 changed, 1 removed)*",

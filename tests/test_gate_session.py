@@ -105,11 +105,11 @@ def test_another_file_selection_is_compared_on_the_cases_both_runs_share(pyteste
     changed.stdout.fnmatch_lines(["baseline refused*", "  only 0 unchanged cases shared with the baseline, fewer than 1*"])
 
 
-def test_an_all_error_run_is_not_compared_and_leaves_latest(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_an_all_error_run_is_not_compared_and_leaves_latest(pytester: pytest.Pytester) -> None:
     eval_set(pytester, "eval_sets/s", ["c1", "c2"])
     system = System()
     with AskServer(system) as server:
-        args = base_args(server.url, "--rageval-baseline=base.json", *xdist)
+        args = base_args(server.url, "--rageval-baseline=base.json")
         pytester.runpytest(*args, "--rageval-update-baseline")
         good = latest(pytester.path)
         system.down = True

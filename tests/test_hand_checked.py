@@ -141,9 +141,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester, xdist: list[str]) -> None:
+def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester) -> None:
     with AskServer(respond) as server:
-        result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *xdist)
+        result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=8, failed=6, errors=1, skipped=1)
     assert "q-skip" not in server.questions()  # nothing is sent for a skipped case
     assert server.questions().count("q-boom") == 3  # the 500 is retried twice

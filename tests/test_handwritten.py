@@ -49,8 +49,8 @@ def project(pytester: pytest.Pytester, tests: str) -> None:
     (pytester.path / "eval_sets" / "s.jsonl").write_text(json.dumps(line) + "\n")
 
 
-def run(pytester: pytest.Pytester, xdist: list[str], *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *xdist, *extra)
+def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *extra)
 
 
 def metrics(root: Path) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def metrics(root: Path) -> dict[str, Any]:
 
 
 def test_a_conftest_function_is_the_target_of_hand_written_tests_and_eval_set_cases(
-        pytester: pytest.Pytester, xdist: list[str]) -> None:
+        pytester: pytest.Pytester) -> None:
     project(pytester, '''
 from pytest_rageval import SessionClient, assert_metrics
 
@@ -73,7 +73,7 @@ def test_bad(rageval_client):
 
 GOLD = [{"rel_path": "docs/a.md", "heading_path": "# A"}]
 ''')
-    result = run(pytester, xdist, "test_hand.py", "eval_sets")
+    result = run(pytester, "test_hand.py", "eval_sets")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*mrr = 0.333333 (needs >= 1)*"])
     cases = metrics(pytester.path)["cases"]
@@ -82,7 +82,7 @@ GOLD = [{"rel_path": "docs/a.md", "heading_path": "# A"}]
     assert cases[f"test_hand.py::test_bad::{question_id('bad one')}"]["outcome"] == "failed"
 
 
-def test_a_target_that_raises_makes_the_test_an_error_counted_in_errors(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_target_that_raises_makes_the_test_an_error_counted_in_errors(pytester: pytest.Pytester) -> None:
     project(pytester, '''
 from pytest_rageval import assert_metrics
 
@@ -94,7 +94,7 @@ def test_never_asserted(rageval_client):
     rageval_client.evaluate(id="bad-unasserted", question="bad one", gold_supports=[{"rel_path": "docs/a.md"}],
                             thresholds={"mrr": 1})
 ''')
-    result = run(pytester, xdist, "test_hand.py")
+    result = run(pytester, "test_hand.py")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*[[]q-*[]] RAG call failed (target): the target raised SystemExit(3)",
                                  "ERROR test_hand.py::test_exit*"])
@@ -119,7 +119,7 @@ def test_twice(rageval_client):
     rageval_client.evaluate(question="good one", gold_supports=GOLD)
     rageval_client.evaluate(question="good one", gold_supports=GOLD)
 ''')
-    result = run(pytester, xdist, "test_hand.py")
+    result = run(pytester, *xdist, "test_hand.py")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*ValueError: evaluate(): this test already evaluated a case with id "
                                  f"'{question_id('good one')}' (the same question); give each call its own id=*"])
@@ -130,7 +130,7 @@ def test_twice(rageval_client):
     assert cases[f"test_hand.py::test_two::{question_id('bad one')}"]["outcome"] == "passed"  # no threshold of its own
 
 
-def test_the_assertion_helpers(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_the_assertion_helpers(pytester: pytest.Pytester) -> None:
     project(pytester, '''
 import pytest
 from pytest_rageval import assert_abstained, assert_answered, assert_cites
@@ -153,7 +153,7 @@ def test_wrong_answered(rageval_client):
 def test_wrong_cites(rageval_client):
     assert_cites(rageval_client.evaluate(question="good one"), rel_path="docs/b.md")
 ''')
-    result = run(pytester, xdist, "test_hand.py")
+    result = run(pytester, "test_hand.py")
     result.assert_outcomes(passed=2, failed=3)
     result.stdout.fnmatch_lines_random([
         "*expected the system to abstain; it answered: The fee is 5 euros*",
@@ -162,7 +162,7 @@ def test_wrong_cites(rageval_client):
     ])
 
 
-def test_hand_written_tests_that_judge_carry_the_judge_marker(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_hand_written_tests_that_judge_carry_the_judge_marker(pytester: pytest.Pytester) -> None:
     project(pytester, '''
 def test_uses_client(rageval_client):
     rageval_client.evaluate(question="good one")
@@ -173,8 +173,8 @@ def test_uses_judge(rageval_judge):
 def test_plain():
     pass
 ''')
-    judged = pytester.runpytest("--rageval", "--rageval-judge=lexical", "-p", "no:cacheprovider", *xdist,
+    judged = pytester.runpytest("--rageval", "--rageval-judge=lexical", "-p", "no:cacheprovider",
                                 "test_hand.py", "-m", "not judge")
-    assert judged.ret == 0 and judged.parseoutcomes()["passed"] == 1  # (xdist's summary counts no deselected items)
-    unjudged = run(pytester, xdist, "test_hand.py", "-m", "not judge")  # no judge in the run: evaluate judges nothing
+    assert judged.ret == 0 and judged.parseoutcomes()["passed"] == 1
+    unjudged = run(pytester, "test_hand.py", "-m", "not judge")  # no judge in the run: evaluate judges nothing
     assert unjudged.ret == 0 and unjudged.parseoutcomes()["passed"] == 2

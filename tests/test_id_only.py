@@ -47,11 +47,11 @@ def metrics_of(pytester: pytest.Pytester) -> dict[str, Any]:
     return json.loads((pytester.path / "results" / run / "metrics.json").read_text())["cases"]
 
 
-def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pytester) -> None:
     pytester.makeini(seed_001_ini())
     write(pytester, CASES)
     with AskServer(seed001) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines_random(["*recall_all_at_k = 0 (needs >= 1)*", "*conflict_rule = 0 (needs >= 1)*"])
     cases = {key.split("::")[1]: case["metrics"] for key, case in metrics_of(pytester).items()}
@@ -60,14 +60,14 @@ def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pyteste
     assert "RagevalWarning" not in result.stdout.str()
 
 
-def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: pytest.Pytester) -> None:
     pytester.makeini(seed_001_ini())
     write(pytester, [
         {"id": f"by-path-{i}", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "proposals/stip.md"}]}
         for i in range(4)
     ])
     with AskServer(seed001) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(failed=4)
     out = result.stdout.str()
     assert out.count("pytest-rageval:0: RagevalWarning: gold_supports can never match") == 1, out
@@ -78,6 +78,6 @@ def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: 
     pytester.makeini(seed_001_ini("retrieved_chunks.rel_path = url", "references.rel_path = url"))
     write(pytester, [{"id": "by-url", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "https://example.org/stip"}]}])
     with AskServer(seed001) as server:
-        mapped = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)
+        mapped = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     mapped.assert_outcomes(passed=1)
     assert "gold_supports can never match" not in mapped.stdout.str()

@@ -294,11 +294,11 @@ def test_a_re_run_asks_again(pytester: pytest.Pytester) -> None:
         assert len(server.requests) == 2  # one per run: the cache lives for one run only
 
 
-def test_a_target_axis_asks_each_system(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_target_axis_asks_each_system(pytester: pytest.Pytester) -> None:
     eval_set(pytester)
     with AskServer(System()) as one, AskServer(System()) as two:
         secret = two.url.replace("http://", "http://ci:s3cr3t-pw@")  # credentials in a target: never in an artifact
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *xdist,
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider",
                                     "--rageval-matrix", f"target={one.url},{secret};top_k=5,10")
         counts = len(one.requests), len(two.requests)
         assert "target" not in one.requests[0]["body"]

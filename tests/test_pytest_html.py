@@ -157,10 +157,10 @@ def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     assert "judge_cost_usd" not in bad
 
 
-def test_runs_without_pytest_html(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_runs_without_pytest_html(pytester: pytest.Pytester) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:html", *xdist)
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:html")
     result.assert_outcomes(passed=1, failed=1, errors=1)
     assert "INTERNALERROR" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert (run_dir(pytester.path) / "report.html").exists()

@@ -137,8 +137,8 @@ def run_twice(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args:
 
 
 def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
-    result, step = run_twice(pytester, monkeypatch, *xdist)
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, step = run_twice(pytester, monkeypatch)
     assert result.ret == 1, result.stdout.str()
     text = (pytester.path / "out.md").read_text()
     assert step.read_text() == "earlier step\n" + text  # appended, as GitHub's step summary expects

@@ -66,10 +66,10 @@ HOSTILE = {
 }
 
 
-def test_hostile_json_is_one_bad_line_and_every_other_line_and_set_runs(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_hostile_json_is_one_bad_line_and_every_other_line_and_set_runs(pytester: pytest.Pytester) -> None:
     project(pytester, [GOOD[0], *(text for text, _ in HOSTILE.values()), GOOD[1]], name="eval_sets/hostile")
     project(pytester, [GOOD[2]], name="eval_sets/other")
-    result = run(pytester, *xdist)
+    result = run(pytester)
     result.assert_outcomes(passed=3, errors=len(HOSTILE))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()

@@ -100,12 +100,12 @@ def test_a_folder_link_back_up_is_one_error_item_and_every_case_runs_once(
 
 
 @FOLDER_ARG
-def test_collection_with_two_links_back_up_ends(pytester: pytest.Pytester, xdist: list[str], args: list[str]) -> None:
+def test_collection_with_two_links_back_up_ends(pytester: pytest.Pytester, args: list[str]) -> None:
     # Each link doubles the paths of a walk that follows links: 2**40 of them without a guard.
     sets = project(pytester)
     os.symlink(".", sets / "self")
     os.symlink("..", sets / "sub" / "up")
-    result = pytester.runpytest_subprocess(*OPTIONS, *xdist, *args, timeout=60)
+    result = pytester.runpytest_subprocess(*OPTIONS, *args, timeout=60)
     result.assert_outcomes(passed=4, errors=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines_random([
@@ -118,12 +118,12 @@ def test_collection_with_two_links_back_up_ends(pytester: pytest.Pytester, xdist
 
 @FOLDER_ARG
 def test_a_link_to_a_folder_outside_is_followed_and_a_file_reached_twice_runs_once(
-        pytester: pytest.Pytester, xdist: list[str], args: list[str]) -> None:
+        pytester: pytest.Pytester, args: list[str]) -> None:
     sets = project(pytester)
     write_set(pytester.path, "shared/x.jsonl", cases("x", 2))
     os.symlink(pytester.path / "shared", sets / "ext")  # eval_sets/ext/x.jsonl
     os.symlink(pytester.path / "shared" / "x.jsonl", sets / "x_again.jsonl")  # the same file, a second way
-    result = run(pytester, *xdist, *args)
+    result = run(pytester, *args)
     result.assert_outcomes(passed=6)
     assert result.ret == pytest.ExitCode.OK
     no_traceback(result)

@@ -199,7 +199,7 @@ def test_an_output_folder_under_a_file_is_a_usage_error_before_any_case(project:
     assert "--rageval-output:" in line and "blocker is not a folder" in line, line
 
 
-def test_an_unwritable_output_folder_is_a_usage_error_before_any_case(project: pytest.Pytester, xdist: list[str]) -> None:
+def test_an_unwritable_output_folder_is_a_usage_error_before_any_case(project: pytest.Pytester) -> None:
     if not _immutable_dir_works():
         missing("chattr +i is not available here (needs root and a file system that supports it)")
     out = project.path / "results"
@@ -207,7 +207,7 @@ def test_an_unwritable_output_folder_is_a_usage_error_before_any_case(project: p
     subprocess.run(["chattr", "+i", str(out)], check=True)
     try:
         with AskServer(respond) as server:
-            line = usage_error(rageval(project, server.url, *xdist))
+            line = usage_error(rageval(project, server.url))
             assert server.requests == []
         assert list(out.iterdir()) == []
     finally:

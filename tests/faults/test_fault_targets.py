@@ -199,10 +199,10 @@ def assert_kept_and_incomplete(root: Path, proc: subprocess.Popen, took: float) 
     assert sorted(r["test_case_id"] for r in records) == [f"c{i:03d}" for i in range(LAST)]
 
 
-def test_sigterm_ends_the_run_while_a_sync_target_hangs(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_sigterm_ends_the_run_while_a_sync_target_hangs(pytester: pytest.Pytester) -> None:
     project(pytester, {f"q{LAST}": "hang"})
     cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask",
-           "-p", "no:cacheprovider", "-o", "rageval_timeout=600", "--rageval-concurrency=1", *xdist]
+           "-p", "no:cacheprovider", "-o", "rageval_timeout=600", "--rageval-concurrency=1"]
     root = pytester.path
     proc, took = run_until(cmd, root, lambda: (root / "hung.flag").exists() and finished_lines(root) == CASES - 1)
     assert_kept_and_incomplete(root, proc, took)
