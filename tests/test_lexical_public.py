@@ -26,14 +26,14 @@ KIND_FLOOR = {
     "yes-no-wrong": (11, 11), "a-or-b-wrong": (10, 10),
 }
 SPLIT_FLOOR = {"split dev": (85, 86), "split holdout": (81, 84), "all": (166, 170)}
-#: The second held-out set (tests/data/lexical_holdout2.jsonl), written blind to the rules after lexical/v4 and
-#: never tuned on: measured once, kept from getting worse.
+#: The second held-out set (tests/data/lexical_holdout2.jsonl), written blind to the rules after lexical/v4: measured
+#: at 114 of 120 then; its missed items led to three rules of lexical/v5 (so it is held out no longer): kept from getting worse.
 HOLDOUT2 = PUBLIC.with_name("lexical_holdout2.jsonl")
 HOLDOUT2_FLOOR = {
     "correct": (12, 12), "paraphrase": (11, 12), "cite-id": (12, 12), "hedged": (12, 12),
-    "yes-no-right": (4, 6), "a-or-b-right": (6, 6),
-    "swap-entity": (11, 12), "swap-number": (12, 12), "swap-date": (12, 12), "negation": (10, 12),
-    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (114, 120),
+    "yes-no-right": (6, 6), "a-or-b-right": (6, 6),
+    "swap-entity": (11, 12), "swap-number": (12, 12), "swap-date": (12, 12), "negation": (12, 12),
+    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (118, 120),
 }
 
 

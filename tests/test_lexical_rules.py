@@ -85,3 +85,21 @@ def test_around_four_hundred_meets_about_400() -> None:
     verdict = judge("correctness", "How many delegates came?", "Around four hundred delegates came.",
                     ["About 400 delegates attended."], "about 400")
     assert verdict.score == 5.0, verdict.reasoning
+
+
+BRIDGE = ["The Golden Gate Bridge opened to traffic on 27 May 1937 in San Francisco, after four years of building."]
+
+
+@pytest.mark.parametrize("answer, grounded", [
+    ("The Golden Gate Bridge opened on 27 May 1937 in San Francisco.", True),
+    ("The Golden Gate Bridge was not opened until 27 May 1937.", True),  # "not ... until" states when it opened
+    ("It took no longer than four years to build the Golden Gate Bridge, which opened on 27 May 1937.", True),
+    ("No. The Golden Gate Bridge opened on 27 May 1937.", True),  # a bare "No." is a polarity, not a claim
+    ("The Golden Gate Bridge did not open on 27 May 1937 in San Francisco.", False),  # the text's own verb, negated
+    ("The Golden Gate Bridge was never inaugurated on 27 May 1937 in San Francisco.", False),  # another verb, denied
+])
+def test_a_clause_denied_as_a_whole_contradicts_the_text_and_not_until_does_not(answer: str, grounded: bool) -> None:
+    verdict = judge("groundedness", "When did the Golden Gate Bridge open?", answer, BRIDGE)
+    assert verdict.score is not None and (verdict.score >= 3) is grounded, verdict.reasoning
+    if not grounded:
+        assert "contradicted" in verdict.reasoning

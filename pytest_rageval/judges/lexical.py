@@ -311,7 +311,19 @@ def _negation_conflict(claim: str, sentences: Sequence[tuple[str, Analysis]]) ->
         flips = [_flips(words, s) for _, s in matches]
         if all(flips):
             return f"negation differs on {', '.join(sorted(flips[0]))} from: {matches[0][0].strip()}"
+        if best >= 3 and _denies(clause, words, [s for _, s in matches]):
+            denied = " ".join(display(t) for t in words.tokens if t in words.negated) or "it"
+            return f"the answer denies ({denied}) what the text states: {matches[0][0].strip()}"
     return None
+
+
+def _denies(clause: str, words: Analysis, sentences: Sequence[Analysis]) -> bool:
+    """Whether a clause negated as a whole ("did not take place on 17 December 1903 near Kitty Hawk") says of its
+    numbers, dates and names what un-negated sentences holding all of them state, in words of their own."""
+    if not words.sentential:
+        return False
+    anchors = (frozenset(t for t in words.plain if exact_class(t)) | names(clause)) - words.negated
+    return bool(anchors) and all(not s.negation and anchors <= s.distinct for s in sentences)
 
 
 def _unmatched_clause(claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]],
@@ -555,7 +567,7 @@ class LexicalJudge:
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v4"
+    PROMPT_VERSION = "lexical/v5"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())

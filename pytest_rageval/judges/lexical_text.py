@@ -160,6 +160,12 @@ FACT_STOPWORDS = STOPWORDS - _FACT_WORDS
 NEGATIONS = frozenset("not no never none nor neither without nobody nothing".split())
 #: How many content words after a negation it covers ("was not executed", "no Tally vote").
 NEGATION_SCOPE = 2
+#: Verbs that a negation following them turns into a denial of the whole clause ("did not", "was never").
+AUXILIARIES = frozenset("is was are were be been do does did has have had can could will would shall should may might must".split())
+#: What after a negation word states something positive: "not only", "no later than", "not ... until".
+_NOT_NEGATING_NEXT = frozenset("only just merely simply least".split())
+_COMPARATIVES = frozenset("later earlier sooner more less fewer longer".split())
+_UNTIL = frozenset({"until", "till"})
 _CLAUSE_BREAKS = frozenset("but and although though while whereas because since so yet however instead".split())
 _SCAN = re.compile(r"[^\W_]+(?:\.\d+)*%?|[,;:.!?()\[\]]")
 
@@ -241,6 +247,7 @@ class Analysis:
     distinct: frozenset[str]
     negated: frozenset[str]  # tokens inside a negation's scope
     negation: bool  # the text holds a negation word
+    sentential: bool = False  # a negation right after an auxiliary ("did not", "was never"): it denies the clause
 
     @property
     def plain(self) -> frozenset[str]:
@@ -268,21 +275,38 @@ def _capitalised(text: str) -> frozenset[str]:
     return frozenset(normalise(word) for word in _WORD.findall(text) if word[0].isupper())
 
 
+def _not_negating(raws: Sequence[str], at: int) -> bool:
+    """Whether the negation word at ``raws[at]`` starts a construction that states something positive:
+    "not only", "no later than", or "not ... until" in the same clause ("was not published until 1859")."""
+    following = raws[at + 1 : at + 3]
+    if following[:1] and following[0] in _NOT_NEGATING_NEXT:
+        return True
+    if len(following) == 2 and following[0] in _COMPARATIVES and following[1] == "than":
+        return True
+    for raw in raws[at + 1 :]:
+        if not raw[0].isalnum() or raw in _CLAUSE_BREAKS:
+            return False
+        if raw in _UNTIL:
+            return True
+    return False
+
+
 def _scan(text: str, stop: frozenset[str]) -> Analysis:
     tokens: list[str] = []
     negated: set[str] = set()
-    negation = False
+    negation = sentential = False
     scope = 0  # content words still inside the current negation's scope
     capitals = _capitalised(canonical(text))
     places: set[str] = set()  # what its capitalised demonyms name ("Tanzanian" states Tanzania)
-    for match in _SCAN.finditer(normalise(canonical(text))):
-        raw = match.group(0)
+    raws = [match.group(0) for match in _SCAN.finditer(normalise(canonical(text)))]
+    for at, raw in enumerate(raws):
         if not raw[0].isalnum() or raw in _CLAUSE_BREAKS:
             scope = 0
             if not raw[0].isalnum():
                 continue
-        if raw in NEGATIONS:
+        if raw in NEGATIONS and not _not_negating(raws, at):
             negation, scope = True, NEGATION_SCOPE
+            sentential = sentential or (at > 0 and raws[at - 1] in AUXILIARIES)
             tokens.append(raw)
             continue
         token = _token(raw, stop)
@@ -294,7 +318,7 @@ def _scan(text: str, stop: frozenset[str]) -> Analysis:
         if scope:
             negated.add(token)
             scope -= 1
-    return Analysis(tuple(tokens), frozenset(tokens) | places, frozenset(negated), negation)
+    return Analysis(tuple(tokens), frozenset(tokens) | places, frozenset(negated), negation, sentential)
 
 
 @lru_cache(maxsize=16384)
@@ -442,15 +466,15 @@ def _sentences(block: str) -> list[str]:
 def split_claims(answer: str, citation_patterns: Sequence[Pattern[str]] = ()) -> list[str]:
     """The answer's claims: sentences, bullet items and ``;``-separated parts with content words.
 
-    Citation markers are removed first; headings, ``Sources:`` lines and lead-ins ending with
-    ``:`` are not claims.
+    Citation markers are removed first; headings, ``Sources:`` lines, lead-ins ending with
+    ``:`` and a bare "Yes." or "No." are not claims.
     """
     claims: list[str] = []
     for block in _blocks(strip_citations(answer, citation_patterns)):
         for sentence in _sentences(block):
             for part in sentence.split(";"):
                 part = part.strip(" \t-\u2013\u2014,")
-                if part and not part.endswith(":") and analyse(part).tokens:
+                if part and not part.endswith(":") and analyse(part).plain:  # "No." alone is a polarity, not a claim
                     claims.append(part)
     return claims
 
