@@ -1,4 +1,4 @@
-"""The test suite's own wiring: warm the HTTP transports before any in-process ``pytester`` run, keep
+"""The test suite's own wiring: warm the HTTP transports before the first ``pytester`` run, keep
 the suite's runs out of an outer GitHub job's step summary, and start the suite's own pytest runs without the
 unrelated pytest plugins that other installed packages bring.
 
@@ -21,8 +21,6 @@ def _load_httpx_lazily_imported_modules() -> None:
     except httpx.HTTPError:
         pass
 
-
-_load_httpx_lazily_imported_modules()
 
 
 def _load_openai_lazily_imported_modules() -> None:
@@ -47,7 +45,12 @@ def _load_openai_lazily_imported_modules() -> None:
     asyncio.run(refused())
 
 
-_load_openai_lazily_imported_modules()
+@pytest.fixture(scope="session")
+def _warm_transports() -> None:
+    """Both warm-ups, once per process and only where a test runs pytest in process (a pytester test): other
+    tests, and a run of only those, start without them."""
+    _load_httpx_lazily_imported_modules()
+    _load_openai_lazily_imported_modules()
 
 
 #: pytest plugins that packages of the dev extra bring and no pytester run of the suite uses: the hypothesis and
@@ -58,9 +61,10 @@ UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs
 
 
 @pytest.fixture
-def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def pytester(_warm_transports: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's ``pytester`` whose runs (in process, subprocess and their xdist workers) block :data:`UNUSED_PLUGINS`
-    (pytester clears ``PYTEST_ADDOPTS`` when it starts; this sets it again)."""
+    (pytester clears ``PYTEST_ADDOPTS`` when it starts; this sets it again), with the transports warmed before
+    pytester takes its snapshot of ``sys.modules``."""
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS))
     return pytester
 
