@@ -1,6 +1,6 @@
 """The test suite's own wiring: warm the HTTP transports before the first ``pytester`` run, keep
 the suite's runs out of an outer GitHub job's step summary, and start the suite's own pytest runs without the
-unrelated pytest plugins that other installed packages bring.
+unrelated pytest plugins that other installed packages bring; mark the tests that start processes ``e2e``.
 
 The project-wide wiring (``pytester``, helper imports) is the root ``conftest.py``.
 """
@@ -67,6 +67,22 @@ def pytester(_warm_transports: None, pytester: pytest.Pytester, monkeypatch: pyt
     pytester takes its snapshot of ``sys.modules``."""
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS))
     return pytester
+
+
+#: Fixtures whose tests start processes (pytest runs, a browser): such a test is end to end.
+PROCESS_FIXTURES = frozenset({"pytester", "needs_chromium"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: starts processes (pytest runs, the rageval command, a browser); "
+                                       "pytest -m 'not e2e' runs the fast unit tests alone")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that requests a process fixture is marked ``e2e`` (tests that start processes themselves say so)."""
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(autouse=True)

@@ -47,6 +47,7 @@ def _main_job(seed: str, output: Path) -> tuple[dict[str, Any], list[dict[str, A
     return metrics, sorted(results, key=lambda r: r["key"])  # lines come in the order cases finish
 
 
+@pytest.mark.e2e
 def test_demo_main_job_is_identical_under_every_hash_seed(tmp_path: Path) -> None:
     runs = {seed: _main_job(seed, tmp_path / f"seed{seed}") for seed in SEEDS}
     metrics0, results0 = runs[SEEDS[0]]
@@ -58,6 +59,7 @@ def test_demo_main_job_is_identical_under_every_hash_seed(tmp_path: Path) -> Non
         assert _without_clock(results) == _without_clock(results0), f"results.jsonl differs under PYTHONHASHSEED={seed}"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("seed", ["1", "2"])
 def test_demo_answer_of_the_once_flaky_case(seed: str) -> None:
     """The case that failed under ``PYTHONHASHSEED=1``: both budgets, from both notes, in every process."""

@@ -160,6 +160,7 @@ def test_no_internal_vocabulary(page: Path) -> None:
     assert [word for word in INTERNAL_WORDS if word in text] == []
 
 
+@pytest.mark.e2e
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     need_module("mkdocs")
     need_module("material")

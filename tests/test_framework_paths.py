@@ -145,6 +145,7 @@ def test_chunk_shapes_that_can_never_match(tmp_path: Path) -> None:
     assert "carries a rel_path" in shape_problems(cases, [Chunk(doc_id="x")], tmp_path)[0]
 
 
+@pytest.mark.e2e
 def test_inspect_names_the_gold_that_can_never_match(tmp_path: Path) -> None:
     (tmp_path / "hr").mkdir()
     (tmp_path / "hr" / "leave.md").write_text("# Handbook\n## Leave\n")

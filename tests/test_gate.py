@@ -455,6 +455,7 @@ def test_gate_runs_is_one_policy() -> None:
     assert gate_runs(base, low, gate={"min_judge_coverage": 0.5}).passed
 
 
+@pytest.mark.e2e
 def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
     """One random source: 3,000 cases x 1,000 samples (past the 2,000,000 draws where numpy once took over)
     give the same interval in a fresh process, with numpy importable or made unimportable, under any hash seed."""

@@ -30,6 +30,9 @@ def test_a_metric_is_named_by_its_aggregate_or_its_own_name() -> None:
     assert scale_of("correctness_avg") == (0.0, 5.0) and scale_of("mrr_avg") == (0.0, 1.0)
 
 
+pytestmark = pytest.mark.e2e  # most tests here run the rageval command
+
+
 def _runs(folder: Path, values: list[object]) -> None:
     for number, mrr in enumerate(values):
         run = folder / f"2026010{number}-000000-aaaaa{number}"

@@ -354,6 +354,7 @@ def test_many_records_are_judged_concurrently_but_bounded(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------- unreadable lines
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("damage", "command", "refused"),
     [
