@@ -32,7 +32,8 @@ from pytest_rageval.judges.agreement import agreement_rows, format_table, judge_
 from pytest_rageval.judges.lexical import LexicalJudge  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl", DATA / "lexical_holdout2.jsonl"]
+DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl", DATA / "lexical_holdout2.jsonl",
+                DATA / "lexical_holdout3.jsonl"]
 
 
 def main() -> int:

@@ -35,6 +35,17 @@ HOLDOUT2_FLOOR = {
     "swap-entity": (11, 12), "swap-number": (12, 12), "swap-date": (12, 12), "negation": (12, 12),
     "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (118, 120),
 }
+#: The third held-out set (tests/data/lexical_holdout3.jsonl), written blind to the rules of lexical/v5, with harder
+#: paraphrases (numbers in words, derived numbers) and right answers that hold a negation: measured blind at 112 of
+#: 132 (right answers 55 of 72 pass, wrong ones 57 of 60 fail); one of its false alarms then made the rule that a
+#: denial must meet one statement of a sentence (113 of 132). Kept from getting worse.
+HOLDOUT3 = PUBLIC.with_name("lexical_holdout3.jsonl")
+HOLDOUT3_FLOOR = {
+    "correct": (12, 12), "paraphrase": (5, 12), "cite-id": (12, 12), "hedged": (11, 12), "correct-negative": (6, 12),
+    "yes-no-right": (4, 6), "a-or-b-right": (6, 6),
+    "swap-entity": (11, 12), "swap-number": (10, 12), "swap-date": (12, 12), "negation": (12, 12),
+    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (113, 132),
+}
 
 
 @pytest.fixture(scope="module")
@@ -76,5 +87,18 @@ def judged_holdout2() -> list[JudgedItem]:
 def test_the_second_holdout_stays_at_or_above_what_was_measured(judged_holdout2: list[JudgedItem], group: str) -> None:
     rows = {row.group: row for row in agreement_rows(judged_holdout2)}
     agree, n = HOLDOUT2_FLOOR[group]
+    assert rows[group].n == n
+    assert rows[group].agree >= agree, f"{group}:\n{format_table(list(rows.values()))}"
+
+
+@pytest.fixture(scope="module")
+def judged_holdout3() -> list[JudgedItem]:
+    return judge_items(LexicalJudge(), load_labelled(HOLDOUT3))
+
+
+@pytest.mark.parametrize("group", list(HOLDOUT3_FLOOR))
+def test_the_third_holdout_stays_at_or_above_what_was_measured(judged_holdout3: list[JudgedItem], group: str) -> None:
+    rows = {row.group: row for row in agreement_rows(judged_holdout3)}
+    agree, n = HOLDOUT3_FLOOR[group]
     assert rows[group].n == n
     assert rows[group].agree >= agree, f"{group}:\n{format_table(list(rows.values()))}"

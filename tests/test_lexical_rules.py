@@ -103,3 +103,12 @@ def test_a_clause_denied_as_a_whole_contradicts_the_text_and_not_until_does_not(
     assert verdict.score is not None and (verdict.score >= 3) is grounded, verdict.reasoning
     if not grounded:
         assert "contradicted" in verdict.reasoning
+
+
+def test_a_denial_meets_one_statement_not_a_sentence_that_shares_its_names_out() -> None:
+    """True: the prize went to the others, in one statement; what is said of Franklin is another."""
+    prize = ["Watson, Crick and Wilkins received the Nobel Prize in 1962; Franklin had died in 1958."]
+    verdict = judge("groundedness", "Did Franklin share the prize?", "Franklin did not share the 1962 Nobel Prize.", prize)
+    assert verdict.score is not None and verdict.score >= 3, verdict.reasoning
+    wrong = judge("groundedness", "Who received the prize?", "Watson and Crick were not awarded the 1962 Nobel Prize.", prize)
+    assert wrong.score is not None and wrong.score <= 2 and "denies" in wrong.reasoning, wrong.reasoning

@@ -311,19 +311,29 @@ def _negation_conflict(claim: str, sentences: Sequence[tuple[str, Analysis]]) ->
         flips = [_flips(words, s) for _, s in matches]
         if all(flips):
             return f"negation differs on {', '.join(sorted(flips[0]))} from: {matches[0][0].strip()}"
-        if best >= 3 and _denies(clause, words, [s for _, s in matches]):
+        if best >= 3 and _denies(clause, words, [text for text, _ in matches]):
             denied = " ".join(display(t) for t in words.tokens if t in words.negated) or "it"
             return f"the answer denies ({denied}) what the text states: {matches[0][0].strip()}"
     return None
 
 
-def _denies(clause: str, words: Analysis, sentences: Sequence[Analysis]) -> bool:
+#: Where a context sentence holds two statements: "Watson and Crick received the prize in 1962; Franklin had died".
+_STATEMENT_SPLIT = re.compile(r";|\s(?:but|while|whereas|although|though)\s", re.I)
+
+
+def _denies(clause: str, words: Analysis, sentences: Sequence[str]) -> bool:
     """Whether a clause negated as a whole ("did not take place on 17 December 1903 near Kitty Hawk") says of its
-    numbers, dates and names what un-negated sentences holding all of them state, in words of their own."""
+    numbers, dates and names what one un-negated statement holding all of them states, in words of its own. A
+    sentence whose statements share them out ("Franklin did not share the 1962 prize" against "Watson and Crick
+    received it in 1962; Franklin had died") does not count."""
     if not words.sentential:
         return False
-    anchors = (frozenset(t for t in words.plain if exact_class(t)) | names(clause)) - words.negated
-    return bool(anchors) and all(not s.negation and anchors <= s.distinct for s in sentences)
+    opening = clause.split(None, 1)[:1]  # the subject's name opens the clause: "Franklin did not share ..."
+    capitalised = analyse(opening[0]).plain if opening and opening[0][:1].isupper() else frozenset()
+    anchors = (frozenset(t for t in words.plain if exact_class(t)) | names(clause) | capitalised) - words.negated
+    return bool(anchors) and all(
+        any(not part.negation and anchors <= part.distinct for part in map(analyse, _STATEMENT_SPLIT.split(text)))
+        for text in sentences)
 
 
 def _unmatched_clause(claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]],
