@@ -38,13 +38,14 @@ HOLDOUT2_FLOOR = {
 #: The third held-out set (tests/data/lexical_holdout3.jsonl), written blind to the rules of lexical/v5, with harder
 #: paraphrases (numbers in words, derived numbers) and right answers that hold a negation: measured blind at 112 of
 #: 132 (right answers 55 of 72 pass, wrong ones 57 of 60 fail); one of its false alarms then made the rule that a
-#: denial must meet one statement of a sentence (113 of 132). Kept from getting worse.
+#: denial must meet one statement of a sentence, and one paraphrase the reading of compound number words
+#: ("nine hundred and seventy-nine"): 114 of 132. Kept from getting worse.
 HOLDOUT3 = PUBLIC.with_name("lexical_holdout3.jsonl")
 HOLDOUT3_FLOOR = {
-    "correct": (12, 12), "paraphrase": (5, 12), "cite-id": (12, 12), "hedged": (11, 12), "correct-negative": (6, 12),
+    "correct": (12, 12), "paraphrase": (6, 12), "cite-id": (12, 12), "hedged": (11, 12), "correct-negative": (6, 12),
     "yes-no-right": (4, 6), "a-or-b-right": (6, 6),
     "swap-entity": (11, 12), "swap-number": (10, 12), "swap-date": (12, 12), "negation": (12, 12),
-    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (113, 132),
+    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (114, 132),
 }
 
 

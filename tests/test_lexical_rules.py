@@ -112,3 +112,11 @@ def test_a_denial_meets_one_statement_not_a_sentence_that_shares_its_names_out()
     assert verdict.score is not None and verdict.score >= 3, verdict.reasoning
     wrong = judge("groundedness", "Who received the prize?", "Watson and Crick were not awarded the 1962 Nobel Prize.", prize)
     assert wrong.score is not None and wrong.score <= 2 and "denies" in wrong.reasoning, wrong.reasoning
+
+
+@pytest.mark.parametrize("answer", ["The falls drop nine hundred and seventy-nine metres in all.",
+                                    "Two thousand five hundred visitors came, and the falls drop 979 metres."])
+def test_a_number_written_in_words_is_one_number(answer: str) -> None:
+    falls = ["Angel Falls has a total height of 979 metres. It had 2,500 visitors that year."]
+    verdict = judge("groundedness", "How high are the falls?", answer, falls)
+    assert verdict.score == 5.0, verdict.reasoning

@@ -75,6 +75,27 @@ _NUMBER_WORD = re.compile(
     re.I,
 )
 _UNIT_OR_ONE = {**_UNITS, "one": 1}
+_SMALL_WORD = r"(?:(?:" + "|".join(_TENS) + r")(?:-(?:" + "|".join(u for u in _UNIT_OR_ONE if _UNIT_OR_ONE[u] < 10) + r"))?|" + \
+    "|".join(sorted(_UNIT_OR_ONE, key=len, reverse=True)) + r")"
+_SCALE_WORD = r"(?:hundred|thousand|million|billion)"
+#: A number written in words past its first scale word: "nine hundred and seventy-nine", "two thousand five hundred".
+_SPELLED_COMPOUND = re.compile(
+    rf"\b{_SMALL_WORD}\s+{_SCALE_WORD}(?:(?:\s+and)?\s+{_SMALL_WORD}(?:\s+{_SCALE_WORD})?)+\b", re.I)
+
+
+def _spelled_compound(match: re.Match[str]) -> str:
+    """The value of a number written in words: "nine hundred and seventy-nine" -> 979."""
+    total = current = 0
+    for word in re.split(r"[\s-]+", match.group(0).lower()):
+        if word == "and":
+            continue
+        if word == "hundred":
+            current *= 100
+        elif word in _MAGNITUDE_WORDS:
+            total, current = total + current * 10 ** _MAGNITUDE_WORDS[word], 0
+        else:
+            current += _UNIT_OR_ONE.get(word, 0) + _TENS.get(word, 0)
+    return str(total + current)
 
 
 def _magnitude(match: re.Match[str]) -> str:
@@ -106,6 +127,7 @@ def canonical(text: str) -> str:
     text = _MONTH_AFTER_NUMBER.sub(lambda m: _MONTH_ABBREVIATIONS[m.group(1)], text)
     if "," in text:
         text = _DIGIT_GROUPS.sub("", text)
+    text = _SPELLED_COMPOUND.sub(_spelled_compound, text)
     text = _NUMBER_WORD.sub(_number_word, text)
     text = _MAGNITUDE.sub(_magnitude, text)
     text = _ORDINAL.sub(r"\1", text)
@@ -352,8 +374,9 @@ _CLAUSE_SPLIT = re.compile(r"(?<!\d),|,(?!\d)|[;:()]|\s(?:and|but|while|whereas|
 
 
 def clauses(claim: str) -> list[str]:
-    """The parts of a claim between commas, colons and conjunctions ("X got 5, and Y got 7")."""
-    return [part for part in _CLAUSE_SPLIT.split(claim) if part.strip()]
+    """The parts of a claim between commas, colons and conjunctions ("X got 5, and Y got 7"); a number written in
+    words is one number ("nine hundred and seventy-nine" is not split at its "and")."""
+    return [part for part in _CLAUSE_SPLIT.split(_SPELLED_COMPOUND.sub(_spelled_compound, claim)) if part.strip()]
 
 
 def names(claim: str) -> frozenset[str]:
