@@ -1,6 +1,6 @@
 """Time of the gate's paired bootstrap over 5,000 cases: the one stdlib random source against the former numpy path.
 
-The gate (gate.py ``bootstrap_interval``) draws ``samples`` resamples of the
+The gate (gate/compare.py ``bootstrap_interval``) draws ``samples`` resamples of the
 paired per-case differences with ``random.Random(seed)`` only, so an interval
 is the same in every process whether numpy is importable or not. Before, runs
 of more than 2,000,000 draws (cases x samples) used numpy's
@@ -22,8 +22,8 @@ from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_rageval.aggregate import percentile  # noqa: E402
-from pytest_rageval.gate import bootstrap_interval  # noqa: E402
+from pytest_rageval.gate.aggregate import percentile  # noqa: E402
+from pytest_rageval.gate.compare import bootstrap_interval  # noqa: E402
 
 Interval = Optional[tuple[float, float]]
 

@@ -18,7 +18,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from pytest_rageval.gate import Comparison
+from pytest_rageval.gate.compare import Comparison
 from pytest_rageval.report.baseline import BaselineCases, GateOutcome
 from pytest_rageval.report.html import render_report
 

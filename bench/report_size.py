@@ -75,7 +75,10 @@ def make_records(n: int, seed: int = 0) -> list[dict]:
 
 RENDER = """
 import json, sys, time
-from pytest_rageval.aggregate import aggregate
+try:
+    from pytest_rageval.gate.aggregate import aggregate
+except ImportError:  # a peer commit from before the subpackages
+    from pytest_rageval.aggregate import aggregate
 from pytest_rageval.report.html import render_report
 records = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
 metrics = {"run_id": "bench", "timestamp": "2026-01-01T00:00:00Z", "complete": True,

@@ -3,6 +3,12 @@
 Public names are imported lazily: every pytest run imports this package
 through the plugin entry point, and most runs never need them.
 
+The top-level modules are the foundations every subpackage may import (no
+pytest). The subpackages, lowest first: evaluation; targets and judges; gate
+and runs; report; plugin (the pytest surface); cli. A module imports only
+from its own layer or a lower one (docs/internals.md, tests/test_layers.py);
+demo/ imports nothing of the plugin.
+
 PYTEST_DONT_REWRITE: pytest marks an installed plugin's package for assertion
 rewriting in every session it starts. Under an editable install the package is
 imported by setuptools' finder, not by pytest's rewriting hook, so a second
@@ -15,28 +21,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below
-    from pytest_rageval.client import CallableClient, HttpClient, RagCallError
-    from pytest_rageval.handwritten import (CaseResult, EvaluateError, SessionClient, assert_abstained, assert_answered,
-                                            assert_cites, assert_metrics)
-    from pytest_rageval.schema import Chunk, EvalCase, GoldSupport, RagResponse
+    from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
+    from pytest_rageval.plugin.handwritten import (CaseResult, EvaluateError, SessionClient, assert_abstained, assert_answered, assert_cites,
+                                                   assert_metrics)
+    from pytest_rageval.targets.client import CallableClient, HttpClient, RagCallError
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "assert_metrics": "pytest_rageval.handwritten",
-    "assert_abstained": "pytest_rageval.handwritten",
-    "assert_answered": "pytest_rageval.handwritten",
-    "assert_cites": "pytest_rageval.handwritten",
-    "EvaluateError": "pytest_rageval.handwritten",
-    "CaseResult": "pytest_rageval.handwritten",
-    "SessionClient": "pytest_rageval.handwritten",
-    "EvalCase": "pytest_rageval.schema",
-    "GoldSupport": "pytest_rageval.schema",
-    "Chunk": "pytest_rageval.schema",
-    "RagResponse": "pytest_rageval.schema",
-    "HttpClient": "pytest_rageval.client",
-    "CallableClient": "pytest_rageval.client",
-    "RagCallError": "pytest_rageval.client",
+    "assert_metrics": "pytest_rageval.plugin.handwritten",
+    "assert_abstained": "pytest_rageval.plugin.handwritten",
+    "assert_answered": "pytest_rageval.plugin.handwritten",
+    "assert_cites": "pytest_rageval.plugin.handwritten",
+    "EvaluateError": "pytest_rageval.plugin.handwritten",
+    "CaseResult": "pytest_rageval.plugin.handwritten",
+    "SessionClient": "pytest_rageval.plugin.handwritten",
+    "EvalCase": "pytest_rageval.evaluation.schema",
+    "GoldSupport": "pytest_rageval.evaluation.schema",
+    "Chunk": "pytest_rageval.evaluation.schema",
+    "RagResponse": "pytest_rageval.evaluation.schema",
+    "HttpClient": "pytest_rageval.targets.client",
+    "CallableClient": "pytest_rageval.targets.client",
+    "RagCallError": "pytest_rageval.targets.client",
 }
 
 __all__ = ["CallableClient", "CaseResult", "Chunk", "EvalCase", "EvaluateError", "GoldSupport", "HttpClient", "RagCallError",

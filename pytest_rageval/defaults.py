@@ -1,7 +1,7 @@
 """Every default of the configuration, written once, and the ini keys that carry it.
 
 Foundations (layer 0): imports nothing but ``typing``, so the pytest surface
-(plugin.py, imported by every pytest run) can register the ini keys from here
+(plugin/__init__.py, imported by every pytest run) can register the ini keys from here
 without loading anything else. ``settings.Settings``, ``sanitize.Limits``, the
 ``[tool.rageval]`` model (config.py) and ``pytest_addoption`` read these names.
 """

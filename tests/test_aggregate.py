@@ -6,8 +6,8 @@ import math
 import random
 from typing import Any
 
-from pytest_rageval import registry
-from pytest_rageval.aggregate import Aggregator, aggregate, percentile
+from pytest_rageval.evaluation import registry
+from pytest_rageval.gate.aggregate import Aggregator, aggregate, percentile
 
 SCALAR_KEYS = [
     *registry.aggregates("avg"),
@@ -351,7 +351,7 @@ def test_coverage_without_an_attempt_list_counts_the_verdicts_held_under_their_m
 
 
 def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
-    from pytest_rageval.runner import _combine
+    from pytest_rageval.plugin.runner import _combine
 
     abstained = {"recall_at_k": 1, "abstained": True, "false_abstention": 1, "latency_ms": 10.0}
     answered = {"recall_at_k": 1, "abstained": False, "false_abstention": 0, "latency_ms": 20.0, "groundedness": 4,

@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from pytest_rageval.runfolder import write_json_atomic, write_text_atomic
+from pytest_rageval.runs.folder import write_json_atomic, write_text_atomic
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 

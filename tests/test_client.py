@@ -17,7 +17,8 @@ import pytest
 from ask_server import SEED_001_RESPONSE_MAP
 from loopback import LoopbackServer
 
-from pytest_rageval.client import (
+from pytest_rageval.evaluation.schema import RagResponse
+from pytest_rageval.targets.client import (
     CallableClient,
     HttpClient,
     RagCallError,
@@ -31,7 +32,6 @@ from pytest_rageval.client import (
     parse_request_map,
     parse_response_map,
 )
-from pytest_rageval.schema import RagResponse
 
 SEED_001_MAP = "\n".join(SEED_001_RESPONSE_MAP)
 

@@ -1,7 +1,7 @@
 """The bundled demo RAG: chunking, BM25, abstention, the HTTP server and its eval set.
 
 The last part re-implements SPEC section 4's checks in a few lines (on purpose
-independent of ``pytest_rageval.metrics``) and asserts that every line of
+independent of ``pytest_rageval.evaluation.metrics``) and asserts that every line of
 ``eval_sets/demo.jsonl`` passes them with K=5, so the eval set and the demo
 cannot drift apart.
 """
@@ -24,7 +24,7 @@ from pytest_rageval.demo.bm25 import B, K1, BM25Index, tokenize
 from pytest_rageval.demo.chunker import chunk_note
 from pytest_rageval.demo.notes import load_chunks
 from pytest_rageval.demo.retrieval import retrieve
-from pytest_rageval.schema import EvalCase
+from pytest_rageval.evaluation.schema import EvalCase
 
 EVAL_SET = Path(__file__).resolve().parents[1] / "eval_sets" / "demo.jsonl"
 K = 5

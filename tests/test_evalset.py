@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from needs import need_module
 
-from pytest_rageval.evalset import (
+from pytest_rageval.evaluation.evalset import (
     SCHEMA_PATH,
     BadLine,
     EvalFile,
@@ -353,7 +353,7 @@ def test_fifty_thousand_lines_load(tmp_path: Path) -> None:
 
 def test_committed_schema_file_is_current() -> None:
     assert SCHEMA_PATH.read_text(encoding="utf-8") == _schema_text(), (
-        "eval_case.schema.json is stale; regenerate it with: python -m pytest_rageval.evalset"
+        "eval_case.schema.json is stale; regenerate it with: python -m pytest_rageval.evaluation.evalset"
     )
     assert json.loads(SCHEMA_PATH.read_text(encoding="utf-8")) == line_json_schema()
 

@@ -11,12 +11,12 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_rageval.client import map_response, ResponseMap, parse_response_map
-from pytest_rageval.frameworks.detect import has_base
-from pytest_rageval.docpaths import heading_path, own_heading, relative_path
-from pytest_rageval.frameworks.topk import TopKVariants
-from pytest_rageval.reach import markdown_heading_paths, shape_problems, unreachable_gold
-from pytest_rageval.schema import Chunk, EvalCase
+from pytest_rageval.evaluation.docpaths import heading_path, own_heading, relative_path
+from pytest_rageval.evaluation.reach import markdown_heading_paths, shape_problems, unreachable_gold
+from pytest_rageval.evaluation.schema import Chunk, EvalCase
+from pytest_rageval.targets.client import map_response, ResponseMap, parse_response_map
+from pytest_rageval.targets.frameworks.detect import has_base
+from pytest_rageval.targets.frameworks.topk import TopKVariants
 
 
 @pytest.mark.parametrize("metadata, text, expected", [

@@ -29,7 +29,7 @@ FRAMEWORK_MODULES = ("llama_index", "langchain_core", "langchain_community", "la
 
 def _cases() -> list[dict[str, Any]]:
     """The demo eval set's lines as read by the plugin's loader (aliases resolved), as plain dicts."""
-    from pytest_rageval.evalset import load_eval_file
+    from pytest_rageval.evaluation.evalset import load_eval_file
 
     return [loaded.case.model_dump(mode="json") for loaded in load_eval_file(EVAL_SET).cases]
 
@@ -343,9 +343,9 @@ def test_a_vector_store_retriever_gets_k_through_search_kwargs_and_paths_relativ
     need_module("langchain_text_splitters")
     import asyncio
 
-    from pytest_rageval.reach import shape_problems
-    from pytest_rageval.schema import EvalCase
-    from pytest_rageval.targets import load_target
+    from pytest_rageval.evaluation.reach import shape_problems
+    from pytest_rageval.evaluation.schema import EvalCase
+    from pytest_rageval.targets.resolve import load_target
 
     (tmp_path / "docs" / "hr").mkdir(parents=True)
     (tmp_path / "docs" / "hr" / "leave.md").write_text("# Handbook\n\n## Holidays\n\nEleven.\n\n## Sick days\n\nTen.\n")

@@ -1,4 +1,4 @@
-"""gate.py: baseline comparison, tolerances, paired bootstrap, invariants, flipped cases."""
+"""gate/compare.py: baseline comparison, tolerances, paired bootstrap, invariants, flipped cases."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_rageval.aggregate import aggregate
-from pytest_rageval.gate import (
+from pytest_rageval.gate.aggregate import aggregate
+from pytest_rageval.gate.compare import (
     Comparison,
     MetricDelta,
     bootstrap_interval,
@@ -467,7 +467,7 @@ def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
         "import sys\n"
         "if sys.argv[1] == 'no-numpy':\n"
         "    sys.modules['numpy'] = None  # import numpy raises ImportError\n"
-        "from pytest_rageval.gate import bootstrap_interval\n"
+        "from pytest_rageval.gate.compare import bootstrap_interval\n"
         "diffs = [(-1.0, 0.0, 0.0, 1.0, 0.5, 0.25)[i % 6] + (i % 7) / 100 for i in range(3000)]\n"
         "print(repr(bootstrap_interval(diffs, samples=1000, seed=5)))\n"
     )

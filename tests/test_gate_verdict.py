@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_rageval import cli
-from pytest_rageval.aggregate import aggregate
-from pytest_rageval.gate import ALLOWED_NOTE, gate_runs, gate_verdict
-from pytest_rageval.runfolder import write_json_atomic
+from pytest_rageval.gate.aggregate import aggregate
+from pytest_rageval.gate.compare import ALLOWED_NOTE, gate_runs, gate_verdict
+from pytest_rageval.runs.folder import write_json_atomic
 
 JUDGE = {"name": "lexical", "model": None, "prompt_version": "lex1", "temperature": 0}
 

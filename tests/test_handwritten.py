@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rageval.handwritten import question_id
+from pytest_rageval.plugin.handwritten import question_id
 
 RAG = '''
 CALLS = []

@@ -18,13 +18,13 @@ from typing import Any, Callable, Optional
 import pytest
 from ask_server import AskServer, answer, chunk
 
-from pytest_rageval.anchors import support_matches
 from pytest_rageval.cli import build_parser
-from pytest_rageval.client import CallableClient
-from pytest_rageval.evalset import load_eval_file
-from pytest_rageval.label import LabelResult, LineChooser, Question, format_question, label_set
-from pytest_rageval.label_edit import Choice, ChoiceError, EvalSetText, LabelEditError, anchor_of, labelled_line, parse_choice
-from pytest_rageval.schema import Chunk, EvalCase, GoldSupport
+from pytest_rageval.cli.label import LabelResult, LineChooser, Question, format_question, label_set
+from pytest_rageval.evaluation.anchors import support_matches
+from pytest_rageval.evaluation.evalset import load_eval_file
+from pytest_rageval.evaluation.label_edit import Choice, ChoiceError, EvalSetText, LabelEditError, anchor_of, labelled_line, parse_choice
+from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport
+from pytest_rageval.targets.client import CallableClient
 
 HOSTILE = "\x1b[2J\x1b[H\x1b]52;c;cHduZWQ=\x07fake prompt\rOVERWRITTEN " + "long " * 20000
 

@@ -1,7 +1,8 @@
-"""The package's house plan (docs/internals.md): modules in layers, imports only downward, no circle.
+"""The package's house plan (docs/internals.md): subpackages in layers, imports only downward, no circle.
 
-Read from the source, so a lazy import inside a function counts; imports under ``if TYPE_CHECKING:``
-(annotations only, never run) do not.
+Read from the source, so a lazy import inside a function counts. An import under ``if TYPE_CHECKING:``
+(annotations only, never run) does not count as an upward import, but it does count for circles: a type that
+needs a module which needs it back is a circle all the same.
 """
 
 from __future__ import annotations
@@ -11,29 +12,29 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 
-#: lowest first; a module may import from its own layer or a lower one (docs/internals.md)
+#: lowest first; a module may import from its own layer or a lower one (docs/internals.md). ``name.*`` is a
+#: subpackage and every module in it; a top-level module is named one by one, so a new one must be placed.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # 0 foundations: no pytest, no I/O beyond their one job
-    ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "retry", "daemon_calls", "compat", "registry",
-     "record", "schema", "anchors", "selection", "resume", "schedule", "commit", "atomic", "docpaths",
-     "cmdline", "signals"),
-    # 1 pure logic
-    ("metrics", "thresholds", "aggregate", "gate", "evalset", "config", "label_edit", "stability", "matrix", "configs", "reach",
-     "evalpaths", "readback"),
-    # 2 judges and the RAG client
-    ("judges.*", "bounded_http", "client", "target_gate", "frameworks.*"),
-    # 3 one case, one run folder, the session's set-up
-    ("runner", "spotcheck", "artifacts", "runfolder", "rejudge", "rescore", "merge", "settings", "judges.factory", "run_setup",
-     "label", "retrieval_cache", "targets", "inspect_target", "calibrations"),
+    # 0 foundations: no pytest, used by everything
+    ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "atomic", "retry", "bounded_http"),
+    # 1 the eval-set model and loader, metrics and thresholds; pure
+    ("evaluation.*",),
+    # 2 the system under test; the judges
+    ("targets.*", "judges.*"),
+    # 3 aggregation and comparison; run storage
+    ("gate.*", "runs.*"),
     # 4 reports
     ("report.*",),
     # 5 the pytest surface
-    ("keys", "collect", "handwritten", "progress", "case_runner", "controller", "session", "plugin"),
+    ("plugin.*",),
     # 6 the command line
-    ("cli",),
+    ("cli.*",),
     # the bundled demo RAG imports nothing of the plugin
     ("demo.*",),
 )
+
+#: where pytest may be imported: the pytest surface and the pytest-html glue; every other module is usable without it
+PYTEST_USERS = ("plugin.*", "report.pytest_html")
 
 
 def _module_name(path: Path) -> str:
@@ -41,18 +42,20 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _short(module: str) -> str:
+    return module if module == "pytest_rageval" else module.removeprefix("pytest_rageval.")
+
+
+def _matches(module: str, name: str) -> bool:
+    short = _short(module)
+    return short == name or (name.endswith(".*") and (short == name[:-2] or short.startswith(name[:-1])))
+
+
 def _layer(module: str) -> int:
-    short = module.removeprefix("pytest_rageval.") if module != "pytest_rageval" else module
-    found = None
     for index, names in enumerate(LAYERS):
-        for name in names:
-            exact = short == name
-            if exact or (name.endswith(".*") and (short == name[:-2] or short.startswith(name[:-1]))):
-                if exact:
-                    return index
-                found = index if found is None else found
-    assert found is not None, f"{module} is in no layer of tests/test_layers.py (and docs/internals.md): place it"
-    return found
+        if any(_matches(module, name) for name in names):
+            return index
+    raise AssertionError(f"{module} is in no layer of tests/test_layers.py (and docs/internals.md): place it")
 
 
 def _type_checking_lines(tree: ast.Module) -> set[int]:
@@ -64,13 +67,17 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-def imports() -> dict[str, set[str]]:
-    """Each package module and the package modules it imports (at run time)."""
-    modules = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(*, type_checking: bool = False) -> dict[str, set[str]]:
+    """Each package module and the package modules it imports: at run time, or also for types (``type_checking``)."""
+    modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _type_checking_lines(tree)
+        skip = set() if type_checking else _type_checking_lines(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
         for node in ast.walk(tree):
@@ -92,6 +99,29 @@ def imports() -> dict[str, set[str]]:
                     found.add(sub if sub in modules else source)
         graph[name] = {m for m in found if m in modules and m != name}
     return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle a depth-first walk meets, each as the path that closes it."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                found.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
 
 
 def test_every_module_has_a_layer() -> None:
@@ -116,62 +146,76 @@ def test_the_demo_imports_nothing_of_the_plugin() -> None:
 
 
 def test_no_import_circle() -> None:
-    graph = imports()
-    circles: list[list[str]] = []
-    state: dict[str, int] = {}  # 1 on the path, 2 done
-    path: list[str] = []
+    assert circles(imports()) == []
 
-    def visit(module: str) -> None:
-        state[module] = 1
-        path.append(module)
-        for target in sorted(graph[module]):
-            if state.get(target) == 1:
-                circles.append(path[path.index(target):] + [target])
-            elif target not in state:
-                visit(target)
-        path.pop()
-        state[module] = 2
 
-    for module in sorted(graph):
-        if module not in state:
-            visit(module)
-    assert circles == []
+def test_no_import_circle_counting_types() -> None:
+    """Imports under ``if TYPE_CHECKING:`` close no circle either (a type the importer needs lives below it)."""
+    assert circles(imports(type_checking=True)) == []
+
+
+def test_pytest_only_in_the_pytest_surface() -> None:
+    """The foundations, evaluation, targets, judges, gate, runs and reports (but the pytest-html glue) run without pytest."""
+    importing = []
+    for module, path in sorted(_modules().items()):
+        if any(_matches(module, name) for name in PYTEST_USERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
+                importing.append(f"{module}:{node.lineno}")
+    assert importing == []
 
 
 def test_no_worker_branch_outside_the_one_place_that_decides() -> None:
-    """Whether a process is an xdist worker is decided once, in session.py; no plugin object asks.
+    """Whether a process is an xdist worker is decided once, in plugin/session.py; no plugin object asks.
 
     ``compat.is_xdist_worker`` holds xdist's own test (``hasattr(config, "workerinput")``).
     """
     asking = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
-        if path.name not in ("session.py", "compat.py")
+        if path.relative_to(PACKAGE).as_posix() not in ("plugin/session.py", "plugin/compat.py")
         and any(word in path.read_text(encoding="utf-8") for word in ("is_worker", "is_xdist_worker", '"workerinput")'))
     )
     assert asking == []
 
 
-def test_the_checker_sees_a_circle_and_an_upward_import(tmp_path: Path) -> None:
-    """The rules above can fail: a lazy upward import and a circle are both found."""
+def test_the_checker_sees_what_breaks_the_plan(tmp_path: Path) -> None:
+    """The rules above can fail: a lazy upward import, a circle, a circle through a type-only import and a
+    module in no layer are each found."""
     global PACKAGE
     saved = PACKAGE
     fake = tmp_path / "pytest_rageval"
-    fake.mkdir()
+    for folder in ("evaluation", "plugin", "judges"):
+        (fake / folder).mkdir(parents=True)
+        (fake / folder / "__init__.py").write_text("")
     (fake / "__init__.py").write_text("")
-    (fake / "metrics.py").write_text("def f():\n    from .plugin import x\n")
-    (fake / "plugin.py").write_text("from . import metrics\n")
+    (fake / "evaluation" / "metrics.py").write_text("def f():\n    from ..plugin.runner import x\n")
+    (fake / "plugin" / "runner.py").write_text("from ..evaluation import metrics\nfrom pytest_rageval.judges import spot\n")
+    (fake / "judges" / "spot.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest_rageval.plugin.runner import Setup\n")
     PACKAGE = fake
     try:
         graph = imports()
-        assert graph["pytest_rageval.metrics"] == {"pytest_rageval.plugin"}
-        assert _layer("pytest_rageval.metrics") < _layer("pytest_rageval.plugin")
-        try:
-            test_no_import_circle()
-        except AssertionError as exc:
-            assert "pytest_rageval.metrics" in str(exc)
-        else:
-            raise AssertionError("the circle metrics -> plugin -> metrics was not found")
+        assert graph["pytest_rageval.evaluation.metrics"] == {"pytest_rageval.plugin.runner"}
+        assert _layer("pytest_rageval.evaluation.metrics") < _layer("pytest_rageval.plugin.runner")
+        assert circles(graph) == [["pytest_rageval.evaluation.metrics", "pytest_rageval.plugin.runner",
+                                   "pytest_rageval.evaluation.metrics"]]
+        typed = [set(c) for c in circles(imports(type_checking=True))]
+        assert {"pytest_rageval.judges.spot", "pytest_rageval.plugin.runner"} in typed  # only through the type
+        test_every_module_has_a_layer()  # every module so far is placed
+        (fake / "newthing.py").write_text("")
+        (fake / "newpkg").mkdir()
+        (fake / "newpkg" / "__init__.py").write_text("")
+        for module in ("pytest_rageval.newthing", "pytest_rageval.newpkg"):
+            try:
+                _layer(module)
+            except AssertionError as exc:
+                assert module in str(exc)
+            else:
+                raise AssertionError(f"{module} is in no layer, and the checker did not say so")
     finally:
         PACKAGE = saved
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ask_server import AskServer, answer, chunk
 
-from pytest_rageval.matrix import MatrixError, matrix_from_table, parse_matrix_option, rewrite_keyword_expression
+from pytest_rageval.evaluation.matrix import MatrixError, matrix_from_table, parse_matrix_option, rewrite_keyword_expression
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 N = 3
@@ -121,8 +121,8 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     import threading
     import time
 
-    from pytest_rageval.client import CallableClient
-    from pytest_rageval.retrieval_cache import MatrixAsk, RetrievalCache
+    from pytest_rageval.targets.client import CallableClient
+    from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
 
     calls: list[dict] = []
     lock = threading.Lock()
@@ -391,7 +391,7 @@ def test_no_matrix_keeps_ids_and_artifacts(pytester: pytest.Pytester) -> None:
 
 
 def test_the_ranking_section_escapes_what_the_matrix_names() -> None:
-    from pytest_rageval.configs import rank_configs
+    from pytest_rageval.gate.configs import rank_configs
     from pytest_rageval.report.configs import render_configs
 
     hostile = "strategy=<script>x</script>"
@@ -419,7 +419,7 @@ def test_shards_of_a_matrix_run_merge_with_their_ranking(pytester: pytest.Pytest
 
 
 def test_ties_go_to_more_cases_passed_then_smaller_params() -> None:
-    from pytest_rageval.configs import rank_configs
+    from pytest_rageval.gate.configs import rank_configs
 
     def entry(k: int, passed: int, value: float) -> dict:
         return {"params": {"top_k": k}, "passed": passed, "failed": 4 - passed, "errors": 0,

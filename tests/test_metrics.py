@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from pytest_rageval.anchors import (
+from pytest_rageval.evaluation.anchors import (
     in_scope,
     matched_gold_items,
     normalize_heading_path,
     support_matches,
     top_k,
 )
-from pytest_rageval.metrics import gold_marks, lower_is_better, retrieval_metrics, score_case, unmatchable_supports
-from pytest_rageval.schema import Chunk, EvalCase, GoldSupport, RagResponse
+from pytest_rageval.evaluation.metrics import gold_marks, lower_is_better, retrieval_metrics, score_case, unmatchable_supports
+from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 RANKING = ("recall_at_k", "mrr", "precision_at_k", "ndcg_at_k")
 GOLD_DEPENDENT = RANKING + ("recall_all_at_k", "scope_miss", "attribution_hit")

@@ -28,6 +28,7 @@ from openai_server import (
     verdicts,
 )
 
+from pytest_rageval.evaluation.schema import EvalCase, RagResponse
 from pytest_rageval.judges.base import ALL_METRICS, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from pytest_rageval.judges.judging import Budget, CaseVerdicts, judge_case
 from pytest_rageval.judges.openai_judge import OpenAIJudge, parse_answer, resolve_api_key, retry_after_seconds
@@ -39,7 +40,6 @@ from pytest_rageval.judges.prompts import (
     build_messages,
     escape_data,
 )
-from pytest_rageval.schema import EvalCase, RagResponse
 
 KEY = "sk-test-very-secret-123"
 INPUT = JudgeInput(

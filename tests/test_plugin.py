@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk, seed_001_ini
-from pytest_rageval.handwritten import question_id
+from pytest_rageval.plugin.handwritten import question_id
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 

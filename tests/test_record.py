@@ -16,7 +16,7 @@ from needs import need_module
 
 import pytest_rageval
 from pytest_rageval import safejson
-from pytest_rageval.record import CALL_ERROR_KINDS, ERROR_KINDS, OUTCOMES, CaseRecord
+from pytest_rageval.evaluation.record import CALL_ERROR_KINDS, ERROR_KINDS, OUTCOMES, CaseRecord
 
 PACKAGE = Path(pytest_rageval.__file__).parent
 #: Calls whose first argument is an error kind: record.error (also imported as case_error), runner's _error and
@@ -59,7 +59,7 @@ def test_every_error_kind_and_outcome_written_is_in_the_literals() -> None:
                         assert kind in CALL_ERROR_KINDS, f"{where}:{node.lineno}: RagCallError({kind!r})"
             elif isinstance(node, ast.Dict):
                 keys = [_literal(k) if k is not None else None for k in node.keys]
-                if set(keys) == {"kind", "message"} and where != "record.py":
+                if set(keys) == {"kind", "message"} and where != "evaluation/record.py":
                     hand_made.append(f"{where}:{node.lineno}")
                 if "outcome" in keys:
                     for value in _values(node.values[keys.index("outcome")]):
@@ -78,7 +78,7 @@ def test_every_error_kind_and_outcome_written_is_in_the_literals() -> None:
 def test_mypy_refuses_a_kind_outside_the_literal(tmp_path: Path) -> None:
     need_module("mypy")
     snippet = tmp_path / "kinds.py"
-    snippet.write_text("from pytest_rageval.record import error\n\nerror('judge', 'ok')\nerror('judge_failed', 'stray')\n")
+    snippet.write_text("from pytest_rageval.evaluation.record import error\n\nerror('judge', 'ok')\nerror('judge_failed', 'stray')\n")
     proc = subprocess.run([sys.executable, "-m", "mypy", str(snippet), "--cache-dir=/dev/null", "--follow-imports=silent",
                            "--ignore-missing-imports"], capture_output=True, text=True, timeout=120)
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]

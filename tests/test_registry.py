@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from ask_server import AskServer, answer, chunk
 
-from pytest_rageval import registry
-from pytest_rageval.registry import Metric, register
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.registry import Metric, register
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
@@ -107,7 +107,7 @@ def test_register_refuses_a_taken_name_and_judge_metrics() -> None:
 
 #: What docs/internals.md tells a user to write: one scoring function and one register() call.
 CONFTEST = '''
-from pytest_rageval.registry import Metric, register
+from pytest_rageval.evaluation.registry import Metric, register
 
 
 def top_is_gold(case, response, ctx):

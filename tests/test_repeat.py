@@ -23,10 +23,10 @@ import pytest
 from ask_server import AskServer, answer, chunk
 from openai_server import OpenAIServer, ok, metric_of, user_text
 
-from pytest_rageval.aggregate import aggregate
 from pytest_rageval.cli import main as rageval
-from pytest_rageval.schema import MAX_REPEAT, EvalCase
-from pytest_rageval.stability import classify, judge_dependent, runs_for, stability_of
+from pytest_rageval.evaluation.schema import MAX_REPEAT, EvalCase
+from pytest_rageval.evaluation.stability import classify, judge_dependent, runs_for, stability_of
+from pytest_rageval.gate.aggregate import aggregate
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 CASES = [
@@ -279,7 +279,7 @@ def test_repeats_do_not_depend_on_record_order_or_hash_seed(tmp_path: Path) -> N
     assert aggregate(list(reversed(records)))["repeats"] == expected
     path = tmp_path / "records.json"
     path.write_text(json.dumps(records))
-    code = ("import json,sys; from pytest_rageval.aggregate import aggregate; "
+    code = ("import json,sys; from pytest_rageval.gate.aggregate import aggregate; "
             "print(json.dumps(aggregate(json.load(open(sys.argv[1])))['repeats'], sort_keys=True))")
     outputs = {
         subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
@@ -311,7 +311,7 @@ def test_resume_of_an_interrupted_repeated_run(project: pytest.Pytester) -> None
 
 def test_repeat_in_the_run_identity(tmp_path: Path) -> None:
     """config.json (and the config hash) holds repeat only when it repeats: runs made before it existed keep their hash."""
-    from pytest_rageval.settings import Settings
+    from pytest_rageval.plugin.settings import Settings
 
     assert Settings(tmp_path, repeat=1).snapshot() == Settings(tmp_path).snapshot()
     assert Settings(tmp_path, repeat=3).snapshot() == {**Settings(tmp_path).snapshot(), "repeat": 3}

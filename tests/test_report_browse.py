@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from browser import Page
 
-from pytest_rageval.aggregate import aggregate
+from pytest_rageval.gate.aggregate import aggregate
 from pytest_rageval.report.html import write_report
 
 pytestmark = pytest.mark.usefixtures("needs_chromium")

@@ -15,9 +15,9 @@ from urllib.parse import urlencode
 import pytest
 from browser import Page, without_own_script
 
-from pytest_rageval import registry
-from pytest_rageval.aggregate import aggregate
-from pytest_rageval.registry import Metric
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.registry import Metric
+from pytest_rageval.gate.aggregate import aggregate
 
 from pytest_rageval.report.html import Html, escape, render_report, write_report
 from pytest_rageval.report.pytest_html import case_html

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from browser import dump_dom, without_own_script
 
-from pytest_rageval.report.html import load_history, render_report, write_report
 from pytest_rageval.report.cards import DETAIL_LIMIT
+from pytest_rageval.report.html import load_history, render_report, write_report
 
 PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -21,13 +21,13 @@ from ask_server import AskServer, answer, chunk
 from browser import chromium, dump_dom
 from needs import need_module
 
-from pytest_rageval.report.browse import render_script
 from pytest_rageval.cli import main as rageval
 from pytest_rageval.report.baseline import BaselineCases, GateOutcome
+from pytest_rageval.report.browse import render_script
 from pytest_rageval.report.cards import CaseAnchors, case_anchors
 from pytest_rageval.report.html import render_report
 from pytest_rageval.report.since import MAX_DIFF_WORDS, chunk_moves, word_diff
-from pytest_rageval.runfolder import RecordIndex
+from pytest_rageval.runs.folder import RecordIndex
 
 PWN = "document.body.setAttribute('data-pwned','{}')"
 XSS_ANSWER_OLD = f"Old <img src=x onerror=\"{PWN.format('old')}\"> answer"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_rageval.resume import differences, selection_of
+from pytest_rageval.runs.resume import differences, selection_of
 
 
 def identity(**changes: object) -> dict:

@@ -12,10 +12,10 @@ import pytest
 from ask_server import AskServer, answer, chunk
 from openai_server import OpenAIServer, fail_times, verdicts
 
-from pytest_rageval.client import HttpClient
 from pytest_rageval.judges.base import JudgeInput
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 from pytest_rageval.retry import backoff_delay
+from pytest_rageval.targets.client import HttpClient
 
 
 def constant(value: float) -> Any:

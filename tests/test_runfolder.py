@@ -1,4 +1,4 @@
-"""runfolder.py: one run folder written and read through jsonlines; no line it cannot read is dropped or rewritten."""
+"""runs/folder.py: one run folder written and read through jsonlines; no line it cannot read is dropped or rewritten."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jsonlines
 import pytest
 
 from pytest_rageval import cli, safejson
-from pytest_rageval.runfolder import RunFolder, RunFolderError, UnreadableRecord, read_records, repair_results
+from pytest_rageval.runs.folder import RunFolder, RunFolderError, UnreadableRecord, read_records, repair_results
 
 RECORDS = [
     {"key": "s.jsonl::a", "test_case_id": "a", "outcome": "passed", "metrics": {"mrr": 1.0}, "answer": "é\u2028ü"},

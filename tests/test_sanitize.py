@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rageval.artifacts import writable_record
+from pytest_rageval.evaluation.schema import Chunk, RagResponse
+from pytest_rageval.plugin.runner import bound_response
+from pytest_rageval.runs.artifacts import writable_record
 from pytest_rageval.safejson import dumps
-from pytest_rageval.runner import bound_response
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes, terminal_safe
-from pytest_rageval.schema import Chunk, RagResponse
 
 
 @pytest.mark.parametrize(
@@ -97,8 +97,8 @@ def test_unwritable_field_makes_the_record_an_error_naming_it() -> None:
 
 
 def test_summary_lines_are_terminal_safe(tmp_path: Path) -> None:
+    from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.report.terminal import summary_lines
-    from pytest_rageval.settings import Settings
 
     lines = summary_lines({"aggregate_metrics": {}}, Settings(rootdir=tmp_path), None, ["flipped: s.jsonl::\x1b[2Jid\nFAKE"], None)
     assert lines[-1] == r"flipped: s.jsonl::\x1b[2Jid\nFAKE"

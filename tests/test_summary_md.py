@@ -12,7 +12,7 @@ import pytest
 from ask_server import AskServer, answer, chunk
 from needs import need_module
 
-from pytest_rageval.gate import Comparison, MetricDelta
+from pytest_rageval.gate.compare import Comparison, MetricDelta
 from pytest_rageval.report.markdown import MAX_CASES, md_text, report_href, summary_markdown
 
 HOSTILE = ["<img src=x onerror=alert(1)>", "a|b", "`x`", "[x](javascript:alert(1))", "**bold** _it_ ~s~ $x$", "line\nbreak & <b>"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rageval.schema import EvalCase
-from pytest_rageval.thresholds import (
+from pytest_rageval.evaluation.schema import EvalCase
+from pytest_rageval.evaluation.thresholds import (
     ThresholdConfig,
     ThresholdError,
     find_misses,

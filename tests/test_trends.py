@@ -14,8 +14,8 @@ import pytest
 from browser import dump_dom
 
 from pytest_rageval.report.browse import render_script
-from pytest_rageval.commit import run_commit, short_commit, tree_dirty
 from pytest_rageval.report.html import render_report, write_report
+from pytest_rageval.runs.commit import run_commit, short_commit, tree_dirty
 
 EVAL_SET = "e" * 64
 

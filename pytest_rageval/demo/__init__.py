@@ -38,7 +38,7 @@ Use it as a Python target (``pytest_rageval.demo:ask``) or over HTTP:
 
 from __future__ import annotations
 
-from pytest_rageval.demo.engine import ask
-from pytest_rageval.demo.server import make_server
+from .engine import ask
+from .server import make_server
 
 __all__ = ["ask", "make_server"]

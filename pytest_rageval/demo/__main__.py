@@ -11,9 +11,9 @@ import json
 import sys
 from typing import Sequence
 
-from pytest_rageval.demo.engine import ask
-from pytest_rageval.demo.retrieval import default_corpus
-from pytest_rageval.demo.server import ASK_PATH, make_server
+from .engine import ask
+from .retrieval import default_corpus
+from .server import ASK_PATH, make_server
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,8 +13,8 @@ import math
 import re
 from typing import Sequence
 
-from pytest_rageval.demo.bm25 import tokenize
-from pytest_rageval.demo.retrieval import Corpus, Hit, Retrieval
+from .bm25 import tokenize
+from .retrieval import Corpus, Hit, Retrieval
 
 MIN_COVERAGE = 0.5
 COVERAGE_DEPTH = 3

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from pytest_rageval.demo.bm25 import tokenize
-from pytest_rageval.demo.retrieval import Hit
+from .bm25 import tokenize
+from .retrieval import Hit
 
 REFUSAL = "I could not find this in the notes."
 MAX_SOURCES = 4

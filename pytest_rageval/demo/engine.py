@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from pytest_rageval.demo.abstention import COVERAGE_DEPTH, should_abstain
-from pytest_rageval.demo.answerer import REFUSAL, compose
-from pytest_rageval.demo.retrieval import Hit, default_corpus, retrieve
+from .abstention import COVERAGE_DEPTH, should_abstain
+from .answerer import REFUSAL, compose
+from .retrieval import Hit, default_corpus, retrieve
 
 DEFAULT_K = 5
 MAX_K = 100

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from pytest_rageval.demo.chunker import NoteChunk, chunk_note
+from .chunker import NoteChunk, chunk_note
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from pytest_rageval.demo.bm25 import BM25Index, tokenize
-from pytest_rageval.demo.chunker import NoteChunk
-from pytest_rageval.demo.notes import load_chunks
+from .bm25 import BM25Index, tokenize
+from .chunker import NoteChunk
+from .notes import load_chunks
 
 FOLDER_RATIO = 0.5
 

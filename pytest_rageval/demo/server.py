@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_rageval.demo.engine import ask
+from .engine import ask
 
 ASK_PATH = "/api/v1/ask"
 MAX_BODY = 1_000_000

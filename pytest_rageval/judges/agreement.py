@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from ..schema import EvalCase
-from ..thresholds import ThresholdConfig, find_misses, resolve_thresholds
+from pytest_rageval.evaluation.schema import EvalCase
+from pytest_rageval.evaluation.thresholds import ThresholdConfig, find_misses, resolve_thresholds
 from .base import Judge, JudgeInput
 from .labelled_lines import labelled_lines
 

@@ -14,7 +14,7 @@ from typing import Any, Optional, Protocol
 
 from pydantic import BaseModel, Field
 
-from .. import registry
+from pytest_rageval.evaluation import registry
 
 #: Judge metrics with a numeric scale (low, high) as stored in metrics: the metric registry's judge entries
 #: (only deterministic metrics are registered at run time, so this never changes after import).

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from pydantic import ValidationError
 
-from ..retry import backoff_delay
+from pytest_rageval.retry import backoff_delay
 from .base import Judge, JudgeInput, Verdict
 
 __all__ = [

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .. import registry
+from pytest_rageval.evaluation import registry
 from .base import Judge, JudgeError, JudgeInput, Verdict
 from .labelled_lines import labelled_lines
 

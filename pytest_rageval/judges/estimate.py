@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from ..schema import EvalCase
+from pytest_rageval.evaluation.schema import EvalCase
 from . import prompts
 from .base import JudgeInput
 from .judging import applicable

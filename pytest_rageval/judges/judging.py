@@ -11,8 +11,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
-from .. import registry
-from ..schema import Chunk, EvalCase, RagResponse
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse
 from .base import SCALES, Judge, JudgeError, JudgeInput, Verdict
 
 
@@ -30,6 +30,16 @@ class Budget:
     def add(self, spent: Union[Verdict, JudgeError]) -> None:
         """Count what a call spent, whether it gave a verdict or failed after paid re-asks."""
         self.spent_usd += spent.cost_usd
+
+
+@dataclass
+class JudgeSetup:
+    """The judge in use, the metrics it scores, and whether a cache sits in front of it."""
+
+    judge: Judge
+    metrics: tuple[str, ...]
+    cached: bool = False
+    budget: Budget = field(default_factory=Budget)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import safejson
+from pytest_rageval import safejson
 
 
 def labelled_lines(path: Path, error: type[Exception] = ValueError) -> Iterator[tuple[str, dict[str, Any]]]:

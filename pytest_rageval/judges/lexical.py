@@ -61,8 +61,21 @@ from dataclasses import dataclass
 from re import Pattern
 from typing import Any, Callable, Optional, Sequence
 
-from pytest_rageval.judges.base import JudgeError, JudgeInput, Verdict
-from pytest_rageval.judges.lexical_text import (
+from .base import JudgeError, JudgeInput, Verdict
+from .lexical_rules import (
+    answer_polarity,
+    lowercase_words,
+    negated_reference,
+    number_pairs,
+    number_swap,
+    option_conflict,
+    polarity_conflict,
+    polarity_of_fact,
+    rival_names,
+    rival_numbers,
+    same_choice,
+)
+from .lexical_text import (
     Analysis,
     analyse,
     demonym_roots,
@@ -78,20 +91,7 @@ from pytest_rageval.judges.lexical_text import (
     split_claims,
     strip_citations,
 )
-from pytest_rageval.judges.lexical_text import normalise as _normalise
-from pytest_rageval.judges.lexical_rules import (
-    answer_polarity,
-    lowercase_words,
-    negated_reference,
-    number_pairs,
-    number_swap,
-    option_conflict,
-    polarity_conflict,
-    polarity_of_fact,
-    rival_names,
-    rival_numbers,
-    same_choice,
-)
+from .lexical_text import normalise as _normalise
 
 __all__ = [
     "CLAIM_SUPPORT",

@@ -49,13 +49,13 @@ from pydantic import BaseModel, ValidationError
 
 import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
 
+from pytest_rageval import bounded_http, defaults, safejson
+from pytest_rageval.redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
+from pytest_rageval.retry import backoff_delay, retry_after_seconds
 from . import prompts
-from .. import bounded_http, defaults, safejson
-from ..redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
-from ..retry import backoff_delay, retry_after_seconds
+from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .ratelimit import EndpointLimiter, Probe
-from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 
 __all__ = ["JSON_MODES", "OpenAIJudge", "parse_answer", "resolve_api_key", "retry_after_seconds"]
 

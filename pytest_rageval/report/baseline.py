@@ -5,7 +5,7 @@ hold secrets) and metrics.json keeps it (``comparison.gate``), so ``rageval repo
 verdict (:func:`outcome_from_metrics`). :class:`BaselineCases` is the baseline's per-case data: the ``cases``
 of its metrics.json (outcome and metric values) and, when a results.jsonl lies beside it (a run folder, or a
 baseline folder written by ``--rageval-update-baseline``), each old record looked up by key through
-``runfolder.RecordIndex`` (one at a time, never the whole run). :func:`verdict_kind` is the one wording of the
+``runs.folder.RecordIndex`` (one at a time, never the whole run). :func:`verdict_kind` is the one wording of the
 verdict that report.html and the CI summary (markdown.py) share.
 """
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
-from .. import defaults
-from ..gate import Comparison, MetricDelta, baseline_metrics_path, load_baseline
-from ..runfolder import RecordIndex, RunFolder
-from ..sanitize import cap
+from pytest_rageval import defaults
+from pytest_rageval.gate.compare import Comparison, MetricDelta, baseline_metrics_path, load_baseline
+from pytest_rageval.runs.folder import RecordIndex, RunFolder
+from pytest_rageval.sanitize import cap
 
 __all__ = ["BaselineCases", "GateOutcome", "comparison_from_dict", "outcome_from_metrics", "verdict_kind"]
 

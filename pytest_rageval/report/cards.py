@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-from ..thresholds import op_for
+from pytest_rageval.evaluation.thresholds import op_for
 from .repeats import heading as repeat_heading
 from .repeats import render_card as render_repeat_card
 from .repeats import runs_line

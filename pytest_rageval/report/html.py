@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
-from .. import readback
-from ..runfolder import read_checked, write_text_atomic
+from pytest_rageval.runs import readback
+from pytest_rageval.runs.folder import read_checked, write_text_atomic
 from . import browse
 from .baseline import BaselineCases, GateOutcome
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote
 
-from ..aggregate import xfail_counts
-from ..sanitize import terminal_safe
+from pytest_rageval.gate.aggregate import xfail_counts
+from pytest_rageval.sanitize import terminal_safe
 from .baseline import verdict_kind
 from .configs import failed_configs
 
 if TYPE_CHECKING:
-    from ..gate import Comparison, MetricDelta
+    from pytest_rageval.gate.compare import Comparison, MetricDelta
 
 __all__ = ["MAX_CASES", "md_text", "report_href", "summary_markdown"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from .. import safejson
+from pytest_rageval import safejson
 
 __all__ = [
     "badge",

@@ -32,7 +32,7 @@ from typing import Any, Optional, Protocol
 
 import pytest
 
-from ..gate import Comparison
+from pytest_rageval.gate.compare import Comparison
 from .baseline import BaselineCases
 from .cards import render_since_for
 from .html import CSS, Html, render_aggregates, render_case_body

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ..stability import passed_runs, runs_passed_text, stability_of
+from pytest_rageval.evaluation.stability import passed_runs, runs_passed_text, stability_of
 from .markup import EMPTY, Html, fmt, join, num_td, table
 
 __all__ = ["card_note", "heading", "render_card", "render_section", "runs_line", "summary_lines"]

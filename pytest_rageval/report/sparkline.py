@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from .. import registry
+from pytest_rageval.evaluation import registry
 
 __all__ = ["LEVELS", "MISSING", "aggregate_key", "scale_of", "sparkline"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .. import registry
-from ..thresholds import op_for
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.thresholds import op_for
 from .markup import (
     badge,
     DASH,

@@ -11,16 +11,16 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from .. import registry
-from ..aggregate import xfail_counts
-from ..sanitize import terminal_safe
-from ..thresholds import Miss, describe_runs, shorten
-from .repeats import summary_lines as repeat_summary_lines
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.thresholds import Miss, describe_runs, shorten
+from pytest_rageval.gate.aggregate import xfail_counts
+from pytest_rageval.sanitize import terminal_safe
 from .configs import ranking_lines
+from .repeats import summary_lines as repeat_summary_lines
 
 if TYPE_CHECKING:
-    from ..gate import Comparison
-    from ..settings import Settings
+    from pytest_rageval.gate.compare import Comparison
+    from pytest_rageval.plugin.settings import Settings
 
 TOP_ANCHORS = 5
 TOP_CLAIMS = 5  # unsupported claims shown per judge metric
@@ -123,7 +123,7 @@ def summary_metrics() -> tuple[str, ...]:
 
 def _case_threshold(name: str, settings: "Settings") -> str:
     """The configured per-case threshold behind an aggregate, when one is set globally."""
-    from ..thresholds import op_for
+    from pytest_rageval.evaluation.thresholds import op_for
 
     metric = name.rsplit("_", 1)[0] if name.endswith(("_avg", "_rate")) else name
     value = settings.thresholds.cli.get(metric, settings.thresholds.global_.get(metric))
@@ -239,7 +239,7 @@ def run_line(run_dir: Path) -> tuple[str, Markup]:
 
 def _comparison_lines(comparison: "Comparison") -> list[tuple[str, Markup]]:
     """The baseline verdict, the cases compared, and what regressed (red) or flipped."""
-    from ..gate import format_comparison
+    from pytest_rageval.gate.compare import format_comparison
 
     if comparison.refused:
         head = "baseline refused (use --rageval-ignore-invariants to compare anyway):"

@@ -10,8 +10,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from .. import readback, registry, safejson
-from ..commit import short_commit
+from pytest_rageval import safejson
+from pytest_rageval.evaluation import registry
+from pytest_rageval.runs import readback
+from pytest_rageval.runs.commit import short_commit
 from .markup import EMPTY, Html, fmt, is_number, join
 from .sparkline import scale_of
 
@@ -30,7 +32,7 @@ def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict
     A run of another eval set (``eval_set_hash``), a partial, all-error or
     incomplete run is not charted beside whole runs: it is counted in the note.
     """
-    from ..selection import not_whole
+    from pytest_rageval.evaluation.selection import not_whole
 
     current, eval_set = metrics.get("run_id"), chart_eval_set(metrics, history)
     runs: list[dict] = []

@@ -13,7 +13,7 @@ from .baseline import GateOutcome
 from .markup import EMPTY, Html, fmt_delta, fmt_interval, join, num_td, table
 
 if TYPE_CHECKING:
-    from ..gate import Comparison
+    from pytest_rageval.gate.compare import Comparison
 
 __all__ = ["VERDICT_TITLES", "render_verdict"]
 

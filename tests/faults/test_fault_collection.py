@@ -196,7 +196,7 @@ GLOBS = ["eval_sets/**/*.jsonl", "eval_sets/*.jsonl", "eval_sets/*/*.jsonl", "ev
 def test_without_links_the_globs_match_what_glob_matches(tmp_path: Path, pattern: str) -> None:
     import glob
 
-    from pytest_rageval.evalpaths import expand_globs
+    from pytest_rageval.evaluation.evalpaths import expand_globs
 
     for name in ["a1.jsonl", "b2.jsonl", "c.jsonl", ".dot.jsonl", "notes.txt", "sub/x.jsonl", "sub/deep/x.jsonl",
                  ".hidden/h.jsonl", "sub/.hidden/h.jsonl", "top.jsonl"]:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 
-from pytest_rageval.evalset import load_eval_file
+from pytest_rageval.evaluation.evalset import load_eval_file
 
 DISPLAY = "eval_sets/fuzz.jsonl"
 FUZZ = settings(

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import pytest
 from ask_server import AskServer, answer, chunk
 
-from pytest_rageval.matrix import MatrixConfig, MatrixError, matrix_from_table, parse_matrix_option, value_text
+from pytest_rageval.evaluation.matrix import MatrixConfig, MatrixError, matrix_from_table, parse_matrix_option, value_text
 
 #: The collision a user met: two of the four configs were both named ``a=p-b=q-b=r``.
 COLLIDING = "a=p-b=q,p;b=r,q-b=r"

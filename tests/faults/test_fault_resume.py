@@ -157,7 +157,7 @@ def test_a_lock_left_by_a_killed_session_does_not_block_a_resume(project: pytest
     with AskServer(respond) as server:
         run_dir = made_run(project, server.url)
         holder = subprocess.Popen([sys.executable, "-c", (
-            "import sys, time; from pathlib import Path; from pytest_rageval.runfolder import RunLock\n"
+            "import sys, time; from pathlib import Path; from pytest_rageval.runs.folder import RunLock\n"
             f"RunLock(Path({str(run_dir)!r})).acquire(); print('locked', flush=True); time.sleep(600)")],
             stdout=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"

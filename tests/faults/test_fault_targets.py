@@ -125,7 +125,7 @@ def test_abandoned_calls_are_bounded_by_the_concurrency() -> None:
     """At most ``abandon_limit`` hung calls keep a thread; the next call waits within its timeout, then errors."""
     import asyncio
 
-    from pytest_rageval.client import CallableClient, RagCallError
+    from pytest_rageval.targets.client import CallableClient, RagCallError
 
     release = threading.Event()
 

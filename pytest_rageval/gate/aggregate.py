@@ -1,0 +1,459 @@
+"""CaseRecords -> the aggregate part of metrics.json.
+
+Pure: no pytest, no I/O. Records may arrive in any order (serial runs, xdist
+workers, merged shards); every number is independent of that order, because
+sums are kept exactly (Shewchuk partials, rounded once at the end) and the
+latency list is sorted before taking percentiles.
+
+Scored records are those neither invalid, errored nor skipped; averages and
+latency use only them. Which metric is averaged under which key comes from the
+metric registry (``avg`` and ``rate`` entries; the ``abstention`` ones have
+their own formula here). Judge coverage counts each attempted verdict under the
+metric it feeds (:func:`registry.coverage_metric`): a repeated case counts once,
+attempted when any run attempted it and scored when its combined metric is not
+null. Records with ``invalid_line`` count only in
+``invalid_lines``. Unknown outcomes count as errors; a missing ``answerable``
+means answerable; a missing category groups under "uncategorized".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.stability import RepeatTally
+
+__all__ = [
+    "Aggregator",
+    "aggregate",
+    "as_number",
+    "percentile",
+]
+
+_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+_UNSCORED = ("error", "skipped")
+_NO_CATEGORY = "uncategorized"
+
+
+def percentile(sorted_values: list[float], q: float) -> Optional[float]:
+    """The ``q``-th percentile (0-100) of sorted values, linear between closest ranks.
+
+    Same as numpy's default (``method="linear"``); None for an empty list.
+    """
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * (q / 100.0)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    a, b = sorted_values[lo], sorted_values[hi]
+    if frac == 0 or a == b:
+        return float(a)
+    return a + (b - a) * frac
+
+
+def as_number(value: Any) -> Optional[float]:
+    """A finite metric value as float (bools as 1/0); None for null or non-numbers."""
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    return None
+
+
+class _ExactSum:
+    """A running float sum whose result does not depend on the order of ``add``."""
+
+    __slots__ = ("_partials",)
+
+    def __init__(self) -> None:
+        self._partials: list[float] = []
+
+    def add(self, x: float) -> None:
+        partials = self._partials
+        i = 0
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i:] = [x]
+
+    def value(self) -> float:
+        return math.fsum(self._partials)
+
+
+class _Mean:
+    """Running exact sum and count of the non-null values of one metric."""
+
+    __slots__ = ("total", "n")
+
+    def __init__(self) -> None:
+        self.total = _ExactSum()
+        self.n = 0
+
+    def add(self, value: Optional[float]) -> None:
+        if value is None:
+            return
+        self.total.add(value)
+        self.n += 1
+
+    def result(self) -> Optional[float]:
+        return self.total.value() / self.n if self.n else None
+
+
+class _Ratio:
+    """Numerator / denominator counts; None when the denominator is 0."""
+
+    __slots__ = ("num", "den")
+
+    def __init__(self) -> None:
+        self.num = 0
+        self.den = 0
+
+    def result(self) -> Optional[float]:
+        return self.num / self.den if self.den else None
+
+
+def _outcome(record: Mapping[str, Any]) -> str:
+    outcome = record.get("outcome")
+    # anything unknown is treated as an error: it is not a result we can score
+    return outcome if outcome in _OUTCOMES else "error"
+
+
+def _answerable(record: Mapping[str, Any]) -> bool:
+    value = record.get("answerable")
+    return True if value is None else bool(value)
+
+
+#: a scored record's values: ((aggregate key, value), ...) for the non-null means, and abstained
+_Values = tuple[tuple[tuple[str, float], ...], Optional[float]]
+
+
+def _mean_metrics() -> tuple[tuple[str, str], ...]:
+    """(aggregate key, metric) of every metric aggregated as a plain mean: ``avg`` entries, then ``rate`` ones."""
+    return (*registry.aggregates("avg").items(), *registry.aggregates("rate").items())
+
+
+def _values(answerable: bool, metrics: Mapping[str, Any], mean_metrics: tuple[tuple[str, str], ...]) -> _Values:
+    """The per-case values the groups average, computed once per record."""
+    means = []
+    for key, metric in mean_metrics:
+        value = as_number(metrics.get(metric))
+        if value is not None:
+            means.append((key, value))
+    abstained = as_number(metrics.get("abstained"))
+    if answerable and abstained is None:
+        abstained = as_number(metrics.get("false_abstention"))
+    return tuple(means), abstained
+
+
+def _tags(record: Mapping[str, Any]) -> list[str]:
+    tags = record.get("tags") or []
+    return [tags] if isinstance(tags, str) else [str(tag) for tag in tags]
+
+
+def xfail_counts(metrics: Mapping[str, Any]) -> str:
+    """``", 4 xfailed, 1 xpassed"`` (the nonzero ones, in pytest's words), to follow a passed/failed count."""
+    return "".join(f", {metrics[name]} {name}" for name in ("xfailed", "xpassed") if isinstance(metrics.get(name), int) and metrics[name])
+
+
+class _Group:
+    """The scalar metrics and counts of one group of records (or of the whole run)."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.n = 0
+        self.passed = 0
+        self.failed = 0
+        self.errors = 0
+        self.xfailed = 0
+        self.xpassed = 0
+        self.means: dict[str, _Mean] = {key: _Mean() for key in keys}
+        self.abstention = _Ratio()  # unanswerable, scored, abstained not null
+        self.false_abstention = _Ratio()  # answerable, scored
+
+    def add(self, outcome: str, answerable: bool, values: Optional[_Values]) -> None:
+        """Add one non-invalid, non-skipped record; ``values`` is None for an unscored one."""
+        self.n += 1
+        if outcome == "passed":
+            self.passed += 1
+        elif outcome == "failed":
+            self.failed += 1
+        elif outcome == "xfailed":
+            self.xfailed += 1
+        elif outcome == "xpassed":
+            self.xpassed += 1
+        else:
+            self.errors += 1
+        if values is None:
+            return
+        means, abstained = values
+        for key, value in means:
+            self.means[key].add(value)
+        if answerable:
+            self.false_abstention.den += 1
+            if abstained:
+                self.false_abstention.num += 1
+        elif abstained is not None:
+            self.abstention.den += 1
+            if abstained:
+                self.abstention.num += 1
+
+    def scalars(self) -> dict[str, Optional[float]]:
+        """The ``*_avg`` / ``*_rate`` metrics, abstention and false abstention."""
+        out: dict[str, Optional[float]] = {key: mean.result() for key, mean in self.means.items()}
+        out["abstention_accuracy"] = self.abstention.result()
+        den = self.abstention.den
+        out["hallucination_rate_unanswerable"] = (den - self.abstention.num) / den if den else None
+        out["false_abstention_rate"] = self.false_abstention.result()
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """A by_tag / by_category / by_answerable entry."""
+        out: dict[str, Any] = dict(self.scalars())
+        out.update(n=self.n, passed=self.passed, failed=self.failed, errors=self.errors)
+        out.update((name, count) for name, count in (("xfailed", self.xfailed), ("xpassed", self.xpassed)) if count)
+        return out
+
+
+class Aggregator:
+    """Accumulates CaseRecords (docs/internals.md) into metrics.json aggregates.
+
+    Memory: running sums per group and metric; per case only a small ``cases``
+    entry and one latency value are kept.
+    """
+
+    def __init__(self) -> None:
+        self._mean_metrics = _mean_metrics()  # the registry as it is when aggregation starts
+        self._all = self._new_group()
+        self._by_tag: dict[str, _Group] = {}
+        self._by_category: dict[str, _Group] = {}
+        self._by_answerable = {"answerable": self._new_group(), "unanswerable": self._new_group()}
+        self._counts = {name: 0 for name in _OUTCOMES}
+        self._invalid_lines = 0
+        self._answerable = 0
+        self._unanswerable = 0
+        self._flaky = 0
+        self._repeats = RepeatTally()  # metrics.json "repeats": classes, flake rate, spread (stability.py)
+        self._timeouts = 0
+        self._empty = 0
+        self._latencies: list[float] = []
+        self._latency_total = _ExactSum()
+        self._judge_tokens = 0
+        self._judge_usd = _ExactSum()
+        self._cache_hits = 0
+        self._cache_misses = 0
+        self._coverage: dict[str, list[int]] = {}  # metric -> [scored, attempted]
+        self._cases: dict[str, dict[str, Any]] = {}
+        self._by_config: dict[str, tuple[dict[str, Any], Aggregator]] = {}  # config id -> (params, its records' aggregator)
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Add one CaseRecord."""
+        if record.get("invalid_line"):
+            self._invalid_lines += 1
+            return
+        self._add_config(record)
+        outcome = _outcome(record)
+        metrics = record.get("metrics") or {}
+        self._counts[outcome] += 1
+        case: dict[str, Any] = {
+            "outcome": outcome,
+            "metrics": dict(metrics),
+            "category": record.get("category"),
+            "tags": _tags(record),
+            "answerable": _answerable(record),
+            "test_case_id": record.get("test_case_id"),
+        }
+        if isinstance(record.get("definition"), str):
+            case["definition"] = record["definition"]  # the gate compares a case only while its definition holds
+        error = record.get("error")
+        if outcome == "error" and isinstance(error, Mapping) and error.get("kind"):
+            case["error_kind"] = str(error["kind"])  # the gate pairs timeout rates per case
+        if record.get("empty_response"):
+            case["empty_response"] = True
+        if record.get("config_id"):
+            case["config_id"] = str(record["config_id"])  # the config matrix: by_config, its ranking and gate
+        self._cases[_record_key(record)] = case
+        if record.get("flaky"):
+            self._flaky += 1
+        self._repeats.add(_record_key(record), record, outcome)
+        self._add_cost(record)
+        if outcome == "skipped":
+            return
+
+        answerable = _answerable(record)
+        if answerable:
+            self._answerable += 1
+        else:
+            self._unanswerable += 1
+        if isinstance(error, Mapping) and error.get("kind") == "timeout":
+            self._timeouts += 1
+        if record.get("empty_response"):
+            self._empty += 1
+
+        values = None if outcome in _UNSCORED else _values(answerable, metrics, self._mean_metrics)
+        groups = [self._all, self._by_answerable["answerable" if answerable else "unanswerable"]]
+        groups.append(self._group(self._by_category, record.get("category") or _NO_CATEGORY))
+        for tag in dict.fromkeys(_tags(record)):  # a tag listed twice counts once
+            groups.append(self._group(self._by_tag, tag))
+        for group in groups:
+            group.add(outcome, answerable, values)
+
+        self._add_judge_coverage(record, outcome, metrics)
+        if outcome not in _UNSCORED:
+            latency = as_number(metrics.get("latency_ms"))
+            if latency is None:
+                latency_block = record.get("latency")
+                if isinstance(latency_block, Mapping):
+                    latency = as_number(latency_block.get("total_ms"))
+            if latency is not None:
+                self._latencies.append(latency)
+                self._latency_total.add(latency)
+
+    def _add_config(self, record: Mapping[str, Any]) -> None:
+        """A record of a config of the matrix also counts in that config's own aggregates (``by_config``)."""
+        config_id = record.get("config_id")
+        if not config_id:
+            return
+        params = record.get("matrix")
+        entry = self._by_config.get(str(config_id))
+        if entry is None:
+            entry = self._by_config[str(config_id)] = (dict(params) if isinstance(params, Mapping) else {}, Aggregator())
+        entry[1].add({k: v for k, v in record.items() if k != "config_id"})
+
+    def _config_results(self) -> dict[str, Any]:
+        """``by_config``: per config id its params, counts and aggregate metrics (present only with a matrix)."""
+        out: dict[str, Any] = {}
+        for config_id, (params, agg) in sorted(self._by_config.items()):
+            result = agg.result()
+            out[config_id] = {"params": params,
+                              **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")},
+                              "aggregate_metrics": result["aggregate_metrics"]}
+        return {"by_config": out} if out else {}
+
+    def _new_group(self) -> _Group:
+        return _Group(key for key, _ in self._mean_metrics)
+
+    def _group(self, groups: dict[str, _Group], name: Any) -> _Group:
+        name = str(name)
+        group = groups.get(name)
+        if group is None:
+            group = groups[name] = self._new_group()
+        return group
+
+    def _add_cost(self, record: Mapping[str, Any]) -> None:
+        cost = record.get("cost")
+        if isinstance(cost, Mapping):
+            tokens = as_number(cost.get("judge_tokens"))
+            if tokens is not None:
+                self._judge_tokens += int(tokens)
+            usd = as_number(cost.get("judge_cost_usd"))
+            if usd is not None:
+                self._judge_usd.add(usd)
+        cache = record.get("judge_cache")
+        if isinstance(cache, Mapping):
+            self._cache_hits += int(as_number(cache.get("hits")) or 0)
+            self._cache_misses += int(as_number(cache.get("misses")) or 0)
+
+    def _add_judge_coverage(self, record: Mapping[str, Any], outcome: str, metrics: Mapping[str, Any]) -> None:
+        """Count each verdict attempted for this case once, under the metric it feeds.
+
+        ``judge_attempted`` lists verdict names. A record without it (one cut
+        short before the list was written) counts the verdicts it holds
+        (``judge``, by verdict name) and the judge metrics it scored; every name
+        goes through the registry to the metric it feeds.
+        """
+        attempted = record.get("judge_attempted")
+        if not isinstance(attempted, list):
+            held = record.get("judge")
+            attempted = [*(held if isinstance(held, Mapping) else {}),
+                         *(m for m in registry.metric_names("judge") if as_number(metrics.get(m)) is not None)]
+        for metric in dict.fromkeys(registry.coverage_metric(str(verdict)) for verdict in attempted):
+            entry = self._coverage.setdefault(metric, [0, 0])
+            entry[1] += 1
+            if outcome != "error" and as_number(metrics.get(metric)) is not None:
+                entry[0] += 1
+
+    def result(self) -> dict[str, Any]:
+        """The aggregate part of metrics.json (floats unrounded)."""
+        # xfailed and xpassed are their own counts, as in pytest's summary line: never passed or failed
+        passed, failed, errors = self._counts["passed"], self._counts["failed"], self._counts["error"]
+        total = passed + failed + errors
+        ran = total + self._counts["xfailed"] + self._counts["xpassed"]
+
+        def rate(count: int) -> Optional[float]:
+            return count / ran if ran else None
+
+        latencies = sorted(self._latencies)
+        aggregate_metrics: dict[str, Any] = dict(self._all.scalars())
+        aggregate_metrics["latency"] = {
+            "p50_ms": percentile(latencies, 50),
+            "p95_ms": percentile(latencies, 95),
+            "total_ms": self._latency_total.value() if latencies else None,
+        }
+        aggregate_metrics["cost"] = {
+            "judge_total_tokens": self._judge_tokens,
+            "judge_total_usd": self._judge_usd.value(),
+        }
+        aggregate_metrics["operational_metrics"] = {
+            "error_rate": rate(errors),
+            "timeout_rate": rate(self._timeouts),
+            "empty_response_rate": rate(self._empty),
+        }
+        aggregate_metrics["judge_cache"] = {"hits": self._cache_hits, "misses": self._cache_misses}
+        aggregate_metrics["judge_coverage"] = {
+            metric: {
+                "scored": scored,
+                "attempted": attempted,
+                "coverage": scored / attempted if attempted else None,
+            }
+            for metric, (scored, attempted) in sorted(self._coverage.items())
+        }
+        return {
+            "aggregate_metrics": aggregate_metrics,
+            "by_tag": {tag: group.summary() for tag, group in sorted(self._by_tag.items())},
+            "by_category": {cat: group.summary() for cat, group in sorted(self._by_category.items())},
+            "by_answerable": {name: group.summary() for name, group in self._by_answerable.items()},
+            "total_tests": total,
+            "passed": passed,
+            "failed": failed,
+            "errors": errors,
+            "skipped": self._counts["skipped"],
+            "xfailed": self._counts["xfailed"],
+            "xpassed": self._counts["xpassed"],
+            "invalid_lines": self._invalid_lines,
+            "answerable_tests": self._answerable,
+            "unanswerable_tests": self._unanswerable,
+            "flaky": self._flaky,
+            "repeats": self._repeats.result(),
+            "judge_coverage": aggregate_metrics["judge_coverage"],  # documented at the top level too
+            "cases": {key: self._cases[key] for key in sorted(self._cases)},
+            **self._config_results(),
+        }
+
+
+def _record_key(record: Mapping[str, Any]) -> str:
+    key = record.get("key")
+    if key:
+        return str(key)
+    case_id = record.get("test_case_id")
+    file = record.get("file")
+    return f"{file}::{case_id}" if file else str(case_id)
+
+
+def aggregate(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Aggregate CaseRecords in one call."""
+    agg = Aggregator()
+    for record in records:
+        agg.add(record)
+    return agg.result()

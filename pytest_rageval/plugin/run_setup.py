@@ -1,0 +1,133 @@
+"""What one process of a ``--rageval`` session is set up with: settings, the judges, the target's client.
+
+Built once per process by ``plugin.pytest_configure`` and shared by the case runner (which asks and
+judges with it) and the run controller (which describes it in config.json, checks the judge and
+re-judges the spot-check sample with it). Knows nothing of pytest.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pytest_rageval.evaluation.schema import EvalCase
+from pytest_rageval.evaluation.thresholds import Threshold, resolve_thresholds
+from pytest_rageval.judges.judging import JudgeSetup
+from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
+from pytest_rageval.targets.resolve import client_of, load_target
+from .judge_factory import build_judge, judge_info
+from .settings import Settings
+
+
+@dataclass
+class RunSetup:
+    """The settings, the judge (and spot-check judge) setups, and the target's client once made."""
+
+    settings: Settings
+    judge_setup: Optional[JudgeSetup]
+    spot_setup: Optional[JudgeSetup]
+    _target_client: Optional[RagClient] = field(default=None, repr=False)
+    _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
+    calibration: Optional[dict[str, Any]] = None  # the stored calibration rageval_min_judge_agreement found
+
+    def check_calibration(self) -> None:
+        """With ``rageval_min_judge_agreement`` and a judge: find a sufficient calibration of that judge
+        (``calibrations.CalibrationRefused`` saying what is missing otherwise), before any request."""
+        s = self.settings
+        if s.min_judge_agreement is None or self.judge_setup is None:
+            return
+        from pytest_rageval.judges.calibrations import judge_identity, required_calibration
+
+        identity = judge_identity(self.judge_setup.judge.describe(), self.judge_info())
+        self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement,
+                                                s.rootdir)
+
+    @classmethod
+    def build(cls, settings: Settings) -> "RunSetup":
+        judge_setup = build_judge(settings, os.environ)
+        spot_setup = (
+            build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=judge_setup)
+            if settings.spot_check and judge_setup is not None
+            else None
+        )
+        return cls(settings, judge_setup, spot_setup)
+
+    def target_client(self) -> RagClient:
+        """The client for the configured target (made once); ``RagConfigError`` when there is none."""
+        if self._target_client is None:
+            s = self.settings
+            axis = dict(s.matrix.axes).get("target") if s.matrix is not None else None
+            if not s.target and axis:  # the matrix names the targets: the fixture's client is the first one
+                return self.client_for(str(axis[0]))
+            if not s.target:
+                raise RagConfigError(
+                    "no system under test: set --rageval-target, ini rageval_target or env RAGEVAL_TARGET, "
+                    "or override the rageval_client fixture in conftest.py"
+                )
+            self._target_client = self._load(s.target)
+        return self._target_client
+
+    def _load(self, spec: str) -> RagClient:
+        s = self.settings
+        return load_target(
+            spec,
+            folders=[os.getcwd(), str(s.rootdir)],
+            concurrency=s.concurrency,
+            params_hook=s.params_hook,
+            docs_root=s.docs_root_or_rootdir,
+            headers=parse_headers(s.headers_text, os.environ),
+            timeout=s.timeout,
+            max_response_bytes=s.max_response_bytes,
+            request_map=parse_request_map(s.request_map_text),
+            response_map=parse_response_map(s.response_map_text),
+        )
+
+    def fixture_target_client(self, value: Any) -> RagClient:
+        """The client of what a conftest ``rageval_client`` fixture returned: a URL or ``module:name`` as the target
+        setting takes, a client, a framework object or a callable (made once per object by the caller)."""
+        if isinstance(value, str):
+            return self._load(value)
+        s = self.settings
+        return client_of(value, name="the rageval_client fixture", concurrency=s.concurrency, timeout=s.timeout,
+                         docs_root=s.docs_root_or_rootdir, response_map=parse_response_map(s.response_map_text))
+
+    def client_for(self, spec: str) -> RagClient:
+        """The client of one value of the matrix's ``target`` axis (made once; same headers, maps and timeout)."""
+        if spec not in self._axis_clients:
+            self._axis_clients[spec] = self._load(spec)
+        return self._axis_clients[spec]
+
+    @property
+    def made_clients(self) -> list[RagClient]:
+        """Every target client made in this process (the configured target's, then the target axis's)."""
+        made = [self._target_client] if self._target_client is not None else []
+        return made + list(self._axis_clients.values())
+
+    @property
+    def made_target_client(self) -> Optional[RagClient]:
+        """The target's client if it was made in this process, else None."""
+        return self._target_client
+
+    def check_target(self) -> None:
+        """Import the target and parse its URL, headers and maps now (``RagConfigError`` on a mistake).
+
+        Without a target (a conftest ``rageval_client`` fixture serves the cases) the header and map
+        lines are still checked, for syntax only.
+        """
+        s = self.settings
+        if s.target:
+            self.target_client()
+        else:
+            check_maps(s.headers_text, s.request_map_text, s.response_map_text)
+        for name, values in s.matrix.axes if s.matrix is not None else ():
+            for value in values if name == "target" else ():
+                self.client_for(str(value))
+
+    def judge_info(self) -> dict[str, Any]:
+        """Name, model and kind of the judge in use (``none`` without one)."""
+        return judge_info(self.judge_setup.judge if self.judge_setup else None)
+
+    def thresholds_for(self, case: EvalCase) -> dict[str, Threshold]:
+        """The thresholds that apply to ``case`` (its own over the configured ones)."""
+        return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled and case.judge is not False)

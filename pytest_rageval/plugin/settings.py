@@ -1,0 +1,580 @@
+"""One frozen ``Settings`` resolved from CLI > ini/pyproject > env > defaults.
+
+The ``[tool.rageval]`` table arrives checked (config.py: ``RagevalConfig``,
+with the value checks below joined to its messages); the defaults are
+defaults.py's. Paths given on the command line are relative to the current
+directory; paths from ini/pyproject are relative to rootdir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional
+
+from pytest_rageval import defaults
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.matrix import Matrix, MatrixError, matrix_from_table, parse_matrix_option
+from pytest_rageval.evaluation.stability import RepeatError, parse_repeat
+from pytest_rageval.evaluation.thresholds import (ThresholdConfig, ThresholdError, number_text, finite_number, parse_cli_thresholds,
+                                                  parse_threshold_table)
+from pytest_rageval.redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
+from pytest_rageval.sanitize import Limits
+from pytest_rageval.suggest import did_you_mean
+from .config import ConfigError, Problem, RagevalConfig, read_config
+
+#: A configuration value is wrong; the message names the setting (one error type for every configuration mistake).
+SettingsError = ConfigError
+
+JUDGE_CHOICES = defaults.JUDGE_CHOICES
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the plugin needs to know about this run's configuration."""
+
+    rootdir: Path
+    eval_set_globs: tuple[str, ...] = defaults.EVAL_SET_GLOBS
+    target: Optional[str] = None
+    headers_text: str = ""
+    request_map_text: str = ""
+    response_map_text: str = ""
+    timeout: float = defaults.TIMEOUT
+    k: int = defaults.K
+    require_snippets: bool = False
+    judge: str = "none"  # resolved ("auto" is gone by now); a bare Settings judges nothing
+    output_dir: Path = Path(defaults.OUTPUT_DIR)
+    baseline: Optional[Path] = None
+    update_baseline: bool = False
+    allow_regressions: bool = False
+    ignore_invariants: bool = False
+    min_shared_cases: int = defaults.MIN_SHARED_CASES  # rageval_min_shared_cases: the gate's floor of unchanged cases
+    gate_significance: bool = False
+    store_full_text: bool = False
+    limits: Limits = field(default_factory=Limits)  # size caps of text from outside (rageval_max_*_chars)
+    max_response_bytes: int = defaults.MAX_RESPONSE_BYTES  # most bytes of a RAG or judge response body read
+    retrieval_only: bool = False
+    thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
+    gate: Mapping[str, float] = field(default_factory=dict)
+    judge_model: Optional[str] = None
+    judge_base_url: Optional[str] = None
+    judge_json_mode: str = defaults.JUDGE_JSON_MODE
+    judge_metrics: tuple[str, ...] = defaults.JUDGE_METRICS
+    judge_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    citation_patterns: tuple[str, ...] = ()  # extra citation regexes of the lexical judge
+    cache_dir: Path = Path(defaults.CACHE_DIR)
+    no_cache: bool = False
+    clear_cache: bool = False
+    judge_check: bool = False
+    dry_run: bool = False
+    max_judge_cost: Optional[float] = None
+    spot_check: int = 0
+    spot_check_model: Optional[str] = None
+    concurrency: int = defaults.CONCURRENCY
+    target_concurrency: int = defaults.CONCURRENCY  # rageval_target_concurrency: the target's calls in flight at once
+    repeat: Optional[int] = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
+    shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
+    resume: Optional[Path] = None
+    summary_md: Optional[Path] = None  # --rageval-summary-md: the CI summary (report/markdown.py), written anew
+    step_summary: Optional[Path] = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
+    matrix: Optional[Matrix] = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
+    rank_by: Optional[str] = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
+    docs_root: Optional[Path] = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
+    min_judge_agreement: Optional[float] = None  # ini rageval_min_judge_agreement (calibrations.py)
+    params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
+    marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
+
+    @property
+    def docs_root_or_rootdir(self) -> Path:
+        """The folder gold rel_paths are relative to."""
+        return self.docs_root or self.rootdir
+
+    @property
+    def judge_enabled(self) -> bool:
+        return self.judge != "none" and not self.retrieval_only
+
+    def redactor(self, environ: Mapping[str, str]) -> Redactor:
+        """Every secret this configuration knows: header values (``${VAR}`` expanded from ``environ``),
+        credentials in the target and judge URLs, and the judge key."""
+        from pytest_rageval.targets.client import RagConfigError, parse_headers
+
+        try:
+            headers = parse_headers(self.headers_text, environ)
+        except RagConfigError:  # an unset ${VAR}: the run stops on it anyway; keep what the lines say
+            headers = {str(i): line.partition(":")[2] for i, line in enumerate(self.headers_text.splitlines())}
+        axis = dict(self.matrix.axes).get("target", ()) if self.matrix is not None else ()
+        urls = [url for url in (self.target, self.judge_base_url, *(str(v) for v in axis)) if url]
+        return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
+
+    @property
+    def k_shown(self) -> str:
+        """The run's k for a summary line: ``5``, or the matrix's depth values (``3,5 (matrix top_k)``)."""
+        from pytest_rageval.evaluation.matrix import DEPTH_AXES
+
+        for name, values in self.matrix.axes if self.matrix is not None else ():
+            if name in DEPTH_AXES:
+                return f"{','.join(str(v) for v in values)} (matrix {name})"
+        return str(self.k)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The configuration that defines a run, for config.json and its hash.
+
+        Header values are secrets: only their names are kept. URLs are kept without
+        credentials and with secret-looking query values masked (redact.public_url).
+        """
+        header_names = sorted(
+            line.split(":", 1)[0].strip() for line in self.headers_text.splitlines() if ":" in line
+        )
+        return {
+            "target": public_url(self.target) if self.target else self.target,
+            "header_names": header_names,
+            "request_map": self.request_map_text,
+            "response_map": self.response_map_text,
+            "timeout": self.timeout,
+            "k": self.k,
+            "require_snippets": self.require_snippets,
+            "judge": self.judge,
+            "judge_model": self.judge_model,
+            "judge_base_url": public_url(self.judge_base_url) if self.judge_base_url else self.judge_base_url,
+            "judge_metrics": list(self.judge_metrics),
+            "retrieval_only": self.retrieval_only,
+            "store_full_text": self.store_full_text,
+            # only when changed: the default caps keep the hash of runs made before they existed
+            **({"limits": dataclasses.asdict(self.limits)} if self.limits != Limits() else {}),
+            "thresholds": {
+                "global": dict(self.thresholds.global_),
+                "by_category": {c: dict(t) for c, t in self.thresholds.by_category.items()},
+                "cli": dict(self.thresholds.cli),
+            },
+            "gate": dict(self.gate),
+            # only when it repeats: the hash of a run without it (or with 1, the same runs) stays as it was
+            **({"repeat": self.repeat} if self.repeat is not None and self.repeat > 1 else {}),
+            # only with a matrix: runs without one keep their hash
+            **({"matrix": self.matrix.snapshot()} if self.matrix is not None else {}),
+            # only when set (relative to rootdir where it lies below it): runs without one keep their hash
+            **({"docs_root": _below(self.docs_root, self.rootdir)} if self.docs_root is not None else {}),
+        }
+
+
+def _below(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies below it, else as it is."""
+    try:
+        return path.relative_to(root).as_posix() or "."
+    except ValueError:
+        return str(path)
+
+
+def read_pyproject_table(path: Optional[Path]) -> RagevalConfig:
+    """The checked ``[tool.rageval]`` table of a pyproject.toml (config.read_config, with the value checks
+    below); the empty table when there is none. SettingsError names file, line, key and problem of each mistake."""
+    return read_config(path, _value_problems)
+
+
+def _value_problems(table: Mapping[str, Any]) -> Iterator[Problem]:
+    """(key path, problem) of each wrong value, worded by the code that reads it."""
+    for path, check in _value_checks(table):
+        try:
+            check()
+        except (SettingsError, ThresholdError) as exc:
+            yield path, str(exc)
+
+
+def _value_checks(table: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], Callable[[], Any]]]:
+    """(key path, check) for each value of a structurally valid table, checked by the code that reads it."""
+    where = "[tool.rageval.thresholds]"
+    for name, value in _table(table, "thresholds").items():
+        if isinstance(value, Mapping):
+            for metric, threshold in value.items():
+                yield ("thresholds", name, metric), partial(parse_threshold_table, {name: {metric: threshold}}, where)
+        else:
+            yield ("thresholds", name), partial(parse_threshold_table, {name: value}, where)
+    for name, value in _table(table, "gate").items():
+        yield ("gate", name), partial(parse_gate, {name: value}, "[tool.rageval.gate]")
+    judge = _table(table, "judge")
+    if "metrics" in judge:
+        yield ("judge", "metrics"), partial(_judge_metrics, judge["metrics"])
+    for model, pair in _table(judge, "prices").items():
+        yield ("judge", "prices", model), partial(_prices, {model: pair})
+    if _table(table, "matrix"):
+        yield ("matrix",), partial(_matrix_table, _table(table, "matrix"), None)
+    for name, value in _table(table, "marks").items():
+        yield ("marks", name), partial(_marks, {name: value})
+
+
+def _table(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A sub-table, or {} when it is missing or no table (a problem table_problems reports)."""
+    value = table.get(name, {})
+    return value if isinstance(value, Mapping) else {}
+
+
+def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
+    """``[tool.rageval.gate]``: tolerances by aggregate metric, plus min_judge_coverage."""
+    from pytest_rageval.gate.compare import gate_name
+
+    out: dict[str, float] = {}
+    for name, value in table.items():
+        try:
+            gate_name(name)
+        except ValueError as exc:
+            raise SettingsError(f"{where}.{name}: {exc}") from None
+        number = finite_number(value) if isinstance(value, (int, float)) else None
+        if number is None:
+            raise SettingsError(f"{where}.{name}: must be a finite number, got {number_text(value)}")
+        if number < 0:
+            raise SettingsError(f"{where}.{name}: must not be negative, got {value!r}")
+        if name == "min_judge_coverage" and number > 1:
+            raise SettingsError(f"{where}.{name}: must be a share from 0 to 1, got {value!r}")
+        out[name] = number
+    return out
+
+
+def _first(*values: Any) -> Any:
+    for value in values:
+        if value not in (None, "", []):
+            return value
+    return None
+
+
+def _lines(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "\n".join(str(v) for v in value)
+    return str(value or "")
+
+
+def build_settings(
+    *,
+    rootdir: Path,
+    invocation_dir: Path,
+    option: Any,
+    ini: Mapping[str, Any],
+    pyproject: RagevalConfig,
+    environ: Mapping[str, str],
+) -> Settings:
+    """Resolve settings. ``option`` is pytest's ``config.option`` (attribute access); ``pyproject`` the checked table."""
+
+    def cli_path(value: Optional[str]) -> Optional[Path]:
+        return None if not value else (invocation_dir / value).resolve()
+
+    def ini_path(value: Optional[str]) -> Optional[Path]:
+        return None if not value else (rootdir / value).resolve()
+
+    try:
+        k = int(_first(option.rageval_k, ini.get("rageval_k"), defaults.K))
+    except (TypeError, ValueError):
+        raise SettingsError(f"rageval_k: must be a whole number, got {ini.get('rageval_k')!r}") from None
+    if k < 1:
+        raise SettingsError(f"--rageval-k: must be at least 1, got {k}")
+    try:
+        timeout = float(_first(ini.get("rageval_timeout"), defaults.TIMEOUT))
+    except (TypeError, ValueError):
+        raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
+    if not 0 < timeout < float("inf"):
+        raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {ini.get('rageval_timeout')!r}")
+
+    judge_table = pyproject.judge
+    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"), judge_table.model)
+    judge = _first(option.rageval_judge, ini.get("rageval_judge"), defaults.JUDGE)
+    if judge not in JUDGE_CHOICES:
+        raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
+    if judge == "auto":
+        judge = "openai" if judge_model else "lexical"
+    if judge == "openai" and not judge_model:
+        raise SettingsError(
+            "--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model "
+            "or [tool.rageval.judge] model"
+        )
+    json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.json_mode, defaults.JUDGE_JSON_MODE)
+    if json_mode not in defaults.JUDGE_JSON_MODES:
+        raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
+    citation_patterns = tuple(str(line) for line in ini.get("rageval_citation_patterns") or [])
+    try:
+        from pytest_rageval.judges.lexical_text import compile_citation_patterns
+
+        compile_citation_patterns(citation_patterns)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    judge_metrics = _judge_metrics(judge_table.metrics)
+    prices = _prices(judge_table.prices)
+    spot_check = int(option.rageval_spot_check or 0)
+    if spot_check and not option.rageval_spot_check_model:
+        raise SettingsError("--rageval-spot-check needs --rageval-spot-check-model (the second judge model)")
+
+    try:
+        global_, by_category = parse_threshold_table(pyproject.thresholds, "[tool.rageval.thresholds]")
+        cli = parse_cli_thresholds(list(option.rageval_threshold or []))
+    except ThresholdError as exc:
+        raise SettingsError(str(exc)) from None
+
+    globs = ini.get("rageval_eval_sets") or defaults.EVAL_SET_GLOBS
+    output = cli_path(option.rageval_output) or ini_path(ini.get("rageval_output")) or rootdir / defaults.OUTPUT_DIR
+    baseline = cli_path(option.rageval_baseline) or ini_path(ini.get("rageval_baseline"))
+    return Settings(
+        rootdir=rootdir,
+        eval_set_globs=tuple(globs),
+        target=_first(option.rageval_target, ini.get("rageval_target"), environ.get("RAGEVAL_TARGET")),
+        headers_text=_lines(ini.get("rageval_headers")),
+        request_map_text=_lines(ini.get("rageval_request_map")),
+        response_map_text=_lines(ini.get("rageval_response_map")),
+        timeout=timeout,
+        k=k,
+        require_snippets=bool(ini.get("rageval_require_snippets")),
+        judge=judge,
+        output_dir=output,
+        baseline=baseline,
+        update_baseline=bool(option.rageval_update_baseline),
+        allow_regressions=bool(option.rageval_allow_regressions),
+        ignore_invariants=bool(option.rageval_ignore_invariants),
+        min_shared_cases=_min_shared(ini.get("rageval_min_shared_cases")),
+        gate_significance=bool(option.rageval_gate_significance),
+        store_full_text=bool(option.rageval_store_full_text),
+        limits=_limits(ini),
+        max_response_bytes=_max_response_bytes(ini.get("rageval_max_response_bytes")),
+        retrieval_only=bool(option.rageval_retrieval_only),
+        thresholds=ThresholdConfig(global_, by_category, cli),
+        gate=parse_gate(pyproject.gate, "[tool.rageval.gate]"),
+        judge_model=judge_model,
+        judge_base_url=_first(
+            option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.base_url, environ.get("OPENAI_BASE_URL")
+        ),
+        judge_json_mode=json_mode,
+        judge_metrics=judge_metrics,
+        judge_prices=prices,
+        citation_patterns=citation_patterns,
+        cache_dir=cli_path(option.rageval_cache_dir) or ini_path(ini.get("rageval_cache_dir")) or rootdir / defaults.CACHE_DIR,
+        no_cache=bool(option.rageval_no_cache),
+        clear_cache=bool(option.rageval_clear_cache),
+        judge_check=bool(option.rageval_judge_check),
+        dry_run=bool(option.rageval_dry_run),
+        max_judge_cost=_budget(option.rageval_max_judge_cost),
+        spot_check=spot_check,
+        spot_check_model=option.rageval_spot_check_model,
+        concurrency=_concurrency(option.rageval_concurrency),
+        target_concurrency=_target_concurrency(ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency)),
+        repeat=_repeat(option, ini),
+        shard=_shard(option.rageval_shard),
+        resume=cli_path(option.rageval_resume),
+        summary_md=cli_path(option.rageval_summary_md),
+        step_summary=cli_path(environ.get("GITHUB_STEP_SUMMARY")),
+        matrix=_matrix(option, ini, pyproject.matrix, judged=judge != "none" and not option.rageval_retrieval_only),
+        rank_by=_rank_by(option, ini),
+        marks=_marks(pyproject.marks),
+        docs_root=ini_path(_first(ini.get("rageval_docs_root"), pyproject.docs_root)),
+        params_hook=str(ini.get("rageval_params_hook") or "").strip(),
+        min_judge_agreement=_agreement(ini.get("rageval_min_judge_agreement")),
+    )
+
+
+def _matrix_table(table: Mapping[str, Any], slice_k: Optional[bool]) -> Optional[Matrix]:
+    try:
+        matrix = matrix_from_table(table, slice_k=slice_k)
+    except MatrixError as exc:
+        raise SettingsError(str(exc)) from None
+    _check_targets(matrix)
+    return matrix
+
+
+def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, judged: bool) -> Optional[Matrix]:
+    """``--rageval-matrix`` (wins: the table's axes and excludes are not used) or ``[tool.rageval.matrix]``;
+    ini ``rageval_slice_k`` over the table's ``slice_k`` over the default: slice only a run without a judge (its
+    metrics read the chunks alone; an answer built from 10 chunks is not the answer at 5)."""
+    raw = str(ini.get("rageval_slice_k") or "").strip().lower()
+    if raw not in ("", "true", "false"):
+        raise SettingsError(f"rageval_slice_k: must be true or false, got {ini.get('rageval_slice_k')!r}")
+    slice_k = None if not raw else raw == "true"
+    if slice_k is None and isinstance(table.get("slice_k"), bool):
+        slice_k = table["slice_k"]
+    if slice_k is None:
+        slice_k = not judged
+    text = getattr(option, "rageval_matrix", None)
+    if text is None:
+        return _matrix_table(table, slice_k)
+    try:
+        matrix = parse_matrix_option(text, slice_k=slice_k)
+    except MatrixError as exc:
+        raise SettingsError(str(exc)) from None
+    _check_targets(matrix)
+    return matrix
+
+
+def _check_targets(matrix: Optional[Matrix]) -> None:
+    """A ``target`` axis holds URLs or ``module:callable`` names (imported when the first case asks)."""
+    from pytest_rageval.targets.client import RagConfigError, check_target
+
+    if matrix is None:
+        return
+    for name, values in matrix.axes:
+        for value in values if name == "target" else ():
+            try:
+                check_target(str(value))
+            except RagConfigError as exc:
+                raise SettingsError(f"{matrix.source}: axis 'target': {exc}") from None
+
+
+def _rank_by(option: Any, ini: Mapping[str, Any]) -> Optional[str]:
+    """The aggregate configs are ranked by (``recall_at_k`` means ``recall_at_k_avg``); None: the default."""
+    from pytest_rageval.gate.compare import gate_name
+
+    value = _first(getattr(option, "rageval_rank_by", None), ini.get("rageval_rank_by"))
+    if value is None:
+        return None
+    try:
+        return gate_name(str(value))
+    except ValueError as exc:
+        raise SettingsError(f"--rageval-rank-by: {exc}") from None
+
+
+def _limits(ini: Mapping[str, Any]) -> Limits:
+    """The ``rageval_max_*_chars`` ini keys: each a whole number of characters, at least 100."""
+    values: dict[str, int] = {}
+    for name, key in Limits.INI.items():
+        raw = ini.get(key)
+        if raw in (None, ""):
+            continue
+        try:
+            values[name] = int(str(raw).strip())
+        except ValueError:
+            raise SettingsError(f"{key}: must be a whole number of characters, got {raw!r}") from None
+        if values[name] < 100:
+            raise SettingsError(f"{key}: must be at least 100 characters, got {raw!r}")
+    return Limits(**values)
+
+
+def _max_response_bytes(raw: Any) -> int:
+    """``rageval_max_response_bytes``: a whole number of bytes, at least 1024."""
+    if raw in (None, ""):
+        return defaults.MAX_RESPONSE_BYTES
+    text = str(raw).strip().replace("_", "")
+    if not (text.isascii() and text.isdigit()) or len(text) > 15:
+        raise SettingsError(f"rageval_max_response_bytes: must be a whole number of bytes, got {number_text(raw)}")
+    if int(text) < 1024:
+        raise SettingsError(f"rageval_max_response_bytes: must be at least 1024 bytes, got {text}")
+    return int(text)
+
+
+def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:
+    """``--rageval-shard I/N``: this job runs share I (1-based) of N."""
+    if not value:
+        return None
+    index, sep, count = value.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not sep or not 1 <= i <= n:
+        raise SettingsError(f"--rageval-shard: expected I/N with 1 <= I <= N (e.g. 2/4), got {value!r}")
+    return i, n
+
+
+def _repeat(option: Any, ini: Mapping[str, Any]) -> Optional[int]:
+    """``--rageval-repeat N`` over ini ``rageval_repeat``: runs of each judge-dependent case (stability.runs_for)."""
+    cli = getattr(option, "rageval_repeat", None)
+    where, value = ("--rageval-repeat", cli) if cli is not None else ("rageval_repeat", ini.get("rageval_repeat"))
+    try:
+        return parse_repeat(value, where)
+    except RepeatError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _min_shared(value: Any) -> int:
+    text = str(value or "").strip()
+    if not text:
+        return defaults.MIN_SHARED_CASES
+    if not text.isdigit() or len(text) > 9 or int(text) < 1:
+        raise SettingsError(f"rageval_min_shared_cases: must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _budget(value: Any) -> Optional[float]:
+    """``--rageval-max-judge-cost USD``: a finite amount of at least 0 (``nan`` or ``-1`` would never or always trip)."""
+    if value is None:
+        return None
+    number = finite_number(value)
+    if number is None or number < 0:
+        raise SettingsError(f"--rageval-max-judge-cost: must be a finite amount of USD of at least 0, got {value!r}")
+    return number
+
+
+def _agreement(value: Any) -> Optional[float]:
+    """ini ``rageval_min_judge_agreement``: a balanced accuracy from 0 to 1, or None when unset."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not 0.0 <= number <= 1.0:
+        raise SettingsError(f"rageval_min_judge_agreement: must be a balanced accuracy from 0 to 1, got {text!r}")
+    return number
+
+
+def _target_concurrency(value: Any, concurrency: int) -> int:
+    """ini ``rageval_target_concurrency``: calls of the target in flight at once (default: the run's concurrency)."""
+    text = str(value or "").strip()
+    if not text:
+        return concurrency
+    if not text.isdigit() or len(text) > 6 or int(text) < 1:
+        raise SettingsError(f"rageval_target_concurrency: must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _concurrency(value: Optional[int]) -> int:
+    if value is None:
+        return defaults.CONCURRENCY
+    if value < 1:
+        raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
+    return value
+
+
+def _judge_metrics(value: Any) -> tuple[str, ...]:
+    """``[tool.rageval.judge] metrics``: which judge metrics to score (default groundedness, correctness)."""
+    if value is None:
+        return defaults.JUDGE_METRICS
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError("[tool.rageval.judge] metrics: must be a list of metric names")
+    judged = registry.metric_names("judge")
+    for name in value:
+        if name not in judged:
+            raise SettingsError(
+                f"[tool.rageval.judge] metrics: unknown judge metric {name!r}{did_you_mean(name, judged)} (one of {', '.join(judged)})"
+            )
+    return tuple(value)
+
+
+def _prices(table: Any) -> dict[str, tuple[float, float]]:
+    """``[tool.rageval.judge.prices]``: model = [USD per 1M prompt tokens, USD per 1M completion tokens]."""
+    if not isinstance(table, Mapping):
+        raise SettingsError("[tool.rageval.judge.prices] must be a table of model = [prompt, completion]")
+    out: dict[str, tuple[float, float]] = {}
+    for model, pair in table.items():
+        numbers = [finite_number(p) if isinstance(p, (int, float)) else None for p in pair] if isinstance(pair, list) else []
+        if len(numbers) != 2 or any(n is None or n < 0 for n in numbers):
+            raise SettingsError(f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
+                                "two finite numbers of at least 0")
+        out[model] = (float(numbers[0] or 0.0), float(numbers[1] or 0.0))
+    return out
+
+
+def _marks(table: Mapping[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """``[tool.rageval.marks]``: marker = [tags or categories]; a case with one of them gets the marker."""
+    from pytest_rageval.evaluation.schema import mark_problem
+
+    out = []
+    for name, selectors in sorted(table.items()):
+        problem = mark_problem(str(name))
+        if problem is not None:
+            raise SettingsError(f"[tool.rageval.marks] {problem}")
+        if not (isinstance(selectors, list) and selectors and all(isinstance(s, str) and s for s in selectors)):
+            raise SettingsError(f"[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. [\"slow\", \"multi_hop\"]")
+        out.append((str(name), frozenset(selectors)))
+    return tuple(out)
+
+
+def pyproject_path(inipath: Optional[Path], rootdir: Path) -> Optional[Path]:
+    """The pyproject.toml that holds ``[tool.rageval]``: the ini file if it is one, else rootdir's."""
+    if inipath is not None and inipath.name == "pyproject.toml":
+        return inipath
+    candidate = rootdir / "pyproject.toml"
+    return candidate if candidate.is_file() else None

@@ -1,0 +1,302 @@
+"""What the plugin reads back (baselines, older runs, run folders), checked before any of it is used.
+
+metrics.json, config.json and results.jsonl are written by the plugin, but an older version, a hand edit or
+a hostile file may hold anything. Their JSON syntax is read strictly elsewhere (:func:`safejson.read_file`,
+:func:`.folder.load_record_line`); here their values are: every number finite and within float range,
+every string valid Unicode (no lone surrogate), and each field the code reads of the type it expects, by the
+shapes below (:data:`METRICS`, :data:`RECORD`, :data:`CONFIG`, :data:`HISTORY_ENTRY`). A shape names only the
+fields the code reads: unknown fields are allowed, and any field may be missing or null. Each problem is one
+line naming the field path and what is wrong (``cases["s.jsonl::a"].metrics.mrr: expected a number, got
+'abc'``), so a damaged file is one message naming file, field and problem, never a traceback.
+
+Pure apart from :func:`read_json`, which reads one file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
+
+from pytest_rageval import safejson
+
+__all__ = ["CONFIG", "HISTORY_ENTRY", "METRICS", "RECORD", "ReadbackError", "file_problem", "problems", "read_json"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A leaf of a shape: what a value must be (``name``, as a message says it) and the test of it."""
+
+    name: str
+    test: Callable[[Any], bool]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+NUMBER = Kind("a number", _is_number)
+INTEGER = Kind("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+TEXT = Kind("a string", lambda v: isinstance(v, str))
+FLAG = Kind("true or false", lambda v: isinstance(v, bool))
+#: a metric's value: a number, or true/false (counted as 1/0)
+SCORE = Kind("a number or true/false", lambda v: isinstance(v, (int, float)))
+OBJECT = Kind("an object", lambda v: isinstance(v, dict))
+LIST = Kind("a list", lambda v: isinstance(v, list))
+
+#: A leaf (:class:`Kind`), an object (field -> shape; :data:`EACH` for every field not named) or a list
+#: (``[item shape]``).
+Shape = Union[Kind, Mapping[str, Any], list]
+#: The key of an object shape that applies to every field it does not name (cases by key, metrics by name).
+EACH = "*"
+#: Most problems one check reports (a file of 10,000 bad values gets a count, not 10,000 lines).
+MAX_PROBLEMS = 20
+
+
+class ReadbackError(ValueError):
+    """A file read back holds a value the code cannot use; ``str()`` is one line naming file, field and problem."""
+
+
+# --------------------------------------------------------------------------- the shapes
+
+_CHUNK = {"rel_path": TEXT, "heading_path": TEXT, "doc_id": TEXT, "text": TEXT, "score": NUMBER, "position": INTEGER,
+          "gold": FLAG}
+_VERDICT = {"score": SCORE, "label": FLAG, "reasoning": TEXT, "prompt_tokens": INTEGER, "completion_tokens": INTEGER,
+            "cost_usd": NUMBER}
+_JUDGE_INFO = {"name": TEXT, "model": TEXT, "prompt_version": TEXT, "base_url": TEXT, "json_mode": TEXT}
+
+_ERROR = dict.fromkeys(("kind", "message"), TEXT)  # record.CaseError's fields, both text
+
+#: A results.jsonl line (record.CaseRecord): the fields re-judging, rescoring, merging and the reports read.
+RECORD: dict[str, Any] = {
+    "key": TEXT, "test_case_id": TEXT, "definition": TEXT, "file": TEXT, "line": INTEGER, "category": TEXT,
+    "tags": [TEXT], "answerable": FLAG, "question": TEXT, "reference_answer": TEXT, "expected_key_facts": [TEXT],
+    "recency_conflict_rule": TEXT, "invalid_line": FLAG, "matrix": OBJECT, "config_id": TEXT, "outcome": TEXT,
+    "error": _ERROR, "metrics": {EACH: SCORE}, "thresholds": OBJECT,
+    "misses": [{"metric": TEXT, "op": TEXT}], "warnings": [TEXT], "notes": [TEXT],
+    "answer": TEXT, "abstained": FLAG, "abstain_reason": TEXT, "empty_response": FLAG,
+    "retrieved_chunks": [_CHUNK], "references": [_CHUNK], "latency": {EACH: NUMBER},
+    "judge": {EACH: _VERDICT},
+    "judge_input": {"question": TEXT, "answer": TEXT, "contexts": [TEXT], "context_chunks_truncated": [TEXT],
+                    "context_chunk_ids": LIST},
+    "judge_attempted": [TEXT], "judge_cache": {"hits": INTEGER, "misses": INTEGER},
+    "cost": {"judge_tokens": INTEGER, "judge_cost_usd": NUMBER},
+    "trace": {"k": INTEGER, "case": OBJECT, "require_snippets": FLAG, "rag_abstained": FLAG},
+    "runs": INTEGER, "flaky": FLAG, "stability": TEXT, "shown_run": INTEGER,
+    "repeats": [{"passed": FLAG, "metrics": {EACH: SCORE}, "trace": OBJECT}],
+    "config": {"k": INTEGER, "config_hash": TEXT},
+}
+
+_CASE = {"outcome": TEXT, "metrics": {EACH: SCORE}, "answerable": FLAG, "definition": TEXT, "test_case_id": TEXT,
+         "category": TEXT, "tags": [TEXT], "config_id": TEXT, "error_kind": TEXT}
+_AGGREGATES = {  # (an aggregate that is no number is shown as unknown; a gated one is refused by gate.non_numbers)
+    "latency": {"p50_ms": NUMBER, "p95_ms": NUMBER},
+    "operational_metrics": {EACH: NUMBER},
+    "judge_coverage": {EACH: {"coverage": NUMBER, "attempted": INTEGER, "scored": INTEGER}},
+    "cost": OBJECT, "judge_cache": OBJECT, "judge_reliability": OBJECT,
+}
+_DELTA = {"name": TEXT, "old": NUMBER, "new": NUMBER, "delta": NUMBER, "tolerance": NUMBER, "regressed": FLAG,
+          "ci_low": NUMBER, "ci_high": NUMBER, "n_shared": INTEGER, "lower_is_better": FLAG, "whole_old": NUMBER,
+          "whole_new": NUMBER}
+
+#: The fields of metrics.json that the history, the trend charts and `rageval history` read of an older run.
+HISTORY_ENTRY: dict[str, Any] = {
+    "run_id": TEXT, "timestamp": TEXT, "git_commit": TEXT, "git_dirty": FLAG, "eval_set_hash": TEXT,
+    "eval_set_files": OBJECT, "complete": FLAG, "partial": FLAG, "all_error": FLAG, "shard": TEXT,
+    "cases_selected": INTEGER, "cases_in_eval_set": INTEGER, "passed": INTEGER, "total_tests": INTEGER,
+    "target": {"name": TEXT, "kind": TEXT}, "matrix": OBJECT, "aggregate_metrics": OBJECT,
+}
+
+_COUNTS = {name: INTEGER for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")}
+_CONFIG_GATE = {"status": TEXT, "failed": FLAG, "reason": TEXT, "regressed_metrics": [TEXT], "shared_cases": INTEGER}
+
+#: metrics.json (a run's, a baseline's): what the gate, the reports and the commands read.
+METRICS: dict[str, Any] = {
+    **HISTORY_ENTRY, **_COUNTS,
+    "config_hash": TEXT, "k": INTEGER, "judge": _JUDGE_INFO,
+    "eval_set_files": {EACH: TEXT}, "eval_set_commit_hash": TEXT,
+    "aggregate_metrics": _AGGREGATES, "invalid_lines": INTEGER,
+    "cases": {EACH: _CASE},
+    "repeats": {"repeated_cases": INTEGER, "stable_pass": INTEGER, "flaky": INTEGER, "stable_fail": INTEGER,
+                "flake_rate": NUMBER, "spread": {EACH: NUMBER},
+                "flaky_cases": [{"key": TEXT, "passed_runs": INTEGER, "runs": INTEGER}]},
+    "by_config": {EACH: {**_COUNTS, "aggregate_metrics": _AGGREGATES, "params": OBJECT}},
+    "config_ranking": {"metric": TEXT, "lower_is_better": FLAG, "best": TEXT,
+                       "ranked": [{"config_id": TEXT, "params": OBJECT, "value": NUMBER, "ci_low": NUMBER,
+                                   "ci_high": NUMBER, "n": INTEGER, "pass_rate": NUMBER}]},
+    "comparison": {"deltas": [_DELTA], "status": TEXT, "baseline": TEXT, "baseline_run_id": TEXT,
+                   "shared_cases": INTEGER, "baseline_cases": INTEGER, "current_cases": INTEGER,
+                   "not_compared": TEXT, "gate": {"failed": FLAG, "reason": TEXT, "refused": FLAG},
+                   **{name: [TEXT] for name in ("flipped_to_fail", "flipped_to_pass", "invariant_differences",
+                                                "coverage_failures", "added_cases", "removed_cases", "changed_cases",
+                                                "regressed_metrics")},
+                   "by_config": {"configs": {EACH: _CONFIG_GATE}, "only_in_run": [TEXT], "only_in_baseline": [TEXT]}},
+}
+
+#: config.json: what `rageval rescore`, `rageval judge`, `rageval merge` and the report read.
+CONFIG: dict[str, Any] = {
+    "run_id": TEXT, "config_hash": TEXT, "eval_set_files": {EACH: TEXT}, "judge": _JUDGE_INFO,
+    "config": {"k": INTEGER, "judge_metrics": [TEXT], "store_full_text": FLAG, "limits": {EACH: INTEGER},
+               "thresholds": {"cli": OBJECT}},
+}
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def problems(value: Any, shape: Shape, *, bounds: bool = True) -> list[str]:
+    """``<field path>: <problem>`` for each value out of bounds anywhere in ``value`` (unless ``bounds`` is False: the
+    caller knows there is none), then each field of the wrong type by ``shape``; at most :data:`MAX_PROBLEMS`, in
+    document order within each kind."""
+    if value is None:
+        return [f"{path_text(())}: expected {_kind_name(shape)}, got null"]
+    found: list[str] = []
+    for path, problem in _bound_problems(value) if bounds else ():
+        found.append(f"{path_text(path)}: {problem}")
+        if len(found) >= MAX_PROBLEMS:
+            return found
+    for path, problem in _shape_problems(value, shape, ()):
+        found.append(f"{path_text(path)}: {problem}")
+        if len(found) >= MAX_PROBLEMS:
+            break
+    return found
+
+
+def file_problem(where: Union[str, Path], found: list[str]) -> str:
+    """One line for the problems of a file (or ``file:line``): the first, and how many more."""
+    more = len(found) - 1
+    suffix = "" if more <= 0 else f" (and {more}{'+' if len(found) >= MAX_PROBLEMS else ''} more)"
+    return f"{where}: {found[0]}{suffix}"
+
+
+def read_json(path: Union[str, Path], shape: Shape) -> Any:
+    """The JSON value of the file at ``path``, checked against ``shape``.
+
+    Raises :class:`safejson.JsonFileError` when the file cannot be read or is not JSON, and
+    :class:`ReadbackError` (one line: file, field, problem) when a value breaks a bound or the shape.
+    """
+    text = safejson.read_text(path)
+    data = safejson.read_file(path, text=text)
+    found = problems(data, shape, bounds=_SUSPECT.search(text) is not None)
+    if found:
+        raise ReadbackError(file_problem(path, found))
+    return data
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What the text of a JSON file holding a value out of bounds must contain (the fast path of :func:`read_json`
+#: walks the values only then): NaN or Infinity, a number of 300 digits or a 3-digit exponent, a surrogate or
+#: its escape.
+_SUSPECT = re.compile(r"NaN|Infinity|\d{300}|[eE][+-]?\d{3}|[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+_NONFINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _bound_problem(leaf: Any) -> Optional[str]:
+    """Why a leaf value cannot be used as read (None when it can)."""
+    if isinstance(leaf, str):
+        found = _SURROGATE.search(leaf)
+        return None if found is None else f"a lone surrogate (\\u{ord(found[0]):04x}) is not valid Unicode text"
+    if isinstance(leaf, float) and not math.isfinite(leaf):
+        return f"{_NONFINITE[str(leaf)]} is not a number"
+    if isinstance(leaf, int) and not isinstance(leaf, bool):
+        try:
+            float(leaf)
+        except OverflowError:
+            return "a number beyond float range"
+    return None
+
+
+def _bound_problems(value: Any) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """(path, problem) of each string, key or number anywhere in ``value`` that breaks a bound; iterative."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            items: Any = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        else:
+            problem = _bound_problem(node)
+            if problem is not None:
+                yield path, problem
+            continue
+        nested = []
+        for key, item in items:
+            if isinstance(key, str) and _SURROGATE.search(key):
+                yield path + (key,), "a lone surrogate in a key is not valid Unicode text"
+            nested.append((item, path + (key,)))
+        stack.extend(reversed(nested))
+
+
+def _kind_name(shape: Shape) -> str:
+    if isinstance(shape, Kind):
+        return shape.name
+    return "a list" if isinstance(shape, list) else "an object"
+
+
+def _shape_problems(value: Any, shape: Shape, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """(path, problem) of each field of ``value`` whose type ``shape`` does not allow (a null field: not recorded)."""
+    if value is None:
+        return
+    if isinstance(shape, Kind):
+        if not shape.test(value):
+            yield path, f"expected {shape.name}, got {shown(value)}"
+        return
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            yield path, f"expected a list, got {shown(value)}"
+            return
+        for index, item in enumerate(value):
+            if item is None:  # a field may be left out (null), an item of a list may not
+                yield path + (index,), f"expected {_kind_name(shape[0])}, got null"
+            else:
+                yield from _shape_problems(item, shape[0], path + (index,))
+        return
+    if not isinstance(value, dict):
+        yield path, f"expected an object, got {shown(value)}"
+        return
+    each = shape.get(EACH)
+    for key, item in value.items():
+        sub = shape.get(key, each)
+        if sub is not None:
+            yield from _shape_problems(item, sub, path + (key,))
+
+
+# --------------------------------------------------------------------------- wording
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _visible(text: str) -> str:
+    """``text`` with lone surrogates shown as escapes (a message must itself be valid Unicode)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
+
+def path_text(path: tuple[Any, ...]) -> str:
+    """``cases["s.jsonl::a"].metrics.mrr``, ``retrieved_chunks[0].score``; ``(top level)`` for the file itself."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{_visible(json.dumps(part, ensure_ascii=False))}]"
+    return text or "(top level)"
+
+
+def shown(value: Any) -> str:
+    """A value as a problem shows it: a string quoted and cut, a number or ``true``, or what it is (a list)."""
+    if isinstance(value, str):
+        return _visible(repr(value if len(value) <= 40 else value[:40] + "…"))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return text if len(text) <= 24 else text[:20] + "…"
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"
+    return type(value).__name__

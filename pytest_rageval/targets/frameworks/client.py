@@ -1,0 +1,101 @@
+"""The client of a framework object: the adapter's call in the worker pool (or on the loop, for an
+async-only object), with the callable client's timeout, error and normalisation rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from pytest_rageval.evaluation.docpaths import relative_path
+from pytest_rageval.evaluation.schema import Chunk, RagResponse
+from ..client import CallableClient, RagCallError, RagReply, ResponseMap, _raised
+from .common import Adapter
+
+__all__ = ["FrameworkClient"]
+
+#: The params that set the retrievers' k for a call (the first one given wins).
+TOP_K_PARAMS = ("top_k", "k")
+
+ParamsHook = Callable[[Any, dict[str, Any]], Any]
+
+
+def _top_k(params: Mapping[str, Any]) -> Optional[int]:
+    for name in TOP_K_PARAMS:
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+class FrameworkClient(CallableClient):
+    """A LlamaIndex, LangChain/LangGraph or Haystack object as the system under test.
+
+    ``top_k`` among a case's params, or the matrix's depth axis (``k`` or ``top_k``),
+    sets the object's retrievers' k for that call; the run's K alone does not (the object answers
+    as configured, and K chunks of it count). ``params_hook(obj, params)``, when
+    set, returns the object to ask for each call's params.
+    """
+
+    def __init__(self, adapter: Adapter, *, name: str, response_map: Optional[ResponseMap] = None,
+                 timeout: Optional[float] = None, abandon_limit: int = 8, docs_root: Optional[Path] = None,
+                 params_hook: Optional[ParamsHook] = None) -> None:
+        self.adapter = adapter
+        self.params_hook = params_hook
+        fn = self._acall if adapter.is_async else self._call_sync
+        super().__init__(fn, name=name, response_map=response_map, timeout=timeout, abandon_limit=abandon_limit,
+                         docs_root=docs_root)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"FrameworkClient({self.name!r}, {self.adapter.label})"
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "kind": "framework", "framework": self.adapter.framework, "object": self.adapter.kind}
+
+    def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
+        """As the callable client's, and every chunk path (relative ones too: a loader run in the working folder
+        wrote them) made relative to ``docs_root`` where it lies under it."""
+        response, notes = super()._normalise(result)
+
+        def relative(chunks: list[Chunk]) -> list[Chunk]:
+            return [chunk.model_copy(update={"rel_path": relative_path(chunk.rel_path, self.docs_root)}) if chunk.rel_path else chunk
+                    for chunk in chunks]
+
+        update = {"retrieved_chunks": relative(response.retrieved_chunks), "references": relative(response.references)}
+        return response.model_copy(update=update), notes
+
+    def _adapter_for(self, params: dict[str, Any]) -> Adapter:
+        if self.params_hook is None:
+            return self.adapter
+        import copy
+
+        adapter = copy.copy(self.adapter)
+        adapter.obj = self.params_hook(self.adapter.obj, dict(params))
+        return adapter
+
+    def _call_sync(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
+        explicit = params.pop("_explicit", {})
+        try:
+            return self._adapter_for(params).call(question, _top_k(explicit), params)
+        except RagCallError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the framework or the user's code in it raised
+            raise self._raised(exc) from exc
+
+    async def _acall(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
+        explicit = params.pop("_explicit", {})
+        try:
+            return await self._adapter_for(params).acall(question, _top_k(explicit), params)
+        except RagCallError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._raised(exc) from exc
+
+    def _raised(self, exc: Exception) -> RagCallError:
+        """``LlamaIndex query engine raised KeyError: 'x'`` (secrets masked)."""
+        return RagCallError("target", f"{self.adapter.label} raised {_raised(exc, self._redactor)}")
+
+    async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
+        """As the callable client; the case's and the matrix's own params (not the run's K) choose top_k."""
+        return await super().aask(question, k=k, params={**(params or {}), "_explicit": dict(params or {})})
+
