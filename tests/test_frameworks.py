@@ -18,6 +18,8 @@ import pytest
 
 from needs import need_installed, need_module
 
+pytestmark = pytest.mark.e2e  # the tests here run pytest or the rageval command in processes of their own
+
 ROOT = Path(__file__).resolve().parents[1]
 APPS = Path(__file__).resolve().parent / "framework_apps"
 CORPUS = ROOT / "pytest_rageval" / "demo" / "corpus"

@@ -75,6 +75,7 @@ def test_every_error_kind_and_outcome_written_is_in_the_literals() -> None:
     assert {"passed", "failed", "error", "xfailed", "xpassed"} <= written  # the scan sees the writers
 
 
+@pytest.mark.e2e
 def test_mypy_refuses_a_kind_outside_the_literal(tmp_path: Path) -> None:
     need_module("mypy")
     snippet = tmp_path / "kinds.py"

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # the tests here run pytest or the rageval command in processes of their own
+
 RAG = ("def ask(question, params):\n"
        "    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n")
 

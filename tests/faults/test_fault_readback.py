@@ -19,6 +19,8 @@ from typing import Any, Optional
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # the tests here run pytest or the rageval command in processes of their own
+
 TARGET = """
 def ask(question, params):
     chunks = [{"rel_path": "docs/a.md", "heading_path": "# A", "text": "A fact.", "score": 1.0},
