@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -36,8 +36,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     ``-n`` wins, the main job, ``pytest --rageval``, keeps its one process, and an xdist worker (which parses
     the command line again, without ``-n``) starts no workers of its own."""
     worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
-    if (not worker and config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", 0) is None
-            and not config.getoption("rageval", False)):
+    if (
+        not worker
+        and config.pluginmanager.hasplugin("xdist")
+        and getattr(config.option, "numprocesses", 0) is None
+        and not config.getoption("rageval", False)
+    ):
         config.option.numprocesses = "auto"
 
 

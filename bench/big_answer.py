@@ -43,9 +43,19 @@ def main() -> int:
         (root / "eval_sets").mkdir()
         line = {"id": "big", "question": "q-1 what is the budget?", "gold_supports": [{"rel_path": "docs/case1.md"}]}
         (root / "eval_sets" / "big.jsonl").write_text(json.dumps(line) + "\n")
-        cmd = [python(), "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-               "-p", "no:cacheprovider", "-q",
-               "-o", f"rageval_max_response_bytes={BigAnswerServer.size + (1 << 20)}"]
+        cmd = [
+            python(),
+            "-m",
+            "pytest",
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-o",
+            f"rageval_max_response_bytes={BigAnswerServer.size + (1 << 20)}",
+        ]
         run = run_with_rss(cmd, cwd=root, env=child_env(), timeout=600)
         folders = sorted((root / "results").glob("*/metrics.json"))
         if not folders:
@@ -54,12 +64,17 @@ def main() -> int:
         folder = folders[-1].parent
         results = (folder / "results.jsonl").stat().st_size
         report = (folder / "report.html").stat().st_size
-        print(table(["what", "bytes or KiB", "answer size", "ratio"], [
-            ["answer sent (bytes)", BigAnswerServer.size, BigAnswerServer.size, 1.0],
-            ["results.jsonl (bytes)", results, BigAnswerServer.size, results / BigAnswerServer.size],
-            ["report.html (bytes)", report, BigAnswerServer.size, report / BigAnswerServer.size],
-            ["peak RSS (KiB)", run.max_rss_kb, BigAnswerServer.size // 1024, (run.max_rss_kb or 0) * 1024 / BigAnswerServer.size],
-        ]))
+        print(
+            table(
+                ["what", "bytes or KiB", "answer size", "ratio"],
+                [
+                    ["answer sent (bytes)", BigAnswerServer.size, BigAnswerServer.size, 1.0],
+                    ["results.jsonl (bytes)", results, BigAnswerServer.size, results / BigAnswerServer.size],
+                    ["report.html (bytes)", report, BigAnswerServer.size, report / BigAnswerServer.size],
+                    ["peak RSS (KiB)", run.max_rss_kb, BigAnswerServer.size // 1024, (run.max_rss_kb or 0) * 1024 / BigAnswerServer.size],
+                ],
+            )
+        )
         print(f"exit status {run.returncode}, wall {run.wall:.1f} s")
     return 0
 

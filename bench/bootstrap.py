@@ -17,15 +17,15 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_rageval.gate.aggregate import percentile  # noqa: E402
-from pytest_rageval.gate.compare import bootstrap_interval  # noqa: E402
+from pytest_rageval.gate.aggregate import percentile
+from pytest_rageval.gate.compare import bootstrap_interval
 
-Interval = Optional[tuple[float, float]]
+Interval = tuple[float, float] | None
 
 
 def numpy_interval(diffs: list[float], samples: int, seed: int) -> Interval:

@@ -29,16 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, load_note, source_state, python, run_with_rss, table  # noqa: E402
-from servers import eval_line  # noqa: E402
+from common import child_env, load_note, python, run_with_rss, source_state, table
+from servers import eval_line
 
-PARAM_TEST = '''import pytest
+PARAM_TEST = """import pytest
 
 
 @pytest.mark.parametrize("i", range({n}))
 def test_case(i):
     pass
-'''
+"""
 
 
 def main() -> int:
@@ -60,8 +60,8 @@ def main() -> int:
         (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\nrageval_target = "http://127.0.0.1:9/api/v1/ask"\n')
         base = [python(), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
         commands = {
-            "eval set (--rageval)": base + ["--rageval", "eval_sets/big.jsonl"],
-            "parametrize": base + ["test_param.py"],
+            "eval set (--rageval)": [*base, "--rageval", "eval_sets/big.jsonl"],
+            "parametrize": [*base, "test_param.py"],
         }
         results: dict[str, list] = {name: [] for name in commands}
         env = child_env()
@@ -80,8 +80,10 @@ def main() -> int:
 
     best = {name: min(runs, key=lambda r: r[0]) for name, runs in results.items()}
     ev, par = best["eval set (--rageval)"], best["parametrize"]
-    rows = [[name, f"{b[0]:.2f}", f"{max(r[0] for r in results[name]):.2f}", f"{max(r[1] for r in results[name]) / 1024:.0f}", b[2]]
-            for name, b in best.items()]
+    rows = [
+        [name, f"{b[0]:.2f}", f"{max(r[0] for r in results[name]):.2f}", f"{max(r[1] for r in results[name]) / 1024:.0f}", b[2]]
+        for name, b in best.items()
+    ]
     print()
     print(table(["collect", "best s", "worst s", "peak RSS MiB", "pytest says"], rows))
     ratio = ev[0] / par[0]
@@ -89,8 +91,10 @@ def main() -> int:
     phase = [re.search(r"in ([0-9.]+)s", b[2]) for b in (ev, par)]
     if all(phase):
         a, b = (float(m.group(1)) for m in phase)
-        print(f"collection phase only (pytest's own 'collected in'): {a:.2f} s / {b:.2f} s = {a / b:.2f} "
-              f"(wall also holds start-up and the end of the session: garbage collection and interpreter exit)")
+        print(
+            f"collection phase only (pytest's own 'collected in'): {a:.2f} s / {b:.2f} s = {a / b:.2f} "
+            f"(wall also holds start-up and the end of the session: garbage collection and interpreter exit)"
+        )
     print(f"RSS ratio: {max(r[1] for r in results['eval set (--rageval)']) / max(r[1] for r in results['parametrize']):.2f}")
     print(f"after: {load_note()}")
     return 0

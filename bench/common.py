@@ -8,16 +8,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYCACHE = os.path.join(tempfile.gettempdir(), "rageval-bench-pycache")
 
 
-def child_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a child pytest: no OpenAI/DeepEval credentials or endpoints, loopback only.
 
     This machine sets PYTHONDONTWRITEBYTECODE=1, which makes every pytest run re-do the assertion rewriting of
@@ -28,14 +28,37 @@ def child_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     would cost each new httpx client three extra SSL contexts, which penalises DeepEval, that builds a
     client per judge call, by ~1 s per case.)
     """
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "OPENAI_", "RAGEVAL_", "DEEPEVAL_", "CONFIDENT_", "LOCAL_MODEL_", "PYTEST_", "HTTP_PROXY",
-                                "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY", "no_proxy"))}
-    env.update({
-        # Bytecode (and pytest's assertion-rewrite cache) on, but in a tree of its own under /tmp: runs after the
-        # first are warm, as on a developer's machine, and nothing is written into site-packages or the repo.
-        "PYTHONPYCACHEPREFIX": PYCACHE,
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "PYTHONDONTWRITEBYTECODE",
+                "PYTHONPYCACHEPREFIX",
+                "OPENAI_",
+                "RAGEVAL_",
+                "DEEPEVAL_",
+                "CONFIDENT_",
+                "LOCAL_MODEL_",
+                "PYTEST_",
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+                "NO_PROXY",
+                "no_proxy",
+            )
+        )
+    }
+    env.update(
+        {
+            # Bytecode (and pytest's assertion-rewrite cache) on, but in a tree of its own under /tmp: runs after the
+            # first are warm, as on a developer's machine, and nothing is written into site-packages or the repo.
+            "PYTHONPYCACHEPREFIX": PYCACHE,
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -48,7 +71,7 @@ class Timed:
     returncode: int
     stdout: str
     stderr: str
-    max_rss_kb: Optional[int] = None
+    max_rss_kb: int | None = None
 
     def tail(self, lines: int = 15) -> str:
         text = (self.stdout + "\n" + self.stderr).strip().splitlines()
@@ -72,8 +95,10 @@ def run_with_rss(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeo
     start = time.perf_counter()
     proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     chunks: dict[str, bytes] = {}
-    readers = [threading.Thread(target=lambda n=n, f=f: chunks.__setitem__(n, f.read()), daemon=True)
-               for n, f in (("out", proc.stdout), ("err", proc.stderr))]
+    readers = [
+        threading.Thread(target=lambda n=n, f=f: chunks.__setitem__(n, f.read()), daemon=True)
+        for n, f in (("out", proc.stdout), ("err", proc.stderr))
+    ]
     for reader in readers:
         reader.start()
     killer = threading.Timer(timeout, proc.kill)
@@ -127,10 +152,10 @@ def load_note() -> str:
 def source_state() -> str:
     """Which pytest-rageval is measured: the repo's commit, and whether pytest_rageval/ has uncommitted changes."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pytest_rageval"], cwd=REPO, capture_output=True, text=True,
-                               timeout=10).stdout.strip()
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "pytest_rageval"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "pytest-rageval (no git)"
     return f"pytest-rageval at {commit or '?'}{' + uncommitted changes in pytest_rageval/' if dirty else ''}"

@@ -24,12 +24,12 @@ import resource
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, load_note, source_state, python, run_timed, table  # noqa: E402
-from servers import JudgeServer, RagServer, eval_line  # noqa: E402
+from common import child_env, load_note, python, run_timed, source_state, table
+from servers import JudgeServer, RagServer, eval_line
 
 #: aggregate_metrics keys that measure time and so differ between any two runs.
 TIMING_KEYS = ("latency",)
@@ -41,7 +41,7 @@ def write_project(root: Path, n: int, rag_url: str) -> None:
     (root / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\nrageval_target = "{rag_url}"\n')
 
 
-def latest_metrics(root: Path) -> Optional[dict[str, Any]]:
+def latest_metrics(root: Path) -> dict[str, Any] | None:
     try:
         run_id = (root / "results" / "latest").read_text().strip()
         return json.loads((root / "results" / run_id / "metrics.json").read_text())
@@ -49,13 +49,15 @@ def latest_metrics(root: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def comparable(metrics: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+def comparable(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
     """aggregate_metrics without timing, plus per-case outcomes and metric values without latency."""
     if metrics is None:
         return None
     agg = {k: v for k, v in metrics.get("aggregate_metrics", {}).items() if k not in TIMING_KEYS}
-    cases = {key: {"outcome": c.get("outcome"), **{m: v for m, v in (c.get("metrics") or {}).items() if m != "latency_ms"}}
-             for key, c in (metrics.get("cases") or {}).items()}
+    cases = {
+        key: {"outcome": c.get("outcome"), **{m: v for m, v in (c.get("metrics") or {}).items() if m != "latency_ms"}}
+        for key, c in (metrics.get("cases") or {}).items()
+    }
     return {"aggregate_metrics": agg, "cases": cases, "totals": {k: metrics.get(k) for k in ("passed", "failed", "errors")}}
 
 
@@ -80,28 +82,67 @@ def main() -> int:
     budget = 4 * n * len(runs) + 100  # requests each server may answer in total
 
     rows: list[list[object]] = []
-    first: Optional[dict[str, Any]] = None
+    first: dict[str, Any] | None = None
     notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="rageval-bench-") as tmp, \
-            RagServer(latency=rag_s, max_requests=budget) as rag, JudgeServer(latency=judge_s, max_requests=budget) as judge:
+    with (
+        tempfile.TemporaryDirectory(prefix="rageval-bench-") as tmp,
+        RagServer(latency=rag_s, max_requests=budget) as rag,
+        JudgeServer(latency=judge_s, max_requests=budget) as judge,
+    ):
         root = Path(tmp) / "project"
-        print(f"N={n} cases, RAG {args.rag_latency_ms:g} ms, judge {args.judge_latency_ms:g} ms x 2 requests per case; "
-              f"{load_note()}; {source_state()}", flush=True)
+        print(
+            f"N={n} cases, RAG {args.rag_latency_ms:g} ms, judge {args.judge_latency_ms:g} ms x 2 requests per case; {load_note()}; {source_state()}",
+            flush=True,
+        )
         # Warm-up on a 3-case project: bytecode and assertion-rewrite caches, so no run pays for them.
         warm = Path(tmp) / "warm"
         write_project(warm, 3, rag.url)
         for extra in (["--rageval-concurrency", "2"], ["-n", str(args.workers)] if args.workers else []):
             if extra:
-                run_timed([python(), "-m", "pytest", "--rageval", "-q", "-p", "no:cacheprovider", "--rageval-judge", "openai",
-                           "--rageval-judge-model", "bench-judge", "--rageval-judge-base-url", judge.base_url,
-                           "--rageval-no-cache", *extra], cwd=warm, env=child_env(), timeout=120)
+                run_timed(
+                    [
+                        python(),
+                        "-m",
+                        "pytest",
+                        "--rageval",
+                        "-q",
+                        "-p",
+                        "no:cacheprovider",
+                        "--rageval-judge",
+                        "openai",
+                        "--rageval-judge-model",
+                        "bench-judge",
+                        "--rageval-judge-base-url",
+                        judge.base_url,
+                        "--rageval-no-cache",
+                        *extra,
+                    ],
+                    cwd=warm,
+                    env=child_env(),
+                    timeout=120,
+                )
         write_project(root, n, rag.url)
         for c, workers in runs:
             rag.reset()
             judge.reset()
-            cmd = [python(), "-m", "pytest", "--rageval", "-q", "-p", "no:cacheprovider", "--rageval-concurrency", str(c),
-                   "--rageval-judge", "openai", "--rageval-judge-model", "bench-judge",
-                   "--rageval-judge-base-url", judge.base_url, "--rageval-no-cache"]
+            cmd = [
+                python(),
+                "-m",
+                "pytest",
+                "--rageval",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--rageval-concurrency",
+                str(c),
+                "--rageval-judge",
+                "openai",
+                "--rageval-judge-model",
+                "bench-judge",
+                "--rageval-judge-base-url",
+                judge.base_url,
+                "--rageval-no-cache",
+            ]
             if workers:
                 cmd += ["-n", str(workers)]
             slots = c * max(workers, 1)
@@ -127,24 +168,62 @@ def main() -> int:
             else:
                 same = "yes" if cmp == first else "no"
                 if cmp != first:
-                    diff = sorted(k for k in set(cmp["aggregate_metrics"]) | set(first["aggregate_metrics"])
-                                  if cmp["aggregate_metrics"].get(k) != first["aggregate_metrics"].get(k))
+                    diff = sorted(
+                        k
+                        for k in set(cmp["aggregate_metrics"]) | set(first["aggregate_metrics"])
+                        if cmp["aggregate_metrics"].get(k) != first["aggregate_metrics"].get(k)
+                    )
                     notes.append(f"{label}: differs from the first run in {diff or 'per-case values'}")
             bar = 1.5 * ideal + 3
-            rows.append([label, f"{res.wall:.1f}", f"{ideal:.1f}", f"{res.wall / ideal:.2f}", f"{bar:.1f}",
-                         "yes" if res.wall <= bar else "NO", f"{floor:.1f}", f"{judge.judge_requests()}/{2 * n}",
-                         f"{rag.kinds['ask']}/{n}", judge.max_in_flight, f"{cpu_pytest:.1f}", f"{cpu_servers:.1f}",
-                         res.returncode, same])
+            rows.append(
+                [
+                    label,
+                    f"{res.wall:.1f}",
+                    f"{ideal:.1f}",
+                    f"{res.wall / ideal:.2f}",
+                    f"{bar:.1f}",
+                    "yes" if res.wall <= bar else "NO",
+                    f"{floor:.1f}",
+                    f"{judge.judge_requests()}/{2 * n}",
+                    f"{rag.kinds['ask']}/{n}",
+                    judge.max_in_flight,
+                    f"{cpu_pytest:.1f}",
+                    f"{cpu_servers:.1f}",
+                    res.returncode,
+                    same,
+                ]
+            )
             print(f"{label}: {res.wall:.1f} s (ideal {ideal:.1f} s)", flush=True)
             if judge.unknown:
                 notes.append(f"{label}: judge saw unrecognised prompts, e.g. {judge.unknown[0][:200]!r}")
     print()
-    print(table(["run", "wall s", "ideal s", "ratio", "bar s", "<= bar", "floor s", "judge req", "rag req",
-                 "judge in flight", "cpu pytest s", "cpu servers s", "exit", "identical"], rows))
-    print("\nideal = N*(rag + 2*judge)/(C*workers); bar = 1.5*ideal + 3 s; floor = N*(rag + judge)/(C*workers), "
-          "the critical path when a case's two judge requests overlap; identical = metrics.json aggregate_metrics "
-          "and per-case outcomes/metrics equal to the first run's, latency excluded; judge in flight = most judge requests "
-          "the server held at once; cpu = CPU seconds (user+sys) of the pytest processes and of this script's servers")
+    print(
+        table(
+            [
+                "run",
+                "wall s",
+                "ideal s",
+                "ratio",
+                "bar s",
+                "<= bar",
+                "floor s",
+                "judge req",
+                "rag req",
+                "judge in flight",
+                "cpu pytest s",
+                "cpu servers s",
+                "exit",
+                "identical",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\nideal = N*(rag + 2*judge)/(C*workers); bar = 1.5*ideal + 3 s; floor = N*(rag + judge)/(C*workers), "
+        "the critical path when a case's two judge requests overlap; identical = metrics.json aggregate_metrics "
+        "and per-case outcomes/metrics equal to the first run's, latency excluded; judge in flight = most judge requests "
+        "the server held at once; cpu = CPU seconds (user+sys) of the pytest processes and of this script's servers"
+    )
     for note in notes:
         print("note:", note)
     print(f"after: {load_note()}")

@@ -35,7 +35,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     bomb = b""
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         question = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["question"]
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -75,8 +75,7 @@ def run(root: Path, url: str, lines: list[dict[str, Any]]) -> tuple[Any, dict[st
     sets = root / "eval_sets"
     sets.mkdir(parents=True, exist_ok=True)
     (sets / "s.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    cmd = [python(), "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={url}",
-           "-p", "no:cacheprovider", "-q"]
+    cmd = [python(), "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", "-q"]
     timed = run_with_rss(cmd, cwd=root, env=child_env(), timeout=900)
     metrics = sorted((root / "results").glob("*/metrics.json"))
     return timed, json.loads(metrics[-1].read_text()) if metrics else {}

@@ -26,14 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import source_state  # noqa: E402
+from common import source_state
 
-from pytest_rageval.judges.agreement import agreement_rows, format_table, judge_items, load_labelled  # noqa: E402
-from pytest_rageval.judges.lexical import LexicalJudge  # noqa: E402
+from pytest_rageval.judges.agreement import agreement_rows, format_table, judge_items, load_labelled
+from pytest_rageval.judges.lexical import LexicalJudge
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl", DATA / "lexical_holdout2.jsonl",
-                DATA / "lexical_holdout3.jsonl"]
+DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl", DATA / "lexical_holdout2.jsonl", DATA / "lexical_holdout3.jsonl"]
 
 
 def main() -> int:
@@ -60,8 +59,7 @@ def calibration() -> None:
 
 def report(path: Path) -> None:
     judged = judge_items(LexicalJudge(), load_labelled(path))
-    print(f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {path.name}: {len(judged)} labelled answers; "
-          f"{source_state()}\n")
+    print(f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {path.name}: {len(judged)} labelled answers; {source_state()}\n")
     print(format_table(agreement_rows(judged)))
     passes = [j for j in judged if j.item.human_pass]
     alarms = sum(not j.judge_pass for j in passes)

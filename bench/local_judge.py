@@ -33,13 +33,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import REPO, child_env, load_note, python, source_state, table  # noqa: E402
-from llama_server import MODEL_NAME, LlamaServer, missing  # noqa: E402
+from common import REPO, child_env, load_note, python, source_state, table
+from llama_server import MODEL_NAME, LlamaServer, missing
 
 
 def write_project(root: Path, cases: int) -> None:
@@ -49,7 +49,7 @@ def write_project(root: Path, cases: int) -> None:
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
 
 
-def first_result_after(root: Path, proc: "subprocess.Popen[str]", started: float, timeout: float) -> Optional[float]:
+def first_result_after(root: Path, proc: subprocess.Popen[str], started: float, timeout: float) -> float | None:
     """Seconds from ``started`` until results.jsonl has its first line (None if the run ended without one)."""
     deadline = started + timeout
     while time.monotonic() < deadline:
@@ -76,13 +76,31 @@ def run_once(cases: int, k: int, concurrency: int, n_ctx: int, timeout: float) -
         root = Path(tmp)
         write_project(root, cases)
         with LlamaServer(root / "llama.log", n_ctx=n_ctx) as server:
-            cmd = [python(), "-m", "pytest", "--rageval", "eval_sets/demo.jsonl", "-q", "-p", "no:cacheprovider",
-                   "--rageval-no-cache", "--rageval-target", "pytest_rageval.demo:ask", "--rageval-judge", "openai",
-                   "--rageval-judge-model", MODEL_NAME, "--rageval-judge-base-url", server.base_url,
-                   "--rageval-k", str(k), "--rageval-concurrency", str(concurrency)]
+            cmd = [
+                python(),
+                "-m",
+                "pytest",
+                "--rageval",
+                "eval_sets/demo.jsonl",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--rageval-no-cache",
+                "--rageval-target",
+                "pytest_rageval.demo:ask",
+                "--rageval-judge",
+                "openai",
+                "--rageval-judge-model",
+                MODEL_NAME,
+                "--rageval-judge-base-url",
+                server.base_url,
+                "--rageval-k",
+                str(k),
+                "--rageval-concurrency",
+                str(concurrency),
+            ]
             started = time.monotonic()
-            proc = subprocess.Popen(cmd, cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True)
+            proc = subprocess.Popen(cmd, cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             first = first_result_after(root, proc, started, timeout)
             try:
                 output, _ = proc.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
@@ -99,8 +117,17 @@ def run_once(cases: int, k: int, concurrency: int, n_ctx: int, timeout: float) -
         for record in found["judge_errors"]:
             print(f"  judge error in {record['test_case_id']}: {record['error']['message'][:300]}")
         verdicts = found["verdicts"]
-        return [concurrency, found["cases"], len(found["judge_errors"]), verdicts, found["reasks"], refused,
-                wall, wall / verdicts if verdicts else float("nan"), first if first is not None else "-"]
+        return [
+            concurrency,
+            found["cases"],
+            len(found["judge_errors"]),
+            verdicts,
+            found["reasks"],
+            refused,
+            wall,
+            wall / verdicts if verdicts else float("nan"),
+            first if first is not None else "-",
+        ]
 
 
 def calibrate_once(answers: int, n_ctx: int, timeout: float) -> None:
@@ -115,13 +142,27 @@ def calibrate_once(answers: int, n_ctx: int, timeout: float) -> None:
         (root / "sample.jsonl").write_text("\n".join(sample) + "\n", encoding="utf-8")
         (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
         with LlamaServer(root / "llama.log", n_ctx=n_ctx) as server:
-            cmd = [python(), "-m", "pytest_rageval.cli", "calibrate", "--set", "sample.jsonl", "--judge", "openai",
-                   "--judge-model", MODEL_NAME, "--judge-base-url", server.base_url, "--no-cache", "-o", "out"]
+            cmd = [
+                python(),
+                "-m",
+                "pytest_rageval.cli",
+                "calibrate",
+                "--set",
+                "sample.jsonl",
+                "--judge",
+                "openai",
+                "--judge-model",
+                MODEL_NAME,
+                "--judge-base-url",
+                server.base_url,
+                "--no-cache",
+                "-o",
+                "out",
+            ]
             started = time.monotonic()
             done = subprocess.run(cmd, cwd=root, env=child_env(), capture_output=True, text=True, timeout=timeout)
             wall = time.monotonic() - started
-        print(f"rageval calibrate, {MODEL_NAME} over {len(sample)} answers of the shipped set (every {step}th), "
-              f"wall {wall:.0f} s:")
+        print(f"rageval calibrate, {MODEL_NAME} over {len(sample)} answers of the shipped set (every {step}th), wall {wall:.0f} s:")
         print("\n".join(line for line in done.stdout.splitlines() if not line.startswith(("judge:", "wrote"))) or done.stderr)
 
 
@@ -132,8 +173,9 @@ def main() -> int:
     parser.add_argument("--concurrency", default="8,2", help="comma-separated --rageval-concurrency values (default 8,2)")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the server's context size (default 4096)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed per run (default 3600)")
-    parser.add_argument("--calibration", type=int, default=60, help="answers of the shipped labelled set to calibrate "
-                                                                    "the model on (default 60; 0: none)")
+    parser.add_argument(
+        "--calibration", type=int, default=60, help="answers of the shipped labelled set to calibrate the model on (default 60; 0: none)"
+    )
     args = parser.parse_args()
     reason = missing()
     if reason:
@@ -142,8 +184,7 @@ def main() -> int:
     print(source_state())
     print(f"before: {load_note()}")
     rows = [run_once(args.cases, args.k, int(c), args.n_ctx, args.timeout) for c in args.concurrency.split(",")]
-    print(table(["C", "cases", "judge errors", "verdicts", "re-asks", "refused", "wall s", "s/verdict",
-                 "first case s"], rows))
+    print(table(["C", "cases", "judge errors", "verdicts", "re-asks", "refused", "wall s", "s/verdict", "first case s"], rows))
     if args.calibration > 0:
         calibrate_once(args.calibration, args.n_ctx, args.timeout)
     print(f"after: {load_note()}")

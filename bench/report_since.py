@@ -26,12 +26,22 @@ from pytest_rageval.report.html import render_report
 def record(i: int, run: int) -> dict[str, Any]:
     failed = i % 10 == 0 if run else i % 20 == 0
     words = " ".join(f"word{(j * (run + 1)) % 97}" for j in range(120))
-    chunks = [{"rel_path": f"docs/{(i + k + run) % 50}.md", "heading_path": ["# H", f"## {k}"], "rank": k + 1,
-               "text": "t" * 200, "gold": k == 0} for k in range(5)]
-    return {"key": f"s.jsonl::c{i}", "test_case_id": f"c{i}", "outcome": "failed" if failed else "passed",
-            "question": f"q{i}", "answer": words, "retrieved_chunks": chunks,
-            "metrics": {"mrr": 0.5 if failed else 1.0, "recall_at_k": 1.0}, "tags": ["t"], "category": "c",
-            "misses": [{"metric": "mrr", "value": 0.5, "op": ">=", "threshold": 1.0}] if failed else []}
+    chunks = [
+        {"rel_path": f"docs/{(i + k + run) % 50}.md", "heading_path": ["# H", f"## {k}"], "rank": k + 1, "text": "t" * 200, "gold": k == 0}
+        for k in range(5)
+    ]
+    return {
+        "key": f"s.jsonl::c{i}",
+        "test_case_id": f"c{i}",
+        "outcome": "failed" if failed else "passed",
+        "question": f"q{i}",
+        "answer": words,
+        "retrieved_chunks": chunks,
+        "metrics": {"mrr": 0.5 if failed else 1.0, "recall_at_k": 1.0},
+        "tags": ["t"],
+        "category": "c",
+        "misses": [{"metric": "mrr", "value": 0.5, "op": ">=", "threshold": 1.0}] if failed else [],
+    }
 
 
 def main() -> None:

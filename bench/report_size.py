@@ -23,13 +23,14 @@ import tempfile
 import time
 from io import BytesIO
 from pathlib import Path
-from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, load_note, python, source_state, table  # noqa: E402
+from common import REPO, load_note, python, source_state, table
 
-WORDS = ("the embeddings index setup model granite chunk retrieval answer cite source policy refund "
-         "window days customer order shipping invoice account password reset token limit").split()
+WORDS = (
+    "the embeddings index setup model granite chunk retrieval answer cite source policy refund "
+    "window days customer order shipping invoice account password reset token limit"
+).split()
 
 
 def _text(rng: random.Random, chars: int) -> str:
@@ -49,27 +50,59 @@ def make_records(n: int, seed: int = 0) -> list[dict]:
     for i in range(n):
         roll = rng.random()
         outcome = "error" if roll < 0.02 else "failed" if roll < 0.12 else "passed"
-        chunks = [{"rank": r, "rel_path": f"docs/section-{rng.randrange(300):03d}.md", "doc_id": f"d{rng.randrange(9999)}",
-                   "heading_path": ["# Guide", f"## Part {r}"], "score_final": round(1 - r * 0.07, 3),
-                   "text": _text(rng, 200), "gold": r == 2} for r in range(1, 11)]
+        chunks = [
+            {
+                "rank": r,
+                "rel_path": f"docs/section-{rng.randrange(300):03d}.md",
+                "doc_id": f"d{rng.randrange(9999)}",
+                "heading_path": ["# Guide", f"## Part {r}"],
+                "score_final": round(1 - r * 0.07, 3),
+                "text": _text(rng, 200),
+                "gold": r == 2,
+            }
+            for r in range(1, 11)
+        ]
         recall = 0 if outcome == "failed" else 1
-        metrics = {"recall_at_k": recall, "mrr": round(rng.random(), 3), "precision_at_k": round(rng.random(), 3),
-                   "ndcg_at_k": round(rng.random(), 3), "groundedness": rng.choice([2, 3, 4, 5]),
-                   "correctness": rng.choice([2, 3, 4, 5]), "latency_ms": round(rng.uniform(50, 900), 1)}
-        verdict = {"score": metrics["groundedness"], "reasoning": _text(rng, 240),
-                   "supported_claims": [_text(rng, 60)], "unsupported_claims": [_text(rng, 60)] if outcome == "failed" else []}
-        records.append({
-            "key": f"eval_sets/big.jsonl::case-{i:05d}", "test_case_id": f"case-{i:05d}", "file": "eval_sets/big.jsonl",
-            "line": i + 1, "category": f"category-{i % 8}", "tags": rng.sample(tags, rng.randint(1, 3)),
-            "answerable": True, "question": _text(rng, 120) + "?", "reference_answer": _text(rng, 200),
-            "expected_key_facts": [_text(rng, 40)], "answer": _text(rng, 600), "retrieved_chunks": chunks,
-            "references": chunks[1:2], "metrics": metrics if outcome != "error" else {},
-            "thresholds": {"recall_at_k": 1.0, "groundedness": 3.0, "correctness": 3.0},
-            "misses": [{"metric": "recall_at_k", "value": 0, "threshold": 1.0, "op": ">="}] if outcome == "failed" else [],
-            "outcome": outcome, "error": {"kind": "timeout", "message": "RAG call timed out after 30s"} if outcome == "error" else None,
-            "latency": {"total_ms": metrics["latency_ms"]}, "cost": {"judge_tokens": 812, "judge_cost_usd": 0.0004},
-            "judge": {"groundedness": verdict, "correctness": {**verdict, "score": metrics["correctness"]}},
-        })
+        metrics = {
+            "recall_at_k": recall,
+            "mrr": round(rng.random(), 3),
+            "precision_at_k": round(rng.random(), 3),
+            "ndcg_at_k": round(rng.random(), 3),
+            "groundedness": rng.choice([2, 3, 4, 5]),
+            "correctness": rng.choice([2, 3, 4, 5]),
+            "latency_ms": round(rng.uniform(50, 900), 1),
+        }
+        verdict = {
+            "score": metrics["groundedness"],
+            "reasoning": _text(rng, 240),
+            "supported_claims": [_text(rng, 60)],
+            "unsupported_claims": [_text(rng, 60)] if outcome == "failed" else [],
+        }
+        records.append(
+            {
+                "key": f"eval_sets/big.jsonl::case-{i:05d}",
+                "test_case_id": f"case-{i:05d}",
+                "file": "eval_sets/big.jsonl",
+                "line": i + 1,
+                "category": f"category-{i % 8}",
+                "tags": rng.sample(tags, rng.randint(1, 3)),
+                "answerable": True,
+                "question": _text(rng, 120) + "?",
+                "reference_answer": _text(rng, 200),
+                "expected_key_facts": [_text(rng, 40)],
+                "answer": _text(rng, 600),
+                "retrieved_chunks": chunks,
+                "references": chunks[1:2],
+                "metrics": metrics if outcome != "error" else {},
+                "thresholds": {"recall_at_k": 1.0, "groundedness": 3.0, "correctness": 3.0},
+                "misses": [{"metric": "recall_at_k", "value": 0, "threshold": 1.0, "op": ">="}] if outcome == "failed" else [],
+                "outcome": outcome,
+                "error": {"kind": "timeout", "message": "RAG call timed out after 30s"} if outcome == "error" else None,
+                "latency": {"total_ms": metrics["latency_ms"]},
+                "cost": {"judge_tokens": 812, "judge_cost_usd": 0.0004},
+                "judge": {"groundedness": verdict, "correctness": {**verdict, "score": metrics["correctness"]}},
+            }
+        )
     return records
 
 
@@ -96,8 +129,15 @@ print(json.dumps(times))
 def render_with(source: Path, results: Path, out: Path, repeat: int) -> list[float]:
     """Render ``results`` with the pytest_rageval under ``source`` (a child process); the render times."""
     env = {**os.environ, "PYTHONPATH": str(source)}
-    proc = subprocess.run([python(), "-c", RENDER, str(results), str(out), str(repeat)], env=env, capture_output=True, cwd=out.parent,
-                          text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [python(), "-c", RENDER, str(results), str(out), str(repeat)],
+        env=env,
+        capture_output=True,
+        cwd=out.parent,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if proc.returncode:
         raise SystemExit(f"render with {source} failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -111,7 +151,7 @@ def export(ref: str, into: Path) -> Path:
     return into
 
 
-def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: bool) -> dict[str, Optional[float]]:
+def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: bool) -> dict[str, float | None]:
     """Median ms to load ``page`` (navigation start to the end of the load event) and, if it has a filter bar,
     to show the failed cases of ``tag``, to search, and to sort by a metric (each with layout)."""
     sys.path.insert(0, str(REPO / "tests"))
@@ -137,13 +177,34 @@ def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: boo
             runs["load"].append(float(load) if isinstance(load, (int, float)) else wall)  # type: ignore[arg-type]
             if not filters:
                 continue
-            runs["filter"].append(float(tab.js(apply.format(  # type: ignore[arg-type]
-                submit="false", changes=json.dumps([["rv-o", "failed", "change"], ["rv-t", tag, "change"]])))))
+            runs["filter"].append(
+                float(
+                    tab.js(
+                        apply.format(  # type: ignore[arg-type]
+                            submit="false", changes=json.dumps([["rv-o", "failed", "change"], ["rv-t", tag, "change"]])
+                        )
+                    )
+                )
+            )
             runs["shown"].append(float(tab.js("document.querySelectorAll('.case:not([hidden])').length")))  # type: ignore[arg-type]
-            runs["search"].append(float(tab.js(apply.format(  # type: ignore[arg-type]
-                submit="true", changes=json.dumps([["rv-o", "", "change"], ["rv-t", "", "change"], ["rv-q", "refund window", "input"]])))))
-            runs["sort"].append(float(tab.js(apply.format(  # type: ignore[arg-type]
-                submit="false", changes=json.dumps([["rv-q", "", "input"], ["rv-s", "m:mrr", "change"], ["rv-d", "desc", "change"]])))))
+            runs["search"].append(
+                float(
+                    tab.js(
+                        apply.format(  # type: ignore[arg-type]
+                            submit="true", changes=json.dumps([["rv-o", "", "change"], ["rv-t", "", "change"], ["rv-q", "refund window", "input"]])
+                        )
+                    )
+                )
+            )
+            runs["sort"].append(
+                float(
+                    tab.js(
+                        apply.format(  # type: ignore[arg-type]
+                            submit="false", changes=json.dumps([["rv-q", "", "input"], ["rv-s", "m:mrr", "change"], ["rv-d", "desc", "change"]])
+                        )
+                    )
+                )
+            )
     return {k: (statistics.median(v) if v else None) for k, v in runs.items()}
 
 
@@ -167,17 +228,32 @@ def main() -> None:
             out = folder / f"report-{name.replace('/', '_')}.html"
             times = render_with(source, results, out, args.repeat)
             size = out.stat().st_size
-            timings[name] = {} if args.no_browser else browser_times(
-                out, folder / f"profile-{len(timings)}", "tag-03", args.repeat, filters=name == "this")
-            rows.append([name, size, f"{size / 1e6:.2f} MB", f"{size / 1024 / args.cases:.2f}",
-                         f"{size / results.stat().st_size:.2f}x", f"{statistics.median(times):.2f} s"])
+            timings[name] = (
+                {} if args.no_browser else browser_times(out, folder / f"profile-{len(timings)}", "tag-03", args.repeat, filters=name == "this")
+            )
+            rows.append(
+                [
+                    name,
+                    size,
+                    f"{size / 1e6:.2f} MB",
+                    f"{size / 1024 / args.cases:.2f}",
+                    f"{size / results.stat().st_size:.2f}x",
+                    f"{statistics.median(times):.2f} s",
+                ]
+            )
         this, peer = rows[0][1], rows[1][1]
         print(f"\n{args.cases} cases; results.jsonl {results.stat().st_size / 1e6:.2f} MB (the ideal: the page holds what it holds)")
         print(table(["code", "bytes", "size", "KB/case", "vs results.jsonl", "render (median)"], rows))
         print(f"page size this / {args.peer}: {this / peer:.2f}x")
         if not args.no_browser:
-            brows = [[name, *(f"{t[k]:.0f} ms" if t.get(k) is not None else "-" for k in ("load", "filter", "search", "sort")),
-                      f"{t['shown']:.0f}" if t.get("shown") is not None else "-"] for name, t in timings.items()]
+            brows = [
+                [
+                    name,
+                    *(f"{t[k]:.0f} ms" if t.get(k) is not None else "-" for k in ("load", "filter", "search", "sort")),
+                    f"{t['shown']:.0f}" if t.get("shown") is not None else "-",
+                ]
+                for name, t in timings.items()
+            ]
             print("\nheadless Chromium, 1280x800, median of", args.repeat)
             print(table(["code", "load", "failed + tag-03", "search", "sort by mrr desc", "cards shown by the filter"], brows))
             if timings.get("this") and timings.get(args.peer):

@@ -28,15 +28,15 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping, Optional
+from typing import Any
 
 Reply = tuple[int, dict, Any]  # (status, headers, JSON-able body)
 
 #: Passing verdicts for pytest-rageval's judge metrics (the shapes its prompts ask for).
 RAGEVAL_VERDICTS: dict[str, dict[str, Any]] = {
-    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [],
-                     "score": 4},
+    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [], "score": 4},
     "correctness": {"reasoning": "Matches the reference.", "score": 4},
     "faithfulness": {"reasoning": "Supported by the context.", "passing": True},
     "relevancy": {"reasoning": "Addresses the question.", "passing": True},
@@ -86,7 +86,7 @@ class LoopbackServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, like a real service
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with server._lock:
                     server.count += 1
@@ -111,7 +111,7 @@ class LoopbackServer:
                     with server._lock:
                         server.in_flight -= 1
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
             def _send(self, status: int, headers: dict, payload: Any) -> None:
@@ -142,7 +142,7 @@ class LoopbackServer:
             self.unknown.clear()
             self.max_in_flight = self.in_flight
 
-    def __enter__(self) -> "LoopbackServer":
+    def __enter__(self) -> LoopbackServer:
         self._thread.start()
         return self
 
@@ -166,8 +166,15 @@ def eval_line(i: int) -> dict[str, Any]:
 
 
 def _chunk(rel_path: str, heading: str, rank: int, text: str) -> dict[str, Any]:
-    return {"chunk_id": f"{rel_path}#{rank}", "doc_id": rel_path, "rel_path": rel_path, "heading_path": heading,
-            "text": text, "rank": rank, "score_final": round(1.0 / rank, 3)}
+    return {
+        "chunk_id": f"{rel_path}#{rank}",
+        "doc_id": rel_path,
+        "rel_path": rel_path,
+        "heading_path": heading,
+        "text": text,
+        "rank": rank,
+        "score_final": round(1.0 / rank, 3),
+    }
 
 
 def rag_answer(question: str) -> dict[str, Any]:
@@ -212,7 +219,7 @@ def _completion(content: str, model: str) -> dict[str, Any]:
     }
 
 
-def rageval_metric(body: Mapping[str, Any]) -> Optional[str]:
+def rageval_metric(body: Mapping[str, Any]) -> str | None:
     """The pytest-rageval judge metric of a request: the json_schema name, else the prompt's version marker."""
     fmt = body.get("response_format") or {}
     name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, Mapping) else None
@@ -249,7 +256,7 @@ DEEPEVAL_PROMPTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 
 
-def deepeval_reply(text: str) -> Optional[tuple[str, dict[str, Any]]]:
+def deepeval_reply(text: str) -> tuple[str, dict[str, Any]] | None:
     """(kind, JSON answer) for a DeepEval Faithfulness/AnswerRelevancy prompt, else None."""
     lowered = text.lower()
     for kind, needle, answer in DEEPEVAL_PROMPTS:

@@ -24,15 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import child_env, load_note, source_state, python, run_timed, table  # noqa: E402
+from common import child_env, load_note, python, run_timed, source_state, table
 
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
 
 def importtime(env: dict[str, str]) -> tuple[list[tuple[str, int, int]], int]:
     """(module, self us, cumulative us) of pytest_rageval modules, and the cumulative us of the whole import."""
-    proc = subprocess.run([python(), "-X", "importtime", "-c", "import pytest_rageval.plugin"], capture_output=True, text=True,
-                          env=env, timeout=60)
+    proc = subprocess.run([python(), "-X", "importtime", "-c", "import pytest_rageval.plugin"], capture_output=True, text=True, env=env, timeout=60)
     mods: list[tuple[str, int, int]] = []
     total = 0
     for line in proc.stderr.splitlines():
@@ -58,7 +57,7 @@ def main() -> int:
         (root / "pytest.ini").write_text("[pytest]\n")
         (root / "test_unrelated.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
         base = [python(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        commands = {"plugin installed, idle": base, "-p no:rageval": base + ["-p", "no:rageval"]}
+        commands = {"plugin installed, idle": base, "-p no:rageval": [*base, "-p", "no:rageval"]}
         times: dict[str, list[float]] = {name: [] for name in commands}
         for cmd in commands.values():  # warm-up
             run_timed(cmd, cwd=root, env=env, timeout=60)
@@ -70,7 +69,7 @@ def main() -> int:
                     return 1
                 times[name].append(res.wall)
         # -p no:rageval really keeps the module out (else the comparison means nothing)
-        probe = subprocess.run(base + ["-p", "no:rageval", "--help"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+        probe = subprocess.run([*base, "-p", "no:rageval", "--help"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
         blocked = "--rageval" not in probe.stdout
 
     rows = [[name, f"{min(t):.3f}", f"{sorted(t)[len(t) // 2]:.3f}", f"{max(t):.3f}"] for name, t in times.items()]
@@ -78,13 +77,17 @@ def main() -> int:
     print(table(["run", "best s", "median s", "worst s"], rows))
     idle, off = min(times["plugin installed, idle"]), min(times["-p no:rageval"])
     ratio = idle / off
-    print(f"\nratio idle / -p no:rageval (best of {args.repeat}): {ratio:.3f}  (bar <= 1.3: {'yes' if ratio <= 1.3 else 'NO'});"
-          f" difference {1000 * (idle - off):.0f} ms; -p no:rageval blocks the plugin: {'yes' if blocked else 'NO'}")
+    print(
+        f"\nratio idle / -p no:rageval (best of {args.repeat}): {ratio:.3f}  (bar <= 1.3: {'yes' if ratio <= 1.3 else 'NO'});"
+        f" difference {1000 * (idle - off):.0f} ms; -p no:rageval blocks the plugin: {'yes' if blocked else 'NO'}"
+    )
 
     mods, total = importtime(env)
     own = sum(s for _, s, _ in mods)
-    print(f"\npython -X importtime -c 'import pytest_rageval.plugin': pytest_rageval modules {own / 1000:.1f} ms "
-          f"(self time, {len(mods)} modules), whole import {total / 1000:.1f} ms (pytest included)")
+    print(
+        f"\npython -X importtime -c 'import pytest_rageval.plugin': pytest_rageval modules {own / 1000:.1f} ms "
+        f"(self time, {len(mods)} modules), whole import {total / 1000:.1f} ms (pytest included)"
+    )
     print(table(["module", "self ms", "cumulative ms"], [[m, f"{s / 1000:.1f}", f"{c / 1000:.1f}"] for m, s, c in mods]))
     print(f"after: {load_note()}")
     return 0

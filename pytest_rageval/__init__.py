@@ -22,8 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below
     from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
-    from pytest_rageval.plugin.handwritten import (CaseResult, EvaluateError, SessionClient, assert_abstained, assert_answered, assert_cites,
-                                                   assert_metrics)
+    from pytest_rageval.plugin.handwritten import (
+        CaseResult,
+        EvaluateError,
+        SessionClient,
+        assert_abstained,
+        assert_answered,
+        assert_cites,
+        assert_metrics,
+    )
     from pytest_rageval.targets.client import CallableClient, HttpClient, RagCallError
 
 __version__ = "0.1.0"
@@ -45,9 +52,23 @@ _EXPORTS = {
     "RagCallError": "pytest_rageval.targets.client",
 }
 
-__all__ = ["CallableClient", "CaseResult", "Chunk", "EvalCase", "EvaluateError", "GoldSupport", "HttpClient", "RagCallError",
-           "RagResponse", "SessionClient", "__version__", "assert_abstained", "assert_answered", "assert_cites",
-           "assert_metrics"]  # the names of _EXPORTS
+__all__ = [
+    "CallableClient",
+    "CaseResult",
+    "Chunk",
+    "EvalCase",
+    "EvaluateError",
+    "GoldSupport",
+    "HttpClient",
+    "RagCallError",
+    "RagResponse",
+    "SessionClient",
+    "__version__",
+    "assert_abstained",
+    "assert_answered",
+    "assert_cites",
+    "assert_metrics",
+]  # the names of _EXPORTS
 
 
 def __getattr__(name: str) -> Any:

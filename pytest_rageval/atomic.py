@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import Optional
 
 __all__ = ["write_bytes_atomic"]
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, mode: Optional[int] = None, fsync: bool = False) -> None:
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None, fsync: bool = False) -> None:
     """Write ``data`` to ``path`` atomically; ``mode``: the file's permission bits (default: a new file's);
     ``fsync``: flush to the disk before the rename (a file the user wrote, not a rebuildable artifact)."""
     while True:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 import zlib
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -98,8 +99,7 @@ def _bound(limit: int) -> Callable[[httpx.Response], Awaitable[None]]:
         encoding = response.headers.get("Content-Encoding", "").strip().lower()
         if encoding not in ("", "identity", "gzip", "deflate"):
             await response.aclose()
-            raise BodyRefused(f"response body in content-encoding {encoding[:40]!r}, which is not read "
-                                   f"(the request asked for {ACCEPT_ENCODING})")
+            raise BodyRefused(f"response body in content-encoding {encoding[:40]!r}, which is not read (the request asked for {ACCEPT_ENCODING})")
         for name in ("Content-Encoding", "Content-Length"):
             response.headers.pop(name, None)  # the stream below is the decoded body
         response.stream = _stream_class(type(response))(response.stream, encoding, limit)
@@ -118,16 +118,16 @@ def _stream_class(response_type: type) -> type:
     return _STREAM_CLASSES[name]
 
 
-def event_hooks(limit: Optional[int] = None) -> dict[str, list[Any]]:
+def event_hooks(limit: int | None = None) -> dict[str, list[Any]]:
     """``event_hooks`` of an ``httpx.AsyncClient`` whose response bodies are read up to ``limit`` bytes."""
     return {"request": [_ask_for_readable_encodings], "response": [_bound(limit or defaults.MAX_RESPONSE_BYTES)]}
 
 
-def refused(exc: BaseException) -> Optional[str]:
+def refused(exc: BaseException) -> str | None:
     """Why a body was refused when ``exc`` is, or was raised from (the openai SDK wraps it), a BodyRefused
     or a library's ``DecodingError``; else None."""
     seen: set[int] = set()
-    current: Optional[BaseException] = exc
+    current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, BodyRefused) or type(current).__name__ == "DecodingError":
             return str(current)

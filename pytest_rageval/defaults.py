@@ -42,13 +42,17 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_response_map", "response mapping, lines `target = source.path`", "linelist", []),
     ("rageval_timeout", f"seconds before a RAG call times out (default {TIMEOUT:g})", "string", f"{TIMEOUT:g}"),
     ("rageval_k", f"how many retrieved chunks count (default {K})", "string", ""),
-    ("rageval_max_answer_chars",
-     f"longest answer (and abstain reason) kept; longer is cut with a note (default {MAX_ANSWER_CHARS})", "string", ""),
+    ("rageval_max_answer_chars", f"longest answer (and abstain reason) kept; longer is cut with a note (default {MAX_ANSWER_CHARS})", "string", ""),
     ("rageval_max_chunk_chars", f"longest text of a retrieved chunk or reference field kept (default {MAX_CHUNK_CHARS})", "string", ""),
     ("rageval_max_reasoning_chars", f"longest judge reasoning, claim or raw answer kept (default {MAX_REASONING_CHARS})", "string", ""),
     ("rageval_max_error_chars", f"longest error message kept (default {MAX_ERROR_CHARS})", "string", ""),
-    ("rageval_max_response_bytes", f"most bytes of a RAG or judge response body read, after decompression; a longer "
-     f"body is that call's error (default {MAX_RESPONSE_BYTES}, 10 MiB)", "string", ""),
+    (
+        "rageval_max_response_bytes",
+        f"most bytes of a RAG or judge response body read, after decompression; a longer "
+        f"body is that call's error (default {MAX_RESPONSE_BYTES}, 10 MiB)",
+        "string",
+        "",
+    ),
     ("rageval_require_snippets", "gold supports with snippets also need one snippet in the chunk text", "bool", False),
     ("rageval_judge", "judge: auto (openai with a model, else lexical), openai, lexical or none", "string", ""),
     ("rageval_judge_model", "model of the OpenAI-compatible judge", "string", ""),
@@ -58,19 +62,46 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_cache_dir", f"judge cache folder (default {CACHE_DIR})", "string", ""),
     ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
-    ("rageval_target_concurrency", "calls of the target in flight at once, for a target that is not thread-safe "
-     "(default: the run's concurrency)", "string", ""),
-    ("rageval_min_shared_cases", f"the gate refuses a baseline that shares fewer unchanged cases with the run (default "
-     f"{MIN_SHARED_CASES}, or every case when a side has fewer)", "string", ""),
-    ("rageval_docs_root", "the folder gold rel_paths are relative to: absolute chunk paths under it are made relative "
-     "to it (default rootdir; also [tool.rageval] docs_root)", "string", ""),
-    ("rageval_params_hook", "package.module:function(target, params) returning the framework object to ask for a "
-     "call's params", "string", ""),
-    ("rageval_min_judge_agreement", "refuse a run with a judge unless a stored calibration of that judge (rageval "
-     "calibrate) reaches this balanced accuracy, 0 to 1, on every judge metric", "string", ""),
+    (
+        "rageval_target_concurrency",
+        "calls of the target in flight at once, for a target that is not thread-safe (default: the run's concurrency)",
+        "string",
+        "",
+    ),
+    (
+        "rageval_min_shared_cases",
+        f"the gate refuses a baseline that shares fewer unchanged cases with the run (default "
+        f"{MIN_SHARED_CASES}, or every case when a side has fewer)",
+        "string",
+        "",
+    ),
+    (
+        "rageval_docs_root",
+        "the folder gold rel_paths are relative to: absolute chunk paths under it are made relative "
+        "to it (default rootdir; also [tool.rageval] docs_root)",
+        "string",
+        "",
+    ),
+    ("rageval_params_hook", "package.module:function(target, params) returning the framework object to ask for a call's params", "string", ""),
+    (
+        "rageval_min_judge_agreement",
+        "refuse a run with a judge unless a stored calibration of that judge (rageval "
+        "calibrate) reaches this balanced accuracy, 0 to 1, on every judge metric",
+        "string",
+        "",
+    ),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
-    ("rageval_slice_k", "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
-     "in a run without a judge, false with one, whose answer depends on k)", "string", ""),
-    ("rageval_rank_by", "config matrix: the aggregate configs are ranked by (default correctness_avg when judged, "
-     "else recall_at_k_avg)", "string", ""),
+    (
+        "rageval_slice_k",
+        "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
+        "in a run without a judge, false with one, whose answer depends on k)",
+        "string",
+        "",
+    ),
+    (
+        "rageval_rank_by",
+        "config matrix: the aggregate configs are ranked by (default correctness_avg when judged, else recall_at_k_avg)",
+        "string",
+        "",
+    ),
 )

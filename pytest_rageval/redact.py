@@ -19,7 +19,8 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 __all__ = [
@@ -47,10 +48,25 @@ SECRET_ENV = ("RAGEVAL_JUDGE_API_KEY", "OPENAI_API_KEY")
 #: Ini keys whose values carry secrets (header values after ``${VAR}`` expansion).
 SECRET_INI = ("rageval_headers",)
 
-_SECRET_WORDS = frozenset({
-    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "auth",
-    "authorization", "signature", "sig", "credential", "credentials",
-})
+_SECRET_WORDS = frozenset(
+    {
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passphrase",
+        "auth",
+        "authorization",
+        "signature",
+        "sig",
+        "credential",
+        "credentials",
+    }
+)
 _SECRET_SUFFIXES = ("key", "token", "secret", "password", "passwd", "signature", "credential", "credentials")
 
 
@@ -110,7 +126,7 @@ def _variants(secret: str) -> set[str]:
 class Redactor:
     """Masks a fixed set of secret values in texts and in decoded JSON data."""
 
-    __slots__ = ("_secrets", "_pattern")
+    __slots__ = ("_pattern", "_secrets")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets = frozenset(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET)
@@ -123,7 +139,7 @@ class Redactor:
     def __repr__(self) -> str:
         return f"Redactor({len(self._secrets)} secrets)"  # never the values
 
-    def __or__(self, other: "Redactor") -> "Redactor":
+    def __or__(self, other: Redactor) -> Redactor:
         return Redactor(self._secrets | other._secrets)
 
     def mask(self, text: str) -> str:
@@ -243,15 +259,14 @@ def _public_ini(assignment: str) -> str:
     if not eq:
         return assignment
     if name.strip() in SECRET_INI:
-        lines = [f"{line.partition(':')[0].strip()}: {MASK}" if ":" in line else MASK
-                 for line in value.splitlines() if line.strip()]
+        lines = [f"{line.partition(':')[0].strip()}: {MASK}" if ":" in line else MASK for line in value.splitlines() if line.strip()]
         return f"{name}={chr(10).join(lines)}"
     if is_secret_name(name):
         return f"{name}={MASK}"
     return assignment
 
 
-def public_args(args: Sequence[str], redactor: Optional[Redactor] = None) -> list[str]:
+def public_args(args: Sequence[str], redactor: Redactor | None = None) -> list[str]:
     """A command line fit to store: ``-o``/``--override-ini`` values of secret ini keys, values of
     secret-looking options (``--api-key X``, ``--token=X``) and ``name=value`` arguments masked, URLs made
     public, and every known secret masked."""
@@ -267,11 +282,11 @@ def public_args(args: Sequence[str], redactor: Optional[Redactor] = None) -> lis
         if arg in ("-o", "--override-ini"):
             pending = "ini"
         elif arg.startswith("--override-ini="):
-            arg = "--override-ini=" + _public_ini(arg[len("--override-ini="):])
+            arg = "--override-ini=" + _public_ini(arg[len("--override-ini=") :])
         elif arg.startswith("-o") and len(arg) > 2:
             arg = "-o" + _public_ini(arg[2:])
         elif arg.startswith("--") and len(arg) > 2:
-            name, eq, value = arg[2:].partition("=")
+            name, eq, _value = arg[2:].partition("=")
             if is_secret_name(name):
                 if eq:
                     arg = f"--{name}={MASK}"
@@ -295,7 +310,7 @@ class PublicUrlFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken record is logging's business, not ours
+        except Exception:
             return True
         public = scrub_urls(message)
         if public != message:

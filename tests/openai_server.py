@@ -26,19 +26,19 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any
 
 from loopback import LoopbackServer
 
-Body = Union[dict, list, str, bytes]
+Body = dict | list | str | bytes
 Reply = tuple[int, dict, Body]
 Responder = Callable[[dict, dict], Reply]
 
 #: A plausible answer for every judge metric (used by ``verdicts()`` for metrics not given).
 DEFAULT_VERDICTS: dict[str, dict[str, Any]] = {
-    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [],
-                     "score": 4},
+    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [], "score": 4},
     "correctness": {"reasoning": "Matches the reference.", "score": 4},
     "faithfulness": {"reasoning": "Supported by the context.", "passing": True},
     "relevancy": {"reasoning": "Addresses the question.", "passing": True},
@@ -57,8 +57,14 @@ _MARKER = re.compile(r"\[prompt ([a-z_]+)/v\d+\]")
 # --------------------------------------------------------------------------- reply helpers
 
 
-def completion(content: Optional[str], *, model: str = "judge-model", finish_reason: str = "stop",
-               prompt_tokens: Optional[int] = 100, completion_tokens: Optional[int] = 20) -> dict:
+def completion(
+    content: str | None,
+    *,
+    model: str = "judge-model",
+    finish_reason: str = "stop",
+    prompt_tokens: int | None = 100,
+    completion_tokens: int | None = 20,
+) -> dict:
     """A chat.completion body; ``prompt_tokens=None`` leaves ``usage`` out."""
     body: dict[str, Any] = {
         "id": f"chatcmpl-{next(_ids)}",
@@ -69,8 +75,7 @@ def completion(content: Optional[str], *, model: str = "judge-model", finish_rea
     }
     if prompt_tokens is not None:
         completion_tokens = completion_tokens or 0
-        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                         "total_tokens": prompt_tokens + completion_tokens}
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
     return body
 
 
@@ -79,12 +84,12 @@ def ok(content: str, **kwargs: Any) -> Reply:
     return 200, {}, completion(content, **kwargs)
 
 
-def error(status: int, message: str, *, type_: str = "server_error", headers: Optional[dict] = None) -> Reply:
+def error(status: int, message: str, *, type_: str = "server_error", headers: dict | None = None) -> Reply:
     """An error reply in OpenAI's ``{"error": {...}}`` shape."""
     return status, dict(headers or {}), {"error": {"message": message, "type": type_, "code": status}}
 
 
-def metric_of(body: Mapping[str, Any]) -> Optional[str]:
+def metric_of(body: Mapping[str, Any]) -> str | None:
     """The judge metric of a request: the json_schema name, else the prompt's version marker."""
     fmt = body.get("response_format") or {}
     name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, Mapping) else None
@@ -105,7 +110,7 @@ def user_text(body: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- responders
 
 
-def verdicts(answers: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Responder:
+def verdicts(answers: Mapping[str, Any] | None = None, **kwargs: Any) -> Responder:
     """Answer each metric with ``answers[metric]`` (a dict is sent as JSON, a str as is), else its default."""
     table: dict[str, Any] = {**DEFAULT_VERDICTS, **(answers or {})}
 
@@ -141,15 +146,16 @@ def sequence(*responders: Responder) -> Responder:
     return respond
 
 
-def fail_times(n: int, status: int = 429, *, then: Optional[Responder] = None, retry_after: Optional[str] = None,
-               message: str = "Rate limit reached") -> Responder:
+def fail_times(
+    n: int, status: int = 429, *, then: Responder | None = None, retry_after: str | None = None, message: str = "Rate limit reached"
+) -> Responder:
     """The first ``n`` requests get ``status`` (with ``Retry-After`` when given), later ones go to ``then``."""
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
     failing: Responder = lambda body, hdrs: error(status, message, type_="rate_limit_error", headers=headers)  # noqa: E731
     return sequence(*([failing] * n), then or verdicts())
 
 
-def reject_json_schema(then: Optional[Responder] = None) -> Responder:
+def reject_json_schema(then: Responder | None = None) -> Responder:
     """Answer json_schema requests like llama.cpp's server (500); pass the others to ``then``."""
     after = then or verdicts()
 
@@ -162,7 +168,7 @@ def reject_json_schema(then: Optional[Responder] = None) -> Responder:
     return respond
 
 
-def drop_fields(*fields: str, times: Optional[int] = None, then: Optional[Responder] = None) -> Responder:
+def drop_fields(*fields: str, times: int | None = None, then: Responder | None = None) -> Responder:
     """Answer with the default verdict minus ``fields`` (the first ``times`` requests; all when None)."""
     after = then or verdicts()
     lock, calls = threading.Lock(), itertools.count()
@@ -190,21 +196,24 @@ def _has_bounds(schema: Any) -> bool:
     return False
 
 
-def refuse_bounds(then: Optional[Responder] = None) -> Responder:
+def refuse_bounds(then: Responder | None = None) -> Responder:
     """Refuse a json_schema whose schema has length/item bounds, as a strict subset would (400)."""
     after = then or verdicts()
 
     def respond(body: dict, headers: dict) -> Reply:
         fmt = body.get("response_format") or {}
         if fmt.get("type") == "json_schema" and _has_bounds(fmt.get("json_schema", {}).get("schema")):
-            return error(400, "Invalid schema for response_format 'x': In context=('properties', 'reasoning'), "
-                              "'maxLength' is not permitted.", type_="invalid_request_error")
+            return error(
+                400,
+                "Invalid schema for response_format 'x': In context=('properties', 'reasoning'), 'maxLength' is not permitted.",
+                type_="invalid_request_error",
+            )
         return after(body, headers)
 
     return respond
 
 
-def refuse_extras(then: Optional[Responder] = None) -> Responder:
+def refuse_extras(then: Responder | None = None) -> Responder:
     """Refuse json_schema, and any request with fields beyond OpenAI's (``format``, ``guided_json``,
     ``response_format.schema``), naming the field, as a strict server does (400)."""
     after = then or verdicts()
@@ -217,8 +226,7 @@ def refuse_extras(then: Optional[Responder] = None) -> Responder:
             if name in body:
                 return error(400, f"Unrecognized request argument supplied: {name}", type_="invalid_request_error")
         if "schema" in fmt:
-            return error(400, "Additional properties are not allowed ('schema' was unexpected) - 'response_format'",
-                         type_="invalid_request_error")
+            return error(400, "Additional properties are not allowed ('schema' was unexpected) - 'response_format'", type_="invalid_request_error")
         return after(body, headers)
 
     return respond
@@ -228,10 +236,10 @@ class OneSlot:
     """A responder that serves one request at a time in arrival order, ``seconds`` each (a one-slot
     local server), and records what it served: ``served`` holds (question, metric) in serving order."""
 
-    def __init__(self, seconds: float, then: Optional[Responder] = None) -> None:
+    def __init__(self, seconds: float, then: Responder | None = None) -> None:
         self.seconds = seconds
         self.then = then or verdicts()
-        self.served: list[tuple[str, Optional[str]]] = []
+        self.served: list[tuple[str, str | None]] = []
         self._tickets = itertools.count()
         self._serving = 0
         self._turn = threading.Condition()
@@ -251,7 +259,7 @@ class OneSlot:
                 self._turn.notify_all()
 
 
-def slow(seconds: float, then: Optional[Responder] = None) -> Responder:
+def slow(seconds: float, then: Responder | None = None) -> Responder:
     """Sleep before answering (for timeouts)."""
     after = then or verdicts()
 
@@ -268,7 +276,7 @@ def slow(seconds: float, then: Optional[Responder] = None) -> Responder:
 class OpenAIServer:
     """``with OpenAIServer(responder) as srv: srv.base_url`` — a loopback chat-completions endpoint."""
 
-    def __init__(self, responder: Optional[Responder] = None) -> None:
+    def __init__(self, responder: Responder | None = None) -> None:
         self.responder: Responder = responder or verdicts()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -280,7 +288,7 @@ class OpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
                     self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -294,7 +302,7 @@ class OpenAIServer:
                     server.requests.append({"path": self.path, "body": body, "headers": headers})
                 self._send(*server.responder(body, headers))
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
             def _send(self, status: int, headers: dict, payload: Body) -> None:
@@ -330,11 +338,11 @@ class OpenAIServer:
         with self._lock:
             return [r["body"] for r in self.requests]
 
-    def metrics(self) -> list[Optional[str]]:
+    def metrics(self) -> list[str | None]:
         """The judge metric of each request so far."""
         return [metric_of(b) for b in self.bodies()]
 
-    def start(self) -> "OpenAIServer":
+    def start(self) -> OpenAIServer:
         if not self._started:
             self._thread.start()
             self._started = True
@@ -346,7 +354,7 @@ class OpenAIServer:
             self._started = False
         self._httpd.server_close()
 
-    def __enter__(self) -> "OpenAIServer":
+    def __enter__(self) -> OpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

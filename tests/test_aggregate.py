@@ -60,46 +60,120 @@ def rec(key: str, outcome: str, answerable: bool = True, category: str = "factua
 
 
 def records() -> list[dict]:
-    retrieval_null = dict.fromkeys(
-        ["recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss", "attribution_hit"]
-    )
+    retrieval_null = dict.fromkeys(["recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss", "attribution_hit"])
     return [
-        rec("a1", "passed", tags=["work"], judge_attempted=["groundedness", "correctness"],
-            judge_cache={"hits": 1, "misses": 1}, cost={"judge_tokens": 100, "judge_cost_usd": 0.001},
-            metrics={"recall_at_k": 1, "recall_all_at_k": 1, "mrr": 1.0, "precision_at_k": 0.4, "ndcg_at_k": 1.0,
-                     "scope_miss": 0, "attribution_hit": 1, "conflict_rule": None, "abstained": False,
-                     "false_abstention": 0, "groundedness": 4, "correctness": 5, "faithfulness": None,
-                     "latency_ms": 100.0}),
-        rec("a2", "xfailed", tags=["work", "hard", "work"], judge_attempted=["groundedness", "correctness"],
-            judge_cache={"hits": 0, "misses": 2}, cost={"judge_tokens": 50, "judge_cost_usd": 0.0005},
-            metrics={"recall_at_k": 0, "recall_all_at_k": 0, "mrr": 0.0, "precision_at_k": 0.0, "ndcg_at_k": 0.0,
-                     "scope_miss": 1, "attribution_hit": 0, "abstained": False, "false_abstention": 0,
-                     "groundedness": 2, "correctness": None, "latency_ms": 200.0}),
+        rec(
+            "a1",
+            "passed",
+            tags=["work"],
+            judge_attempted=["groundedness", "correctness"],
+            judge_cache={"hits": 1, "misses": 1},
+            cost={"judge_tokens": 100, "judge_cost_usd": 0.001},
+            metrics={
+                "recall_at_k": 1,
+                "recall_all_at_k": 1,
+                "mrr": 1.0,
+                "precision_at_k": 0.4,
+                "ndcg_at_k": 1.0,
+                "scope_miss": 0,
+                "attribution_hit": 1,
+                "conflict_rule": None,
+                "abstained": False,
+                "false_abstention": 0,
+                "groundedness": 4,
+                "correctness": 5,
+                "faithfulness": None,
+                "latency_ms": 100.0,
+            },
+        ),
+        rec(
+            "a2",
+            "xfailed",
+            tags=["work", "hard", "work"],
+            judge_attempted=["groundedness", "correctness"],
+            judge_cache={"hits": 0, "misses": 2},
+            cost={"judge_tokens": 50, "judge_cost_usd": 0.0005},
+            metrics={
+                "recall_at_k": 0,
+                "recall_all_at_k": 0,
+                "mrr": 0.0,
+                "precision_at_k": 0.0,
+                "ndcg_at_k": 0.0,
+                "scope_miss": 1,
+                "attribution_hit": 0,
+                "abstained": False,
+                "false_abstention": 0,
+                "groundedness": 2,
+                "correctness": None,
+                "latency_ms": 200.0,
+            },
+        ),
         # no judge_attempted: the non-null judge metric counts as attempted and scored
-        rec("a3", "passed", category="multi_hop", tags=["personal"], flaky=True, runs=3,
+        rec(
+            "a3",
+            "passed",
+            category="multi_hop",
+            tags=["personal"],
+            flaky=True,
+            runs=3,
             judge_cache={"hits": 2, "misses": 0},
-            metrics={"recall_at_k": 1, "recall_all_at_k": 0, "mrr": 0.5, "precision_at_k": 0.2, "ndcg_at_k": 0.5,
-                     "scope_miss": None, "attribution_hit": 1, "conflict_rule": 1, "abstained": True,
-                     "false_abstention": 1, "groundedness": None, "correctness": 1, "latency_ms": 300.0}),
-        rec("u1", "xpassed", answerable=False, category="general", tags=["work"], judge_attempted=[],
-            metrics={**retrieval_null, "abstained": True, "groundedness": None, "correctness": None,
-                     "latency_ms": 400.0}),
-        rec("u2", "failed", answerable=False, category="general", empty_response=True,
+            metrics={
+                "recall_at_k": 1,
+                "recall_all_at_k": 0,
+                "mrr": 0.5,
+                "precision_at_k": 0.2,
+                "ndcg_at_k": 0.5,
+                "scope_miss": None,
+                "attribution_hit": 1,
+                "conflict_rule": 1,
+                "abstained": True,
+                "false_abstention": 1,
+                "groundedness": None,
+                "correctness": 1,
+                "latency_ms": 300.0,
+            },
+        ),
+        rec(
+            "u1",
+            "xpassed",
+            answerable=False,
+            category="general",
+            tags=["work"],
+            judge_attempted=[],
+            metrics={**retrieval_null, "abstained": True, "groundedness": None, "correctness": None, "latency_ms": 400.0},
+        ),
+        rec(
+            "u2",
+            "failed",
+            answerable=False,
+            category="general",
+            empty_response=True,
             judge_attempted=["groundedness"],
-            metrics={**retrieval_null, "abstained": False, "groundedness": 1, "latency_ms": 500.0}),
+            metrics={**retrieval_null, "abstained": False, "groundedness": 1, "latency_ms": 500.0},
+        ),
         # errored: left out of averages and latency, counted in error/timeout rates and coverage attempts
-        rec("e1", "error", tags=["work"], error={"kind": "timeout", "message": "read timed out"},
-            judge_attempted=["groundedness", "correctness"], cost={"judge_tokens": 10, "judge_cost_usd": 0.0001},
-            metrics={"recall_at_k": 0, "mrr": 0.0, "abstained": True, "latency_ms": 60000.0}),
-        rec("e2", "error", answerable=False, category="general", error={"kind": "http", "message": "500"},
-            metrics={"abstained": True}),
+        rec(
+            "e1",
+            "error",
+            tags=["work"],
+            error={"kind": "timeout", "message": "read timed out"},
+            judge_attempted=["groundedness", "correctness"],
+            cost={"judge_tokens": 10, "judge_cost_usd": 0.0001},
+            metrics={"recall_at_k": 0, "mrr": 0.0, "abstained": True, "latency_ms": 60000.0},
+        ),
+        rec("e2", "error", answerable=False, category="general", error={"kind": "http", "message": "500"}, metrics={"abstained": True}),
         # skipped: counts only in skipped (and cases)
-        rec("sk", "skipped", tags=["work"], judge_attempted=["groundedness"],
-            metrics={"recall_at_k": 0, "mrr": 0.0, "latency_ms": 1.0}),
+        rec("sk", "skipped", tags=["work"], judge_attempted=["groundedness"], metrics={"recall_at_k": 0, "mrr": 0.0, "latency_ms": 1.0}),
         # an invalid eval-set line: only invalid_lines
-        rec("line9", "error", invalid_line=True, error={"kind": "other", "message": "bad line"},
-            judge_cache={"hits": 5, "misses": 5}, cost={"judge_tokens": 999, "judge_cost_usd": 9.0},
-            metrics={"recall_at_k": 0}),
+        rec(
+            "line9",
+            "error",
+            invalid_line=True,
+            error={"kind": "other", "message": "bad line"},
+            judge_cache={"hits": 5, "misses": 5},
+            cost={"judge_tokens": 999, "judge_cost_usd": 9.0},
+            metrics={"recall_at_k": 0},
+        ),
         # scored but without latency, not tagged
         rec("u3", "passed", answerable=False, category="adversarial", metrics={"abstained": True}),
     ]
@@ -136,9 +210,22 @@ EXPECTED_AGGREGATE = {
 
 def test_counts() -> None:
     result = aggregate(records())
-    counts = {key: result[key] for key in (
-        "total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed", "invalid_lines",
-        "answerable_tests", "unanswerable_tests", "flaky")}
+    counts = {
+        key: result[key]
+        for key in (
+            "total_tests",
+            "passed",
+            "failed",
+            "errors",
+            "skipped",
+            "xfailed",
+            "xpassed",
+            "invalid_lines",
+            "answerable_tests",
+            "unanswerable_tests",
+            "flaky",
+        )
+    }
     assert counts == {
         "total_tests": 6,  # passed 3 + failed 1 + errors 2 (xfailed and xpassed are their own counts, as in pytest)
         "passed": 3,  # a1, a3, u3
@@ -162,9 +249,24 @@ def test_aggregate_metrics_every_key() -> None:
 
 def test_result_keys() -> None:
     assert list(aggregate(records())) == [
-        "aggregate_metrics", "by_tag", "by_category", "by_answerable", "total_tests", "passed", "failed",
-        "errors", "skipped", "xfailed", "xpassed", "invalid_lines", "answerable_tests", "unanswerable_tests",
-        "flaky", "repeats", "judge_coverage", "cases",
+        "aggregate_metrics",
+        "by_tag",
+        "by_category",
+        "by_answerable",
+        "total_tests",
+        "passed",
+        "failed",
+        "errors",
+        "skipped",
+        "xfailed",
+        "xpassed",
+        "invalid_lines",
+        "answerable_tests",
+        "unanswerable_tests",
+        "flaky",
+        "repeats",
+        "judge_coverage",
+        "cases",
     ]
     result = aggregate(records())
     assert result["judge_coverage"] == result["aggregate_metrics"]["judge_coverage"] == EXPECTED_AGGREGATE["judge_coverage"]
@@ -172,45 +274,122 @@ def test_result_keys() -> None:
 
 def test_by_answerable() -> None:
     result = aggregate(records())["by_answerable"]
-    assert_close(result, {
-        "answerable": group(4, 2, 0, 1, xfailed=1, recall_at_k_avg=2 / 3, recall_all_at_k_avg=1 / 3, mrr_avg=0.5,
-                            precision_at_k_avg=0.2, ndcg_at_k_avg=0.5, groundedness_avg=3.0, correctness_avg=3.0,
-                            scope_miss_rate=0.5, attribution_hit_rate=2 / 3, conflict_rule_rate=1.0,
-                            false_abstention_rate=1 / 3),
-        "unanswerable": group(4, 1, 1, 1, xpassed=1, groundedness_avg=1.0, abstention_accuracy=2 / 3,
-                              hallucination_rate_unanswerable=1 / 3),
-    })
+    assert_close(
+        result,
+        {
+            "answerable": group(
+                4,
+                2,
+                0,
+                1,
+                xfailed=1,
+                recall_at_k_avg=2 / 3,
+                recall_all_at_k_avg=1 / 3,
+                mrr_avg=0.5,
+                precision_at_k_avg=0.2,
+                ndcg_at_k_avg=0.5,
+                groundedness_avg=3.0,
+                correctness_avg=3.0,
+                scope_miss_rate=0.5,
+                attribution_hit_rate=2 / 3,
+                conflict_rule_rate=1.0,
+                false_abstention_rate=1 / 3,
+            ),
+            "unanswerable": group(4, 1, 1, 1, xpassed=1, groundedness_avg=1.0, abstention_accuracy=2 / 3, hallucination_rate_unanswerable=1 / 3),
+        },
+    )
 
 
 def test_by_category() -> None:
     result = aggregate(records())["by_category"]
     assert list(result) == ["adversarial", "factual", "general", "multi_hop"]
-    assert_close(result, {
-        "factual": group(3, 1, 0, 1, xfailed=1, recall_at_k_avg=0.5, recall_all_at_k_avg=0.5, mrr_avg=0.5,
-                         precision_at_k_avg=0.2, ndcg_at_k_avg=0.5, groundedness_avg=3.0, correctness_avg=5.0,
-                         scope_miss_rate=0.5, attribution_hit_rate=0.5, false_abstention_rate=0.0),
-        "multi_hop": group(1, 1, 0, 0, recall_at_k_avg=1.0, recall_all_at_k_avg=0.0, mrr_avg=0.5,
-                           precision_at_k_avg=0.2, ndcg_at_k_avg=0.5, correctness_avg=1.0,
-                           attribution_hit_rate=1.0, conflict_rule_rate=1.0, false_abstention_rate=1.0),
-        "general": group(3, 0, 1, 1, xpassed=1, groundedness_avg=1.0, abstention_accuracy=0.5,
-                         hallucination_rate_unanswerable=0.5),
-        "adversarial": group(1, 1, 0, 0, abstention_accuracy=1.0, hallucination_rate_unanswerable=0.0),
-    })
+    assert_close(
+        result,
+        {
+            "factual": group(
+                3,
+                1,
+                0,
+                1,
+                xfailed=1,
+                recall_at_k_avg=0.5,
+                recall_all_at_k_avg=0.5,
+                mrr_avg=0.5,
+                precision_at_k_avg=0.2,
+                ndcg_at_k_avg=0.5,
+                groundedness_avg=3.0,
+                correctness_avg=5.0,
+                scope_miss_rate=0.5,
+                attribution_hit_rate=0.5,
+                false_abstention_rate=0.0,
+            ),
+            "multi_hop": group(
+                1,
+                1,
+                0,
+                0,
+                recall_at_k_avg=1.0,
+                recall_all_at_k_avg=0.0,
+                mrr_avg=0.5,
+                precision_at_k_avg=0.2,
+                ndcg_at_k_avg=0.5,
+                correctness_avg=1.0,
+                attribution_hit_rate=1.0,
+                conflict_rule_rate=1.0,
+                false_abstention_rate=1.0,
+            ),
+            "general": group(3, 0, 1, 1, xpassed=1, groundedness_avg=1.0, abstention_accuracy=0.5, hallucination_rate_unanswerable=0.5),
+            "adversarial": group(1, 1, 0, 0, abstention_accuracy=1.0, hallucination_rate_unanswerable=0.0),
+        },
+    )
 
 
 def test_by_tag() -> None:
     result = aggregate(records())["by_tag"]
     assert list(result) == ["hard", "personal", "work"]
-    assert_close(result["work"], group(
-        4, 1, 0, 1, xfailed=1, xpassed=1, recall_at_k_avg=0.5, recall_all_at_k_avg=0.5, mrr_avg=0.5, precision_at_k_avg=0.2,
-        ndcg_at_k_avg=0.5, groundedness_avg=3.0, correctness_avg=5.0, scope_miss_rate=0.5,
-        attribution_hit_rate=0.5, abstention_accuracy=1.0, hallucination_rate_unanswerable=0.0,
-        false_abstention_rate=0.0))
+    assert_close(
+        result["work"],
+        group(
+            4,
+            1,
+            0,
+            1,
+            xfailed=1,
+            xpassed=1,
+            recall_at_k_avg=0.5,
+            recall_all_at_k_avg=0.5,
+            mrr_avg=0.5,
+            precision_at_k_avg=0.2,
+            ndcg_at_k_avg=0.5,
+            groundedness_avg=3.0,
+            correctness_avg=5.0,
+            scope_miss_rate=0.5,
+            attribution_hit_rate=0.5,
+            abstention_accuracy=1.0,
+            hallucination_rate_unanswerable=0.0,
+            false_abstention_rate=0.0,
+        ),
+    )
     # "work" listed twice on a2 counts once
-    assert_close(result["hard"], group(
-        1, 0, 0, 0, xfailed=1, recall_at_k_avg=0.0, recall_all_at_k_avg=0.0, mrr_avg=0.0, precision_at_k_avg=0.0,
-        ndcg_at_k_avg=0.0, groundedness_avg=2.0, scope_miss_rate=1.0, attribution_hit_rate=0.0,
-        false_abstention_rate=0.0))
+    assert_close(
+        result["hard"],
+        group(
+            1,
+            0,
+            0,
+            0,
+            xfailed=1,
+            recall_at_k_avg=0.0,
+            recall_all_at_k_avg=0.0,
+            mrr_avg=0.0,
+            precision_at_k_avg=0.0,
+            ndcg_at_k_avg=0.0,
+            groundedness_avg=2.0,
+            scope_miss_rate=1.0,
+            attribution_hit_rate=0.0,
+            false_abstention_rate=0.0,
+        ),
+    )
     assert result["personal"]["n"] == 1 and result["personal"]["false_abstention_rate"] == 1.0
 
 
@@ -234,10 +413,12 @@ def test_cases() -> None:
 
 
 def test_errored_cases_left_out_of_averages_but_in_error_rate() -> None:
-    result = aggregate([
-        rec("a", "passed", metrics={"recall_at_k": 1, "mrr": 1.0, "abstained": True}),
-        rec("b", "error", metrics={"recall_at_k": 0, "mrr": 0.0, "abstained": True}),
-    ])
+    result = aggregate(
+        [
+            rec("a", "passed", metrics={"recall_at_k": 1, "mrr": 1.0, "abstained": True}),
+            rec("b", "error", metrics={"recall_at_k": 0, "mrr": 0.0, "abstained": True}),
+        ]
+    )
     agg = result["aggregate_metrics"]
     assert agg["recall_at_k_avg"] == 1.0 and agg["mrr_avg"] == 1.0
     assert agg["operational_metrics"]["error_rate"] == 0.5
@@ -247,15 +428,17 @@ def test_errored_cases_left_out_of_averages_but_in_error_rate() -> None:
 
 
 def test_false_abstention_denominator() -> None:
-    result = aggregate([
-        rec("a", "passed", metrics={"abstained": False}),
-        rec("b", "failed", metrics={"abstained": True}),
-        rec("c", "passed", metrics={"abstained": False}),
-        rec("d", "passed", metrics={"abstained": False}),
-        rec("e", "error", metrics={"abstained": True}),
-        rec("f", "skipped", metrics={"abstained": True}),
-        rec("u", "passed", answerable=False, metrics={"abstained": True}),
-    ])
+    result = aggregate(
+        [
+            rec("a", "passed", metrics={"abstained": False}),
+            rec("b", "failed", metrics={"abstained": True}),
+            rec("c", "passed", metrics={"abstained": False}),
+            rec("d", "passed", metrics={"abstained": False}),
+            rec("e", "error", metrics={"abstained": True}),
+            rec("f", "skipped", metrics={"abstained": True}),
+            rec("u", "passed", answerable=False, metrics={"abstained": True}),
+        ]
+    )
     assert result["aggregate_metrics"]["false_abstention_rate"] == 0.25
     assert result["aggregate_metrics"]["abstention_accuracy"] == 1.0
     assert result["aggregate_metrics"]["hallucination_rate_unanswerable"] == 0.0
@@ -293,11 +476,21 @@ def test_same_numbers_in_any_order() -> None:
     rng = random.Random(7)
     many = []
     for i in range(300):
-        many.append(rec(f"c{i}", rng.choice(["passed", "failed", "error"]), answerable=rng.random() < 0.8,
-                        tags=rng.sample(["x", "y", "z"], 2),
-                        metrics={"mrr": rng.choice([0.0, 1 / 3, 0.1, 0.7]), "groundedness": rng.random() * 5,
-                                 "abstained": rng.random() < 0.3, "latency_ms": rng.random() * 1e3},
-                        cost={"judge_tokens": 3, "judge_cost_usd": rng.random() / 1000}))
+        many.append(
+            rec(
+                f"c{i}",
+                rng.choice(["passed", "failed", "error"]),
+                answerable=rng.random() < 0.8,
+                tags=rng.sample(["x", "y", "z"], 2),
+                metrics={
+                    "mrr": rng.choice([0.0, 1 / 3, 0.1, 0.7]),
+                    "groundedness": rng.random() * 5,
+                    "abstained": rng.random() < 0.3,
+                    "latency_ms": rng.random() * 1e3,
+                },
+                cost={"judge_tokens": 3, "judge_cost_usd": rng.random() / 1000},
+            )
+        )
     first = aggregate(many)
     for _ in range(3):
         rng.shuffle(many)
@@ -320,13 +513,24 @@ def test_percentile_linear() -> None:
 
 def test_coverage_counts_each_verdict_under_the_metric_it_feeds() -> None:
     # The abstention classifier feeds `abstained`, the acknowledge_both check `conflict_rule`.
-    result = aggregate([
-        rec("ack", "passed", judge_attempted=["abstention", "groundedness", "correctness", "conflict_ack"],
-            metrics={"abstained": False, "groundedness": 4, "correctness": 4, "conflict_rule": 1}),
-        rec("mars", "passed", answerable=False, judge_attempted=["abstention"],
-            metrics={"abstained": True, "groundedness": None, "correctness": None}),
-        rec("down", "error", judge_attempted=["abstention", "groundedness"], metrics={"abstained": False}),
-    ])
+    result = aggregate(
+        [
+            rec(
+                "ack",
+                "passed",
+                judge_attempted=["abstention", "groundedness", "correctness", "conflict_ack"],
+                metrics={"abstained": False, "groundedness": 4, "correctness": 4, "conflict_rule": 1},
+            ),
+            rec(
+                "mars",
+                "passed",
+                answerable=False,
+                judge_attempted=["abstention"],
+                metrics={"abstained": True, "groundedness": None, "correctness": None},
+            ),
+            rec("down", "error", judge_attempted=["abstention", "groundedness"], metrics={"abstained": False}),
+        ]
+    )
     assert result["judge_coverage"] == {
         "abstained": {"scored": 2, "attempted": 3, "coverage": 2 / 3},
         "conflict_rule": {"scored": 1, "attempted": 1, "coverage": 1.0},
@@ -339,11 +543,19 @@ def test_coverage_without_an_attempt_list_counts_the_verdicts_held_under_their_m
     # A record cut short before it listed its attempts (a later run failed) still holds its verdicts, by verdict
     # name: the abstention classifier's counts under abstained, like every other path (before: nothing counted).
     verdict = {"score": None, "label": True, "reasoning": ""}
-    result = aggregate([
-        rec("cut", "error", answerable=False, error={"kind": "http", "message": "400"},
-            judge={"abstention": verdict, "groundedness": {"score": 4.0, "reasoning": ""}}, metrics={}),
-        rec("old", "passed", metrics={"groundedness": 4, "abstained": False}),  # no verdicts stored: the scored metric
-    ])
+    result = aggregate(
+        [
+            rec(
+                "cut",
+                "error",
+                answerable=False,
+                error={"kind": "http", "message": "400"},
+                judge={"abstention": verdict, "groundedness": {"score": 4.0, "reasoning": ""}},
+                metrics={},
+            ),
+            rec("old", "passed", metrics={"groundedness": 4, "abstained": False}),  # no verdicts stored: the scored metric
+        ]
+    )
     assert result["judge_coverage"] == {
         "abstained": {"scored": 0, "attempted": 1, "coverage": 0.0},
         "groundedness": {"scored": 1, "attempted": 2, "coverage": 0.5},
@@ -354,16 +566,23 @@ def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
     from pytest_rageval.plugin.runner import _combine
 
     abstained = {"recall_at_k": 1, "abstained": True, "false_abstention": 1, "latency_ms": 10.0}
-    answered = {"recall_at_k": 1, "abstained": False, "false_abstention": 0, "latency_ms": 20.0, "groundedness": 4,
-                "correctness": 3}
+    answered = {"recall_at_k": 1, "abstained": False, "false_abstention": 0, "latency_ms": 20.0, "groundedness": 4, "correctness": 3}
     metrics = _combine([abstained, answered, answered], ("groundedness", "correctness", "faithfulness"))
     # every metric any run scored is kept (mean of the runs that scored it); a metric no run scored is null
-    assert metrics == {"recall_at_k": 1.0, "abstained": False, "false_abstention": 1 / 3, "latency_ms": 50 / 3,
-                       "groundedness": 4, "correctness": 3, "faithfulness": None}
+    assert metrics == {
+        "recall_at_k": 1.0,
+        "abstained": False,
+        "false_abstention": 1 / 3,
+        "latency_ms": 50 / 3,
+        "groundedness": 4,
+        "correctness": 3,
+        "faithfulness": None,
+    }
     assert _combine([answered])["recall_at_k"] == 1 and isinstance(_combine([answered])["recall_at_k"], int)
     # attempted once per case (any run), scored when the combined value is not null
-    result = aggregate([rec("flaky", "passed", flaky=True, runs=3, metrics=metrics,
-                            judge_attempted=["abstention", "groundedness", "correctness", "faithfulness"])])
+    result = aggregate(
+        [rec("flaky", "passed", flaky=True, runs=3, metrics=metrics, judge_attempted=["abstention", "groundedness", "correctness", "faithfulness"])]
+    )
     coverage = result["judge_coverage"]
     assert coverage["groundedness"] == coverage["abstained"] == {"scored": 1, "attempted": 1, "coverage": 1.0}
     assert coverage["faithfulness"] == {"scored": 0, "attempted": 1, "coverage": 0.0}

@@ -17,13 +17,14 @@ from openai_server import OpenAIServer, verdicts
 from pytest_rageval.judges.calibrate import SHIPPED_SET, Figures, calibrate, load_set
 from pytest_rageval.judges.lexical import LexicalJudge
 
-ALWAYS_PASS = {"groundedness": {"reasoning": "Fine.", "supported_claims": ["x"], "unsupported_claims": [], "score": 5},
-               "correctness": {"reasoning": "Fine.", "score": 5}}
+ALWAYS_PASS = {
+    "groundedness": {"reasoning": "Fine.", "supported_claims": ["x"], "unsupported_claims": [], "score": 5},
+    "correctness": {"reasoning": "Fine.", "score": 5},
+}
 
 
 def rageval(*args: str, cwd: Path, env: Any = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
 def _calibration(folder: Path) -> dict[str, Any]:
@@ -59,8 +60,7 @@ def test_a_judge_that_always_passes_has_kappa_0_and_balanced_accuracy_one_half(t
     correctness = data["metrics"]["correctness"]
     assert (correctness["kappa"], correctness["balanced_accuracy"]) == (0.0, 0.5)
     assert correctness["fn"] == 0 and correctness["tn"] == 0 and correctness["errors"] == 0
-    assert data["judge"] == {"kind": "openai", "model": "stand-in", "base_url": server.base_url,
-                             "prompt_version": data["judge"]["prompt_version"]}
+    assert data["judge"] == {"kind": "openai", "model": "stand-in", "base_url": server.base_url, "prompt_version": data["judge"]["prompt_version"]}
     assert requests == data["metrics"]["groundedness"]["requests"] + correctness["requests"] > 0
     assert json.loads((tmp_path / "again" / "calibration.json").read_text())["metrics"]["correctness"]["requests"] == 0
     assert "sk-test-secret-123" not in run.stdout + json.dumps(data)
@@ -79,15 +79,18 @@ def test_the_offline_judge_on_the_shipped_set_gives_what_the_library_gives(tmp_p
 
 def test_a_bad_labelled_line_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "set.jsonl"
-    bad.write_text('{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": true}}\n'
-                   '{"id": "b", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": "yes"}}\n')
+    bad.write_text(
+        '{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": true}}\n'
+        '{"id": "b", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": "yes"}}\n'
+    )
     run = rageval("calibrate", "--set", str(bad), cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr.strip() == f"rageval: calibrate: {bad}:2: field 'labels.correctness' must be true or false"
 
     twice = tmp_path / "twice.jsonl"  # read as strictly as an eval set: a key given twice is no silent overwrite
-    twice.write_text('// a comment line\n{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "answer": "b", '
-                     '"labels": {"correctness": true}}\n')
+    twice.write_text(
+        '// a comment line\n{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "answer": "b", "labels": {"correctness": true}}\n'
+    )
     run = rageval("calibrate", "--set", str(twice), cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith(f"rageval: calibrate: {twice}:2: "), run.stderr
@@ -95,16 +98,16 @@ def test_a_bad_labelled_line_is_named(tmp_path: Path) -> None:
 
 
 def _project(pytester: pytest.Pytester, minimum: str) -> None:
-    pytester.makepyfile(rag="def ask(question, params):\n    return {'answer': 'The budget was 5 ARB.', "
-                            "'retrieved_chunks': [{'text': 'The budget was 5 ARB.'}]}\n")
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "What budget?",
-                                                               "reference_answer": "5 ARB."}) + "\n"})
-    pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\nrageval_target = "rag:ask"\nrageval_judge = "lexical"\n'
-                               f'rageval_min_judge_agreement = "{minimum}"\n')
+    pytester.makepyfile(
+        rag="def ask(question, params):\n    return {'answer': 'The budget was 5 ARB.', 'retrieved_chunks': [{'text': 'The budget was 5 ARB.'}]}\n"
+    )
+    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "What budget?", "reference_answer": "5 ARB."}) + "\n"})
+    pytester.makepyprojecttoml(
+        f'[tool.pytest.ini_options]\nrageval_target = "rag:ask"\nrageval_judge = "lexical"\nrageval_min_judge_agreement = "{minimum}"\n'
+    )
 
 
-def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_names_the_one_it_used(
-        pytester: pytest.Pytester) -> None:
+def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_names_the_one_it_used(pytester: pytest.Pytester) -> None:
     measured = asyncio.run(calibrate(LexicalJudge(), load_set(SHIPPED_SET), ["groundedness", "correctness"]))
     lowest_metric = min(measured, key=lambda m: measured[m].balanced_accuracy or 0.0)
     lowest = measured[lowest_metric].balanced_accuracy or 0.0

@@ -67,8 +67,7 @@ def test_lexical_judge_passes() -> None:
 
 
 def test_openai_judge_scoring_both_answers_alike_fails() -> None:
-    with OpenAIServer(verdicts({"groundedness": {"reasoning": "fine", "supported_claims": [], "unsupported_claims": [],
-                                                "score": 4}})) as srv:
+    with OpenAIServer(verdicts({"groundedness": {"reasoning": "fine", "supported_claims": [], "unsupported_claims": [], "score": 4}})) as srv:
         result = check(openai_judge(srv))
         assert sorted(srv.metrics()) == ["correctness", "correctness", "groundedness", "groundedness"]
     assert not result.passed

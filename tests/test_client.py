@@ -8,9 +8,10 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -91,14 +92,12 @@ class ScriptServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 parts = urlsplit(self.path)
                 with outer.lock:
-                    outer.seen.append(
-                        Seen(time.monotonic(), parts.path, parse_qs(parts.query), dict(self.headers), json.loads(raw))
-                    )
+                    outer.seen.append(Seen(time.monotonic(), parts.path, parse_qs(parts.query), dict(self.headers), json.loads(raw)))
                     reply = outer.script[min(len(outer.seen), len(outer.script)) - 1]
                 if reply.delay:
                     time.sleep(reply.delay)
@@ -403,7 +402,7 @@ def test_load_target() -> None:
     assert isinstance(fn, CallableClient)
     assert fn.describe()["callable"] == "os.path:join"
     assert isinstance(fn, RagClient)
-    with pytest.raises(RagConfigError, match="cannot import module 'no_such_pkg.mod'"):
+    with pytest.raises(RagConfigError, match=r"cannot import module 'no_such_pkg.mod'"):
         load_target("no_such_pkg.mod:ask")
     with pytest.raises(RagConfigError, match="has no attribute 'nope'"):
         load_target("os.path:nope")
@@ -429,7 +428,7 @@ def test_parse_response_map_overrides_and_errors() -> None:
     response_map = parse_response_map("answer = data.text\n# comment\ntimings =\n")
     assert response_map.answer == "data.text" and response_map.timings == ""
     assert response_map.retrieved_chunks == "debug.retrieved_chunks"  # untouched default
-    with pytest.raises(RagConfigError, match="unknown target 'answr'.*valid targets: answer, references"):
+    with pytest.raises(RagConfigError, match=r"unknown target 'answr'.*valid targets: answer, references"):
         parse_response_map("answr = text")
     with pytest.raises(RagConfigError, match="not a chunk key"):
         parse_response_map("references.docid = proposal_id")

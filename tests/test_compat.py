@@ -24,8 +24,9 @@ CASES = 6
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """Six cases answered by a callable target, judge none."""
-    lines = [json.dumps({"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]})
-             for i in range(CASES)]
+    lines = [
+        json.dumps({"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]}) for i in range(CASES)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
     pytester.makepyfile(rag=RAG)
     pytester.syspathinsert()
@@ -78,8 +79,7 @@ def test_without_xdists_queue_lock_a_worker_looks_one_item_ahead(project: pytest
     )
     output = run(project, "-n", "2")
     # one line in the warnings summary (pytest groups the workers' identical warnings)
-    assert output.count(
-        "CompatWarning: pytest-rageval: pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex) is missing") == 1, output
+    assert output.count("CompatWarning: pytest-rageval: pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex) is missing") == 1, output
     assert "not --rageval-concurrency of them" in output
 
 

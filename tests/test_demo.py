@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from pytest_rageval.demo import ask
 from pytest_rageval.demo.__main__ import main as demo_main
-from pytest_rageval.demo.bm25 import B, K1, BM25Index, tokenize
+from pytest_rageval.demo.bm25 import K1, B, BM25Index, tokenize
 from pytest_rageval.demo.chunker import chunk_note
 from pytest_rageval.demo.notes import load_chunks
 from pytest_rageval.demo.retrieval import retrieve
@@ -29,8 +30,15 @@ from pytest_rageval.evaluation.schema import EvalCase
 EVAL_SET = Path(__file__).resolve().parents[1] / "eval_sets" / "demo.jsonl"
 K = 5
 CHUNK_KEYS = {
-    "chunk_id", "doc_id", "rel_path", "heading_path", "score_vector",
-    "score_lexical", "score_final", "text", "rank",
+    "chunk_id",
+    "doc_id",
+    "rel_path",
+    "heading_path",
+    "score_vector",
+    "score_lexical",
+    "score_final",
+    "text",
+    "rank",
 }
 
 NOTE = """---
@@ -261,10 +269,7 @@ def test_eval_set_covers_every_category() -> None:
 
 
 def test_gold_anchors_exist_and_hold_their_snippets() -> None:
-    chunks = [
-        {"rel_path": c.rel_path, "heading_path": c.heading_path, "doc_id": c.doc_id, "text": c.text}
-        for c in load_chunks()
-    ]
+    chunks = [{"rel_path": c.rel_path, "heading_path": c.heading_path, "doc_id": c.doc_id, "text": c.text} for c in load_chunks()]
     doc_ids = {c["doc_id"] for c in chunks}
     for number, line in EVAL_LINES:
         case = EvalCase.model_validate(line)

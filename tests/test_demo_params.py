@@ -110,22 +110,28 @@ def test_hybrid_is_deterministic_across_hash_seeds() -> None:
     runs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", script, json.dumps(questions())],
-                              capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+        done = subprocess.run([sys.executable, "-c", script, json.dumps(questions())], capture_output=True, text=True, env=env, check=True, cwd=ROOT)
         runs.append(done.stdout)
     assert runs[0] == runs[1]
-    here = [[ask(q, {"k": 10, "alpha": a})[key] for key in ("answer", "references", "debug")]
-            for q in questions() for a in (0.3, 0.7, 1.0)]
+    here = [[ask(q, {"k": 10, "alpha": a})[key] for key in ("answer", "references", "debug")] for q in questions() for a in (0.3, 0.7, 1.0)]
     assert json.loads(runs[0]) == here
 
 
 def test_matrix_alpha_reaches_the_demo(pytester: pytest.Pytester) -> None:
-    case = {"id": "council", "question": COUNCIL,
-            "gold_supports": [{"rel_path": POWERS[0], "heading_path": POWERS[1]}]}
+    case = {"id": "council", "question": COUNCIL, "gold_supports": [{"rel_path": POWERS[0], "heading_path": POWERS[1]}]}
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps(case) + "\n"})
     result = pytester.runpytest(
-        "--rageval", "--rageval-judge=none", "--rageval-target=pytest_rageval.demo:ask", "-p", "no:cacheprovider",
-        "--rageval-matrix", "top_k=5;alpha=0.0,0.7", "-o", "rageval_slice_k=false", "--rageval-rank-by", "mrr",
+        "--rageval",
+        "--rageval-judge=none",
+        "--rageval-target=pytest_rageval.demo:ask",
+        "-p",
+        "no:cacheprovider",
+        "--rageval-matrix",
+        "top_k=5;alpha=0.0,0.7",
+        "-o",
+        "rageval_slice_k=false",
+        "--rageval-rank-by",
+        "mrr",
     )
     latest = (pytester.path / "results" / "latest").read_text().strip()
     metrics = json.loads((pytester.path / "results" / latest / "metrics.json").read_text())

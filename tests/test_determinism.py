@@ -63,10 +63,7 @@ def test_demo_main_job_is_identical_under_every_hash_seed(tmp_path: Path) -> Non
 @pytest.mark.parametrize("seed", ["1", "2"])
 def test_demo_answer_of_the_once_flaky_case(seed: str) -> None:
     """The case that failed under ``PYTHONHASHSEED=1``: both budgets, from both notes, in every process."""
-    code = (
-        "from pytest_rageval.demo import ask;"
-        "print(ask('What was the STIP budget cap and what was the STIP Bridge budget?')['answer'])"
-    )
+    code = "from pytest_rageval.demo import ask;print(ask('What was the STIP budget cap and what was the STIP Bridge budget?')['answer'])"
     env = {**os.environ, "PYTHONHASHSEED": seed}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

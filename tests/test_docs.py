@@ -18,8 +18,8 @@ from types import ModuleType
 
 import pytest
 from _pytest.config.argparsing import Parser
-
 from needs import need_module
+
 from pytest_rageval.plugin import pytest_addoption
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def _hook() -> ModuleType:
 
 
 def _pages() -> list[Path]:
-    return [README] + sorted(DOCS.rglob("*.md"))
+    return [README, *sorted(DOCS.rglob("*.md"))]
 
 
 def _prose(text: str) -> str:
@@ -150,7 +150,7 @@ def test_the_eval_fields_table_lists_every_schema_field_with_a_meaning() -> None
 
 
 def test_an_unknown_generated_table_is_refused() -> None:
-    with pytest.raises(ValueError, match="page.md: unknown generated table 'option'"):
+    with pytest.raises(ValueError, match=r"page.md: unknown generated table 'option'"):
         _hook().render("<!-- generated: option -->", "page.md")
 
 
@@ -164,10 +164,15 @@ def test_no_internal_vocabulary(page: Path) -> None:
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     need_module("mkdocs")
     need_module("material")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stderr
     options = (tmp_path / "site" / "reference" / "options" / "index.html").read_text(encoding="utf-8")

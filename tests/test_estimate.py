@@ -14,13 +14,11 @@ from pytest_rageval.plugin.judge_factory import DEFAULT_PRICES
 
 GOLD = [{"rel_path": "docs/new.md"}, {"rel_path": "docs/old.md"}]
 CASES = [
-    EvalCase(id="a", question="Who proposed STIP?", reference_answer="The Arbitrum Foundation.",
-             expected_key_facts=["Arbitrum Foundation"]),
+    EvalCase(id="a", question="Who proposed STIP?", reference_answer="The Arbitrum Foundation.", expected_key_facts=["Arbitrum Foundation"]),
     EvalCase(id="b", question="What is the capital of Mars?", answerable=False),
     EvalCase(id="c", question="How many ARB did STIP allocate?", repeat=3),
     EvalCase(id="d", question="Skipped question?", skip="not ready"),
-    EvalCase(id="e", question="Which deployment note is newer?", gold_supports=GOLD,
-             recency_conflict_rule="acknowledge_both"),
+    EvalCase(id="e", question="Which deployment note is newer?", gold_supports=GOLD, recency_conflict_rule="acknowledge_both"),
     EvalCase(id="f", question="Is the flaky one stable?", flaky=True),
 ]
 METRICS = ("groundedness", "correctness")
@@ -51,11 +49,24 @@ def test_other_metrics_follow_applicability() -> None:
 
 def test_prompt_tokens_are_prompt_length_over_four() -> None:
     case = CASES[0]
-    p = plan([case], k=2, metrics=("groundedness",), judge_enabled=True, model="gpt-4o-mini", prices=PRICES,
-             assumed_chunk_chars=300, assumed_answer_chars=100)
-    inp = JudgeInput(question=case.question, answer="y" * 100, contexts=("z" * 300, "z" * 300),
-                     context_ids=("chunk-1", "chunk-2"), reference_answer=case.reference_answer,
-                     key_facts=tuple(case.expected_key_facts))
+    p = plan(
+        [case],
+        k=2,
+        metrics=("groundedness",),
+        judge_enabled=True,
+        model="gpt-4o-mini",
+        prices=PRICES,
+        assumed_chunk_chars=300,
+        assumed_answer_chars=100,
+    )
+    inp = JudgeInput(
+        question=case.question,
+        answer="y" * 100,
+        contexts=("z" * 300, "z" * 300),
+        context_ids=("chunk-1", "chunk-2"),
+        reference_answer=case.reference_answer,
+        key_facts=tuple(case.expected_key_facts),
+    )
     expected = math.ceil(sum(len(m["content"]) for m in build_messages("groundedness", inp)) / 4)
     assert p.prompt_tokens == expected
 
@@ -78,8 +89,7 @@ def test_tokens_grow_with_k_and_cost_is_tokens_times_price() -> None:
 
 def test_answer_and_chunk_size_assumptions_change_tokens() -> None:
     base = plan(CASES, k=4, metrics=METRICS, judge_enabled=True, model="gpt-4o", prices=PRICES)
-    longer = plan(CASES, k=4, metrics=METRICS, judge_enabled=True, model="gpt-4o", prices=PRICES,
-                  assumed_chunk_chars=2000, assumed_answer_chars=1200)
+    longer = plan(CASES, k=4, metrics=METRICS, judge_enabled=True, model="gpt-4o", prices=PRICES, assumed_chunk_chars=2000, assumed_answer_chars=1200)
     assert longer.prompt_tokens > base.prompt_tokens
     assert longer.judge_requests == base.judge_requests
 
@@ -114,7 +124,6 @@ def test_empty_eval_set() -> None:
     assert (p.rag_requests, p.judge_requests, p.prompt_tokens, p.cost_usd) == (0, {}, 0, 0.0)
 
 
-@pytest.mark.parametrize("cost, shown", [(0.0, "$0"), (0.01345, "$0.013"), (0.5, "$0.50"), (12.345, "$12.35"),
-                                         (0.0000123, "$0.000012")])
+@pytest.mark.parametrize("cost, shown", [(0.0, "$0"), (0.01345, "$0.013"), (0.5, "$0.50"), (12.345, "$12.35"), (0.0000123, "$0.000012")])
 def test_usd_format(cost: float, shown: str) -> None:
     assert usd(cost) == shown

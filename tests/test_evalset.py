@@ -73,8 +73,7 @@ def test_messages_are_single_lines_with_the_location_prefix(tmp_path: Path) -> N
     assert bad.message.startswith(f"{DISPLAY}:1: ")
     assert "\n" not in bad.message
     assert "Traceback" not in bad.message and "errors.pydantic.dev" not in bad.message
-    for field in ("'question'", "'flaky'", "'repeat'", "'tags'", "'gold_supports[0].rel_path'",
-                  "'gold_supports[0].snippets[0]'"):
+    for field in ("'question'", "'flaky'", "'repeat'", "'tags'", "'gold_supports[0].rel_path'", "'gold_supports[0].snippets[0]'"):
         assert f"field {field}: " in bad.message
     assert bad.message.count("; ") == 5  # six problems
 
@@ -170,9 +169,7 @@ def test_nested_unknown_key_suggests_from_gold_support_keys(tmp_path: Path) -> N
             line(id="a", question="q", gold_supports=[{"rel_path": "a.md"}, {"rel_path": "b.md", "heading_pth": "X"}]),
         )
     )
-    assert bad.message == (
-        f"{DISPLAY}:1: unknown key 'heading_pth' in 'gold_supports[1]' (did you mean 'heading_path'?)"
-    )
+    assert bad.message == (f"{DISPLAY}:1: unknown key 'heading_pth' in 'gold_supports[1]' (did you mean 'heading_path'?)")
     assert bad.case_id == "a"
 
 
@@ -236,7 +233,7 @@ def test_blank_question_and_bad_literal(tmp_path: Path) -> None:
 
 
 def test_wrong_types_are_not_coerced_and_ids_fit_node_ids(tmp_path: Path) -> None:
-    """"no" is not false and "2" is not 2: a line means what it says or it is an invalid field."""
+    """ "no" is not false and "2" is not 2: a line means what it says or it is an invalid field."""
     result = load(
         tmp_path,
         line(id="a", question="q", answerable="no"),
@@ -314,9 +311,7 @@ def test_undecodable_bytes(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     result = load_eval_file(tmp_path / "nope.jsonl", "eval_sets/nope.jsonl")
     assert result.cases == []
-    assert result.bad == [
-        BadLine(0, "eval_sets/nope.jsonl:0: cannot read eval set: No such file or directory", None)
-    ]
+    assert result.bad == [BadLine(0, "eval_sets/nope.jsonl:0: cannot read eval set: No such file or directory", None)]
 
 
 def test_directory_instead_of_file(tmp_path: Path) -> None:

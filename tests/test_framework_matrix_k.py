@@ -23,7 +23,7 @@ def _records(pytester: pytest.Pytester) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
 
 
-RETRIEVER = '''
+RETRIEVER = """
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
@@ -39,7 +39,7 @@ class Retriever(BaseRetriever):
 
 
 retriever = Retriever()
-'''
+"""
 
 
 @pytest.mark.parametrize("axis", ["k", "top_k"])
@@ -47,8 +47,9 @@ def test_a_framework_retriever_is_asked_at_the_k_each_config_records(pytester: p
     """A matrix depth axis, ``k`` as well as ``top_k``, sets a framework object's retriever k for each config."""
     _eval_set(pytester, {"id": "c0"})
     pytester.makepyfile(myretriever=RETRIEVER)
-    result = pytester.runpytest_subprocess(*_args("myretriever:retriever", "--rageval-matrix", f"{axis}=1,4",
-                                                  "-o", "rageval_slice_k=false", "--rageval-store-full-text"))
+    result = pytester.runpytest_subprocess(
+        *_args("myretriever:retriever", "--rageval-matrix", f"{axis}=1,4", "-o", "rageval_slice_k=false", "--rageval-store-full-text")
+    )
     assert result.ret == 0, result.stdout.str()
     asked = sorted(int(line) for line in (pytester.path / "asked.log").read_text().split())
     recorded = sorted((r["config"]["k"], r["trace"]["k"], len(r["retrieved_chunks"])) for r in _records(pytester))

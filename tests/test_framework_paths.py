@@ -7,29 +7,32 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from pytest_rageval.evaluation.docpaths import heading_path, own_heading, relative_path
 from pytest_rageval.evaluation.reach import markdown_heading_paths, shape_problems, unreachable_gold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase
-from pytest_rageval.targets.client import map_response, ResponseMap, parse_response_map
+from pytest_rageval.targets.client import ResponseMap, map_response, parse_response_map
 from pytest_rageval.targets.frameworks.detect import has_base
 from pytest_rageval.targets.frameworks.topk import TopKVariants
 
 
-@pytest.mark.parametrize("metadata, text, expected", [
-    ({"header_path": "/1973 oil crisis/"}, "## Causes\n\nThe embargo...", ["1973 oil crisis", "Causes"]),
-    ({"header_path": "/"}, "# Handbook\n\nWelcome", ["Handbook"]),
-    ({"header_path": "/Guide/Setup/"}, "Plain text without a heading", ["Guide", "Setup"]),
-    ({"Header 2": "Embeddings", "Header 1": "Setup", "source": "a.md"}, "text", ["Setup", "Embeddings"]),
-    ({"parent_headers": ["Handbook", "Leave"], "header": "Sick days"}, "text", ["Handbook", "Leave", "Sick days"]),
-    ({"parent_headers": [], "header": ""}, "front matter", []),
-    ({"heading_path": "A > B"}, "## C", "A > B"),
-    ({}, "### Own heading ###\ntext", ["Own heading"]),
-    ({}, "no heading", None),
-])
+@pytest.mark.parametrize(
+    "metadata, text, expected",
+    [
+        ({"header_path": "/1973 oil crisis/"}, "## Causes\n\nThe embargo...", ["1973 oil crisis", "Causes"]),
+        ({"header_path": "/"}, "# Handbook\n\nWelcome", ["Handbook"]),
+        ({"header_path": "/Guide/Setup/"}, "Plain text without a heading", ["Guide", "Setup"]),
+        ({"Header 2": "Embeddings", "Header 1": "Setup", "source": "a.md"}, "text", ["Setup", "Embeddings"]),
+        ({"parent_headers": ["Handbook", "Leave"], "header": "Sick days"}, "text", ["Handbook", "Leave", "Sick days"]),
+        ({"parent_headers": [], "header": ""}, "front matter", []),
+        ({"heading_path": "A > B"}, "## C", "A > B"),
+        ({}, "### Own heading ###\ntext", ["Own heading"]),
+        ({}, "no heading", None),
+    ],
+)
 def test_heading_paths_follow_each_frameworks_markdown_splitter(metadata: dict, text: str, expected: Any) -> None:
     assert heading_path(metadata, text) == expected
 
@@ -62,8 +65,9 @@ def test_an_absolute_path_of_any_target_is_made_relative_after_the_response_map(
     mapped = map_response(data, parse_response_map("retrieved_chunks = hits\nretrieved_chunks.rel_path = meta.file_path"), tmp_path)
     assert mapped.retrieved_chunks[0].rel_path == "x/a.md"
     assert map_response(data, parse_response_map("retrieved_chunks = hits"), tmp_path).retrieved_chunks[0].rel_path == "/other/b.md"
-    assert map_response({"answer": "a", "retrieved_chunks": [{"rel_path": "./a.md"}]}, ResponseMap(), tmp_path
-                        ).retrieved_chunks[0].rel_path == "./a.md"  # relative paths of other targets: as sent
+    assert (
+        map_response({"answer": "a", "retrieved_chunks": [{"rel_path": "./a.md"}]}, ResponseMap(), tmp_path).retrieved_chunks[0].rel_path == "./a.md"
+    )  # relative paths of other targets: as sent
 
 
 class Retriever:  # stands for a framework's retriever (has_base reads the class name and its module's first part)
@@ -78,7 +82,7 @@ class Engine:
         self.other = "text"
 
 
-def _set_k(value: Any, k: int) -> Optional[Any]:
+def _set_k(value: Any, k: int) -> Any | None:
     if not isinstance(value, Retriever):
         return None
     import copy
@@ -121,16 +125,21 @@ def _case(**fields: Any) -> EvalCase:
 def test_gold_that_can_never_match(tmp_path: Path) -> None:
     (tmp_path / "hr").mkdir()
     (tmp_path / "hr" / "leave.md").write_text("# Handbook\n## Leave\n### Sick days\n")
-    supports = [{"rel_path": "hr/leave.md", "heading_path": "Handbook > Leave"},  # fine
-                {"rel_path": "hr/leave.md", "heading_path": "Leave"},  # not from the top
-                {"rel_path": "hr/missing.md"},
-                {"rel_path": "/abs/hr/leave.md"},
-                {"rel_path": "../leave.md"},
-                {"rel_path": "hr/leave.md"}]
+    supports = [
+        {"rel_path": "hr/leave.md", "heading_path": "Handbook > Leave"},  # fine
+        {"rel_path": "hr/leave.md", "heading_path": "Leave"},  # not from the top
+        {"rel_path": "hr/missing.md"},
+        {"rel_path": "/abs/hr/leave.md"},
+        {"rel_path": "../leave.md"},
+        {"rel_path": "hr/leave.md"},
+    ]
     found = unreachable_gold([("s.jsonl", 3, _case(gold_supports=supports))], tmp_path)
     assert [(u.index, u.reason.split(" (")[0].split(";")[0]) for u in found] == [
-        (1, "no heading path of that file starts with it"), (2, f"no such file under docs_root {tmp_path}"),
-        (3, "its rel_path is absolute"), (4, f"its rel_path leaves docs_root {tmp_path}")]
+        (1, "no heading path of that file starts with it"),
+        (2, f"no such file under docs_root {tmp_path}"),
+        (3, "its rel_path is absolute"),
+        (4, f"its rel_path leaves docs_root {tmp_path}"),
+    ]
     assert found[0].describe().startswith("s.jsonl:3 [c] gold_supports[1] hr/leave.md > Leave can never match: ")
 
 
@@ -154,13 +163,21 @@ def test_inspect_names_the_gold_that_can_never_match(tmp_path: Path) -> None:
         "def ask(question, params):\n"
         "    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'hr', 'leave.md')\n"
         "    return {'answer': 'Ten days.', 'retrieved_chunks': [{'rel_path': path, 'heading_path': ['Handbook', 'Leave'],"
-        " 'doc_id': 'POL-1', 'score_final': 0.5}]}\n")
-    lines = [{"id": "ok", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Handbook > Leave"}]},
-             {"id": "bad", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Leave"}]}]
+        " 'doc_id': 'POL-1', 'score_final': 0.5}]}\n"
+    )
+    lines = [
+        {"id": "ok", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Handbook > Leave"}]},
+        {"id": "bad", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Leave"}]},
+    ]
     (tmp_path / "s.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nrageval_target = "rag:ask"\n')
-    run = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "inspect", "How long is leave?", "--eval-set", "s.jsonl"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "inspect", "How long is leave?", "--eval-set", "s.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 1, run.stderr
     assert "  1  hr/leave.md  heading: Handbook > Leave  doc_id: POL-1  score: 0.5" in run.stdout
     assert "s.jsonl:2 [bad] gold_supports[0] hr/leave.md > Leave can never match: no heading path of that file starts" in run.stdout

@@ -11,11 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from needs import need_installed, need_module
 
 pytestmark = pytest.mark.e2e  # the tests here run pytest or the rageval command in processes of their own
@@ -45,13 +45,14 @@ def _segments(heading: Any) -> list[str]:
 
 def _expected(case: dict[str, Any], anchors: list[tuple[str, list[str], str]]) -> tuple[float, float]:
     """recall@K and MRR of one case from ``(rel_path, heading segments, doc_id)`` in rank order."""
+
     def hit(anchor: tuple[str, list[str], str]) -> bool:
         path, heading, doc_id = anchor
         if doc_id in case["gold_doc_ids"]:
             return True
         for support in case["gold_supports"]:
             gold = _segments(support.get("heading_path"))
-            if path == support["rel_path"] and heading[:len(gold)] == gold:
+            if path == support["rel_path"] and heading[: len(gold)] == gold:
                 return True
         return False
 
@@ -91,8 +92,14 @@ def _haystack_anchors(question: str) -> list[tuple[str, list[str], str]]:
     from tests_framework_apps_import import haystack_app  # type: ignore[import-not-found]
 
     documents = haystack_app.pipeline.get_component("retriever").run(query=question)["documents"]
-    return [(_relative(d.meta["file_path"]), [*d.meta["parent_headers"], *([d.meta["header"]] if d.meta["header"] else [])],
-             d.meta.get("source_id") or d.id) for d in documents]
+    return [
+        (
+            _relative(d.meta["file_path"]),
+            [*d.meta["parent_headers"], *([d.meta["header"]] if d.meta["header"] else [])],
+            d.meta.get("source_id") or d.id,
+        )
+        for d in documents
+    ]
 
 
 # (target, modules it needs, the independent reading of its retriever)
@@ -111,8 +118,7 @@ def _apps_importable() -> Any:
     """The apps as the package ``tests_framework_apps_import`` for this file's own recomputation."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("tests_framework_apps_import", APPS / "__init__.py",
-                                                  submodule_search_locations=[str(APPS)])
+    spec = importlib.util.spec_from_file_location("tests_framework_apps_import", APPS / "__init__.py", submodule_search_locations=[str(APPS)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["tests_framework_apps_import"] = module
@@ -133,8 +139,14 @@ def _project(tmp_path: Path, target: str, *ini: str) -> Path:
 
 def _run(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider",
-                           "-p", "no:randomly", *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _records(project: Path) -> list[dict[str, Any]]:
@@ -199,16 +211,24 @@ def test_gold_that_can_never_match_is_named_by_the_run_and_by_inspect(tmp_path: 
     project = _project(tmp_path, "llamaindex_app:retriever")
     eval_set = project / "eval_sets" / "demo.jsonl"
     text = eval_set.read_text()
-    eval_set.write_text(text.replace('"heading_path": "# Gaming Catalyst Program (GCP) > ## Budget"', '"heading_path": "## Budget"')
-                        .replace('"rel_path": "treasury/sequencer-fees.md"', '"rel_path": "../sequencer-fees.md"'))
+    eval_set.write_text(
+        text.replace('"heading_path": "# Gaming Catalyst Program (GCP) > ## Budget"', '"heading_path": "## Budget"').replace(
+            '"rel_path": "treasury/sequencer-fees.md"', '"rel_path": "../sequencer-fees.md"'
+        )
+    )
     result = _run(project)
     warnings = [line for line in result.stdout.splitlines() if line.startswith("rageval warning:")]
     assert len(warnings) == 2, result.stdout
     assert "[fact-gcp-budget] gold_supports[0] proposals/gaming-catalyst.md > Budget can never match: no heading path" in warnings[0]
     assert "[fact-sequencer-revenue-2023] gold_supports[0] ../sequencer-fees.md" in warnings[1]
     assert "leaves docs_root" in warnings[1]
-    inspect = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "inspect", "What was the GCP budget?",
-                              "--eval-set", "eval_sets/demo.jsonl"], cwd=project, capture_output=True, text=True, timeout=300)
+    inspect = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "inspect", "What was the GCP budget?", "--eval-set", "eval_sets/demo.jsonl"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert inspect.returncode == 1, inspect.stderr
     for warning in warnings:
         assert warning.removeprefix("rageval warning: ") in inspect.stdout
@@ -218,19 +238,22 @@ def test_gold_that_can_never_match_is_named_by_the_run_and_by_inspect(tmp_path: 
 def test_plain_pytest_imports_no_framework(pytester: pytest.Pytester) -> None:
     for name in ("llama_index.core", "langchain_core", "haystack"):
         need_installed(name)
-    pytester.makepyfile(test_modules=f"""
+    pytester.makepyfile(
+        test_modules=f"""
         import sys
 
         def test_no_framework_was_imported():
             loaded = sorted(n for n in sys.modules if n.split(".")[0] in {FRAMEWORK_MODULES!r})
             assert loaded == []
-    """)
+    """
+    )
     pytester.makepyfile(rag="def ask(question, params):\n    return {'answer': 'a'}\n")
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "q"}) + "\n"})
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_modules.py").assert_outcomes(passed=1)
     # a --rageval run with a plain callable target imports none either (the test file runs beside the case)
-    pytester.runpytest_subprocess("--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "test_modules.py",
-                                  "eval_sets").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess(
+        "--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "test_modules.py", "eval_sets"
+    ).assert_outcomes(passed=2)
 
 
 FAULTY_APP = """
@@ -262,11 +285,14 @@ listing = RunnableLambda(lambda question: [1, 2, 3])
 def _faulty_project(pytester: pytest.Pytester, target: str) -> pytest.Pytester:
     pytester.makepyfile(faulty=FAULTY_APP)
     questions = {"ok": "fine?", "boom": "boom?", "hang": "hang?", "shape": "shape?", "ok2": "fine again?"}
-    lines = [json.dumps({"id": name, "question": question, "gold_supports": [{"rel_path": "a.md", "heading_path": "Guide > Budget"}]})
-             for name, question in questions.items()]
+    lines = [
+        json.dumps({"id": name, "question": question, "gold_supports": [{"rel_path": "a.md", "heading_path": "Guide > Budget"}]})
+        for name, question in questions.items()
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
-    pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\nrageval_target = "faulty:{target}"\nrageval_timeout = "2"\n'
-                               'rageval_docs_root = "/srv/docs"\n')
+    pytester.makepyprojecttoml(
+        f'[tool.pytest.ini_options]\nrageval_target = "faulty:{target}"\nrageval_timeout = "2"\nrageval_docs_root = "/srv/docs"\n'
+    )
     return pytester
 
 
@@ -281,8 +307,11 @@ def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that
     assert "[hang] RAG call failed (timeout): faulty:retriever did not return within 2 s" in out
     assert "[shape] RAG call failed (target): LlamaIndex retriever raised AttributeError: 'str' object has no attribute" in out
     # the chunk read from the framework's own metadata: the path under docs_root, the parent headings and its own
-    record = next(json.loads(line) for line in next((project.path / "results").glob("*/results.jsonl")).read_text().splitlines()
-                  if json.loads(line)["test_case_id"] == "ok")
+    record = next(
+        json.loads(line)
+        for line in next((project.path / "results").glob("*/results.jsonl")).read_text().splitlines()
+        if json.loads(line)["test_case_id"] == "ok"
+    )
     chunk = record["retrieved_chunks"][0]
     assert (chunk["rel_path"], chunk["heading_path"], record["metrics"]["recall_at_k"]) == ("a.md", ["Guide", "Budget"], 1)
 
@@ -316,8 +345,14 @@ def test_label_writes_gold_relative_to_docs_root_from_a_framework_and_over_http(
 
     eval_set.write_text(json.dumps({"id": "gcp", "question": "What budget?"}) + "\n")
     with AskServer(responder) as server:
-        run = subprocess.run([*label, "--target", server.url, "--response-map", "retrieved_chunks.rel_path = file_path"],
-                             input="1\n", cwd=project, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [*label, "--target", server.url, "--response-map", "retrieved_chunks.rel_path = file_path"],
+            input="1\n",
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert run.returncode == 0, run.stderr
     assert json.loads(eval_set.read_text())["gold_supports"][0]["rel_path"] == "proposals/gaming-catalyst.md"
 
@@ -340,7 +375,8 @@ retriever = InMemoryVectorStore.from_documents(documents, DeterministicFakeEmbed
 
 
 def test_a_vector_store_retriever_gets_k_through_search_kwargs_and_paths_relative_to_the_working_folder(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need_module("langchain_core")
     need_module("langchain_text_splitters")
     import asyncio

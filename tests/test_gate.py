@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -15,8 +15,8 @@ from pytest_rageval.gate.compare import (
     bootstrap_interval,
     check_invariants,
     compare,
-    format_comparison,
     default_tolerances,
+    format_comparison,
     format_delta,
     gate_runs,
     load_baseline,
@@ -29,8 +29,15 @@ JUDGE = {"name": "openai", "model": "gpt-4o-mini", "prompt_version": "g1", "temp
 def run(cases: dict[str, tuple[str, dict[str, Any]]], *, answerable: bool = True, **top: Any) -> dict[str, Any]:
     """A metrics.json built from {case id: (outcome, metrics)}."""
     records = [
-        {"key": f"set.jsonl::{cid}", "test_case_id": cid, "category": "factual", "tags": [],
-         "answerable": answerable, "outcome": outcome, "metrics": metrics}
+        {
+            "key": f"set.jsonl::{cid}",
+            "test_case_id": cid,
+            "category": "factual",
+            "tags": [],
+            "answerable": answerable,
+            "outcome": outcome,
+            "metrics": metrics,
+        }
         for cid, (outcome, metrics) in cases.items()
     ]
     data = {"run_id": "r", "eval_set_hash": "a" * 64, "judge": dict(JUDGE), "complete": True}
@@ -64,8 +71,7 @@ def test_mrr_drop_regresses_and_is_named() -> None:
 
 
 def test_identical_runs_do_not_regress() -> None:
-    cases = {"a": ("passed", {"recall_at_k": 1, "mrr": 1.0, "groundedness": 4}),
-             "b": ("failed", {"recall_at_k": 0, "mrr": 0.0, "groundedness": 2})}
+    cases = {"a": ("passed", {"recall_at_k": 1, "mrr": 1.0, "groundedness": 4}), "b": ("failed", {"recall_at_k": 0, "mrr": 0.0, "groundedness": 2})}
     comparison = compare(run(cases), run(cases))
     assert not comparison.regressed
     assert all(d.delta == 0 for d in comparison.deltas if d.delta is not None)
@@ -99,9 +105,13 @@ def test_metric_without_tolerance_never_regresses() -> None:
 def test_scope_miss_rate_rise_regresses() -> None:
     assert "scope_miss_rate" in lower_is_better()
     low = run(uniform(4, recall_at_k=1, scope_miss=0))
-    high = run({**uniform(2, recall_at_k=1, scope_miss=0),
-                "c002": ("passed", {"recall_at_k": 1, "scope_miss": 1}),
-                "c003": ("passed", {"recall_at_k": 1, "scope_miss": 1})})
+    high = run(
+        {
+            **uniform(2, recall_at_k=1, scope_miss=0),
+            "c002": ("passed", {"recall_at_k": 1, "scope_miss": 1}),
+            "c003": ("passed", {"recall_at_k": 1, "scope_miss": 1}),
+        }
+    )
     rise = compare(low, high)
     scope = delta(rise, "scope_miss_rate")
     assert scope.delta == 0.5 and scope.regressed and rise.regressed
@@ -124,8 +134,7 @@ def test_null_metric_in_one_run_never_regresses() -> None:
 
 def test_significance_noise_on_three_cases_does_not_regress() -> None:
     base = run(uniform(3, recall_at_k=1))
-    new = run({"c000": ("passed", {"recall_at_k": 1}), "c001": ("passed", {"recall_at_k": 1}),
-               "c002": ("failed", {"recall_at_k": 0})})
+    new = run({"c000": ("passed", {"recall_at_k": 1}), "c001": ("passed", {"recall_at_k": 1}), "c002": ("failed", {"recall_at_k": 0})})
     plain = delta(compare(base, new), "recall_at_k_avg")
     assert plain.regressed  # 1.0 -> 0.667 is beyond 0.05
     significant = compare(base, new, significance=True)
@@ -178,18 +187,15 @@ def test_bootstrap_over_twenty_thousand_cases_brackets_the_mean_delta() -> None:
 
 
 def test_paired_cases_skip_errors_and_unshared() -> None:
-    base = run({"a": ("passed", {"mrr": 1.0}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 1.0}),
-                "gone": ("passed", {"mrr": 1.0})})
-    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 0.5}), "c": ("error", {"mrr": 0.0}),
-               "added": ("passed", {"mrr": 0.0})})
+    base = run({"a": ("passed", {"mrr": 1.0}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 1.0}), "gone": ("passed", {"mrr": 1.0})})
+    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 0.5}), "c": ("error", {"mrr": 0.0}), "added": ("passed", {"mrr": 0.0})})
     mrr = delta(compare(base, new), "mrr_avg")
     assert mrr.n_shared == 2 and (mrr.ci_low, mrr.ci_high) == (-0.5, -0.5)
 
 
 def test_abstention_pairs_use_unanswerable_cases() -> None:
     base = run(uniform(4, abstained=True), answerable=False)
-    new = run({**uniform(2, abstained=True), "c002": ("failed", {"abstained": False}),
-               "c003": ("failed", {"abstained": False})}, answerable=False)
+    new = run({**uniform(2, abstained=True), "c002": ("failed", {"abstained": False}), "c003": ("failed", {"abstained": False})}, answerable=False)
     comparison = compare(base, new)
     accuracy = delta(comparison, "abstention_accuracy")
     assert (accuracy.old, accuracy.new, accuracy.regressed, accuracy.n_shared) == (1.0, 0.5, True, 4)
@@ -202,8 +208,7 @@ def test_abstention_pairs_use_unanswerable_cases() -> None:
 def test_invariant_differences() -> None:
     base = run(uniform(2, mrr=1.0))
     assert check_invariants(base, run(uniform(2, mrr=1.0))) == []
-    other = run(uniform(2, mrr=1.0), eval_set_hash="5e6f" + "0" * 60,
-                judge={"name": "openai", "model": "gpt-4o", "prompt_version": "g1"})
+    other = run(uniform(2, mrr=1.0), eval_set_hash="5e6f" + "0" * 60, judge={"name": "openai", "model": "gpt-4o", "prompt_version": "g1"})
     messages = check_invariants(base, other)
     assert messages == [
         "eval_set_hash differs: baseline aaaaaaaaaaaa… vs this run 5e6f00000000…",
@@ -229,16 +234,35 @@ def test_invariants_do_not_count_as_regression() -> None:
 
 
 def test_flipped_cases() -> None:
-    base = run({"a": ("passed", {}), "b": ("passed", {}), "c": ("failed", {}), "d": ("error", {}),
-                "e": ("xpassed", {}), "f": ("passed", {}), "g": ("skipped", {}), "h": ("passed", {})})
-    new = run({"a": ("failed", {}), "b": ("passed", {}), "c": ("passed", {}), "d": ("xpassed", {}),
-               "e": ("error", {}), "f": ("skipped", {}), "g": ("failed", {})})
+    base = run(
+        {
+            "a": ("passed", {}),
+            "b": ("passed", {}),
+            "c": ("failed", {}),
+            "d": ("error", {}),
+            "e": ("xpassed", {}),
+            "f": ("passed", {}),
+            "g": ("skipped", {}),
+            "h": ("passed", {}),
+        }
+    )
+    new = run(
+        {
+            "a": ("failed", {}),
+            "b": ("passed", {}),
+            "c": ("passed", {}),
+            "d": ("xpassed", {}),
+            "e": ("error", {}),
+            "f": ("skipped", {}),
+            "g": ("failed", {}),
+        }
+    )
     comparison = compare(base, new)
     assert comparison.flipped_to_fail == ["set.jsonl::a", "set.jsonl::e"]
     assert comparison.flipped_to_pass == ["set.jsonl::c", "set.jsonl::d"]
     lines = format_comparison(comparison, max_cases=1)
     start = lines.index("cases that flipped from pass to fail:")
-    assert lines[start + 1:start + 3] == ["  set.jsonl::a", "  (+1 more)"]
+    assert lines[start + 1 : start + 3] == ["  set.jsonl::a", "  (+1 more)"]
     assert "cases that flipped from fail to pass:" in lines
 
 
@@ -250,8 +274,7 @@ def test_format_comparison_many_flips() -> None:
     assert lines[start + 1] == "  set.jsonl::c000"
     assert lines[start + 20] == "  set.jsonl::c019"
     assert lines[start + 21] == "  (+5 more)"
-    assert any(line.startswith("recall_at_k_avg: 1.000 → 0.000 (-1.000; ") and line.endswith("REGRESSED")
-               for line in lines)
+    assert any(line.startswith("recall_at_k_avg: 1.000 → 0.000 (-1.000; ") and line.endswith("REGRESSED") for line in lines)
 
 
 def test_min_judge_coverage() -> None:
@@ -280,13 +303,19 @@ def test_lower_is_better_operational_rates_compared_when_configured() -> None:
 
 
 def test_default_tolerances_contract() -> None:
-    assert default_tolerances() == {"recall_at_k_avg": 0.05, "mrr_avg": 0.05, "groundedness_avg": 0.5,
-                                  "correctness_avg": 0.5, "abstention_accuracy": 0.10, "scope_miss_rate": 0.10,
-                                  "false_abstention_rate": 0.05}
+    assert default_tolerances() == {
+        "recall_at_k_avg": 0.05,
+        "mrr_avg": 0.05,
+        "groundedness_avg": 0.5,
+        "correctness_avg": 0.5,
+        "abstention_accuracy": 0.10,
+        "scope_miss_rate": 0.10,
+        "false_abstention_rate": 0.05,
+    }
     assert {"false_abstention_rate", "hallucination_rate_unanswerable"} <= lower_is_better()
 
 
-def write(path: Path, data: Optional[dict] = None, text: Optional[str] = None) -> Path:
+def write(path: Path, data: dict | None = None, text: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text if text is not None else json.dumps(data), encoding="utf-8")
     return path
@@ -309,15 +338,15 @@ def test_load_baseline_missing(tmp_path: Path) -> None:
 
 def test_load_baseline_broken(tmp_path: Path) -> None:
     broken = write(tmp_path / "metrics.json", text="{not json")
-    with pytest.raises(ValueError, match="metrics.json"):
+    with pytest.raises(ValueError, match=r"metrics.json"):
         load_baseline(broken)
     with pytest.raises(ValueError) as info:
         load_baseline(tmp_path)
     assert str(tmp_path) in str(info.value)
     other = write(tmp_path / "other.json", data={"hello": 1})
-    with pytest.raises(ValueError, match="not a metrics.json"):
+    with pytest.raises(ValueError, match=r"not a metrics.json"):
         load_baseline(other)
-    with pytest.raises(ValueError, match="not a metrics.json"):
+    with pytest.raises(ValueError, match=r"not a metrics.json"):
         load_baseline(write(tmp_path / "list.json", text="[1, 2]"))
 
 
@@ -327,8 +356,7 @@ def test_load_baseline_broken(tmp_path: Path) -> None:
 def test_delta_and_interval_come_from_the_same_paired_cases() -> None:
     # The issue's case: a delta over all cases (+0.109) printed beside an interval over the shared ones.
     base = run({"a": ("passed", {"mrr": 1.0}), "b": ("passed", {"mrr": 1.0}), "c": ("error", {})})
-    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 0.0}),
-               "d": ("passed", {"mrr": 0.0})})
+    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 0.0}), "d": ("passed", {"mrr": 0.0})})
     mrr = delta(compare(base, new), "mrr_avg")
     assert (mrr.old, mrr.new, mrr.delta, mrr.n_shared) == (1.0, 0.75, -0.25, 2)  # a and b: c errored in the baseline
     assert (mrr.whole_old, mrr.whole_new) == (1.0, 0.375)
@@ -347,8 +375,7 @@ def test_a_subset_run_is_compared_on_the_cases_it_shares() -> None:
     assert format_comparison(comparison)[0] == comparison.scope()
     assert comparison.passed and comparison.exit_code == 0 and comparison.status == "no regression"
     block = comparison.as_dict()
-    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == (
-        "no regression", 5, 25, 5)
+    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == ("no regression", 5, 25, 5)
     assert json.loads(json.dumps(block)) == block  # metrics.json material
     # a subset that is worse on what it shares is a regression all the same
     worse = run({f"c{i:03d}": ("passed", {"recall_at_k": 1, "mrr": 0.5}) for i in range(5)})
@@ -360,8 +387,7 @@ def test_a_subset_run_is_compared_on_the_cases_it_shares() -> None:
     [
         ({"other": ("passed", {"mrr": 1.0})}, "no case of this run is in the baseline (2 cases in the baseline, 1 in this run)"),
         ({"c000": ("error", {}), "c001": ("error", {})}, "every case of this run errored (2 of 2); no metric to compare"),
-        ({"c000": ("skipped", {}), "c001": ("skipped", {}), "x": ("passed", {"mrr": 1.0})},
-         "none of the 2 shared cases was scored in both runs"),
+        ({"c000": ("skipped", {}), "c001": ("skipped", {}), "x": ("passed", {"mrr": 1.0})}, "none of the 2 shared cases was scored in both runs"),
     ],
     ids=["no-shared-case", "all-error", "nothing-scored-in-both"],
 )
@@ -383,8 +409,7 @@ def test_an_all_error_baseline_is_not_compared_either() -> None:
 
 
 def test_operational_rates_and_latency_are_paired_too() -> None:
-    base = run({"a": ("passed", {"latency_ms": 100.0}), "b": ("passed", {"latency_ms": 300.0}),
-                "gone": ("passed", {"latency_ms": 9000.0})})
+    base = run({"a": ("passed", {"latency_ms": 100.0}), "b": ("passed", {"latency_ms": 300.0}), "gone": ("passed", {"latency_ms": 9000.0})})
     new = run({"a": ("passed", {"latency_ms": 200.0}), "b": ("error", {}), "added": ("error", {})})
     new["cases"]["set.jsonl::b"]["error_kind"] = "timeout"
     comparison = compare(base, new, tolerances={"timeout_rate": 0.1})
@@ -405,7 +430,8 @@ def test_false_abstention_rate_rise_regresses_by_default() -> None:
 
 
 def test_interval_always_contains_the_delta() -> None:
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     value = st.one_of(st.none(), st.sampled_from([0.0, 1.0]), st.floats(0, 5, allow_nan=False))
     outcome = st.sampled_from(["passed", "failed", "error", "skipped"])
@@ -433,8 +459,7 @@ def test_per_file_digests_compare_the_files_both_runs_ran() -> None:
     only_a = run(uniform(1, mrr=1.0), eval_set_hash="f" * 64, eval_set_files={"eval/a.jsonl": "1" * 64})
     assert check_invariants(base, only_a) == []  # fewer files: compared on the shared cases
     changed = run(uniform(1, mrr=1.0), eval_set_files={"eval/a.jsonl": "3" * 64, "eval/b.jsonl": "2" * 64})
-    assert check_invariants(base, changed) == [
-        "eval_set_hash differs: baseline eval/a.jsonl 111111111111… vs this run eval/a.jsonl 333333333333…"]
+    assert check_invariants(base, changed) == ["eval_set_hash differs: baseline eval/a.jsonl 111111111111… vs this run eval/a.jsonl 333333333333…"]
 
 
 def test_gate_runs_is_one_policy() -> None:
@@ -472,8 +497,9 @@ def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
         "print(repr(bootstrap_interval(diffs, samples=1000, seed=5)))\n"
     )
     outputs = {
-        subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code, mode], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}
+        ).stdout
         for mode, seed in (("numpy", "0"), ("no-numpy", "1"), ("numpy", "2"))
     }
     assert len(outputs) == 1 and next(iter(outputs)).startswith("("), outputs

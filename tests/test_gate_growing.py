@@ -62,10 +62,13 @@ def test_an_edited_eval_set_is_gated_on_its_unchanged_cases(pytester: pytest.Pyt
         system.ranks = {f"q-{i}": 2 for i in range(4)}  # four of the 18 compared cases halve their mrr
         regressed = pytester.runpytest(*args(server.url))
     assert unchanged.ret == 0, unchanged.stdout.str()
-    unchanged.stdout.fnmatch_lines([
-        "*compared on 18 shared cases of 20 in the baseline and 22 in this run (3 added, 1 changed, 1 removed)*",
-        "*cases added since the baseline (not compared):", "*eval_sets/s.jsonl::c20*",
-    ])
+    unchanged.stdout.fnmatch_lines(
+        [
+            "*compared on 18 shared cases of 20 in the baseline and 22 in this run (3 added, 1 changed, 1 removed)*",
+            "*cases added since the baseline (not compared):",
+            "*eval_sets/s.jsonl::c20*",
+        ]
+    )
     unchanged.stdout.fnmatch_lines(["*cases changed since the baseline*", "*eval_sets/s.jsonl::c5*"])
     unchanged.stdout.fnmatch_lines(["*cases removed since the baseline:", "*eval_sets/s.jsonl::c7*"])
     assert compared["status"] == "no regression" and compared["shared_cases"] == 18

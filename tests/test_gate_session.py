@@ -64,12 +64,14 @@ def test_a_k_subset_is_gated_on_its_shared_cases_and_leaves_latest(pytester: pyt
         system.rank = 2
         worse = pytester.runpytest(*args, "-k", "stip")
     assert subset.ret == 0, subset.stdout.str()
-    subset.stdout.fnmatch_lines([
-        "run PARTIAL: 3 of the 8 cases of the eval set were selected",
-        "baseline: no regression",
-        "  compared on 3 shared cases of 8 in the baseline and 3 in this run",
-        "*results/latest not moved: a partial run (3 of 8 cases selected)",
-    ])
+    subset.stdout.fnmatch_lines(
+        [
+            "run PARTIAL: 3 of the 8 cases of the eval set were selected",
+            "baseline: no regression",
+            "  compared on 3 shared cases of 8 in the baseline and 3 in this run",
+            "*results/latest not moved: a partial run (3 of 8 cases selected)",
+        ]
+    )
     assert latest(pytester.path) == full  # the subset runs wrote their folders but did not move `latest`
     first_subset, worse_subset = runs(pytester.path)[-2:]
     metrics = json.loads((first_subset / "metrics.json").read_text())
@@ -81,8 +83,12 @@ def test_a_k_subset_is_gated_on_its_shared_cases_and_leaves_latest(pytester: pyt
     assert "Not charted: this run (partial)" in (first_subset / "report.html").read_text()
 
     assert worse.ret == 1
-    worse.stdout.fnmatch_lines(["  compared on 3 shared cases of 8 in the baseline and 3 in this run",
-                                "  mrr_avg: 1.000 → 0.500 (-0.500; 95% CI -0.500..-0.500; tolerance 0.050) REGRESSED"])
+    worse.stdout.fnmatch_lines(
+        [
+            "  compared on 3 shared cases of 8 in the baseline and 3 in this run",
+            "  mrr_avg: 1.000 → 0.500 (-0.500; 95% CI -0.500..-0.500; tolerance 0.050) REGRESSED",
+        ]
+    )
     compared = rageval("compare", "base.json", str(worse_subset), cwd=pytester.path)
     assert compared.returncode == 1
     assert compared.stdout.splitlines()[0] == "compared on 3 shared cases of 8 in the baseline and 3 in this run"
@@ -115,13 +121,15 @@ def test_an_all_error_run_is_not_compared_and_leaves_latest(pytester: pytest.Pyt
         system.down = True
         down = pytester.runpytest(*args)
     down.assert_outcomes(errors=2)
-    down.stdout.fnmatch_lines([
-        "every case ERRORED: no metric was scored",
-        "baseline: NOT COMPARED",
-        "  compared on 2 shared cases of 2 in the baseline and 2 in this run",
-        "  not compared: every case of this run errored (2 of 2); no metric to compare",
-        "*results/latest not moved: every case errored",
-    ])
+    down.stdout.fnmatch_lines(
+        [
+            "every case ERRORED: no metric was scored",
+            "baseline: NOT COMPARED",
+            "  compared on 2 shared cases of 2 in the baseline and 2 in this run",
+            "  not compared: every case of this run errored (2 of 2); no metric to compare",
+            "*results/latest not moved: every case errored",
+        ]
+    )
     assert "no regression" not in down.stdout.str() and "REGRESSION" not in down.stdout.str()
     assert down.stdout.lines[-1].startswith("= rageval gate FAILED: not compared with the baseline: every case of this run errored")
     assert latest(pytester.path) == good

@@ -18,8 +18,15 @@ JUDGE = {"name": "lexical", "model": None, "prompt_version": "lex1", "temperatur
 def metrics_json(mrr: float, *, cases: int = 4, outcome: str = "passed", **top: Any) -> dict[str, Any]:
     """A metrics.json of ``cases`` cases, each with this mrr."""
     records = [
-        {"key": f"s.jsonl::c{i}", "test_case_id": f"c{i}", "category": "factual", "tags": [], "answerable": True,
-         "outcome": outcome, "metrics": {"mrr": mrr}}
+        {
+            "key": f"s.jsonl::c{i}",
+            "test_case_id": f"c{i}",
+            "category": "factual",
+            "tags": [],
+            "answerable": True,
+            "outcome": outcome,
+            "metrics": {"mrr": mrr},
+        }
         for i in range(cases)
     ]
     return {"run_id": "r", "eval_set_hash": "a" * 64, "judge": dict(JUDGE), "complete": True, **aggregate(records), **top}
@@ -29,10 +36,13 @@ CASES = {
     "no regression": (metrics_json(1.0), metrics_json(1.0), {}, (False, 0, "", None)),
     "regression": (metrics_json(1.0), metrics_json(0.5), {}, (True, 1, "regression: mrr_avg 1.000 → 0.500", None)),
     "allowed": (metrics_json(1.0), metrics_json(0.5), {"allow_regressions": True}, (False, 0, "", ALLOWED_NOTE)),
-    "refused": (metrics_json(1.0), metrics_json(1.0, eval_set_hash="b" * 64), {"allow_regressions": True},
-                (True, 2, "baseline refused: eval_set_hash differs", None)),
-    "not compared": (metrics_json(1.0), metrics_json(1.0, outcome="error"), {},
-                     (True, 2, "not compared with the baseline: ", None)),
+    "refused": (
+        metrics_json(1.0),
+        metrics_json(1.0, eval_set_hash="b" * 64),
+        {"allow_regressions": True},
+        (True, 2, "baseline refused: eval_set_hash differs", None),
+    ),
+    "not compared": (metrics_json(1.0), metrics_json(1.0, outcome="error"), {}, (True, 2, "not compared with the baseline: ", None)),
 }
 
 
@@ -47,9 +57,10 @@ def test_the_verdict_of_each_kind_of_comparison(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", [n for n in CASES if n != "allowed"])
-def test_rageval_compare_exits_with_the_verdicts_code(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    base, new, options, _ = CASES[name]
+def test_rageval_compare_exits_with_the_verdicts_code(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, new, _options, _ = CASES[name]
     write_json_atomic(tmp_path / "base" / "metrics.json", base)
     write_json_atomic(tmp_path / "new" / "metrics.json", new)
     monkeypatch.chdir(tmp_path)  # no pyproject.toml above: default tolerances, as gate_verdict's

@@ -19,25 +19,52 @@ L3 = 1 / math.log2(4)  # discount of rank 3
 CASES = [
     {"id": "prefix", "question": "q-prefix", "gold_supports": [{"rel_path": "docs/deploy.md", "heading_path": "# Deploy"}]},
     {"id": "beyond_k", "question": "q-beyond", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]},
-    {"id": "groups", "question": "q-groups", "category": "multi_hop",
-     "gold_supports": [{"rel_path": "x.md", "heading_path": "# X"}, {"rel_path": "y.md", "heading_path": "# Y"}, {"rel_path": "z.md", "heading_path": "# Z"}],
-     "required_support_groups": [[0, 1], [2]]},
-    {"id": "groups_partial", "question": "q-groups-partial", "category": "multi_hop", "tags": ["hop"],
-     "gold_supports": [{"rel_path": "x.md", "heading_path": "# X"}, {"rel_path": "y.md", "heading_path": "# Y"}, {"rel_path": "z.md", "heading_path": "# Z"}],
-     "required_support_groups": [[0, 1], [2]]},
+    {
+        "id": "groups",
+        "question": "q-groups",
+        "category": "multi_hop",
+        "gold_supports": [
+            {"rel_path": "x.md", "heading_path": "# X"},
+            {"rel_path": "y.md", "heading_path": "# Y"},
+            {"rel_path": "z.md", "heading_path": "# Z"},
+        ],
+        "required_support_groups": [[0, 1], [2]],
+    },
+    {
+        "id": "groups_partial",
+        "question": "q-groups-partial",
+        "category": "multi_hop",
+        "tags": ["hop"],
+        "gold_supports": [
+            {"rel_path": "x.md", "heading_path": "# X"},
+            {"rel_path": "y.md", "heading_path": "# Y"},
+            {"rel_path": "z.md", "heading_path": "# Z"},
+        ],
+        "required_support_groups": [[0, 1], [2]],
+    },
     {"id": "empty_heading", "question": "q-empty", "gold_supports": [{"rel_path": "notes/n.md"}, {"rel_path": "notes/m.md", "heading_path": ""}]},
     {"id": "list_heading", "question": "q-list", "gold_supports": [{"rel_path": "docs/setup.md", "heading_path": ["Setup", "Embeddings"]}]},
     {"id": "whitespace", "question": "q-space", "gold_supports": [{"rel_path": "docs/setup.md", "heading_path": "#  Setup >   ##   Embeddings "}]},
     {"id": "ids", "query": "q-ids", "expectedProposalIds": ["abc-123"], "referenceAnswer": "The Foundation."},
     {"id": "unans_abstained", "question": "q-unans-ok", "answerable": False, "category": "general"},
     {"id": "unans_answered", "question": "q-unans-bad", "answerable": False, "category": "general"},
-    {"id": "false_abst", "question": "q-false-abst", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}], "thresholds": {"false_abstention": 0}},
+    {
+        "id": "false_abst",
+        "question": "q-false-abst",
+        "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}],
+        "thresholds": {"false_abstention": 0},
+    },
     {"id": "scope", "question": "q-scope", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]},
     {"id": "scope_ok", "question": "q-scope-ok", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]},
     {"id": "boom", "question": "q-boom", "gold_supports": [{"rel_path": "docs/a.md"}]},
     {"id": "later", "question": "q-skip", "skip": "not labelled yet", "gold_supports": [{"rel_path": "docs/a.md"}]},
-    {"id": "conflict", "question": "q-conflict", "category": "recency/conflict", "recency_conflict_rule": "cite_newer",
-     "gold_supports": [{"rel_path": "new.md", "heading_path": "# New"}, {"rel_path": "old.md", "heading_path": "# Old"}]},
+    {
+        "id": "conflict",
+        "question": "q-conflict",
+        "category": "recency/conflict",
+        "recency_conflict_rule": "cite_newer",
+        "gold_supports": [{"rel_path": "new.md", "heading_path": "# New"}, {"rel_path": "old.md", "heading_path": "# Old"}],
+    },
 ]
 
 OTHER = [chunk("other.md", "# Other", None)]
@@ -61,8 +88,11 @@ def respond(body: dict) -> Any:
         chunks = [chunk("notes/n.md", "# Anything > ## Deeper", 1), chunk("notes/m.md", None, 2)]
         return answer("Notes.", chunks)
     if q == "q-list":
-        chunks = [chunk("docs/setup.md", "# Setup", 1), chunk("docs/setup.md", "# Setup > ## Embedding", 2),
-                  chunk("docs/setup.md", "# Setup > ## Embeddings > ### Model", 3)]
+        chunks = [
+            chunk("docs/setup.md", "# Setup", 1),
+            chunk("docs/setup.md", "# Setup > ## Embedding", 2),
+            chunk("docs/setup.md", "# Setup > ## Embeddings > ### Model", 3),
+        ]
         return answer("Set the model.", chunks, references=[chunks[2]])
     if q == "q-space":
         chunks = [chunk("docs/setup.md", ["Setup", "Embeddings"], 1)]
@@ -109,11 +139,35 @@ EXPECTED: dict[str, tuple] = {
     "scope_ok": (1, 1, 1.0, 0.2, 1.0, 0, 1, N, False, 0),
     "conflict": (1, 1, 1.0, 0.4, 1.0, N, 1, 0, False, 0),
 }
-NAMES = ("recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss", "attribution_hit", "conflict_rule", "abstained", "false_abstention")
+NAMES = (
+    "recall_at_k",
+    "recall_all_at_k",
+    "mrr",
+    "precision_at_k",
+    "ndcg_at_k",
+    "scope_miss",
+    "attribution_hit",
+    "conflict_rule",
+    "abstained",
+    "false_abstention",
+)
 OUTCOMES = {
-    "prefix": "passed", "beyond_k": "failed", "groups": "passed", "groups_partial": "failed", "empty_heading": "passed",
-    "list_heading": "passed", "whitespace": "passed", "ids": "passed", "unans_abstained": "passed", "unans_answered": "failed",
-    "false_abst": "failed", "scope": "failed", "scope_ok": "passed", "boom": "error", "later": "skipped", "conflict": "failed",
+    "prefix": "passed",
+    "beyond_k": "failed",
+    "groups": "passed",
+    "groups_partial": "failed",
+    "empty_heading": "passed",
+    "list_heading": "passed",
+    "whitespace": "passed",
+    "ids": "passed",
+    "unans_abstained": "passed",
+    "unans_answered": "failed",
+    "false_abst": "failed",
+    "scope": "failed",
+    "scope_ok": "passed",
+    "boom": "error",
+    "later": "skipped",
+    "conflict": "failed",
 }
 
 

@@ -37,10 +37,16 @@ def _runs(folder: Path, values: list[object]) -> None:
     for number, mrr in enumerate(values):
         run = folder / f"2026010{number}-000000-aaaaa{number}"
         run.mkdir(parents=True)
-        metrics = {"run_id": run.name, "timestamp": f"2026-01-0{number + 1}T0{number}:30:00.125Z", "eval_set_hash": "e" * 64,
-                   "git_commit": f"abc123{number}" + "f" * 33,
-                   "eval_set_files": {"eval_sets/s.jsonl": "x"}, "passed": 1, "total_tests": 1,
-                   "aggregate_metrics": {"mrr_avg": mrr, "abstention_accuracy": 1.0}}
+        metrics = {
+            "run_id": run.name,
+            "timestamp": f"2026-01-0{number + 1}T0{number}:30:00.125Z",
+            "eval_set_hash": "e" * 64,
+            "git_commit": f"abc123{number}" + "f" * 33,
+            "eval_set_files": {"eval_sets/s.jsonl": "x"},
+            "passed": 1,
+            "total_tests": 1,
+            "aggregate_metrics": {"mrr_avg": mrr, "abstention_accuracy": 1.0},
+        }
         (run / "metrics.json").write_text(json.dumps(metrics))
 
 
@@ -54,8 +60,7 @@ def test_history_prints_full_column_names_and_the_sparkline(tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = [h.strip() for h in lines[1].split("  ") if h.strip()]
-    assert header[:7] == ["run_id", "made (UTC), commit", "recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg",
-                          "abstention_accuracy"]
+    assert header[:7] == ["run_id", "made (UTC), commit", "recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy"]
     # each run says when it was made (UTC) and from which commit, as far as its metrics.json says
     assert lines[2].split()[:4] == ["20260100-000000-aaaaa0", "2026-01-01", "00:30", "abc1230"]
     assert lines[5].split()[:4] == ["20260103-000000-aaaaa3", "2026-01-04", "03:30", "abc1233"]

@@ -18,24 +18,45 @@ CITED = {
 }
 
 CASES = [
-    {"id": "multi-ok", "query": "Which grants did STIP and its bridge pay?", "category": "multi_hop",
-     "expectedProposalIds": ["stip", "stip-bridge", "step"], "required_support_groups": [[0, 1], [2]],
-     "thresholds": {"recall_all_at_k": 1}},
-    {"id": "multi-half", "query": "Which grants did STIP and STEP pay?", "category": "multi_hop",
-     "expectedProposalIds": ["stip", "stip-bridge", "step"], "required_support_groups": [[0, 1], [0, 2]],
-     "thresholds": {"recall_all_at_k": 1}},
-    {"id": "conflict-ok", "query": "What is the current reporting rule?", "category": "recency/conflict",
-     "gold_doc_ids": ["reporting-2024", "reporting-2023"], "recency_conflict_rule": "cite_newer"},
-    {"id": "conflict-old", "query": "What was the reporting rule?", "category": "recency/conflict",
-     "gold_doc_ids": ["reporting-2024", "reporting-2023"], "recency_conflict_rule": "cite_both"},
+    {
+        "id": "multi-ok",
+        "query": "Which grants did STIP and its bridge pay?",
+        "category": "multi_hop",
+        "expectedProposalIds": ["stip", "stip-bridge", "step"],
+        "required_support_groups": [[0, 1], [2]],
+        "thresholds": {"recall_all_at_k": 1},
+    },
+    {
+        "id": "multi-half",
+        "query": "Which grants did STIP and STEP pay?",
+        "category": "multi_hop",
+        "expectedProposalIds": ["stip", "stip-bridge", "step"],
+        "required_support_groups": [[0, 1], [0, 2]],
+        "thresholds": {"recall_all_at_k": 1},
+    },
+    {
+        "id": "conflict-ok",
+        "query": "What is the current reporting rule?",
+        "category": "recency/conflict",
+        "gold_doc_ids": ["reporting-2024", "reporting-2023"],
+        "recency_conflict_rule": "cite_newer",
+    },
+    {
+        "id": "conflict-old",
+        "query": "What was the reporting rule?",
+        "category": "recency/conflict",
+        "gold_doc_ids": ["reporting-2024", "reporting-2023"],
+        "recency_conflict_rule": "cite_both",
+    },
 ]
 
 
 def seed001(body: dict) -> Any:
     cited = CITED[body["query"]][: body["topK"]]
-    return {"answer": "From the proposals.", "citations": [
-        {"proposal_id": pid, "stage": "tally", "url": f"https://example.org/{pid}", "snippet": f"About {pid}."} for pid in cited
-    ]}
+    return {
+        "answer": "From the proposals.",
+        "citations": [{"proposal_id": pid, "stage": "tally", "url": f"https://example.org/{pid}", "snippet": f"About {pid}."} for pid in cited],
+    }
 
 
 def write(pytester: pytest.Pytester, cases: list[dict]) -> None:
@@ -62,17 +83,18 @@ def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pyteste
 
 def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: pytest.Pytester) -> None:
     pytester.makeini(seed_001_ini())
-    write(pytester, [
-        {"id": f"by-path-{i}", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "proposals/stip.md"}]}
-        for i in range(4)
-    ])
+    write(pytester, [{"id": f"by-path-{i}", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "proposals/stip.md"}]} for i in range(4)])
     with AskServer(seed001) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(failed=4)
     out = result.stdout.str()
     assert out.count("pytest-rageval:0: RagevalWarning: gold_supports can never match") == 1, out
-    result.stdout.fnmatch_lines(["*Map the field that holds the source path in rageval_response_map, "
-                                 "e.g. 'retrieved_chunks.rel_path = <your field>' and 'references.rel_path = <your field>'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*Map the field that holds the source path in rageval_response_map, "
+            "e.g. 'retrieved_chunks.rel_path = <your field>' and 'references.rel_path = <your field>'*"
+        ]
+    )
 
     # Mapped (the citation's url stands in for a path here), the same cases match and nothing is said.
     pytester.makeini(seed_001_ini("retrieved_chunks.rel_path = url", "references.rel_path = url"))

@@ -10,8 +10,9 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from needs import need_module
@@ -172,14 +173,23 @@ def test_all_key_variants_are_distinct() -> None:
         with_judge(prompt_versions={**DESCRIBE["prompt_versions"], "correctness": "correctness-v9"}),  # other metric's prompt
         with_judge(api_key=SECRET, default_headers={"Authorization": f"Bearer {SECRET}"}),  # never part of a key
     ],
-    ids=["json_object", "text", "json_mode-absent", "heuristic-flag", "int-temperature", "trailing-slash",
-         "other-metric-prompt", "api-key-in-describe"],
+    ids=[
+        "json_object",
+        "text",
+        "json_mode-absent",
+        "heuristic-flag",
+        "int-temperature",
+        "trailing-slash",
+        "other-metric-prompt",
+        "api-key-in-describe",
+    ],
 )
 def test_key_ignores_json_mode_and_non_key_fields(judge: dict[str, Any]) -> None:
     assert key(judge) == key()
 
 
 # ------------------------------------------------------------- get and put
+
 
 def test_get_after_put_returns_equal_verdict_marked_cached(tmp_path: Path) -> None:
     cache = JudgeCache(tmp_path / "c")
@@ -237,6 +247,7 @@ def test_clear_returns_count_and_empties(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------- CachedJudge
 
+
 def test_errors_are_never_cached(tmp_path: Path) -> None:
     async def main() -> None:
         inner = CountingJudge(fail_times=2)
@@ -275,9 +286,7 @@ def test_cached_judge_hit_makes_no_inner_call_and_survives_json_mode_fallback(tm
         again = [await judge2.judge(m, INP, repeat_index=r) for m in ("groundedness", "correctness") for r in (0, 1)]
         assert second.calls == 0 and (judge2.hits, judge2.misses) == (4, 0)
         assert (cache2.stats.hits, cache2.stats.misses) == (4, 0)
-        assert [v.model_dump(exclude={"cached", "cost_usd"}) for v in again] == [
-            v.model_dump(exclude={"cached", "cost_usd"}) for v in verdicts
-        ]
+        assert [v.model_dump(exclude={"cached", "cost_usd"}) for v in again] == [v.model_dump(exclude={"cached", "cost_usd"}) for v in verdicts]
         assert all(v.cached and v.cost_usd == 0.0 and v.prompt_tokens == 321 for v in again)
 
         # A changed answer is a miss, asked once.
@@ -301,6 +310,7 @@ def test_no_cache_passes_through_and_counts_misses(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------- concurrency
+
 
 def _mp_input(owner: int, i: int) -> JudgeInput:
     prefix = "shared" if owner < 0 else f"worker{owner}"
@@ -386,7 +396,7 @@ def test_threads_share_one_cache(tmp_path: Path) -> None:
                 cache.put(k, make_verdict(score=float(i % 6)), meta=META)
                 got = cache.get(k)
                 assert got is not None and got.score == float(i % 6)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
@@ -401,6 +411,7 @@ def test_threads_share_one_cache(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------- safety
+
 
 def _rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one statement on the file with a plain sqlite3 connection (committed, then closed)."""
@@ -423,7 +434,7 @@ def test_secret_never_reaches_the_files(tmp_path: Path) -> None:
             for i in range(n):
                 await judge.judge("groundedness", with_input(question=f"q{i}"), repeat_index=i % 3)
             files = _cache_file_bytes(tmp_path)
-            assert f"{DB_NAME}-wal" in files and files[f"{DB_NAME}-wal"]  # the WAL is checked while live
+            assert files.get(f"{DB_NAME}-wal")  # the WAL is checked while live
             for name, data in files.items():
                 for needle in needles:
                     assert needle not in data, f"{needle!r} found in {name}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
-from openai_server import OpenAIServer, error, fail_times, ok, reject_json_schema, user_text, metric_of
+from openai_server import OpenAIServer, error, fail_times, metric_of, ok, reject_json_schema, user_text
 
 from pytest_rageval.judges.prompts import PROMPT_VERSIONS
 
@@ -17,11 +17,19 @@ GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
 #: Per question: the judge's groundedness and correctness verdicts (or raw text).
 VERDICTS: dict[str, dict[str, Any]] = {
-    "q-good": {"groundedness": {"reasoning": "All supported.", "score": 4, "supported_claims": ["a"], "unsupported_claims": []},
-               "correctness": {"reasoning": "Right.", "score": 5}},
-    "q-low": {"groundedness": {"reasoning": "The budget figure is invented.", "score": 1, "supported_claims": [],
-                               "unsupported_claims": ["The budget was 900M ARB."]},
-              "correctness": {"reasoning": "Wrong amount.", "score": 2}},
+    "q-good": {
+        "groundedness": {"reasoning": "All supported.", "score": 4, "supported_claims": ["a"], "unsupported_claims": []},
+        "correctness": {"reasoning": "Right.", "score": 5},
+    },
+    "q-low": {
+        "groundedness": {
+            "reasoning": "The budget figure is invented.",
+            "score": 1,
+            "supported_claims": [],
+            "unsupported_claims": ["The budget was 900M ARB."],
+        },
+        "correctness": {"reasoning": "Wrong amount.", "score": 2},
+    },
     "q-broken": {"groundedness": "NO. Although the context says yes", "correctness": {"reasoning": "ok", "score": 4}},
     "q-mars": {"abstention": {"abstained": True, "confidence": 0.9}},
 }
@@ -60,8 +68,14 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 def run(pytester: pytest.Pytester, rag_url: str, judge_url: str, *extra: str) -> pytest.RunResult:
     return pytester.runpytest(
-        "--rageval", f"--rageval-target={rag_url}", "--rageval-judge=openai", "--rageval-judge-model=judge-model",
-        f"--rageval-judge-base-url={judge_url}", "-p", "no:cacheprovider", *extra,
+        "--rageval",
+        f"--rageval-target={rag_url}",
+        "--rageval-judge=openai",
+        "--rageval-judge-model=judge-model",
+        f"--rageval-judge-base-url={judge_url}",
+        "-p",
+        "no:cacheprovider",
+        *extra,
     )
 
 
@@ -75,15 +89,18 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
     with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
         result = run(project, ragsrv.url, judge.base_url)
     result.assert_outcomes(passed=2, failed=1, errors=1)
-    result.stdout.fnmatch_lines([
-        "*rageval: *judge openai (judge-model)*",
-        "*groundedness = 1 (needs >= 3)*",
-        "*correctness = 2 (needs >= 3)*",
-        "*groundedness judge: The budget figure is invented.*",
-        "*unsupported: The budget was 900M ARB.*",
-    ])
-    result.stdout.fnmatch_lines(["*[[]broken[]] judge failed: groundedness: unusable judge answer after 3 attempts*",
-                                 "*ERROR eval_sets/j.jsonl::broken*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*rageval: *judge openai (judge-model)*",
+            "*groundedness = 1 (needs >= 3)*",
+            "*correctness = 2 (needs >= 3)*",
+            "*groundedness judge: The budget figure is invented.*",
+            "*unsupported: The budget was 900M ARB.*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["*[[]broken[]] judge failed: groundedness: unusable judge answer after 3 attempts*", "*ERROR eval_sets/j.jsonl::broken*"]
+    )
     # "NO. Although the context says yes" is asked three times (two re-asks), then the case errors.
     broken = [b for b in judge.bodies() if "q-broken" in user_text(b) and metric_of(b) == "groundedness"]
     assert len(broken) == 3
@@ -92,8 +109,13 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
     assert agg["groundedness_avg"] == pytest.approx((4 + 1) / 2)
     assert agg["correctness_avg"] == pytest.approx((5 + 2) / 2)
     assert agg["judge_coverage"]["groundedness"] == {"scored": 2, "attempted": 3, "coverage": pytest.approx(2 / 3)}
-    assert metrics["judge"] == {"name": "openai", "model": "judge-model", "prompt_version": metrics["judge"]["prompt_version"],
-                                "temperature": 0.0, "heuristic": False}
+    assert metrics["judge"] == {
+        "name": "openai",
+        "model": "judge-model",
+        "prompt_version": metrics["judge"]["prompt_version"],
+        "temperature": 0.0,
+        "heuristic": False,
+    }
     assert PROMPT_VERSIONS["groundedness"] in metrics["judge"]["prompt_version"]
     # Every request was paid for (100 + 20 tokens each), the three unusable answers to q-broken included.
     assert agg["cost"]["judge_total_tokens"] == 120 * len(judge.requests)
@@ -143,8 +165,14 @@ def test_changing_model_or_base_url_misses_the_cache(project: pytest.Pytester) -
         assert len(judge.requests) == 2
         run(project, ragsrv.url, judge.base_url, "-k", "good")
         assert len(judge.requests) == 2
-        project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge-model=judge-model-2",
-                          f"--rageval-judge-base-url={judge.base_url}", "-k", "good")
+        project.runpytest(
+            "--rageval",
+            f"--rageval-target={ragsrv.url}",
+            "--rageval-judge-model=judge-model-2",
+            f"--rageval-judge-base-url={judge.base_url}",
+            "-k",
+            "good",
+        )
         assert len(judge.requests) == 4
         run(project, ragsrv.url, other.base_url, "-k", "good")
         assert len(other.requests) == 2
@@ -217,8 +245,7 @@ def test_spot_check_reports_disagreement(project: pytest.Pytester) -> None:
         return judge_responder(body, headers)
 
     with AskServer(rag) as ragsrv, OpenAIServer(second_opinion) as judge:
-        result = run(project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-spot-check=5",
-                     "--rageval-spot-check-model=judge-model-b")
+        result = run(project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-spot-check=5", "--rageval-spot-check-model=judge-model-b")
         models = sorted({b["model"] for b in judge.bodies()})
     assert models == ["judge-model", "judge-model-b"]
     _, metrics = latest(project.path)
@@ -230,8 +257,9 @@ def test_spot_check_reports_disagreement(project: pytest.Pytester) -> None:
 def test_max_judge_cost_stops_judging(project: pytest.Pytester) -> None:
     project.makepyprojecttoml('[tool.rageval.judge.prices]\n"judge-model" = [1000000.0, 1000000.0]\n')
     with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
-        result = run(project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-max-judge-cost=1", "--rageval-no-cache",
-                     "--rageval-concurrency=1")
+        result = run(
+            project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-max-judge-cost=1", "--rageval-no-cache", "--rageval-concurrency=1"
+        )
     # The first case's two verdicts cost far more than $1; the second case is not judged and errors saying why.
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*judge budget of $1 is spent (--rageval-max-judge-cost)*"])
@@ -257,8 +285,9 @@ def test_dry_run_sends_nothing_and_prints_the_plan(project: pytest.Pytester) -> 
 
 
 def test_judge_check_stops_a_judge_that_cannot_tell_answers_apart(project: pytest.Pytester) -> None:
-    always_four = lambda body, headers: ok(json.dumps(  # noqa: E731
-        {"reasoning": "fine", "score": 4, "supported_claims": [], "unsupported_claims": []}))
+    def always_four(body: Any, headers: Any) -> Any:
+        return ok(json.dumps({"reasoning": "fine", "score": 4, "supported_claims": [], "unsupported_claims": []}))
+
     with AskServer(rag) as ragsrv, OpenAIServer(always_four) as judge:
         result = run(project, ragsrv.url, judge.base_url, "--rageval-judge-check", "--rageval-no-cache")
         assert len(ragsrv.requests) == 0
@@ -278,8 +307,19 @@ def test_rageval_judge_rejudges_a_stored_run_through_the_cache(project: pytest.P
     run_dir, before = latest(project.path)
     assert before["aggregate_metrics"]["groundedness_avg"] is None
     with OpenAIServer(judge_responder) as judge:
-        cmd = [sys.executable, "-m", "pytest_rageval.cli", "judge", str(run_dir), "--judge", "openai", "--model", "judge-model",
-               "--base-url", judge.base_url]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest_rageval.cli",
+            "judge",
+            str(run_dir),
+            "--judge",
+            "openai",
+            "--model",
+            "judge-model",
+            "--base-url",
+            judge.base_url,
+        ]
         first = subprocess.run(cmd, cwd=project.path, capture_output=True, text=True)
         sent = len(judge.requests)
         again = subprocess.run(cmd, cwd=project.path, capture_output=True, text=True)

@@ -12,8 +12,9 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -41,8 +42,7 @@ RETRIEVED: dict[str, list[dict[str, Any]]] = {
         chunk("proposals/bridge.md", ["STIP Bridge", "Budget"], 3, text="The bridge paid 21,400,000 ARB."),
     ],
     "What is the capital of Mars?": [chunk("notes/space.md", "# Space", 1, text="Mars is a planet.")],
-    "Hostile?": [chunk("evil/\x1b[31mred.md", "# \x1b]0;title\x07Evil", 1, text=HOSTILE),
-                 chunk("evil/ok.md", "# OK", 2, text="A calm chunk.")],
+    "Hostile?": [chunk("evil/\x1b[31mred.md", "# \x1b]0;title\x07Evil", 1, text=HOSTILE), chunk("evil/ok.md", "# OK", 2, text="A calm chunk.")],
 }
 
 
@@ -69,10 +69,18 @@ def rageval_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "pytest_rageval.cli"]
 
 
-def rageval(*args: str, stdin: str = "", cwd: Optional[Path] = None) -> subprocess.CompletedProcess[str]:
+def rageval(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """`rageval ARGS` with ``stdin`` piped, in ``cwd`` (default /: no pyproject.toml above it)."""
-    return subprocess.run([*rageval_command(), *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd or Path("/"),
-                          encoding="utf-8", errors="replace")
+    return subprocess.run(
+        [*rageval_command(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd or Path("/"),
+        encoding="utf-8",
+        errors="replace",
+    )
 
 
 def write_set(path: Path, lines: list[str] = SET_LINES) -> bytes:
@@ -111,8 +119,13 @@ def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(tmp_path: 
         assert new[5].endswith(b"\r")  # the CRLF line keeps its \r
         stip, grants, mars = (json.loads(new[i - 1]) for i in changed)
         assert list(stip) == ["id", "question", "gold_supports", "tags"]  # placed in field order, the rest kept in order
-        assert stip["gold_supports"] == [{"rel_path": "proposals/stip.md", "heading_path": "# STIP > ## Summary",
-                                          "snippets": ["STIP was proposed by the Arbitrum Foundation in 2023."]}]
+        assert stip["gold_supports"] == [
+            {
+                "rel_path": "proposals/stip.md",
+                "heading_path": "# STIP > ## Summary",
+                "snippets": ["STIP was proposed by the Arbitrum Foundation in 2023."],
+            }
+        ]
         assert grants["query"] == "Which grants did STIP and its bridge pay?"
         assert [s["rel_path"] for s in grants["gold_supports"]] == ["proposals/stip.md", "proposals/bridge.md"]
         assert grants["gold_supports"][1]["heading_path"] == ["STIP Bridge", "Budget"]
@@ -184,8 +197,7 @@ def test_hostile_chunk_text_is_shown_escaped_and_labelled_cleanly(tmp_path: Path
     assert gold[1] == {"rel_path": "evil/ok.md", "heading_path": "# OK", "snippets": ["A calm chunk."]}
 
 
-def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_rageval.cli import main
 
     path = tmp_path / "set.jsonl"
@@ -193,9 +205,14 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.Ca
     # the console script: a file that is not there, a system that does not answer
     missing = rageval("label", str(tmp_path / "nope.jsonl"), "--target", "http://127.0.0.1:9/ask")
     unreachable = rageval("label", str(path), "--target", "http://127.0.0.1:9/api/v1/ask", stdin="1\n")
-    for result, line in ((missing, f"rageval: label: {tmp_path / 'nope.jsonl'}: no such file\n"),
-                         (unreachable, "rageval: label: stip (line 2): asking the system failed: connection to "
-                                       "http://127.0.0.1:9/api/v1/ask failed (retried 2 times): ConnectError")):
+    for result, line in (
+        (missing, f"rageval: label: {tmp_path / 'nope.jsonl'}: no such file\n"),
+        (
+            unreachable,
+            "rageval: label: stip (line 2): asking the system failed: connection to "
+            "http://127.0.0.1:9/api/v1/ask failed (retried 2 times): ConnectError",
+        ),
+    ):
         assert result.returncode == 2 and result.stdout.count("Traceback") == 0
         assert result.stderr.startswith(line) and result.stderr.count("\n") == 1, result.stderr
 
@@ -204,19 +221,21 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.Ca
     monkeypatch.chdir("/")
     with AskServer(responder) as server:
         expected = {
-            ("--target", server.url, "--ids", "stip,stpi2,mars"):
-                f"rageval: label: --ids stpi2: no question with that id in {path} (did you mean 'stip'?)",
+            (
+                "--target",
+                server.url,
+                "--ids",
+                "stip,stpi2,mars",
+            ): f"rageval: label: --ids stpi2: no question with that id in {path} (did you mean 'stip'?)",
             ("--target", server.url, "--ids", "broken"): "rageval: label: --ids broken: its line is invalid and is left "
-                                                         f"untouched: {path}:5: field 'answerable': Input should be a valid boolean",
+            f"untouched: {path}:5: field 'answerable': Input should be a valid boolean",
             ("--target", server.url, "--ids", ","): "rageval: label: --ids names no id",
             ("--target", server.url, "--k", "0"): "rageval: label: --k must be at least 1, got 0",
-            (): "rageval: label: --target URL or module:function is needed (or rageval_target in "
-                "[tool.pytest.ini_options], or env RAGEVAL_TARGET)",
+            (): "rageval: label: --target URL or module:function is needed (or rageval_target in [tool.pytest.ini_options], or env RAGEVAL_TARGET)",
             ("--pyproject", str(tmp_path / "none.toml")): f"rageval: label: --pyproject {tmp_path / 'none.toml'}: no such file",
             ("--target", "no_such_module_xyz:ask"): "rageval: label: rageval_target 'no_such_module_xyz:ask': cannot import "
-                                                    "module 'no_such_module_xyz' (No module named 'no_such_module_xyz')",
-            ("--target", "http://127.0.0.1:9/ask", "--header", "no colon"): "rageval: label: --header number 1: "
-                                                                             "expected 'Name: value'",
+            "module 'no_such_module_xyz' (No module named 'no_such_module_xyz')",
+            ("--target", "http://127.0.0.1:9/ask", "--header", "no colon"): "rageval: label: --header number 1: expected 'Name: value'",
         }
         for args, line in expected.items():
             with pytest.raises(SystemExit) as exit_:
@@ -302,31 +321,37 @@ CHUNKS = (
 )
 
 
-@pytest.mark.parametrize(("text", "kind", "groups", "grouped"), [
-    ("1 3", "supports", ((1, 3),), False),
-    ("1,3", "supports", ((1, 3),), False),
-    ("3, 1 1", "supports", ((3, 1),), False),
-    ("1 3 | 2", "supports", ((1, 3), (2,)), True),
-    ("U", "unanswerable", (), False),
-    (" s ", "skip", (), False),
-    ("quit", "quit", (), False),
-    ("?", "help", (), False),
-])
+@pytest.mark.parametrize(
+    ("text", "kind", "groups", "grouped"),
+    [
+        ("1 3", "supports", ((1, 3),), False),
+        ("1,3", "supports", ((1, 3),), False),
+        ("3, 1 1", "supports", ((3, 1),), False),
+        ("1 3 | 2", "supports", ((1, 3), (2,)), True),
+        ("U", "unanswerable", (), False),
+        (" s ", "skip", (), False),
+        ("quit", "quit", (), False),
+        ("?", "help", (), False),
+    ],
+)
 def test_the_answer_protocol(text: str, kind: str, groups: tuple, grouped: bool) -> None:
     choice = parse_choice(text, CHUNKS)
     assert (choice.kind, choice.groups, choice.grouped) == (kind, groups, grouped)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "empty answer"),
-    ("7", "there is no chunk 7 (this question has chunks 1 to 6)"),
-    ("0", "there is no chunk 0"),
-    ("one", "'one' is not a chunk number"),
-    ("1 |", "an empty group"),
-    ("²", "'²' is not a chunk number"),
-    ("1 4", "chunk 4 has no rel_path while chunk 1 has one"),
-    ("6", "chunk 6 has neither a rel_path nor a doc_id"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty answer"),
+        ("7", "there is no chunk 7 (this question has chunks 1 to 6)"),
+        ("0", "there is no chunk 0"),
+        ("one", "'one' is not a chunk number"),
+        ("1 |", "an empty group"),
+        ("²", "'²' is not a chunk number"),
+        ("1 4", "chunk 4 has no rel_path while chunk 1 has one"),
+        ("6", "chunk 6 has neither a rel_path nor a doc_id"),
+    ],
+)
 def test_wrong_answers_say_why(text: str, message: str) -> None:
     with pytest.raises(ChoiceError, match=None) as info:
         parse_choice(text, CHUNKS)
@@ -346,13 +371,16 @@ def test_chunks_of_one_anchor_make_one_support_and_groups_follow() -> None:
     assert ids.supports == () and ids.doc_ids == ("doc-2", "doc-1") and ids.support_groups == ((0, 1), (1,))
 
 
-@pytest.mark.parametrize("text", [
-    "# Heading only",
-    "\x1b[1mBold\x1b[0m and \ttabbed and a long line of prose that goes on and on beyond sixty characters for sure",
-    "x" * 500,
-    "ÄÖÜ straße İstanbul ǅ words here",
-    "- [link](http://x) **bold** `code`",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Heading only",
+        "\x1b[1mBold\x1b[0m and \ttabbed and a long line of prose that goes on and on beyond sixty characters for sure",
+        "x" * 500,
+        "ÄÖÜ straße İstanbul ǅ words here",
+        "- [link](http://x) **bold** `code`",
+    ],
+)
 def test_anchors_match_their_chunk_with_snippets_required(text: str) -> None:
     chunk_ = Chunk(rel_path="n.md", heading_path=["N", "M"], text=text)
     anchor = anchor_of(chunk_)
@@ -362,13 +390,19 @@ def test_anchors_match_their_chunk_with_snippets_required(text: str) -> None:
 
 
 def test_a_labelled_line_keeps_its_keys_in_order() -> None:
-    obj = {"id": "x", "query": "Q?", "answerable": False, "expectedProposalIds": ["a"], "required_support_groups": [[0]],
-           "recency_conflict_rule": "cite_newer", "tags": []}
+    obj = {
+        "id": "x",
+        "query": "Q?",
+        "answerable": False,
+        "expectedProposalIds": ["a"],
+        "required_support_groups": [[0]],
+        "recency_conflict_rule": "cite_newer",
+        "tags": [],
+    }
     supports = parse_choice("1", CHUNKS)
     new, notes = labelled_line(obj, supports)
     assert list(new) == ["id", "query", "answerable", "gold_supports", "recency_conflict_rule", "tags"]
-    assert new["answerable"] is True and notes == ["removed expectedProposalIds", "removed required_support_groups",
-                                                     "answerable set to true"]
+    assert new["answerable"] is True and notes == ["removed expectedProposalIds", "removed required_support_groups", "answerable set to true"]
     unanswerable, notes = labelled_line(obj, Choice("unanswerable"))
     assert unanswerable == {"id": "x", "query": "Q?", "answerable": False, "tags": []}
     assert notes == ["removed expectedProposalIds, required_support_groups, recency_conflict_rule"]
@@ -402,8 +436,9 @@ def test_ctrl_c_keeps_the_labels_written_before(tmp_path: Path) -> None:
     before = write_set(path)
     with AskServer(responder) as server:
         command = rageval_command()
-        proc = subprocess.Popen([*command, "label", str(path), "--target", server.url], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [*command, "label", str(path), "--target", server.url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write("2\n")
         proc.stdin.flush()
@@ -423,8 +458,9 @@ def test_ctrl_c_keeps_the_labels_written_before(tmp_path: Path) -> None:
     assert [c.case.id for c in load_eval_file(path).cases] == ["stip", "known", "grants", "mars"]
 
 
-def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(tmp_path: Path, pytester: pytest.Pytester,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(
+    tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ask_server import SEED_001_RESPONSE_MAP, seed_001_ini
 
     def seed001(body: dict) -> Any:
@@ -436,14 +472,30 @@ def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(tmp_path:
     monkeypatch.setenv("RAG_TOKEN", "s3cret-token")
     with AskServer(seed001) as server:
         maps = [a for line in SEED_001_RESPONSE_MAP for a in ("--response-map", line)]
-        result = rageval("label", str(path), "--target", server.url, "--k", "3", "--header", "Authorization: Bearer ${RAG_TOKEN}",
-                         "--request-map", "question = query", "--request-map", "k = topK", *maps, stdin="1 3 | 1\n")
+        result = rageval(
+            "label",
+            str(path),
+            "--target",
+            server.url,
+            "--k",
+            "3",
+            "--header",
+            "Authorization: Bearer ${RAG_TOKEN}",
+            "--request-map",
+            "question = query",
+            "--request-map",
+            "k = topK",
+            *maps,
+            stdin="1 3 | 1\n",
+        )
         assert result.returncode == 0, result.stderr
         assert server.requests[0]["body"] == {"query": "Which grants did STIP and its bridge pay?", "topK": 3}
         assert server.requests[0]["headers"]["Authorization"] == "Bearer s3cret-token"
         assert "(no rel_path) doc_id stip-bridge" in result.stdout
-        assert path.read_text() == ('{"id": "bridge", "query": "Which grants did STIP and its bridge pay?", "gold_doc_ids": '
-                                    '["stip", "stip-bridge"], "required_support_groups": [[0, 1], [0]], "category": "multi_hop"}\n')
+        assert path.read_text() == (
+            '{"id": "bridge", "query": "Which grants did STIP and its bridge pay?", "gold_doc_ids": '
+            '["stip", "stip-bridge"], "required_support_groups": [[0, 1], [0]], "category": "multi_hop"}\n'
+        )
         pytester.makeini(seed_001_ini())
         run = pytester.runpytest("--rageval", "--rageval-retrieval-only", f"--rageval-target={server.url}", "ids.jsonl")
     run.assert_outcomes(passed=1)
@@ -451,8 +503,7 @@ def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(tmp_path:
     assert record["metrics"]["recall_at_k"] == 1 and record["metrics"]["recall_all_at_k"] == 1
 
 
-def test_the_projects_pytest_settings_reach_the_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_projects_pytest_settings_reach_the_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import io
 
     from pytest_rageval.cli import main
@@ -511,8 +562,9 @@ def test_on_a_terminal_a_wrong_answer_is_asked_again(tmp_path: Path) -> None:
     master, slave = pty.openpty()
     with AskServer(responder) as server:
         command = rageval_command()
-        proc = subprocess.Popen([*command, "label", str(path), "--target", server.url], stdin=slave, stdout=slave,
-                                stderr=slave, close_fds=True, cwd="/")
+        proc = subprocess.Popen(
+            [*command, "label", str(path), "--target", server.url], stdin=slave, stdout=slave, stderr=slave, close_fds=True, cwd="/"
+        )
         os.close(slave)
         seen = b""
 
@@ -562,10 +614,18 @@ def test_a_label_that_cannot_be_written_is_shown_not_lost(tmp_path: Path) -> Non
     path = tmp_path / "set.jsonl"
     before = write_set(path)
     with AskServer(responder) as server:  # the labelled file is longer than it was: its rewrite is refused
-        result = subprocess.run([*rageval_command(), "label", str(path), "--target", server.url, "--k", "3"], input="2\n",
-                                capture_output=True, text=True, timeout=120, cwd="/", preexec_fn=_files_up_to(len(before)))
+        result = subprocess.run(
+            [*rageval_command(), "label", str(path), "--target", server.url, "--k", "3"],
+            input="2\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd="/",
+            preexec_fn=_files_up_to(len(before)),
+        )
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"rageval: label: {path}: cannot write it: File too large; this label is not written: "
-                                    "line 2 would read {"), result.stderr
+    assert result.stderr.startswith(f"rageval: label: {path}: cannot write it: File too large; this label is not written: line 2 would read {{"), (
+        result.stderr
+    )
     shown = json.loads(result.stderr.split(" would read ", 1)[1])
     assert shown["gold_supports"] and path.read_bytes() == before  # the file is as it was

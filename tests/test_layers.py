@@ -112,7 +112,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         path.append(module)
         for target in sorted(graph[module]):
             if state.get(target) == 1:
-                found.append(path[path.index(target):] + [target])
+                found.append([*path[path.index(target) :], target])
             elif target not in state:
                 visit(target)
         path.pop()
@@ -140,8 +140,13 @@ def test_no_upward_import() -> None:
 
 
 def test_the_demo_imports_nothing_of_the_plugin() -> None:
-    outside = [f"{m} imports {t}" for m, ts in sorted(imports().items()) if m.startswith("pytest_rageval.demo")
-               for t in sorted(ts) if not t.startswith("pytest_rageval.demo")]
+    outside = [
+        f"{m} imports {t}"
+        for m, ts in sorted(imports().items())
+        if m.startswith("pytest_rageval.demo")
+        for t in sorted(ts)
+        if not t.startswith("pytest_rageval.demo")
+    ]
     assert outside == []
 
 
@@ -161,8 +166,13 @@ def test_pytest_only_in_the_pytest_surface() -> None:
         if any(_matches(module, name) for name in PYTEST_USERS):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
                 importing.append(f"{module}:{node.lineno}")
     assert importing == []
@@ -195,14 +205,14 @@ def test_the_checker_sees_what_breaks_the_plan(tmp_path: Path) -> None:
     (fake / "evaluation" / "metrics.py").write_text("def f():\n    from ..plugin.runner import x\n")
     (fake / "plugin" / "runner.py").write_text("from ..evaluation import metrics\nfrom pytest_rageval.judges import spot\n")
     (fake / "judges" / "spot.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest_rageval.plugin.runner import Setup\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest_rageval.plugin.runner import Setup\n"
+    )
     PACKAGE = fake
     try:
         graph = imports()
         assert graph["pytest_rageval.evaluation.metrics"] == {"pytest_rageval.plugin.runner"}
         assert _layer("pytest_rageval.evaluation.metrics") < _layer("pytest_rageval.plugin.runner")
-        assert circles(graph) == [["pytest_rageval.evaluation.metrics", "pytest_rageval.plugin.runner",
-                                   "pytest_rageval.evaluation.metrics"]]
+        assert circles(graph) == [["pytest_rageval.evaluation.metrics", "pytest_rageval.plugin.runner", "pytest_rageval.evaluation.metrics"]]
         typed = [set(c) for c in circles(imports(type_checking=True))]
         assert {"pytest_rageval.judges.spot", "pytest_rageval.plugin.runner"} in typed  # only through the type
         test_every_module_has_a_layer()  # every module so far is placed

@@ -26,8 +26,7 @@ KNOWN_DISAGREEMENTS = {
     "bridge-pause-3": "'10 of the 12' is in another retrieved chunk and the clause names nothing",
 }
 #: Kinds where every answer must get the human verdict: the promises of SPEC section 5.
-MUST_PASS_KINDS = ("cite-id", "cite-path", "correct", "correct-short", "reordered", "extra-detail", "paraphrase-id",
-                   "paraphrase-n")
+MUST_PASS_KINDS = ("cite-id", "cite-path", "correct", "correct-short", "reordered", "extra-detail", "paraphrase-id", "paraphrase-n")
 MUST_FAIL_KINDS = ("declined", "hallucinated", "outdated", "wrong-date", "wrong-entity")
 
 
@@ -39,8 +38,18 @@ def judged() -> list[JudgedItem]:
 def test_the_labelled_set_is_big_and_balanced(judged: list[JudgedItem]) -> None:
     assert len(judged) >= 60
     kinds = {j.item.kind for j in judged}
-    assert {"cite-id", "cite-path", "paraphrase", "reordered", "extra-detail", "wrong-number", "wrong-entity",
-            "negation", "partial", "declined"} <= kinds
+    assert {
+        "cite-id",
+        "cite-path",
+        "paraphrase",
+        "reordered",
+        "extra-detail",
+        "wrong-number",
+        "wrong-entity",
+        "negation",
+        "partial",
+        "declined",
+    } <= kinds
     labels = [j.item.label for j in judged]
     assert 0.3 < labels.count("pass") / len(labels) < 0.7
     assert len({j.item.id for j in judged}) == len(judged)
@@ -55,8 +64,7 @@ def test_agreement_stays_at_or_above_what_was_measured(judged: list[JudgedItem])
 
 def test_only_the_known_disagreements(judged: list[JudgedItem]) -> None:
     wrong = {j.item.id: j for j in judged if not j.agrees}
-    new = {i: f"human {j.item.label}: {j.item.answer} -> {j.misses or 'judge pass'}" for i, j in wrong.items()
-           if i not in KNOWN_DISAGREEMENTS}
+    new = {i: f"human {j.item.label}: {j.item.answer} -> {j.misses or 'judge pass'}" for i, j in wrong.items() if i not in KNOWN_DISAGREEMENTS}
     assert not new
 
 
@@ -81,8 +89,10 @@ def test_declined_answers_fail_on_abstention(judged: list[JudgedItem]) -> None:
 
 def test_a_bad_line_names_file_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "labels.jsonl"
-    bad.write_text('// comment\n\n{"id": "a", "split": "dev", "kind": "x", "label": "maybe", "question": "q", '
-                   '"contexts": [], "reference_answer": null, "key_facts": [], "answer": "a"}\n')
+    bad.write_text(
+        '// comment\n\n{"id": "a", "split": "dev", "kind": "x", "label": "maybe", "question": "q", '
+        '"contexts": [], "reference_answer": null, "key_facts": [], "answer": "a"}\n'
+    )
     with pytest.raises(ValueError, match=r"labels.jsonl:3: field 'label' must be 'pass' or 'fail', got 'maybe'"):
         load_labelled(bad)
     bad.write_text('{"id": "a"}\n')

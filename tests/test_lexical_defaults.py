@@ -14,43 +14,100 @@ import pytest
 from ask_server import AskServer
 
 DOCS: dict[str, tuple[str, str, str]] = {  # doc id -> rel_path, heading, text
-    "DOC-12": ("guides/grants.md", "# Community Grants > ## Amounts",
-               "Community grants pay up to 5,000 EUR per project. Applications close on 2025-03-31."),
-    "DOC-13": ("guides/grants.md", "# Community Grants > ## Eligibility",
-               "Only registered non-profit associations based in Porto may apply. Individuals are not eligible."),
-    "DOC-20": ("guides/setup.md", "# Setup > ## Accounts",
-               "New volunteers get a portal account within two working days. Accounts are created by the IT desk."),
-    "DOC-31": ("events/festival.md", "# Summer Festival",
-               "The Summer Festival takes place in Lisbon in July. Entry is free for members."),
+    "DOC-12": (
+        "guides/grants.md",
+        "# Community Grants > ## Amounts",
+        "Community grants pay up to 5,000 EUR per project. Applications close on 2025-03-31.",
+    ),
+    "DOC-13": (
+        "guides/grants.md",
+        "# Community Grants > ## Eligibility",
+        "Only registered non-profit associations based in Porto may apply. Individuals are not eligible.",
+    ),
+    "DOC-20": (
+        "guides/setup.md",
+        "# Setup > ## Accounts",
+        "New volunteers get a portal account within two working days. Accounts are created by the IT desk.",
+    ),
+    "DOC-31": ("events/festival.md", "# Summer Festival", "The Summer Festival takes place in Lisbon in July. Entry is free for members."),
 }
 REFUSAL = "I could not find this in the documents."
 
 #: id -> (question, gold doc, reference, key facts, answer, abstained field or None for none sent)
 CASES: dict[str, tuple[str, str, str, list[str], str, Any]] = {
-    "amount-id": ("How much can a community grant pay?", "DOC-12", "Up to 5,000 EUR per project.", ["5,000 EUR"],
-                  "A community grant covers at most 5000 EUR for each project [DOC-12].", False),
-    "close-doc": ("When do grant applications close?", "DOC-12", "On 2025-03-31.", ["2025-03-31"],
-                  "Applications are open until March 31, 2025 (doc: DOC-12).", False),
-    "eligibility-id": ("Who may apply for a community grant?", "DOC-13",
-                       "Registered non-profit associations based in Porto; individuals are not eligible.",
-                       ["non-profit associations", "Porto"],
-                       "Registered non-profit associations from Porto can apply, but individuals cannot [DOC-13].", False),
-    "account-path": ("How fast do new volunteers get a portal account?", "DOC-20", "Within two working days.",
-                     ["two working days"], "Within 2 working days; the IT desk sets it up [guides/setup.md].", False),
-    "festival-n": ("Where does the Summer Festival take place?", "DOC-31", "In Lisbon, in July.", ["Lisbon", "July"],
-                   "The Summer Festival is held in Lisbon in July [1].", False),
-    "amount-wrong-number": ("How much can a community grant pay?", "DOC-12", "Up to 5,000 EUR per project.",
-                            ["5,000 EUR"], "A community grant pays up to 50,000 EUR per project [DOC-12].", False),
-    "festival-wrong-place": ("Where does the Summer Festival take place?", "DOC-31", "In Lisbon, in July.",
-                             ["Lisbon", "July"], "The Summer Festival is held in Porto in July [DOC-31].", False),
-    "eligibility-negation": ("Who may apply for a community grant?", "DOC-13",
-                             "Registered non-profit associations based in Porto; individuals are not eligible.",
-                             ["non-profit associations", "Porto"],
-                             "Individuals are eligible, as are non-profit associations from Porto [DOC-13].", False),
-    "declined-flagged": ("When do grant applications close?", "DOC-12", "On 2025-03-31.", ["2025-03-31"],
-                         REFUSAL, True),
-    "declined-unflagged": ("How much can a community grant pay?", "DOC-12", "Up to 5,000 EUR per project.",
-                           ["5,000 EUR"], "The documents do not say how much a grant pays.", None),
+    "amount-id": (
+        "How much can a community grant pay?",
+        "DOC-12",
+        "Up to 5,000 EUR per project.",
+        ["5,000 EUR"],
+        "A community grant covers at most 5000 EUR for each project [DOC-12].",
+        False,
+    ),
+    "close-doc": (
+        "When do grant applications close?",
+        "DOC-12",
+        "On 2025-03-31.",
+        ["2025-03-31"],
+        "Applications are open until March 31, 2025 (doc: DOC-12).",
+        False,
+    ),
+    "eligibility-id": (
+        "Who may apply for a community grant?",
+        "DOC-13",
+        "Registered non-profit associations based in Porto; individuals are not eligible.",
+        ["non-profit associations", "Porto"],
+        "Registered non-profit associations from Porto can apply, but individuals cannot [DOC-13].",
+        False,
+    ),
+    "account-path": (
+        "How fast do new volunteers get a portal account?",
+        "DOC-20",
+        "Within two working days.",
+        ["two working days"],
+        "Within 2 working days; the IT desk sets it up [guides/setup.md].",
+        False,
+    ),
+    "festival-n": (
+        "Where does the Summer Festival take place?",
+        "DOC-31",
+        "In Lisbon, in July.",
+        ["Lisbon", "July"],
+        "The Summer Festival is held in Lisbon in July [1].",
+        False,
+    ),
+    "amount-wrong-number": (
+        "How much can a community grant pay?",
+        "DOC-12",
+        "Up to 5,000 EUR per project.",
+        ["5,000 EUR"],
+        "A community grant pays up to 50,000 EUR per project [DOC-12].",
+        False,
+    ),
+    "festival-wrong-place": (
+        "Where does the Summer Festival take place?",
+        "DOC-31",
+        "In Lisbon, in July.",
+        ["Lisbon", "July"],
+        "The Summer Festival is held in Porto in July [DOC-31].",
+        False,
+    ),
+    "eligibility-negation": (
+        "Who may apply for a community grant?",
+        "DOC-13",
+        "Registered non-profit associations based in Porto; individuals are not eligible.",
+        ["non-profit associations", "Porto"],
+        "Individuals are eligible, as are non-profit associations from Porto [DOC-13].",
+        False,
+    ),
+    "declined-flagged": ("When do grant applications close?", "DOC-12", "On 2025-03-31.", ["2025-03-31"], REFUSAL, True),
+    "declined-unflagged": (
+        "How much can a community grant pay?",
+        "DOC-12",
+        "Up to 5,000 EUR per project.",
+        ["5,000 EUR"],
+        "The documents do not say how much a grant pays.",
+        None,
+    ),
 }
 CORRECT = ("amount-id", "close-doc", "eligibility-id", "account-path", "festival-n")
 WRONG = ("amount-wrong-number", "festival-wrong-place", "eligibility-negation")
@@ -59,8 +116,7 @@ DECLINED = ("declined-flagged", "declined-unflagged")
 
 def _chunk(doc_id: str, rank: int) -> dict[str, Any]:
     rel_path, heading, text = DOCS[doc_id]
-    return {"chunk_id": f"{doc_id}-c1", "doc_id": doc_id, "rel_path": rel_path, "heading_path": heading,
-            "text": text, "rank": rank}
+    return {"chunk_id": f"{doc_id}-c1", "doc_id": doc_id, "rel_path": rel_path, "heading_path": heading, "text": text, "rank": rank}
 
 
 def respond(body: dict) -> dict:
@@ -70,8 +126,7 @@ def respond(body: dict) -> dict:
     _, gold, _, _, text, abstained = CASES[body["case"]]
     others = [doc for doc in sorted(DOCS) if doc != gold][:2]
     chunks = [_chunk(gold, 1)] + [_chunk(doc, rank) for rank, doc in enumerate(others, start=2)]
-    reply: dict[str, Any] = {"answer": text, "references": [] if abstained else chunks[:1],
-                             "debug": {"retrieved_chunks": chunks}}
+    reply: dict[str, Any] = {"answer": text, "references": [] if abstained else chunks[:1], "debug": {"retrieved_chunks": chunks}}
     if abstained is not None:
         reply["abstained"] = abstained
     return reply
@@ -79,12 +134,17 @@ def respond(body: dict) -> dict:
 
 def _write_eval_set(pytester: pytest.Pytester) -> None:
     lines = [
-        {"id": case_id, "question": question, "gold_doc_ids": [gold], "reference_answer": reference,
-         "expected_key_facts": facts, "params": {"case": case_id}}
+        {
+            "id": case_id,
+            "question": question,
+            "gold_doc_ids": [gold],
+            "reference_answer": reference,
+            "expected_key_facts": facts,
+            "params": {"case": case_id},
+        }
         for case_id, (question, gold, reference, facts, _, _) in CASES.items()
     ]
-    lines.append({"id": "parking", "question": "What is the parking fee at the library?", "answerable": False,
-                  "params": {"case": "parking"}})
+    lines.append({"id": "parking", "question": "What is the parking fee at the library?", "answerable": False, "params": {"case": "parking"}})
     pytester.makefile(".jsonl", **{"eval_sets/stranger": "\n".join(json.dumps(line) for line in lines) + "\n"})
 
 
@@ -105,7 +165,7 @@ def test_default_offline_judge_passes_correct_answers_and_fails_wrong_ones(pytes
     _write_eval_set(pytester)
     with AskServer(respond) as server:
         outcomes, messages = _outcomes(pytester, f"--rageval-target={server.url}")
-    assert {case: outcomes[case] for case in CORRECT + ("parking",)} == dict.fromkeys(CORRECT + ("parking",), "passed")
+    assert {case: outcomes[case] for case in (*CORRECT, "parking")} == dict.fromkeys((*CORRECT, "parking"), "passed")
     assert {case: outcomes[case] for case in WRONG + DECLINED} == dict.fromkeys(WRONG + DECLINED, "failed")
     assert "groundedness = 0 (needs >= 3)" in messages["amount-wrong-number"]
     assert "contradicted: '5,000 EUR' (the answer has 50000 where the fact has 5000)" in messages["amount-wrong-number"]
@@ -122,8 +182,7 @@ def test_a_declined_answerable_case_fails_on_abstention_without_a_judge(pytester
     assert outcomes["declined-flagged"] == "failed"
     assert "false_abstention = 1 (needs <= 0)" in messages["declined-flagged"]
     # without a judge only retrieval is checked: wrong facts pass, and abstention unknown to the response is unknown
-    assert {case: outcomes[case] for case in WRONG + ("declined-unflagged",)} == dict.fromkeys(
-        WRONG + ("declined-unflagged",), "passed")
+    assert {case: outcomes[case] for case in (*WRONG, "declined-unflagged")} == dict.fromkeys((*WRONG, "declined-unflagged"), "passed")
 
 
 def test_citation_patterns_ini(pytester: pytest.Pytester) -> None:
@@ -132,9 +191,20 @@ def test_citation_patterns_ini(pytester: pytest.Pytester) -> None:
         reply["answer"] = "The Summer Festival is held in Lisbon in July <<ref:77>>."
         return reply
 
-    pytester.makefile(".jsonl", **{"eval_sets/one": json.dumps(
-        {"id": "festival", "question": "Where does the Summer Festival take place?", "gold_doc_ids": ["DOC-31"],
-         "expected_key_facts": ["Lisbon", "July"]}) + "\n"})
+    pytester.makefile(
+        ".jsonl",
+        **{
+            "eval_sets/one": json.dumps(
+                {
+                    "id": "festival",
+                    "question": "Where does the Summer Festival take place?",
+                    "gold_doc_ids": ["DOC-31"],
+                    "expected_key_facts": ["Lisbon", "July"],
+                }
+            )
+            + "\n"
+        },
+    )
     with AskServer(custom) as server:
         target = f"--rageval-target={server.url}"
         plain = pytester.runpytest("--rageval", "-p", "no:cacheprovider", target)

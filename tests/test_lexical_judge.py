@@ -424,8 +424,7 @@ def test_numbers_written_as_words_are_loose_talk_not_figures() -> None:
 
 
 def test_reference_without_key_facts_is_judged_by_recall_not_f1() -> None:
-    long_answer = ("The Lisbon Fintech Forum, which many fintech people attend, takes place every year in the "
-                   "city of Lisbon, and it is held in May.")
+    long_answer = "The Lisbon Fintech Forum, which many fintech people attend, takes place every year in the city of Lisbon, and it is held in May."
     inp = JudgeInput(FORUM_Q, long_answer, FORUM, reference_answer="Lisbon, in May.")
     assert asyncio.run(LexicalJudge().judge("correctness", inp)).score == 5.0
     wrong = JudgeInput(FORUM_Q, "It is held in Lisbon in May 2025.", FORUM, reference_answer="Lisbon, in May 2024.")

@@ -20,20 +20,37 @@ from pytest_rageval.judges.lexical import LexicalJudge
 PUBLIC = Path(__file__).resolve().parent / "data" / "lexical_public.jsonl"
 #: Measured (python bench/lexical_agreement.py): answers per kind that get the human verdict, of those written.
 KIND_FLOOR = {
-    "correct": (16, 16), "paraphrase": (15, 16), "cite-id": (16, 16), "hedged": (16, 16),
-    "yes-no-right": (11, 11), "a-or-b-right": (9, 10),
-    "swap-entity": (16, 16), "swap-number": (15, 16), "swap-date": (16, 16), "negation": (15, 16),
-    "yes-no-wrong": (11, 11), "a-or-b-wrong": (10, 10),
+    "correct": (16, 16),
+    "paraphrase": (15, 16),
+    "cite-id": (16, 16),
+    "hedged": (16, 16),
+    "yes-no-right": (11, 11),
+    "a-or-b-right": (9, 10),
+    "swap-entity": (16, 16),
+    "swap-number": (15, 16),
+    "swap-date": (16, 16),
+    "negation": (15, 16),
+    "yes-no-wrong": (11, 11),
+    "a-or-b-wrong": (10, 10),
 }
 SPLIT_FLOOR = {"split dev": (85, 86), "split holdout": (81, 84), "all": (166, 170)}
 #: The second held-out set (tests/data/lexical_holdout2.jsonl), written blind to the rules after lexical/v4: measured
 #: at 114 of 120 then; its missed items led to three rules of lexical/v5 (so it is held out no longer): kept from getting worse.
 HOLDOUT2 = PUBLIC.with_name("lexical_holdout2.jsonl")
 HOLDOUT2_FLOOR = {
-    "correct": (12, 12), "paraphrase": (11, 12), "cite-id": (12, 12), "hedged": (12, 12),
-    "yes-no-right": (6, 6), "a-or-b-right": (6, 6),
-    "swap-entity": (11, 12), "swap-number": (12, 12), "swap-date": (12, 12), "negation": (12, 12),
-    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (118, 120),
+    "correct": (12, 12),
+    "paraphrase": (11, 12),
+    "cite-id": (12, 12),
+    "hedged": (12, 12),
+    "yes-no-right": (6, 6),
+    "a-or-b-right": (6, 6),
+    "swap-entity": (11, 12),
+    "swap-number": (12, 12),
+    "swap-date": (12, 12),
+    "negation": (12, 12),
+    "yes-no-wrong": (6, 6),
+    "a-or-b-wrong": (6, 6),
+    "all": (118, 120),
 }
 #: The third held-out set (tests/data/lexical_holdout3.jsonl), written blind to the rules of lexical/v5, with harder
 #: paraphrases (numbers in words, derived numbers) and right answers that hold a negation: measured blind at 112 of
@@ -42,10 +59,20 @@ HOLDOUT2_FLOOR = {
 #: ("nine hundred and seventy-nine"): 114 of 132. Kept from getting worse.
 HOLDOUT3 = PUBLIC.with_name("lexical_holdout3.jsonl")
 HOLDOUT3_FLOOR = {
-    "correct": (12, 12), "paraphrase": (6, 12), "cite-id": (12, 12), "hedged": (11, 12), "correct-negative": (6, 12),
-    "yes-no-right": (4, 6), "a-or-b-right": (6, 6),
-    "swap-entity": (11, 12), "swap-number": (10, 12), "swap-date": (12, 12), "negation": (12, 12),
-    "yes-no-wrong": (6, 6), "a-or-b-wrong": (6, 6), "all": (114, 132),
+    "correct": (12, 12),
+    "paraphrase": (6, 12),
+    "cite-id": (12, 12),
+    "hedged": (11, 12),
+    "correct-negative": (6, 12),
+    "yes-no-right": (4, 6),
+    "a-or-b-right": (6, 6),
+    "swap-entity": (11, 12),
+    "swap-number": (10, 12),
+    "swap-date": (12, 12),
+    "negation": (12, 12),
+    "yes-no-wrong": (6, 6),
+    "a-or-b-wrong": (6, 6),
+    "all": (114, 132),
 }
 
 
@@ -88,8 +115,7 @@ def judged_holdouts() -> dict[str, list[JudgedItem]]:
 
 
 @pytest.mark.parametrize(("holdout", "group"), [(name, group) for name, (_, floor) in HOLDOUTS.items() for group in floor])
-def test_the_later_holdouts_stay_at_or_above_what_was_measured(judged_holdouts: dict[str, list[JudgedItem]], holdout: str,
-                                                                 group: str) -> None:
+def test_the_later_holdouts_stay_at_or_above_what_was_measured(judged_holdouts: dict[str, list[JudgedItem]], holdout: str, group: str) -> None:
     rows = {row.group: row for row in agreement_rows(judged_holdouts[holdout])}
     agree, n = HOLDOUTS[holdout][1][group]
     assert rows[group].n == n

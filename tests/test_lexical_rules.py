@@ -11,38 +11,74 @@ from pytest_rageval.judges.base import JudgeInput, Verdict
 from pytest_rageval.judges.lexical import LexicalJudge
 
 VICTORIAN = ["The Victorian era was the period of Queen Victoria's reign, from 20 June 1837 until her death on 22 January 1901."]
-BANDS = ["The New Pornographers are a Canadian indie rock band formed in 1997 in Vancouver.",
-         "Kings of Leon is an American rock band formed in Nashville in 1999."]
+BANDS = [
+    "The New Pornographers are a Canadian indie rock band formed in 1997 in Vancouver.",
+    "Kings of Leon is an American rock band formed in Nashville in 1999.",
+]
 GLASSROTH = ["Glassroth v. Moore was a 2003 case in which the court ordered the removal of a Ten Commandments monument."]
 LEDGERLY = ["Expenses must be submitted in Ledgerly within 30 days of purchase [POL-21]."]
 TOWERS = ["The Eiffel Tower was completed in 1889. The Statue of Liberty was dedicated in 1886."]
 FOLLOWILL = ["Kings of Leon are three Followill brothers and their cousin Matthew Followill."]
 
 
-def judge(metric: str, question: str, answer: str, contexts: list[str], reference: str | None = None,
-          facts: tuple[str, ...] = ()) -> Verdict:
+def judge(metric: str, question: str, answer: str, contexts: list[str], reference: str | None = None, facts: tuple[str, ...] = ()) -> Verdict:
     inp = JudgeInput(question, answer, tuple(contexts), reference_answer=reference, key_facts=facts)
     return asyncio.run(LexicalJudge().judge(metric, inp))
 
 
-@pytest.mark.parametrize("question, contexts, reference, facts, right, wrong, decided", [
-    ("Which era was Queen Victoria's reign?", VICTORIAN, "The Victorian era.", (), "The Victorian era.", "The Baroque era.",
-     "the answer has Baroque where the reference has Victorian"),
-    ("Are The New Pornographers and Kings of Leon both American rock bands?", BANDS, "No", (),
-     "No, The New Pornographers are Canadian.",
-     "Yes, both The New Pornographers and Kings of Leon are American rock bands.", "the answer says yes where the reference says no"),
-    ("Which case ordered the removal of the monument?", GLASSROTH, "Glassroth v. Moore", (), "Glassroth v. Moore did.",
-     "Maddox and Howard v. Moore ordered its removal.", "the answer has Howard where the reference has Glassroth"),
-    ("Do expenses need to be submitted in Ledgerly?", LEDGERLY, "Yes, within 30 days.", ("submitted in Ledgerly within 30 days",),
-     "Yes: expenses must be submitted in Ledgerly within 30 days [POL-21].",
-     "Expenses do not need to be submitted in Ledgerly within 30 days.", "negat"),
-    ("Was the Eiffel Tower or the Statue of Liberty completed first?", TOWERS, "The Statue of Liberty, in 1886.", ("1886",),
-     "The Statue of Liberty came first.", "The Eiffel Tower was completed first.",
-     "the answer chooses Eiffel, Tower where the reference chooses Liberty, Statue"),
-])
-def test_a_swapped_word_fails_correctness_and_the_right_one_passes(question: str, contexts: list[str], reference: str,
-                                                                     facts: tuple[str, ...], right: str, wrong: str,
-                                                                     decided: str) -> None:
+@pytest.mark.parametrize(
+    "question, contexts, reference, facts, right, wrong, decided",
+    [
+        (
+            "Which era was Queen Victoria's reign?",
+            VICTORIAN,
+            "The Victorian era.",
+            (),
+            "The Victorian era.",
+            "The Baroque era.",
+            "the answer has Baroque where the reference has Victorian",
+        ),
+        (
+            "Are The New Pornographers and Kings of Leon both American rock bands?",
+            BANDS,
+            "No",
+            (),
+            "No, The New Pornographers are Canadian.",
+            "Yes, both The New Pornographers and Kings of Leon are American rock bands.",
+            "the answer says yes where the reference says no",
+        ),
+        (
+            "Which case ordered the removal of the monument?",
+            GLASSROTH,
+            "Glassroth v. Moore",
+            (),
+            "Glassroth v. Moore did.",
+            "Maddox and Howard v. Moore ordered its removal.",
+            "the answer has Howard where the reference has Glassroth",
+        ),
+        (
+            "Do expenses need to be submitted in Ledgerly?",
+            LEDGERLY,
+            "Yes, within 30 days.",
+            ("submitted in Ledgerly within 30 days",),
+            "Yes: expenses must be submitted in Ledgerly within 30 days [POL-21].",
+            "Expenses do not need to be submitted in Ledgerly within 30 days.",
+            "negat",
+        ),
+        (
+            "Was the Eiffel Tower or the Statue of Liberty completed first?",
+            TOWERS,
+            "The Statue of Liberty, in 1886.",
+            ("1886",),
+            "The Statue of Liberty came first.",
+            "The Eiffel Tower was completed first.",
+            "the answer chooses Eiffel, Tower where the reference chooses Liberty, Statue",
+        ),
+    ],
+)
+def test_a_swapped_word_fails_correctness_and_the_right_one_passes(
+    question: str, contexts: list[str], reference: str, facts: tuple[str, ...], right: str, wrong: str, decided: str
+) -> None:
     good = judge("correctness", question, right, contexts, reference, facts)
     bad = judge("correctness", question, wrong, contexts, reference, facts)
     assert good.score is not None and good.score >= 3, good.reasoning
@@ -51,22 +87,26 @@ def test_a_swapped_word_fails_correctness_and_the_right_one_passes(question: str
 
 
 def test_an_id_a_key_fact_names_counts_when_cited() -> None:
-    verdict = judge("correctness", "Which policy covers expenses?", "Expenses are due within 30 days [POL-21].", LEDGERLY,
-                    facts=("POL-21", "30 days"))
+    verdict = judge(
+        "correctness", "Which policy covers expenses?", "Expenses are due within 30 days [POL-21].", LEDGERLY, facts=("POL-21", "30 days")
+    )
     assert verdict.score == 5.0, verdict.reasoning
 
 
 def test_a_negation_is_not_grounded_in_the_positive_statement() -> None:
-    verdict = judge("groundedness", "Do expenses need to be submitted?", "Expenses do not need to be submitted in Ledgerly "
-                    "within 30 days.", LEDGERLY)
+    verdict = judge("groundedness", "Do expenses need to be submitted?", "Expenses do not need to be submitted in Ledgerly within 30 days.", LEDGERLY)
     assert verdict.score is not None and verdict.score <= 2 and "negation differs" in verdict.reasoning
 
 
 def test_a_count_swapped_is_not_grounded_but_a_name_number_is_no_count() -> None:
     swapped = judge("groundedness", "Who is in Kings of Leon?", "Kings of Leon are two Followill brothers and a cousin.", FOLLOWILL)
     assert swapped.score is not None and swapped.score <= 2 and "the answer has 2 followill" in swapped.reasoning
-    apollo = judge("groundedness", "Which mission landed first?", "Apollo 11 made the first crewed landing.",
-                   ["Apollo 11 made the first crewed landing in July 1969; Apollo 12 made the second."])
+    apollo = judge(
+        "groundedness",
+        "Which mission landed first?",
+        "Apollo 11 made the first crewed landing.",
+        ["Apollo 11 made the first crewed landing in July 1969; Apollo 12 made the second."],
+    )
     assert apollo.score == 5.0, apollo.reasoning
 
 
@@ -82,22 +122,24 @@ def test_a_cited_path_or_number_does_not_lower_correctness_without_a_reference(a
 
 
 def test_around_four_hundred_meets_about_400() -> None:
-    verdict = judge("correctness", "How many delegates came?", "Around four hundred delegates came.",
-                    ["About 400 delegates attended."], "about 400")
+    verdict = judge("correctness", "How many delegates came?", "Around four hundred delegates came.", ["About 400 delegates attended."], "about 400")
     assert verdict.score == 5.0, verdict.reasoning
 
 
 BRIDGE = ["The Golden Gate Bridge opened to traffic on 27 May 1937 in San Francisco, after four years of building."]
 
 
-@pytest.mark.parametrize("answer, grounded", [
-    ("The Golden Gate Bridge opened on 27 May 1937 in San Francisco.", True),
-    ("The Golden Gate Bridge was not opened until 27 May 1937.", True),  # "not ... until" states when it opened
-    ("It took no longer than four years to build the Golden Gate Bridge, which opened on 27 May 1937.", True),
-    ("No. The Golden Gate Bridge opened on 27 May 1937.", True),  # a bare "No." is a polarity, not a claim
-    ("The Golden Gate Bridge did not open on 27 May 1937 in San Francisco.", False),  # the text's own verb, negated
-    ("The Golden Gate Bridge was never inaugurated on 27 May 1937 in San Francisco.", False),  # another verb, denied
-])
+@pytest.mark.parametrize(
+    "answer, grounded",
+    [
+        ("The Golden Gate Bridge opened on 27 May 1937 in San Francisco.", True),
+        ("The Golden Gate Bridge was not opened until 27 May 1937.", True),  # "not ... until" states when it opened
+        ("It took no longer than four years to build the Golden Gate Bridge, which opened on 27 May 1937.", True),
+        ("No. The Golden Gate Bridge opened on 27 May 1937.", True),  # a bare "No." is a polarity, not a claim
+        ("The Golden Gate Bridge did not open on 27 May 1937 in San Francisco.", False),  # the text's own verb, negated
+        ("The Golden Gate Bridge was never inaugurated on 27 May 1937 in San Francisco.", False),  # another verb, denied
+    ],
+)
 def test_a_clause_denied_as_a_whole_contradicts_the_text_and_not_until_does_not(answer: str, grounded: bool) -> None:
     verdict = judge("groundedness", "When did the Golden Gate Bridge open?", answer, BRIDGE)
     assert verdict.score is not None and (verdict.score >= 3) is grounded, verdict.reasoning
@@ -114,8 +156,10 @@ def test_a_denial_meets_one_statement_not_a_sentence_that_shares_its_names_out()
     assert wrong.score is not None and wrong.score <= 2 and "denies" in wrong.reasoning, wrong.reasoning
 
 
-@pytest.mark.parametrize("answer", ["The falls drop nine hundred and seventy-nine metres in all.",
-                                    "Two thousand five hundred visitors came, and the falls drop 979 metres."])
+@pytest.mark.parametrize(
+    "answer",
+    ["The falls drop nine hundred and seventy-nine metres in all.", "Two thousand five hundred visitors came, and the falls drop 979 metres."],
+)
 def test_a_number_written_in_words_is_one_number(answer: str) -> None:
     falls = ["Angel Falls has a total height of 979 metres. It had 2,500 visitors that year."]
     verdict = judge("groundedness", "How high are the falls?", answer, falls)

@@ -11,8 +11,8 @@ installs both in .ci/run): there a missing install fails the test instead of hid
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from llama_server import LlamaServer, missing
@@ -42,13 +42,18 @@ def demo_lines(ids: tuple[str, ...]) -> str:
 def test_a_small_local_model_judges_real_questions_without_errors(pytester: pytest.Pytester, llama: LlamaServer) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/demo": demo_lines(CASE_IDS)})
     result = pytester.runpytest(
-        "--rageval", "--rageval-target=pytest_rageval.demo:ask", "--rageval-judge=openai",
-        "--rageval-judge-model=SmolLM2-135M-Instruct", f"--rageval-judge-base-url={llama.base_url}",
-        "--rageval-no-cache", "--rageval-k=2", "-p", "no:cacheprovider",
+        "--rageval",
+        "--rageval-target=pytest_rageval.demo:ask",
+        "--rageval-judge=openai",
+        "--rageval-judge-model=SmolLM2-135M-Instruct",
+        f"--rageval-judge-base-url={llama.base_url}",
+        "--rageval-no-cache",
+        "--rageval-k=2",
+        "-p",
+        "no:cacheprovider",
     )
     outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(CASE_IDS), \
-        result.stdout.str()[-3000:]
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(CASE_IDS), result.stdout.str()[-3000:]
     run_dir = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["errors"] == 0

@@ -18,7 +18,7 @@ from pytest_rageval.evaluation.metrics import gold_marks, lower_is_better, retri
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 RANKING = ("recall_at_k", "mrr", "precision_at_k", "ndcg_at_k")
-GOLD_DEPENDENT = RANKING + ("recall_all_at_k", "scope_miss", "attribution_hit")
+GOLD_DEPENDENT = (*RANKING, "recall_all_at_k", "scope_miss", "attribution_hit")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -115,9 +115,7 @@ def test_support_heading_prefix(gold_heading: Any, chunk_heading: Any, expected:
     assert support_matches(chunk("docs/deploy.md", chunk_heading), gold, False) is expected
 
 
-@pytest.mark.parametrize(
-    "chunk_path", ["docs/deploy2.md", "Docs/deploy.md", "./docs/deploy.md", "deploy.md", None]
-)
+@pytest.mark.parametrize("chunk_path", ["docs/deploy2.md", "Docs/deploy.md", "./docs/deploy.md", "deploy.md", None])
 def test_support_rel_path_must_be_equal(chunk_path: str | None) -> None:
     gold = GoldSupport(rel_path="docs/deploy.md")
     assert support_matches(chunk(chunk_path, "# Deploy"), gold, False) is False
@@ -219,16 +217,22 @@ def test_keys_and_order() -> None:
     out = score_case(case(**ONE_GOLD_CASE), response([GOLD]), k=5)
     assert tuple(out) == retrieval_metrics()
     assert retrieval_metrics() == (
-        "recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k",
-        "scope_miss", "attribution_hit", "conflict_rule", "abstained", "false_abstention",
+        "recall_at_k",
+        "recall_all_at_k",
+        "mrr",
+        "precision_at_k",
+        "ndcg_at_k",
+        "scope_miss",
+        "attribution_hit",
+        "conflict_rule",
+        "abstained",
+        "false_abstention",
     )
     assert lower_is_better() == frozenset({"scope_miss", "false_abstention", "latency_ms"})
 
 
 def test_value_types() -> None:
-    out = score_case(
-        case(**ONE_GOLD_CASE), response([GOLD], refs=[GOLD], abstained=False, selected_folders=["docs"]), k=5
-    )
+    out = score_case(case(**ONE_GOLD_CASE), response([GOLD], refs=[GOLD], abstained=False, selected_folders=["docs"]), k=5)
     for name in ("recall_at_k", "recall_all_at_k", "scope_miss", "attribution_hit", "false_abstention"):
         assert type(out[name]) is int, name
     for name in ("mrr", "precision_at_k", "ndcg_at_k"):
@@ -236,8 +240,16 @@ def test_value_types() -> None:
     assert out["abstained"] is False
     assert out["conflict_rule"] is None
     assert out == {
-        "recall_at_k": 1, "recall_all_at_k": 1, "mrr": 1.0, "precision_at_k": 0.2, "ndcg_at_k": 1.0,
-        "scope_miss": 0, "attribution_hit": 1, "conflict_rule": None, "abstained": False, "false_abstention": 0,
+        "recall_at_k": 1,
+        "recall_all_at_k": 1,
+        "mrr": 1.0,
+        "precision_at_k": 0.2,
+        "ndcg_at_k": 1.0,
+        "scope_miss": 0,
+        "attribution_hit": 1,
+        "conflict_rule": None,
+        "abstained": False,
+        "false_abstention": 0,
     }
 
 
@@ -269,7 +281,7 @@ def test_k_must_be_positive() -> None:
     ],
 )
 def test_gold_at_rank_six(k: int, expected: dict[str, float]) -> None:
-    chunks = noise(5) + [GOLD]
+    chunks = [*noise(5), GOLD]
     out = score_case(case(**ONE_GOLD_CASE), response(chunks), k=k)
     for name, value in expected.items():
         assert out[name] == pytest.approx(value), name
@@ -292,7 +304,7 @@ def test_ranks_out_of_order_are_sorted() -> None:
 
 
 def test_mrr_one_third_in_response_order() -> None:
-    chunks = noise(2) + [GOLD, GOLD]
+    chunks = [*noise(2), GOLD, GOLD]
     out = score_case(case(**ONE_GOLD_CASE), response(chunks), k=5)
     assert out["mrr"] == pytest.approx(1 / 3)
     assert out["recall_at_k"] == 1
@@ -301,7 +313,7 @@ def test_mrr_one_third_in_response_order() -> None:
 
 @pytest.mark.parametrize(("k", "expected"), [(5, 0.2), (3, 1 / 3), (1, 1.0), (10, 0.1)])
 def test_precision_divides_by_k(k: int, expected: float) -> None:
-    chunks = [GOLD] + noise(1)  # fewer chunks than K for k >= 3
+    chunks = [GOLD, *noise(1)]  # fewer chunks than K for k >= 3
     out = score_case(case(**ONE_GOLD_CASE), response(chunks), k=k)
     assert out["precision_at_k"] == pytest.approx(expected)
 
@@ -374,7 +386,7 @@ def test_required_support_groups(groups: Any, retrieved: list[str], expected: in
 
 def test_support_group_outside_top_k_does_not_count() -> None:
     c = case(gold_supports=[support("a.md"), support("b.md")], required_support_groups=[[0, 1]])
-    chunks = [chunk("a.md")] + noise(4) + [chunk("b.md")]
+    chunks = [chunk("a.md"), *noise(4), chunk("b.md")]
     assert score_case(c, response(chunks), k=5)["recall_all_at_k"] == 0
     assert score_case(c, response(chunks), k=6)["recall_all_at_k"] == 1
 
@@ -457,7 +469,7 @@ def test_scope_miss_any_gold_in_scope() -> None:
 def test_unanswerable_case(abstained: bool) -> None:
     c = case(answerable=False, **ONE_GOLD_CASE)
     out = score_case(c, response([GOLD], refs=[GOLD], abstained=abstained, selected_folders=["docs"]), k=5)
-    for name in GOLD_DEPENDENT + ("conflict_rule", "false_abstention"):
+    for name in (*GOLD_DEPENDENT, "conflict_rule", "false_abstention"):
         assert out[name] is None, name
     assert out["abstained"] is abstained
 
@@ -470,7 +482,7 @@ def test_unanswerable_without_gold() -> None:
 
 def test_answerable_without_gold() -> None:
     out = score_case(case(), response(noise(3), refs=noise(1), abstained=False, selected_folders=[]), k=5)
-    for name in GOLD_DEPENDENT + ("conflict_rule",):
+    for name in (*GOLD_DEPENDENT, "conflict_rule"):
         assert out[name] is None, name
     assert out["abstained"] is False
     assert out["false_abstention"] == 0
@@ -509,7 +521,7 @@ def test_attribution_uses_references_not_retrieval() -> None:
     assert score_case(c, response(noise(2), refs=[GOLD]), k=5)["attribution_hit"] == 1
     assert score_case(c, response([GOLD]), k=5)["attribution_hit"] == 0  # no references
     # references are not cut to K
-    assert score_case(c, response(refs=noise(6) + [GOLD]), k=1)["attribution_hit"] == 1
+    assert score_case(c, response(refs=[*noise(6), GOLD]), k=1)["attribution_hit"] == 1
 
 
 # --------------------------------------------------------------------------- conflict rules
@@ -609,8 +621,7 @@ def test_with_gold_supports_groups_still_index_them() -> None:
 )
 def test_conflict_rule_over_gold_doc_ids(rule: str, refs: list[str], ack: bool | None, expected: int) -> None:
     c = case(gold_doc_ids=["new-1", "old-1"], recency_conflict_rule=rule, category="recency/conflict")
-    out = score_case(c, response([by_id("new-1"), by_id("old-1")], refs=[by_id(d) for d in refs]), k=5,
-                     acknowledges_conflict=ack)
+    out = score_case(c, response([by_id("new-1"), by_id("old-1")], refs=[by_id(d) for d in refs]), k=5, acknowledges_conflict=ack)
     assert out["conflict_rule"] == expected and type(out["conflict_rule"]) is int
 
 

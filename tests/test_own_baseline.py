@@ -20,19 +20,23 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
-from openai_server import OpenAIServer, ok, user_text, verdicts, metric_of
+from openai_server import OpenAIServer, metric_of, ok, user_text, verdicts
 
 A = {"rel_path": "proposals/stip.md", "heading_path": "# STIP"}
 NEW = {"rel_path": "treasury/2024.md", "heading_path": "# Balance"}
 OLD = {"rel_path": "treasury/2023.md", "heading_path": "# Balance"}
 REFUSAL = "I could not find this in the documents."
 CASES = [
-    {"id": "fact", "question": "q-fact", "gold_supports": [A], "reference_answer": "The Arbitrum Foundation proposed STIP.",
-     "expected_key_facts": ["Arbitrum Foundation"]},
+    {
+        "id": "fact",
+        "question": "q-fact",
+        "gold_supports": [A],
+        "reference_answer": "The Arbitrum Foundation proposed STIP.",
+        "expected_key_facts": ["Arbitrum Foundation"],
+    },
     {"id": "mars", "question": "q-mars", "answerable": False},
     # Its three runs abstain, answer, answer: the record combines them, and coverage counts it once.
-    {"id": "flaky", "question": "q-flaky", "gold_supports": [A], "flaky": True,
-     "reference_answer": "The Arbitrum Foundation proposed STIP."},
+    {"id": "flaky", "question": "q-flaky", "gold_supports": [A], "flaky": True, "reference_answer": "The Arbitrum Foundation proposed STIP."},
     {"id": "newer", "question": "q-newer", "gold_supports": [NEW, OLD], "recency_conflict_rule": "cite_newer"},
     {"id": "both", "question": "q-both", "gold_supports": [NEW, OLD], "recency_conflict_rule": "cite_both"},
     {"id": "ack", "question": "q-ack", "gold_supports": [NEW, OLD], "recency_conflict_rule": "acknowledge_both"},
@@ -46,10 +50,11 @@ ANSWERS = {
     "q-fact": ("The Arbitrum Foundation proposed STIP in 2023.", [A]),
     "q-flaky": ("The Arbitrum Foundation proposed STIP in 2023.", [A]),
     "q-newer": ("The 2024 report puts the treasury balance at 5 million ARB.", [NEW]),
-    "q-both": ("The 2024 report puts the treasury balance at 5 million ARB. "
-               "The 2023 report put the treasury balance at 3 million ARB.", [NEW, OLD]),
-    "q-ack": ("The 2024 report puts the treasury balance at 5 million ARB; it supersedes the 2023 report, "
-              "which put the treasury balance at 3 million ARB.", [NEW, OLD]),
+    "q-both": ("The 2024 report puts the treasury balance at 5 million ARB. The 2023 report put the treasury balance at 3 million ARB.", [NEW, OLD]),
+    "q-ack": (
+        "The 2024 report puts the treasury balance at 5 million ARB; it supersedes the 2023 report, which put the treasury balance at 3 million ARB.",
+        [NEW, OLD],
+    ),
 }
 # The gate is under test here, not the judges' scores: lenient judge thresholds keep every case passing.
 PYPROJECT = """
@@ -74,8 +79,7 @@ class System:
                 abstains = next(self._flaky) % 3 == 0  # each session asks it three times: abstain, answer, answer
         else:
             abstains = question == "q-mars"
-        chunks = [chunk(g["rel_path"], g["heading_path"], rank, text=TEXT[g["rel_path"]])
-                  for rank, g in enumerate([A, NEW, OLD], start=1)]
+        chunks = [chunk(g["rel_path"], g["heading_path"], rank, text=TEXT[g["rel_path"]]) for rank, g in enumerate([A, NEW, OLD], start=1)]
         if abstains:
             return answer(REFUSAL, chunks, references=[], abstained=True if self.send_abstained else None)
         text, cited = ANSWERS[question]
@@ -111,7 +115,8 @@ CONFIGURATIONS = [
 
 
 @pytest.mark.parametrize(
-    ("judge", "send_abstained", "xdist"), CONFIGURATIONS,
+    ("judge", "send_abstained", "xdist"),
+    CONFIGURATIONS,
     ids=[f"{j}-{'abstained-sent' if a else 'abstained-classified'}-{'xdist' if x else 'serial'}" for j, a, x in CONFIGURATIONS],
 )
 def test_an_unchanged_system_passes_its_own_gate(

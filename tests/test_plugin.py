@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk, seed_001_ini
+
 from pytest_rageval.plugin.handwritten import question_id
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
@@ -166,13 +167,17 @@ def test_k_selects_by_id_tag_and_category_and_markers_are_registered(pytester: p
 
 
 def test_marks_on_the_line_and_by_tag_select_with_strict_markers(pytester: pytest.Pytester) -> None:
-    write_set(pytester, "eval_sets/s", [
-        {"id": "judged", "question": "q1", "gold_supports": [GOLD]},
-        {"id": "retrieval", "question": "q2", "gold_supports": [GOLD], "judge": False},
-        {"id": "slow", "question": "q3", "gold_supports": [GOLD], "marks": ["slow"], "judge": False},
-        {"id": "hop", "question": "q4", "category": "multi_hop", "gold_supports": [GOLD], "judge": False},
-        {"id": "bad", "question": "q5", "marks": ["skip"]},
-    ])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [
+            {"id": "judged", "question": "q1", "gold_supports": [GOLD]},
+            {"id": "retrieval", "question": "q2", "gold_supports": [GOLD], "judge": False},
+            {"id": "slow", "question": "q3", "gold_supports": [GOLD], "marks": ["slow"], "judge": False},
+            {"id": "hop", "question": "q4", "category": "multi_hop", "gold_supports": [GOLD], "judge": False},
+            {"id": "bad", "question": "q5", "marks": ["skip"]},
+        ],
+    )
     pytester.makepyprojecttoml('[tool.rageval.marks]\nnightly = ["multi_hop", "billing"]\n')
     with AskServer(Ranked()) as server:
         run = ["--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--strict-markers"]
@@ -213,10 +218,14 @@ def test_no_eval_sets_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*no eval sets match eval_sets/**/*.jsonl*"])
 
 
-@pytest.mark.parametrize(("table", "message"), [
-    ("[tool.rageval.thresholds]\nrecal_at_k = 1\n", "*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"),
-    ("[tool.rageval.gate]\nmrr_avgg = 0.5\n", "*[[]tool.rageval.gate[]].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)*"),
-], ids=["threshold", "gate"])
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("[tool.rageval.thresholds]\nrecal_at_k = 1\n", "*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"),
+        ("[tool.rageval.gate]\nmrr_avgg = 0.5\n", "*[[]tool.rageval.gate[]].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)*"),
+    ],
+    ids=["threshold", "gate"],
+)
 def test_unknown_metric_in_pyproject_is_a_usage_error(pytester: pytest.Pytester, table: str, message: str) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
     pytester.makepyprojecttoml(table)
@@ -303,10 +312,13 @@ def test_conftest_override_of_rageval_client(pytester: pytest.Pytester) -> None:
 def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester) -> None:
     def seed001(body: dict) -> Any:
         assert "query" in body and "topK" in body
-        return {"answer": "It was executed.", "citations": [
-            {"proposal_id": "abc-123", "stage": "tally", "url": "u", "snippet": "Status: executed"},
-            {"proposal_id": "def-456", "stage": "forum", "url": "u", "snippet": "..."},
-        ]}
+        return {
+            "answer": "It was executed.",
+            "citations": [
+                {"proposal_id": "abc-123", "stage": "tally", "url": "u", "snippet": "Status: executed"},
+                {"proposal_id": "def-456", "stage": "forum", "url": "u", "snippet": "..."},
+            ],
+        }
 
     pytester.makeini(seed_001_ini())
     write_set(pytester, "eval_sets/s", [{"id": "q4", "query": "Status of STIP?", "expectedProposalIds": ["abc-123"]}])
@@ -384,8 +396,7 @@ def test_conftest_judge_counts_in_handwritten_tests_as_in_eval_set_cases(pyteste
     )
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q-good", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                    "test_hand.py", "eval_sets")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "test_hand.py", "eval_sets")
     result.assert_outcomes(passed=2)
     cases = latest_metrics(pytester.path)["cases"]
     assert cases["eval_sets/s.jsonl::a"]["metrics"]["groundedness"] is not None
@@ -431,17 +442,18 @@ def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pyt
     with AskServer(respond) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*1 of 3 runs passed (a repeated case passes when more than half pass); "
-        "the misses, answer and retrieval below are those of run 2",
-        "missed:",
-        "*mrr = 0.333333 (needs >= 1)",
-        "answer: answer of run 2",
-        "top retrieved (* = gold):",
-        "   1   docs/other0.md  # O",
-        "   2   docs/other1.md  # O",
-        "   3 * docs/a.md  # A",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*1 of 3 runs passed (a repeated case passes when more than half pass); the misses, answer and retrieval below are those of run 2",
+            "missed:",
+            "*mrr = 0.333333 (needs >= 1)",
+            "answer: answer of run 2",
+            "top retrieved (* = gold):",
+            "   1   docs/other0.md  # O",
+            "   2   docs/other1.md  # O",
+            "   3 * docs/a.md  # A",
+        ]
+    )
     record = json.loads(next((pytester.path / "results").glob("*/results.jsonl")).read_text())
     assert record["shown_run"] == 2 and record["answer"] == "answer of run 2"
     assert [r["passed"] for r in record["repeats"]] == [True, False, False]
@@ -454,10 +466,14 @@ def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
         gold = chunk("docs/a.md", "# A", 1, text=long_text)
         return answer("A.", [gold])
 
-    write_set(pytester, "eval_sets/s", [
-        {"id": "a", "question": "q", "gold_supports": [GOLD]},
-        {"id": "x", "question": "q", "gold_supports": [{"rel_path": "nope.md"}], "xfail": "known gap"},
-    ])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [
+            {"id": "a", "question": "q", "gold_supports": [GOLD]},
+            {"id": "x", "question": "q", "gold_supports": [{"rel_path": "nope.md"}], "xfail": "known gap"},
+        ],
+    )
     with AskServer(respond) as server:
         target = f"--rageval-target={server.url}"
         short = pytester.runpytest("--rageval", "--rageval-judge=none", target, "--html=report.html", "--self-contained-html")
@@ -479,11 +495,21 @@ def test_xfailed_cases_are_their_own_count_in_every_artifact(pytester: pytest.Py
         return answer("A.", [chunk("docs/a.md", "# A", 1)])
 
     known_gap = {"rel_path": "nope.md"}
-    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}]
-              + [{"id": f"x{i}", "question": f"q{i}", "gold_supports": [known_gap], "xfail": "known gap"} for i in range(4)])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [{"id": "a", "question": "q", "gold_supports": [GOLD]}]
+        + [{"id": f"x{i}", "question": f"q{i}", "gold_supports": [known_gap], "xfail": "known gap"} for i in range(4)],
+    )
     with AskServer(respond) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                    "--rageval-baseline=base", "--rageval-update-baseline", "--rageval-summary-md=summary.md")
+        result = pytester.runpytest(
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "--rageval-baseline=base",
+            "--rageval-update-baseline",
+            "--rageval-summary-md=summary.md",
+        )
     result.assert_outcomes(passed=1, xfailed=4)
     out = result.stdout.str()
     assert "cases: 1 passed, 0 failed, 0 errors, 0 skipped, 4 xfailed, 0 invalid lines" in out
@@ -494,8 +520,8 @@ def test_xfailed_cases_are_their_own_count_in_every_artifact(pytester: pytest.Py
     assert "1 passed, 0 failed, 0 errors, 4 xfailed" in (pytester.path / "summary.md").read_text()
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     page = (run / "report.html").read_text()
-    counts = page[page.index('class="counts"'):]
-    counts = counts[:counts.index("</table>")]
+    counts = page[page.index('class="counts"') :]
+    counts = counts[: counts.index("</table>")]
     assert ">xfailed<" in counts and ">4<" in counts
 
 
@@ -513,7 +539,7 @@ def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path:
     cmd = [sys.executable, "-m", "pytest_rageval.cli", "compare", str(run_a), str(run_b)]
     compared = subprocess.run(cmd, capture_output=True, text=True)
     assert compared.returncode == 1 and "mrr_avg" in compared.stdout
-    same = subprocess.run(cmd[:-1] + [str(run_a)], capture_output=True, text=True)
+    same = subprocess.run([*cmd[:-1], str(run_a)], capture_output=True, text=True)
     assert same.returncode == 0
 
     # The tolerances of [tool.rageval.gate] in the nearest pyproject.toml apply, as they do in the pytest run.
@@ -521,7 +547,7 @@ def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path:
     tolerant = subprocess.run(cmd, capture_output=True, text=True, cwd=pytester.path)
     assert tolerant.returncode == 0 and "no regression" in tolerant.stdout
     # Not comparable is 2, not 1: a missing run is no regression.
-    missing = subprocess.run(cmd[:-1] + [str(pytester.path / "nothere")], capture_output=True, text=True)
+    missing = subprocess.run([*cmd[:-1], str(pytester.path / "nothere")], capture_output=True, text=True)
     assert missing.returncode == 2 and "no metrics.json at" in missing.stderr
 
 
@@ -553,10 +579,15 @@ def test_update_baseline_into_a_new_folder(pytester: pytest.Pytester) -> None:
 
 
 def test_a_failed_rag_call_under_xfail_counts_as_an_error(pytester: pytest.Pytester) -> None:
-    write_set(pytester, "eval_sets/s", [
-        {"id": "ok", "question": "q1", "gold_supports": [GOLD]},
-        {"id": "down", "question": "q-down", "gold_supports": [GOLD], "xfail": "the server fails on it"},
-    ])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [
+            {"id": "ok", "question": "q1", "gold_supports": [GOLD]},
+            {"id": "down", "question": "q-down", "gold_supports": [GOLD], "xfail": "the server fails on it"},
+        ],
+    )
+
     def respond(body: dict) -> Any:
         return (500, {"detail": "boom"}) if body["question"] == "q-down" else Ranked()(body)
 
@@ -570,10 +601,14 @@ def test_a_failed_rag_call_under_xfail_counts_as_an_error(pytester: pytest.Pytes
 
 
 def test_results_jsonl_carries_seed_003_case_keys(pytester: pytest.Pytester) -> None:
-    write_set(pytester, "eval_sets/s", [
-        {"id": "hit", "question": "q1", "gold_supports": [GOLD]},
-        {"id": "mars", "question": "q-mars", "answerable": False},
-    ])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [
+            {"id": "hit", "question": "q1", "gold_supports": [GOLD]},
+            {"id": "mars", "question": "q-mars", "answerable": False},
+        ],
+    )
     with AskServer(Ranked()) as server:  # answers everything, so the unanswerable case hallucinates
         pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--rageval-k=3")
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
@@ -604,8 +639,7 @@ def test_the_record_names_the_client_that_served_the_cases(pytester: pytest.Pyte
             return ask
     """)
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                    "--rageval-matrix=top_k=3,5")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-matrix=top_k=3,5")
         asked = len(server.requests)
     assert result.ret == 0, result.stdout.str()
     assert asked == 0  # the fixture served the cases, not the target
@@ -616,6 +650,5 @@ def test_the_record_names_the_client_that_served_the_cases(pytester: pytest.Pyte
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["target"] == {"kind": "fixture", "name": "the rageval_client fixture of conftest.py"}
     assert metrics["matrix"] == {"top_k": [3, 5]} and metrics["git_dirty"] is None  # no repository here
-    history = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", "results"], capture_output=True, text=True,
-                             cwd=pytester.path)
+    history = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", "results"], capture_output=True, text=True, cwd=pytester.path)
     assert "the rageval_client fixture of conftest.py, matrix top_k=3,5" in history.stdout

@@ -38,8 +38,7 @@ def _eval_set(pytester: pytest.Pytester) -> None:
 
 
 def _args(url: str, *more: str) -> list[str]:
-    return ["--rageval", "--rageval-judge=none", f"--rageval-target={url}", "--rageval-concurrency=2", "-p", "no:cacheprovider",
-            *more]
+    return ["--rageval", "--rageval-judge=none", f"--rageval-target={url}", "--rageval-concurrency=2", "-p", "no:cacheprovider", *more]
 
 
 def _command(url: str, *more: str) -> list[str]:
@@ -70,8 +69,8 @@ def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytest
 
     with AskServer(respond) as server:
         proc = subprocess.Popen(
-            _command(server.url, "-v"), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
+            _command(server.url, "-v"), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         assert proc.stdout is not None
         lines = []
         for line in proc.stdout:
@@ -84,8 +83,11 @@ def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytest
     assert re.search(r"^=+ 6 passed", output, re.M), output
     start = next(i for i, line in enumerate(lines) if line.startswith("eval_sets/s.jsonl::slow"))
     slow_reported = next(i for i in range(start, len(lines)) if "PASSED" in lines[i])
-    said = {m.group(1): (i, m) for i, line in enumerate(lines)
-            if (m := re.fullmatch(r"finished: eval_sets/s\.jsonl::(\w+) \((\d) of 6, (\d) in flight\)", line))}
+    said = {
+        m.group(1): (i, m)
+        for i, line in enumerate(lines)
+        if (m := re.fullmatch(r"finished: eval_sets/s\.jsonl::(\w+) \((\d) of 6, (\d) in flight\)", line))
+    }
     # q2, q3 and q4 finished while "slow" was awaited: each said so before "slow" reported
     for case in ("q2", "q3", "q4"):
         assert case in said and said[case][0] < slow_reported, output
@@ -115,8 +117,7 @@ def test_on_a_terminal_without_v_an_in_flight_line_says_how_far_the_run_is(pytes
     _eval_set(pytester)
     main, secondary = os.openpty()
     with _server() as server:
-        proc = subprocess.Popen(
-            _command(server.url), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
+        proc = subprocess.Popen(_command(server.url), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
         os.close(secondary)
         out = b""
         while True:

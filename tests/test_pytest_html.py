@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ask_server import AskServer, answer, chunk
 from browser import dump_dom
 from needs import need_module
-from ask_server import AskServer, answer, chunk
 
 need_module("pytest_html")
 
@@ -90,20 +90,26 @@ def check_page(root: Path) -> str:
     assert "Where is the gold &lt;b&gt;chunk&lt;/b&gt;?" in bad and "<b>chunk" not in bad
     assert "In docs/a.md." in bad and "gold is in docs/a.md" in bad  # expected answer and key facts
     assert ESCAPED in bad and PAYLOAD not in bad  # the answer, as text
-    missed = re.search(r'<tr class="miss"><td><code>mrr</code></td><td class="num">0\.500</td>'
-                       r'<td class="num">&gt;=</td><td class="num">1\.000</td>', bad)
+    missed = re.search(
+        r'<tr class="miss"><td><code>mrr</code></td><td class="num">0\.500</td>'
+        r'<td class="num">&gt;=</td><td class="num">1\.000</td>',
+        bad,
+    )
     assert missed, bad  # the missed metric, its value, op and threshold
-    retrieved = bad[bad.index("Retrieved chunks"):]
+    retrieved = bad[bad.index("Retrieved chunks") :]
     assert retrieved.index("docs/b.md") < retrieved.index("docs/a.md")  # retrieved chunks in rank order ...
-    assert re.search(r'<tr class="gold"><td class="num">2</td><td><span class="badge b-gold">gold</span></td>'
-                     r'<td class="mono">docs/a.md</td>', bad)  # ... gold marked
+    assert re.search(
+        r'<tr class="gold"><td class="num">2</td><td><span class="badge b-gold">gold</span></td>'
+        r'<td class="mono">docs/a.md</td>',
+        bad,
+    )  # ... gold marked
 
     boom = extras_html(tests, "boom")
     assert "Error: <code>invalid_response</code>" in boom, boom
     good = extras_html(tests, "good")
     assert "What is A?" in good and 'class="miss"' not in good
 
-    summary = page[page.index('id="rageval-summary"'):]
+    summary = page[page.index('id="rageval-summary"') :]
     summary = summary[: summary.index("</div>")]
     assert "<code>recall_at_k_avg</code>" in summary and "<code>mrr_avg</code>" in summary
     assert str(run_dir(root) / "report.html") in summary
@@ -115,8 +121,12 @@ def test_extras_and_summary(pytester: pytest.Pytester, xdist: list[str]) -> None
     write_set(pytester)
     with AskServer(System()) as server:
         result = pytester.runpytest(
-            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-            "--html=report.html", "--self-contained-html", *xdist,
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "--html=report.html",
+            "--self-contained-html",
+            *xdist,
         )
     result.assert_outcomes(passed=1, failed=1, errors=1)
     assert "INTERNALERROR" not in result.stdout.str()
@@ -133,7 +143,7 @@ def test_summary_shows_baseline_deltas(pytester: pytest.Pytester) -> None:
         result = pytester.runpytest(*base, "--html=report.html", "--self-contained-html")
     result.stdout.fnmatch_lines(["*REGRESSION*"])
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
-    summary = page[page.index('id="rageval-summary"'):]
+    summary = page[page.index('id="rageval-summary"') :]
     summary = summary[: summary.index("</div>")]
     row = re.search(r'<tr class="regressed"><td><code>mrr_avg</code></td>(.*?)</tr>', summary)
     assert row, summary
@@ -149,7 +159,7 @@ def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     assert len(judge_line) == 1 and "tokens" not in judge_line[0] and "$" not in judge_line[0]  # no zero spend on the terminal
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
     bad = extras_html(report_tests(page), "bad")
-    verdicts = bad[bad.index("<h4>Judge verdicts</h4>"):]
+    verdicts = bad[bad.index("<h4>Judge verdicts</h4>") :]
     assert "<code>groundedness</code> score <strong>0.000</strong>" in verdicts and "claims share" in verdicts  # score, reasoning
     assert f"unsupported claims:</div><ul><li>{ESCAPED}</li></ul>" in verdicts and PAYLOAD not in page
     assert "prompt_tokens" not in verdicts and "cost_usd" not in verdicts  # the heuristic judge spends nothing: no zeros
@@ -207,8 +217,9 @@ def test_headless_browser_shows_html_case_ids_as_text(pytester: pytest.Pytester,
     cases = [{"id": case_id, "question": "What is A?", "gold_supports": [GOLD]} for case_id in HTML_IDS]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
     with AskServer(System()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                    "--html=report.html", "--self-contained-html")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--html=report.html", "--self-contained-html"
+        )
     result.assert_outcomes(passed=2)
     dom = dump_dom(pytester.path / "report.html", tmp_path / "profile")
     assert 'data-pwned="' not in dom  # neither the onerror handler nor the script ran (they would set it on <body>)

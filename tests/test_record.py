@@ -6,12 +6,12 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonlines
 import pytest
-
 from needs import need_module
 
 import pytest_rageval
@@ -80,8 +80,12 @@ def test_mypy_refuses_a_kind_outside_the_literal(tmp_path: Path) -> None:
     need_module("mypy")
     snippet = tmp_path / "kinds.py"
     snippet.write_text("from pytest_rageval.evaluation.record import error\n\nerror('judge', 'ok')\nerror('judge_failed', 'stray')\n")
-    proc = subprocess.run([sys.executable, "-m", "mypy", str(snippet), "--cache-dir=/dev/null", "--follow-imports=silent",
-                           "--ignore-missing-imports"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", str(snippet), "--cache-dir=/dev/null", "--follow-imports=silent", "--ignore-missing-imports"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1 and "kinds.py:4:" in errors[0] and "judge_failed" in errors[0], proc.stdout + proc.stderr
 
@@ -117,6 +121,8 @@ def test_the_plugins_records_are_case_records_read_by_jsonlines(pytester: pytest
         assert rec["error"] is None or (set(rec["error"]) == {"kind", "message"} and rec["error"]["kind"] in ERROR_KINDS)
     by_id = {r.get("test_case_id", "bad line"): r for r in records}
     assert {k: (r["outcome"], (r["error"] or {}).get("kind")) for k, r in by_id.items()} == {
-        "good": ("passed", None), "raises": ("error", "target"), "missing": ("failed", None),
+        "good": ("passed", None),
+        "raises": ("error", "target"),
+        "missing": ("failed", None),
         "bad line": ("error", "invalid_line"),
     }

@@ -36,20 +36,38 @@ def in_order(names: tuple[str, ...], among: tuple[str, ...]) -> tuple[str, ...]:
 
 
 TODAYS_DETERMINISTIC = (
-    "recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k",
-    "scope_miss", "attribution_hit", "conflict_rule", "abstained", "false_abstention",
+    "recall_at_k",
+    "recall_all_at_k",
+    "mrr",
+    "precision_at_k",
+    "ndcg_at_k",
+    "scope_miss",
+    "attribution_hit",
+    "conflict_rule",
+    "abstained",
+    "false_abstention",
 )
 
 
 def test_names_kinds_and_order_are_todays() -> None:
     deterministic = registry.metric_names("deterministic")
     assert in_order(TODAYS_DETERMINISTIC, deterministic) == TODAYS_DETERMINISTIC
-    assert registry.metric_names()[len(deterministic):] == (
-        "latency_ms", "groundedness", "correctness", "faithfulness", "relevancy", "completeness", "reasoning_quality",
+    assert registry.metric_names()[len(deterministic) :] == (
+        "latency_ms",
+        "groundedness",
+        "correctness",
+        "faithfulness",
+        "relevancy",
+        "completeness",
+        "reasoning_quality",
     )
     assert registry.scales() == {
-        "groundedness": (0.0, 5.0), "correctness": (0.0, 5.0), "faithfulness": (0.0, 1.0),
-        "relevancy": (0.0, 1.0), "completeness": (0.0, 1.0), "reasoning_quality": (0.0, 1.0),
+        "groundedness": (0.0, 5.0),
+        "correctness": (0.0, 5.0),
+        "faithfulness": (0.0, 1.0),
+        "relevancy": (0.0, 1.0),
+        "completeness": (0.0, 1.0),
+        "reasoning_quality": (0.0, 1.0),
     }
     ops = {m.name: m.op for m in registry.metrics() if m.op != ">=" and m.name in (*TODAYS_DETERMINISTIC, "latency_ms")}
     assert ops == {"scope_miss": "<=", "abstained": "==", "false_abstention": "<=", "latency_ms": "<="}
@@ -70,24 +88,41 @@ def test_every_verdict_feeds_a_metric_and_coverage_counts_it_there() -> None:
 def test_aggregate_keys_and_lists_derived_from_it() -> None:
     rates = registry.aggregates("rate")
     assert {key: rates[key] for key in ("scope_miss_rate", "attribution_hit_rate", "conflict_rule_rate")} == {
-        "scope_miss_rate": "scope_miss", "attribution_hit_rate": "attribution_hit", "conflict_rule_rate": "conflict_rule",
+        "scope_miss_rate": "scope_miss",
+        "attribution_hit_rate": "attribution_hit",
+        "conflict_rule_rate": "conflict_rule",
     }
     summary = registry.summary_aggregates()
     todays = (
-        "recall_at_k_avg", "recall_all_at_k_avg", "mrr_avg", "precision_at_k_avg", "ndcg_at_k_avg", "scope_miss_rate",
-        "attribution_hit_rate", "conflict_rule_rate", "groundedness_avg", "correctness_avg", "abstention_accuracy",
-        "hallucination_rate_unanswerable", "false_abstention_rate",
+        "recall_at_k_avg",
+        "recall_all_at_k_avg",
+        "mrr_avg",
+        "precision_at_k_avg",
+        "ndcg_at_k_avg",
+        "scope_miss_rate",
+        "attribution_hit_rate",
+        "conflict_rule_rate",
+        "groundedness_avg",
+        "correctness_avg",
+        "abstention_accuracy",
+        "hallucination_rate_unanswerable",
+        "false_abstention_rate",
     )
     assert in_order(todays, summary) == todays
     judged = {f"{name}_avg" for name in registry.scales()}
-    kinds = ["judge" if key in judged else "abstention" if key in registry.abstention_aggregates() else "deterministic"
-             for key in summary]
+    kinds = ["judge" if key in judged else "abstention" if key in registry.abstention_aggregates() else "deterministic" for key in summary]
     assert kinds == sorted(kinds, key=["deterministic", "judge", "abstention"].index)  # rows grouped in that order
     assert registry.abstention_aggregates() == (
-        "abstention_accuracy", "hallucination_rate_unanswerable", "false_abstention_rate",
+        "abstention_accuracy",
+        "hallucination_rate_unanswerable",
+        "false_abstention_rate",
     )
     assert registry.headline_aggregates() == (
-        "recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy",
+        "recall_at_k_avg",
+        "mrr_avg",
+        "groundedness_avg",
+        "correctness_avg",
+        "abstention_accuracy",
     )
 
 
@@ -136,8 +171,12 @@ def test_a_registered_metric_reaches_every_output(pytester: pytest.Pytester) -> 
     junit = pytester.path / "junit.xml"
     with AskServer(lambda body: gold_at(1 if body["question"] == "q-first" else 2)) as server:
         result = pytester.runpytest_subprocess(
-            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", f"--junitxml={junit}",
-            "-p", "no:cacheprovider",
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            f"--junitxml={junit}",
+            "-p",
+            "no:cacheprovider",
         )
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
@@ -157,10 +196,7 @@ def test_a_registered_metric_reaches_every_output(pytester: pytest.Pytester) -> 
     assert re.search(r'<code>top_is_gold_avg</code></td><td class="num">0\.500</td>', page)
     assert re.search(r'<code>top_is_gold</code></td><td class="num">0</td><td class="num">&gt;=</td>', page)
 
-    props = {
-        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(junit).getroot().iter("testcase")
-    }
+    props = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")} for case in ET.parse(junit).getroot().iter("testcase")}
     assert {name: p["rageval.top_is_gold"] for name, p in props.items()} == {"first": "1", "second": "0"}
 
 
@@ -171,8 +207,12 @@ def test_judge_coverage_keeps_verdicts_asked_before_a_later_run_failed(pytester:
     fallback looked for judge metric names among the values, so these attempts
     vanished from judge_coverage (and from the gate's min_judge_coverage).
     """
-    pytester.makefile(".jsonl", **{"eval_sets/c": json.dumps(
-        {"id": "twice", "question": "q", "gold_supports": [GOLD], "reference_answer": "An answer.", "repeat": 2}) + "\n"})
+    pytester.makefile(
+        ".jsonl",
+        **{
+            "eval_sets/c": json.dumps({"id": "twice", "question": "q", "gold_supports": [GOLD], "reference_answer": "An answer.", "repeat": 2}) + "\n"
+        },
+    )
     calls: list[int] = []
 
     def rag(body: dict) -> Any:
@@ -180,8 +220,7 @@ def test_judge_coverage_keeps_verdicts_asked_before_a_later_run_failed(pytester:
         return gold_at(1) if len(calls) == 1 else (400, {"detail": "bad request"})
 
     with AskServer(rag) as server:
-        result = pytester.runpytest_subprocess(
-            "--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     (metrics_json,) = (pytester.path / "results").glob("*/metrics.json")  # every case errored: latest not moved
     coverage = json.loads(metrics_json.read_text())["judge_coverage"]

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
@@ -120,7 +120,7 @@ def metrics_json(run: Path) -> dict[str, Any]:
     return json.loads((run / "metrics.json").read_text(encoding="utf-8"))
 
 
-def rejudge(run: Path, setup: JudgeSetup, k: Optional[int] = None) -> RejudgeResult:
+def rejudge(run: Path, setup: JudgeSetup, k: int | None = None) -> RejudgeResult:
     async def main() -> RejudgeResult:
         try:
             return await rejudge_run(run, setup, k=k)
@@ -130,10 +130,9 @@ def rejudge(run: Path, setup: JudgeSetup, k: Optional[int] = None) -> RejudgeRes
     return asyncio.run(main())
 
 
-def openai_setup(srv: OpenAIServer, cache_dir: Optional[Path] = None, **kwargs: Any) -> JudgeSetup:
+def openai_setup(srv: OpenAIServer, cache_dir: Path | None = None, **kwargs: Any) -> JudgeSetup:
     kwargs.setdefault("backoff", 0.001)
-    inner = OpenAIJudge(model="judge-model", base_url=srv.base_url, api_key="sk-test",
-                        prices={"judge-model": (1.0, 2.0)}, **kwargs)
+    inner = OpenAIJudge(model="judge-model", base_url=srv.base_url, api_key="sk-test", prices={"judge-model": (1.0, 2.0)}, **kwargs)
     if cache_dir is None:
         return JudgeSetup(inner, METRICS)
     return JudgeSetup(CachedJudge(inner, JudgeCache(cache_dir)), METRICS, cached=True)
@@ -209,8 +208,14 @@ def test_full_text_runs_give_no_truncation_warning(tmp_path: Path) -> None:
 
 def test_skipped_and_invalid_records_are_left_alone(tmp_path: Path) -> None:
     skipped = record("skip-001", STIP.faithful_answer, full_text=True, outcome="skipped", metrics={})
-    invalid = {"key": "eval_sets/stip.jsonl:9", "file": "eval_sets/stip.jsonl", "line": 9, "invalid_line": True,
-               "outcome": "error", "error": {"kind": "other", "message": "bad line"}}
+    invalid = {
+        "key": "eval_sets/stip.jsonl:9",
+        "file": "eval_sets/stip.jsonl",
+        "line": 9,
+        "invalid_line": True,
+        "outcome": "error",
+        "error": {"kind": "other", "message": "bad line"},
+    }
     no_input = record("rag-err", "", full_text=True, outcome="error")
     del no_input["judge_input"]
     records = [skipped, invalid, no_input, record("fact-001", STIP.faithful_answer, full_text=True)]
@@ -223,10 +228,19 @@ def test_skipped_and_invalid_records_are_left_alone(tmp_path: Path) -> None:
 
 
 def test_abstention_classifier_runs_when_the_rag_gave_no_flag(tmp_path: Path) -> None:
-    unanswerable = record("neg-001", "I don't know; the documents do not mention it.", full_text=True,
-                          answerable=False, abstained=None, reference_answer=None, expected_key_facts=[],
-                          metrics={"abstained": None, "latency_ms": 80.0}, thresholds={"abstained": True},
-                          outcome="failed", misses=[{"metric": "abstained", "value": None, "threshold": True, "op": "=="}])
+    unanswerable = record(
+        "neg-001",
+        "I don't know; the documents do not mention it.",
+        full_text=True,
+        answerable=False,
+        abstained=None,
+        reference_answer=None,
+        expected_key_facts=[],
+        metrics={"abstained": None, "latency_ms": 80.0},
+        thresholds={"abstained": True},
+        outcome="failed",
+        misses=[{"metric": "abstained", "value": None, "threshold": True, "op": "=="}],
+    )
     run = make_run(tmp_path, [unanswerable])
     rejudge(run, JudgeSetup(LexicalJudge(), METRICS))
     (rec,) = read_records(run)
@@ -278,8 +292,13 @@ def test_openai_rejudge_twice_second_time_from_cache(tmp_path: Path) -> None:
     assert after_second["err-001"]["outcome"] == "passed"  # its judging failed in the pytest run; it is judged now
     assert after_second["rag-001"] == records[3]
     metrics = metrics_json(run)
-    assert metrics["judge"] == {"name": "openai", "model": "judge-model", "prompt_version": metrics["judge"]["prompt_version"],
-                                "temperature": 0.0, "heuristic": False}
+    assert metrics["judge"] == {
+        "name": "openai",
+        "model": "judge-model",
+        "prompt_version": metrics["judge"]["prompt_version"],
+        "temperature": 0.0,
+        "heuristic": False,
+    }
     assert metrics["aggregate_metrics"]["judge_cache"] == {"hits": 6, "misses": 0}
     assert metrics["aggregate_metrics"]["groundedness_avg"] == pytest.approx(11 / 3)
     assert metrics["run_id"] == RUN_FIELDS["run_id"]
@@ -358,8 +377,12 @@ def test_many_records_are_judged_concurrently_but_bounded(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("damage", "command", "refused"),
     [
-        ("middle", "judge", True), ("middle", "report", True), ("middle", "merge", True),
-        ("torn-tail", "judge", True), ("torn-tail", "merge", True), ("torn-tail", "report", False),
+        ("middle", "judge", True),
+        ("middle", "report", True),
+        ("middle", "merge", True),
+        ("torn-tail", "judge", True),
+        ("torn-tail", "merge", True),
+        ("torn-tail", "report", False),
     ],
 )
 def test_a_line_that_cannot_be_read_is_never_dropped(tmp_path: Path, damage: str, command: str, refused: bool) -> None:
@@ -373,8 +396,11 @@ def test_a_line_that_cannot_be_read_is_never_dropped(tmp_path: Path, damage: str
         lines.append('{"key": "torn')
     results.write_text("".join(lines), encoding="utf-8")
     before = results.read_bytes()
-    args = {"judge": ["judge", str(run), "--judge", "lexical"], "report": ["report", str(run)],
-            "merge": ["merge", str(run), "-o", str(tmp_path / "merged")]}[command]
+    args = {
+        "judge": ["judge", str(run), "--judge", "lexical"],
+        "report": ["report", str(run)],
+        "merge": ["merge", str(run), "-o", str(tmp_path / "merged")],
+    }[command]
     proc = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, timeout=120)
     assert results.read_bytes() == before
     if refused:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
-from openai_server import OpenAIServer, ok, metric_of, user_text
+from openai_server import OpenAIServer, metric_of, ok, user_text
 
 from pytest_rageval.cli import main as rageval
 from pytest_rageval.evaluation.schema import MAX_REPEAT, EvalCase
@@ -74,8 +74,17 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 
 def judged_run(project: pytest.Pytester, rag_url: str, judge_url: str, *extra: str, subprocess_: bool = False) -> Any:
-    args = ("--rageval", f"--rageval-target={rag_url}", "--rageval-judge-model=judge-model",
-            f"--rageval-judge-base-url={judge_url}", "--rageval-repeat", "3", "-p", "no:cacheprovider", *extra)
+    args = (
+        "--rageval",
+        f"--rageval-target={rag_url}",
+        "--rageval-judge-model=judge-model",
+        f"--rageval-judge-base-url={judge_url}",
+        "--rageval-repeat",
+        "3",
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    )
     return project.runpytest_subprocess(*args) if subprocess_ else project.runpytest(*args)
 
 
@@ -89,8 +98,9 @@ def pytest_html_extras(path: Path) -> str:
 
 def run_dirs(root: Path) -> list[Path]:
     """Run folders, oldest first by their metrics' timestamp (run ids made within one second do not sort by time)."""
-    return sorted((p.parent for p in (root / "results").glob("*/metrics.json")),
-                  key=lambda d: json.loads((d / "metrics.json").read_text())["timestamp"])
+    return sorted(
+        (p.parent for p in (root / "results").glob("*/metrics.json")), key=lambda d: json.loads((d / "metrics.json").read_text())["timestamp"]
+    )
 
 
 def read_run(run_dir: Path) -> tuple[dict, dict[str, dict]]:
@@ -108,8 +118,17 @@ EXPECTED_REPEATS = {
     "flaky_cases": [{"key": "eval_sets/r.jsonl::alt", "passed_runs": 2, "runs": 3}],
     "spread_measure": "mean_range",
     # groundedness: alt ranges 3 (4-1), good/bad/own 0 -> 3/4 (mars abstained: never scored); the rest never move
-    "spread": {"abstained": 0.0, "attribution_hit": 0.0, "false_abstention": 0.0, "groundedness": 0.75, "mrr": 0.0,
-               "ndcg_at_k": 0.0, "precision_at_k": 0.0, "recall_all_at_k": 0.0, "recall_at_k": 0.0},
+    "spread": {
+        "abstained": 0.0,
+        "attribution_hit": 0.0,
+        "false_abstention": 0.0,
+        "groundedness": 0.75,
+        "mrr": 0.0,
+        "ndcg_at_k": 0.0,
+        "precision_at_k": 0.0,
+        "recall_all_at_k": 0.0,
+        "recall_at_k": 0.0,
+    },
 }
 
 
@@ -138,18 +157,24 @@ def test_repeat_classes_cache_and_reports(project: pytest.Pytester, monkeypatch:
         assert metrics["repeats"] == EXPECTED_REPEATS
         assert metrics["flaky"] == 1
         assert {k: (r.get("stability"), r["runs"], r["flaky"]) for k, r in records.items()} == {
-            "alt": ("flaky", 3, True), "good": ("stable_pass", 3, False), "bad": ("stable_fail", 3, False),
-            "own": ("stable_pass", 2, False), "mars": ("stable_pass", 3, False)}
+            "alt": ("flaky", 3, True),
+            "good": ("stable_pass", 3, False),
+            "bad": ("stable_fail", 3, False),
+            "own": ("stable_pass", 2, False),
+            "mars": ("stable_pass", 3, False),
+        }
         assert [r["passed"] for r in records["alt"]["repeats"]] == [True, False, True]
         assert records["alt"]["metrics"]["groundedness"] == 3.0  # the mean of 4, 1, 4
     assert read_run(two)[0]["aggregate_metrics"]["judge_cache"] == {"hits": 11, "misses": 0}
 
     # the terminal lists the flaky case with "k of n runs passed"; the failure says how many runs passed
-    first.stdout.fnmatch_lines([
-        "*repeats: 5 repeated cases: 3 stable_pass, 1 flaky, 1 stable_fail; flake rate 0.200",
-        "*spread across runs (mean of max-min per case): abstained 0.000, *groundedness 0.750*",
-        "*flaky: eval_sets/r.jsonl::alt  2 of 3 runs passed",
-    ])
+    first.stdout.fnmatch_lines(
+        [
+            "*repeats: 5 repeated cases: 3 stable_pass, 1 flaky, 1 stable_fail; flake rate 0.200",
+            "*spread across runs (mean of max-min per case): abstained 0.000, *groundedness 0.750*",
+            "*flaky: eval_sets/r.jsonl::alt  2 of 3 runs passed",
+        ]
+    )
     first.stdout.fnmatch_lines(["rageval: target *, 3 runs of each judge-dependent case"])
     first.stdout.fnmatch_lines(["*0 of 3 runs passed (a repeated case passes when more than half pass)*"])
     # report.html and pytest-html: the card says runs passed, the class, which run is shown, that metrics are means
@@ -159,9 +184,11 @@ def test_repeat_classes_cache_and_reports(project: pytest.Pytester, monkeypatch:
     for text in (page, pytest_html_extras(html)):
         assert "Repeated case: flaky: 2 of 3 runs passed" in text
         assert "Repeated case: stable_fail: 0 of 3 runs passed" in text
-        assert ("missed thresholds are those of run 1 (the first run that agrees with the majority verdict); "
-                "the metric table shows each metric&#x27;s mean over the runs") in text
-        assert "<tr><td>2</td><td>failed</td><td class=\"num\">1.000</td></tr>" in text  # alt's run 2: groundedness 1
+        assert (
+            "missed thresholds are those of run 1 (the first run that agrees with the majority verdict); "
+            "the metric table shows each metric&#x27;s mean over the runs"
+        ) in text
+        assert '<tr><td>2</td><td>failed</td><td class="num">1.000</td></tr>' in text  # alt's run 2: groundedness 1
         assert "<h4>Missed metrics in run 1</h4>" in text  # bad's misses are its shown run's
         assert "<h4>Metrics: means over the 3 runs (status: the misses of run 1)</h4>" in text
 
@@ -180,8 +207,12 @@ def test_repeat_classes_cache_and_reports(project: pytest.Pytester, monkeypatch:
 def test_without_a_judge_every_case_is_repeated_and_own_settings_win(project: pytest.Pytester) -> None:
     """--rageval-judge none: no case depends on a judge, so --rageval-repeat repeats every case; a case's own
     ``repeat`` wins and ``flaky: true`` keeps its 3. The ini key does the same as the option."""
-    project.makefile(".jsonl", **{"eval_sets/r": "\n".join(json.dumps(c) for c in [
-        *CASES, {"id": "fl", "question": "q-fl", "gold_supports": [GOLD], "flaky": True}]) + "\n"})
+    project.makefile(
+        ".jsonl",
+        **{
+            "eval_sets/r": "\n".join(json.dumps(c) for c in [*CASES, {"id": "fl", "question": "q-fl", "gold_supports": [GOLD], "flaky": True}]) + "\n"
+        },
+    )
     project.makeini("[pytest]\nrageval_repeat = 2\n")
     with AskServer(rag) as ragsrv:
         dry = project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge=none", "--rageval-dry-run")
@@ -192,18 +223,21 @@ def test_without_a_judge_every_case_is_repeated_and_own_settings_win(project: py
         asked = Counter(r["body"]["question"] for r in ragsrv.requests)
     result.assert_outcomes(passed=6)
     assert asked == {"q-alt": 2, "q-good": 2, "q-bad": 2, "q-own": 2, "q-mars": 2, "q-fl": 3}
-    metrics, records = read_run(run_dirs(project.path)[0])
+    metrics, _records = read_run(run_dirs(project.path)[0])
     assert metrics["repeats"]["repeated_cases"] == 6 and metrics["repeats"]["stable_pass"] == 6
     assert metrics["repeats"]["flake_rate"] == 0.0
     assert json.loads((run_dirs(project.path)[0] / "config.json").read_text())["config"]["repeat"] == 2
 
 
-@pytest.mark.parametrize("value, message", [
-    ("0", f"--rageval-repeat: must be from 1 to {MAX_REPEAT} runs, got 0"),
-    (str(MAX_REPEAT + 1), f"--rageval-repeat: must be from 1 to {MAX_REPEAT} runs, got {MAX_REPEAT + 1}"),
-    ("three", f"--rageval-repeat: must be a whole number of runs from 1 to {MAX_REPEAT}, got 'three'"),
-    ("ini:1.5", f"rageval_repeat: must be a whole number of runs from 1 to {MAX_REPEAT}, got '1.5'"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("0", f"--rageval-repeat: must be from 1 to {MAX_REPEAT} runs, got 0"),
+        (str(MAX_REPEAT + 1), f"--rageval-repeat: must be from 1 to {MAX_REPEAT} runs, got {MAX_REPEAT + 1}"),
+        ("three", f"--rageval-repeat: must be a whole number of runs from 1 to {MAX_REPEAT}, got 'three'"),
+        ("ini:1.5", f"rageval_repeat: must be a whole number of runs from 1 to {MAX_REPEAT}, got '1.5'"),
+    ],
+)
 def test_bad_repeat_values_are_a_usage_error(project: pytest.Pytester, value: str, message: str) -> None:
     if value.startswith("ini:"):
         project.makeini(f"[pytest]\nrageval_repeat = {value[4:]}\n")
@@ -216,8 +250,7 @@ def test_bad_repeat_values_are_a_usage_error(project: pytest.Pytester, value: st
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
-def test_rejudge_and_merge_of_a_repeated_run(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_rejudge_and_merge_of_a_repeated_run(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``rageval merge`` keeps the classes (it re-aggregates the records); ``rageval judge`` judges each repeated
     case once, on the answer its record shows, so its per-run results and class go and ``repeats`` says so."""
     with AskServer(rag) as ragsrv, OpenAIServer(AlternatingJudge()) as judgesrv:
@@ -227,8 +260,7 @@ def test_rejudge_and_merge_of_a_repeated_run(project: pytest.Pytester, monkeypat
         merged = next((project.path / "merged").glob("*/metrics.json"))
         assert json.loads(merged.read_text())["repeats"] == EXPECTED_REPEATS
         monkeypatch.chdir(project.path)
-        code = rageval(["judge", str(run_dir), "--judge", "openai", "--model", "judge-model", "--base-url", judgesrv.base_url,
-                        "--no-cache"])
+        code = rageval(["judge", str(run_dir), "--judge", "openai", "--model", "judge-model", "--base-url", judgesrv.base_url, "--no-cache"])
     out = capsys.readouterr().out
     assert code in (0, 1), out
     assert "repeated cases were judged once, on the answer of the run their record shows" in out
@@ -256,12 +288,19 @@ def test_judge_dependent() -> None:
 
 
 def test_classes_and_older_records() -> None:
-    assert [classify(v) for v in ([True], [True, True], [True, False, True], [False, False])] == [
-        None, "stable_pass", "flaky", "stable_fail"]
+    assert [classify(v) for v in ([True], [True, True], [True, False, True], [False, False])] == [None, "stable_pass", "flaky", "stable_fail"]
     # a record of an older version: no "stability", only "repeats" (and "flaky")
-    old = {"key": "s::x", "outcome": "failed", "flaky": True, "runs": 3,
-           "repeats": [{"passed": False, "metrics": {"mrr": 0.5}}, {"passed": True, "metrics": {"mrr": 1.0}},
-                       {"passed": False, "metrics": {"mrr": 0.5}}]}
+    old = {
+        "key": "s::x",
+        "outcome": "failed",
+        "flaky": True,
+        "runs": 3,
+        "repeats": [
+            {"passed": False, "metrics": {"mrr": 0.5}},
+            {"passed": True, "metrics": {"mrr": 1.0}},
+            {"passed": False, "metrics": {"mrr": 0.5}},
+        ],
+    }
     assert stability_of(old) == "flaky"
     result = aggregate([old])["repeats"]
     assert result["flaky"] == 1 and result["flake_rate"] == 1.0 and result["spread"] == {"mrr": 0.5}
@@ -271,19 +310,26 @@ def test_classes_and_older_records() -> None:
 def test_repeats_do_not_depend_on_record_order_or_hash_seed(tmp_path: Path) -> None:
     """The same ``repeats`` whatever order the records arrive in, and under other hash seeds (a subprocess each)."""
     records = [
-        {"key": f"s::{i}", "outcome": "passed", "runs": 3,
-         "repeats": [{"passed": j != i % 3, "metrics": {"groundedness": (i * 7 + j) % 5 / 3, "mrr": 0.1 * j}} for j in range(3)]}
+        {
+            "key": f"s::{i}",
+            "outcome": "passed",
+            "runs": 3,
+            "repeats": [{"passed": j != i % 3, "metrics": {"groundedness": (i * 7 + j) % 5 / 3, "mrr": 0.1 * j}} for j in range(3)],
+        }
         for i in range(12)
     ]
     expected = aggregate(records)["repeats"]
     assert aggregate(list(reversed(records)))["repeats"] == expected
     path = tmp_path / "records.json"
     path.write_text(json.dumps(records))
-    code = ("import json,sys; from pytest_rageval.gate.aggregate import aggregate; "
-            "print(json.dumps(aggregate(json.load(open(sys.argv[1])))['repeats'], sort_keys=True))")
+    code = (
+        "import json,sys; from pytest_rageval.gate.aggregate import aggregate; "
+        "print(json.dumps(aggregate(json.load(open(sys.argv[1])))['repeats'], sort_keys=True))"
+    )
     outputs = {
-        subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}
+        ).stdout
         for seed in ("0", "1", "12345")
     }
     assert outputs == {json.dumps(expected, sort_keys=True) + "\n"}
@@ -298,13 +344,21 @@ def test_resume_of_an_interrupted_repeated_run(project: pytest.Pytester) -> None
         stopped.assert_outcomes(passed=2, failed=1)
         (run_dir,) = run_dirs(project.path)
         assert json.loads((run_dir / "metrics.json").read_text())["complete"] is False
-        other = project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge-model=judge-model",
-                                  f"--rageval-judge-base-url={judgesrv.base_url}", "--rageval-repeat", "2",
-                                  f"--rageval-resume={run_dir}", "-p", "no:cacheprovider")
+        other = project.runpytest(
+            "--rageval",
+            f"--rageval-target={ragsrv.url}",
+            "--rageval-judge-model=judge-model",
+            f"--rageval-judge-base-url={judgesrv.base_url}",
+            "--rageval-repeat",
+            "2",
+            f"--rageval-resume={run_dir}",
+            "-p",
+            "no:cacheprovider",
+        )
         assert other.ret == pytest.ExitCode.USAGE_ERROR and "another configuration" in other.stderr.str()
         resumed = judged_run(project, ragsrv.url, judgesrv.base_url, f"--rageval-resume={run_dir}")
     resumed.assert_outcomes(passed=2)  # own and mars
-    metrics, records = read_run(run_dir)
+    metrics, _records = read_run(run_dir)
     assert metrics["complete"] is True and metrics["repeats"] == EXPECTED_REPEATS
     assert dict(judge.seen) == {"q-alt": 3, "q-good": 3, "q-bad": 3, "q-own": 2}
 

@@ -18,7 +18,6 @@ from browser import Page, without_own_script
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.registry import Metric
 from pytest_rageval.gate.aggregate import aggregate
-
 from pytest_rageval.report.html import Html, escape, render_report, write_report
 from pytest_rageval.report.pytest_html import case_html
 
@@ -57,8 +56,14 @@ def injected(page: str) -> list[str]:
 
 
 def hostile_record(h: Hostile) -> dict:
-    chunk = {"rank": h("chunk.rank"), "rel_path": h("chunk.rel_path"), "heading_path": [h("chunk.heading_path")],
-             "score_final": h("chunk.score_final"), "text": h("chunk.text"), "gold": True}
+    chunk = {
+        "rank": h("chunk.rank"),
+        "rel_path": h("chunk.rel_path"),
+        "heading_path": [h("chunk.heading_path")],
+        "score_final": h("chunk.score_final"),
+        "text": h("chunk.text"),
+        "gold": True,
+    }
     return {
         "key": h("key"),
         "test_case_id": h("test_case_id"),
@@ -75,16 +80,19 @@ def hostile_record(h: Hostile) -> dict:
         "abstain_reason": h("abstain_reason"),
         "error": {"kind": h("error.kind"), "message": h("error.message")},
         "notes": [h("notes")],
-        "misses": [{"metric": h("misses.metric"), "value": h("misses.value"), "threshold": h("misses.threshold"),
-                    "op": h("misses.op")}],
+        "misses": [{"metric": h("misses.metric"), "value": h("misses.value"), "threshold": h("misses.threshold"), "op": h("misses.op")}],
         "metrics": {h("metrics.name"): h("metrics.value")},
         "thresholds": {h("thresholds.name"): h("thresholds.value")},
         "retrieved_chunks": [chunk],
         "references": [{**chunk, "rel_path": None, "doc_id": h("references.doc_id")}],
         "judge": {
-            h("judge.metric"): {"score": h("judge.score"), "reasoning": h("judge.reasoning"),
-                                "supported_claims": [h("judge.supported_claims")],
-                                "unsupported_claims": [h("judge.unsupported_claims")], h("judge.extra_key"): h("judge.extra")},
+            h("judge.metric"): {
+                "score": h("judge.score"),
+                "reasoning": h("judge.reasoning"),
+                "supported_claims": [h("judge.supported_claims")],
+                "unsupported_claims": [h("judge.unsupported_claims")],
+                h("judge.extra_key"): h("judge.extra"),
+            },
             "correctness": h("judge.verdict_text"),
         },
         "params": {h("params.name"): h("params.value")},
@@ -136,22 +144,21 @@ def test_a_fragment_escapes_what_joins_it_and_keeps_markup() -> None:
 
 
 @pytest.mark.usefixtures("needs_chromium")
-def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every field hostile, plus a registered metric with a hostile name (aggregate row, threshold, sort option):
     in Chromium no dialog opens and no element is made, on load and after filtering by the hostile tag and
     category, searching and sorting by the hostile metric; the dropdowns show the hostile values as text."""
     h = Hostile()
     evil_metric = h("registered metric")
     monkeypatch.setattr(registry, "METRICS", list(registry.METRICS))
-    registry.register(Metric(evil_metric, "deterministic", (0.0, 1.0), "higher", "all", "avg",
-                             score=lambda case, response, ctx: 0.5, default_threshold=0.25))
+    registry.register(
+        Metric(evil_metric, "deterministic", (0.0, 1.0), "higher", "all", "avg", score=lambda case, response, ctx: 0.5, default_threshold=0.25)
+    )
     record = hostile_record(h)
     record["metrics"][evil_metric] = 0.5
     records = [record, {**hostile_record(h), "outcome": "passed", "metrics": {evil_metric: 0.75}}]
     metrics = {"run_id": h("metrics.run_id"), "judge": {"name": h("metrics.judge")}, **aggregate(records)}
-    deltas = [{"name": f"{evil_metric}_avg", "old": 0.9, "new": 0.625, "delta": -0.275, "tolerance": 0.05,
-               "regressed": True}]
+    deltas = [{"name": f"{evil_metric}_avg", "old": 0.9, "new": 0.625, "delta": -0.275, "tolerance": 0.05, "regressed": True}]
     page = tmp_path / "report.html"
     write_report(page, metrics, records, deltas=deltas, title=h("title"))
     assert not injected(without_own_script(page.read_text(encoding="utf-8")))
@@ -166,8 +173,10 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
         options = tab.js("Array.from(document.querySelectorAll('#rv-t option, #rv-c option, #rv-s option'), o => o.textContent)")
         assert f"{tag} (1)" in options and f"{category} (1)" in options and evil_metric in options  # type: ignore[operator]
         assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 1
-        tab.js("const q = document.getElementById('rv-q'); q.value = '<img src=x onerror=alert(1)>';"
-               "document.getElementById('rv-filters').dispatchEvent(new Event('submit', {cancelable: true}))")
+        tab.js(
+            "const q = document.getElementById('rv-q'); q.value = '<img src=x onerror=alert(1)>';"
+            "document.getElementById('rv-filters').dispatchEvent(new Event('submit', {cancelable: true}))"
+        )
         tab.js("document.getElementById('rv-x').click()")
         assert tab.js(counts) == [True, 0, 0]
         assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 2

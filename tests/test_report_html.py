@@ -173,8 +173,11 @@ def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
     fail = page[page.index('class="case o-failed"') :]
     fail = fail[: fail.index("</details>")]
     assert "Missed metrics" in fail
-    assert re.search(r"<code>mrr</code></td><td class=\"num\">0\.250</td><td class=\"num\">&gt;=</td>"
-                     r"<td class=\"num\">0\.500</td>", fail)
+    assert re.search(
+        r"<code>mrr</code></td><td class=\"num\">0\.250</td><td class=\"num\">&gt;=</td>"
+        r"<td class=\"num\">0\.500</td>",
+        fail,
+    )
     assert re.search(r"<code>groundedness</code></td><td class=\"num\">1\.500</td>.*?<td class=\"num\">3</td>", fail)
     assert "The embeddings use granite-278m." in fail  # expected answer
     assert "granite-278m</li>" in fail  # key facts
@@ -188,10 +191,8 @@ def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
 
 def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) -> None:
     deltas = [
-        {"name": "recall_at_k_avg", "old": 0.9, "new": 0.5, "delta": -0.4, "tolerance": 0.05,
-         "regressed": True, "ci_low": -0.6, "ci_high": -0.2},
-        {"name": "mrr_avg", "old": 0.6, "new": 0.625, "delta": 0.025, "tolerance": 0.05,
-         "regressed": False, "ci_low": None, "ci_high": None},
+        {"name": "recall_at_k_avg", "old": 0.9, "new": 0.5, "delta": -0.4, "tolerance": 0.05, "regressed": True, "ci_low": -0.6, "ci_high": -0.2},
+        {"name": "mrr_avg", "old": 0.6, "new": 0.625, "delta": 0.025, "tolerance": 0.05, "regressed": False, "ci_low": None, "ci_high": None},
         {"name": "groundedness_avg", "old": 3.5, "new": None, "delta": None, "tolerance": 0.25, "regressed": False},
         {"name": "latency_p95_ms", "old": 18.0, "new": 20.0, "delta": 2.0, "tolerance": None, "regressed": False},
         {"name": "error_rate", "old": 0.0, "new": 0.4, "delta": 0.4, "tolerance": 0.02, "regressed": False},
@@ -206,8 +207,9 @@ def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) ->
     assert "judge_total_tokens" not in aggregate and "judge_total_usd" not in aggregate
     assert "judge_cache.hits" in aggregate
     assert "<th>threshold</th>" in aggregate and "<th>95% CI</th>" in aggregate
-    assert re.search(r"<code>recall_at_k_avg</code></td><td class=\"num\">0\.500</td><td class=\"num\">&gt;= 1</td>",
-                     aggregate)  # the registry's default per-case threshold
+    assert re.search(
+        r"<code>recall_at_k_avg</code></td><td class=\"num\">0\.500</td><td class=\"num\">&gt;= 1</td>", aggregate
+    )  # the registry's default per-case threshold
     assert page.count("REGRESSED") == 1
     assert "-0.400" in page and "[-0.600, -0.200]" in page and "+0.025" in page
     # a metric null in this run but not in the baseline shows a dash, not 0; one null in both is no row
@@ -224,8 +226,7 @@ def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) ->
 
 
 def test_script_payload_is_escaped_everywhere(metrics: dict, records: list[dict]) -> None:
-    history = _history(2) + [{"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z",
-                              "aggregate_metrics": {"recall_at_k_avg": 0.1}}]
+    history = [*_history(2), {"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z", "aggregate_metrics": {"recall_at_k_avg": 0.1}}]
     page = render_report({**metrics, "run_id": PAYLOAD}, records, history=history, title=PAYLOAD)
     assert "<script" not in without_own_script(page).lower()
     assert ESCAPED in page
@@ -261,7 +262,7 @@ def test_trends_chart(metrics: dict, records: list[dict]) -> None:
     assert "polyline" in trends
 
     # the current run already in history is not counted twice
-    again = render_report(metrics, records, history=_history(3) + [metrics])
+    again = render_report(metrics, records, history=[*_history(3), metrics])
     assert "4 runs of eval set" in again
 
     alone = render_report(metrics, records)
@@ -275,9 +276,14 @@ def test_empty_inputs_render() -> None:
 
 
 def test_many_cases_render(metrics: dict) -> None:
-    records = [_record(f"c{i:05d}", "failed" if i % 7 == 0 else "passed",
-                       retrieved_chunks=[{"rank": r, "rel_path": "a.md", "text": "t" * 200} for r in range(1, 6)])
-               for i in range(5000)]
+    records = [
+        _record(
+            f"c{i:05d}",
+            "failed" if i % 7 == 0 else "passed",
+            retrieved_chunks=[{"rank": r, "rel_path": "a.md", "text": "t" * 200} for r in range(1, 6)],
+        )
+        for i in range(5000)
+    ]
     page = render_report(metrics, iter(records))
     failed = sum(1 for i in range(5000) if i % 7 == 0)
     # Every failed case in full; the other cases in full up to the limit, then light cards (question, answer, metrics).
@@ -287,11 +293,9 @@ def test_many_cases_render(metrics: dict) -> None:
 
 
 def test_load_history(tmp_path: Path) -> None:
-    for name, ts in (("run-b", "2024-01-02T00:00:00Z"), ("run-a", "2024-01-01T00:00:00Z"),
-                     ("run-c", "2024-01-02T00:00:00Z")):
+    for name, ts in (("run-b", "2024-01-02T00:00:00Z"), ("run-a", "2024-01-01T00:00:00Z"), ("run-c", "2024-01-02T00:00:00Z")):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "metrics.json").write_text(
-            json.dumps({"run_id": name, "timestamp": ts, "aggregate_metrics": {}}), encoding="utf-8")
+        (tmp_path / name / "metrics.json").write_text(json.dumps({"run_id": name, "timestamp": ts, "aggregate_metrics": {}}), encoding="utf-8")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "metrics.json").write_text("{not json", encoding="utf-8")
     (tmp_path / "array").mkdir()

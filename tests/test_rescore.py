@@ -37,8 +37,12 @@ CASES = [
 
 #: Per question: the rank (1-based) of each gold chunk among 12.
 GOLD_RANKS: dict[str, dict[int, dict[str, Any]]] = {
-    "q-top": {1: GOLD_A}, "q-deep": {7: GOLD_A}, "q-second": {2: GOLD_A}, "q-multi": {3: GOLD_A, 6: GOLD_B},
-    "q-conflict": {1: GOLD_A, 2: GOLD_B}, "q-again": {4: GOLD_A},
+    "q-top": {1: GOLD_A},
+    "q-deep": {7: GOLD_A},
+    "q-second": {2: GOLD_A},
+    "q-multi": {3: GOLD_A, 6: GOLD_B},
+    "q-conflict": {1: GOLD_A, 2: GOLD_B},
+    "q-again": {4: GOLD_A},
 }
 
 
@@ -51,8 +55,15 @@ def chunks_for(question: str) -> list[dict[str, Any]]:
             text = DEEP_FACT if question == "q-deep" else "A fact. " + "filler " * 60  # longer than 200 characters
             out.append(chunk(gold["rel_path"], gold["heading_path"], rank, text=text))
         else:
-            out.append(chunk(f"docs/other{rank}.md", "# Other", rank, doc_id="doc-9" if (question, rank) == ("q-ids", 8) else None,
-                             text=f"Unrelated text number {rank}."))
+            out.append(
+                chunk(
+                    f"docs/other{rank}.md",
+                    "# Other",
+                    rank,
+                    doc_id="doc-9" if (question, rank) == ("q-ids", 8) else None,
+                    text=f"Unrelated text number {rank}.",
+                )
+            )
     return out
 
 
@@ -95,8 +106,9 @@ def newest(output: Path) -> Path:
 
 def rescore(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``rageval`` command in a child process."""
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "rescore", str(run_dir), *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "rescore", str(run_dir), *args], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def metrics_of(run_dir: Path) -> dict[str, Any]:
@@ -119,8 +131,7 @@ def without_latency(data: Any) -> Any:
 
 
 @pytest.mark.parametrize("judge", ["lexical", "none"])
-def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pytester, judge: str,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pytester, judge: str, capsys: pytest.CaptureFixture[str]) -> None:
     with AskServer(rag) as srv:
         run10 = run(project, srv.url, 10, "--rageval-store-full-text", f"--rageval-judge={judge}")
         run5 = run(project, srv.url, 5, "--rageval-store-full-text", f"--rageval-judge={judge}")
@@ -167,16 +178,22 @@ def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pyte
 
 def test_an_llm_judges_verdicts_are_carried_over_and_no_judge_request_is_made(project: pytest.Pytester) -> None:
     with AskServer(rag) as srv, OpenAIServer() as judge:
-        args = ("--rageval-store-full-text", "--rageval-judge=openai", "--rageval-judge-model=judge-model",
-                f"--rageval-judge-base-url={judge.base_url}")
+        args = (
+            "--rageval-store-full-text",
+            "--rageval-judge=openai",
+            "--rageval-judge-model=judge-model",
+            f"--rageval-judge-base-url={judge.base_url}",
+        )
         run10 = run(project, srv.url, 10, *args)
         run5 = run(project, srv.url, 5, *args)
         asked, judged = len(srv.requests), len(judge.requests)
         done = rescore(run10, "--k", "5")
         assert (len(srv.requests), len(judge.requests)) == (asked, judged)
     assert done.returncode == 0, done.stderr
-    assert ("judge: openai verdicts carried over unchanged for 8 cases (abstention, conflict_ack, correctness, groundedness), "
-            "made on the run's top-10 contexts") in done.stdout
+    assert (
+        "judge: openai verdicts carried over unchanged for 8 cases (abstention, conflict_ack, correctness, groundedness), "
+        "made on the run's top-10 contexts"
+    ) in done.stdout
     new, records10, records5 = records_of(newest(project.path / "results")), records_of(run10), records_of(run5)
     for key, record in new.items():
         assert record.get("judge") == records10[key].get("judge"), key  # unchanged
@@ -229,7 +246,8 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
     assert not any("trace" in r for r in plain_records.values())
     assert not any("trace" in run for r in plain_records.values() for run in r.get("repeats", []))
     assert refusal(capsys, "rescore", str(plain), "--k", "20") == (
-        f"rageval: {plain}: the run was not stored with full text; re-run it with --rageval-store-full-text to rescore it")
+        f"rageval: {plain}: the run was not stored with full text; re-run it with --rageval-store-full-text to rescore it"
+    )
     one_without = project.path / "one_without"  # a record without its trace (hand-edited): named with file and line
     shutil.copytree(full, one_without)
     lines = (full / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -238,14 +256,16 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
     (one_without / "results.jsonl").write_text(lines[0] + json.dumps(record) + "\n" + "".join(lines[2:]), encoding="utf-8")
     assert refusal(capsys, "rescore", str(one_without)) == (
         f"rageval: {one_without / 'results.jsonl'}: record 2 ({record['key']}): the run was not stored with full text; "
-        "re-run it with --rageval-store-full-text to rescore it")
-    assert refusal(capsys, "rescore", str(full), "--k", "6") == (
-        "rageval: --k 6: larger than the run's K (5); only the top 5 chunks were stored")
+        "re-run it with --rageval-store-full-text to rescore it"
+    )
+    assert refusal(capsys, "rescore", str(full), "--k", "6") == ("rageval: --k 6: larger than the run's K (5); only the top 5 chunks were stored")
     assert refusal(capsys, "rescore", str(full), "--k", "0") == "rageval: --k 0: K must be at least 1"
     assert refusal(capsys, "rescore", str(full), "--threshold", "recal_at_k=1") == (
-        "rageval: --threshold: unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)")
+        "rageval: --threshold: unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)"
+    )
     assert refusal(capsys, "rescore", str(full), "--threshold", "abstained=maybe") == (
-        "rageval: --threshold: threshold of 'abstained' must be true or false, got 'maybe'")
+        "rageval: --threshold: threshold of 'abstained' must be true or false, got 'maybe'"
+    )
     torn = project.path / "torn"
     shutil.copytree(full, torn)
     (torn / "results.jsonl").write_text("".join(lines[:2]) + lines[2][:40], encoding="utf-8")
@@ -254,8 +274,7 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
     assert {p.name for p in (project.path / "results").iterdir()} == kept  # nothing written by a refusal
 
 
-def test_a_repeated_case_stored_without_its_runs_is_carried_over(project: pytest.Pytester,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_repeated_case_stored_without_its_runs_is_carried_over(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     with AskServer(rag) as srv:
         full = run(project, srv.url, 10, "--rageval-store-full-text")
     records = [json.loads(line) for line in (full / "results.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -278,8 +297,9 @@ def test_the_demo_rescored_at_k5_equals_its_k5_run(pytester: pytest.Pytester) ->
     pytester.makefile(".jsonl", **{"eval_sets/demo": demo.read_text(encoding="utf-8")})
     out = []
     for k in (10, 5):
-        result = pytester.runpytest("--rageval", "--rageval-target=pytest_rageval.demo:ask", f"--rageval-k={k}",
-                                    "--rageval-store-full-text", "-p", "no:cacheprovider")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-target=pytest_rageval.demo:ask", f"--rageval-k={k}", "--rageval-store-full-text", "-p", "no:cacheprovider"
+        )
         assert result.ret == 0, result.stdout.str()
         out.append(newest(pytester.path / "results"))
     assert main(["rescore", str(out[0]), "--k", "5"]) == 0
@@ -288,8 +308,7 @@ def test_the_demo_rescored_at_k5_equals_its_k5_run(pytester: pytest.Pytester) ->
     assert without_latency(records_of(new)) == without_latency(records_of(out[1]))
 
 
-def test_a_matrix_run_with_a_k_axis_is_rescored_at_each_configs_own_k(project: pytest.Pytester,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_matrix_run_with_a_k_axis_is_rescored_at_each_configs_own_k(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     with AskServer(rag) as srv:
         made = run(project, srv.url, 5, "--rageval-store-full-text", "--rageval-matrix=top_k=3,5")
         asked = len(srv.requests)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonlines
 import pytest
@@ -17,8 +18,7 @@ from pytest_rageval.runs.folder import RunFolder, RunFolderError, UnreadableReco
 RECORDS = [
     {"key": "s.jsonl::a", "test_case_id": "a", "outcome": "passed", "metrics": {"mrr": 1.0}, "answer": "é\u2028ü"},
     {"key": "s.jsonl::b", "test_case_id": "b", "outcome": "failed", "metrics": {"mrr": 0.5}, "error": None},
-    {"key": "s.jsonl::c", "test_case_id": "c", "outcome": "error", "metrics": {},
-     "error": {"kind": "timeout", "message": "timed out after 30 s"}},
+    {"key": "s.jsonl::c", "test_case_id": "c", "outcome": "error", "metrics": {}, "error": {"kind": "timeout", "message": "timed out after 30 s"}},
 ]
 
 
@@ -46,8 +46,7 @@ def test_files_are_written_as_before_and_read_back(tmp_path: Path) -> None:
     folder = written(tmp_path)
     # byte for byte what the writers before RunFolder made: one safejson line a record, JSON files indented by 2
     assert folder.results_path.read_text(encoding="utf-8") == "".join(safejson.dumps(r) + "\n" for r in RECORDS)
-    assert folder.metrics_path.read_text(encoding="utf-8") == json.dumps(
-        {"run_id": "run-1", "aggregate_metrics": {"mrr_avg": 0.75}}, indent=2) + "\n"
+    assert folder.metrics_path.read_text(encoding="utf-8") == json.dumps({"run_id": "run-1", "aggregate_metrics": {"mrr_avg": 0.75}}, indent=2) + "\n"
     assert (tmp_path / "results" / "latest").read_text() == "run-1\n"
     assert list(folder.records()) == RECORDS == list(RunFolder(folder.run_dir).records(torn_tail=False))
     assert folder.config() == {"run_id": "run-1", "k": 5} and folder.metrics()["aggregate_metrics"] == {"mrr_avg": 0.75}
@@ -94,8 +93,7 @@ def test_a_torn_last_line_is_skipped_only_by_readers_that_show(tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("tail", "cut", "newline_added"),
-    [('{"key": "s.jsonl::d", "outc', 27, False), ('{"key": "s.jsonl::d", "outc\n', 28, False),
-     ('{"key": "s.jsonl::d"}', 0, True), ("", 0, False)],
+    [('{"key": "s.jsonl::d", "outc', 27, False), ('{"key": "s.jsonl::d", "outc\n', 28, False), ('{"key": "s.jsonl::d"}', 0, True), ("", 0, False)],
     ids=["torn", "torn-with-newline", "no-newline", "clean"],
 )
 def test_a_resume_cuts_a_torn_last_line_and_says_how_much(tmp_path: Path, tail: str, cut: int, newline_added: bool) -> None:
@@ -117,7 +115,7 @@ def test_a_resume_refuses_a_bad_line_before_the_last_and_a_key_twice(tmp_path: P
     with pytest.raises(RunFolderError, match="line 2 is not a JSON record; this run cannot be resumed exactly"):
         repair_results(folder.run_dir)
     folder.results_path.write_text("".join(text) + text[0], encoding="utf-8")
-    with pytest.raises(RunFolderError, match="lines 1 and 4 are two records of s.jsonl::a"):
+    with pytest.raises(RunFolderError, match=r"lines 1 and 4 are two records of s.jsonl::a"):
         repair_results(folder.run_dir)
 
 
@@ -125,8 +123,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_files_rewritten_by_judge_and_made_by_merge_are_0644(tmp_path: Path, umask_022: None,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_files_rewritten_by_judge_and_made_by_merge_are_0644(tmp_path: Path, umask_022: None, capsys: pytest.CaptureFixture[str]) -> None:
     folder = written(tmp_path)
     os.chmod(folder.results_path, 0o600)  # rewritten files take a new file's mode, not the old one's
     assert cli.main(["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")]) == 0
@@ -141,8 +138,7 @@ def test_files_rewritten_by_judge_and_made_by_merge_are_0644(tmp_path: Path, uma
 
 @pytest.mark.parametrize("command", ["judge", "merge", "report"])
 @pytest.mark.parametrize("damage", ["middle", "torn-tail"])
-def test_no_command_drops_a_line_it_cannot_read(tmp_path: Path, command: str, damage: str,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_command_drops_a_line_it_cannot_read(tmp_path: Path, command: str, damage: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Through cli.main: judge and merge refuse a torn or corrupt line; report refuses a corrupt one, skips a torn tail."""
     folder = written(tmp_path)
     with folder.results_path.open("a", encoding="utf-8") as fh:
@@ -151,8 +147,11 @@ def test_no_command_drops_a_line_it_cannot_read(tmp_path: Path, command: str, da
         with folder.results_path.open("a", encoding="utf-8") as fh:
             fh.write(safejson.dumps(RECORDS[0] | {"key": "s.jsonl::y"}) + "\n")
     before = folder.results_path.read_bytes()
-    args = {"judge": ["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")],
-            "report": ["report", str(folder.run_dir)], "merge": ["merge", str(folder.run_dir), "-o", str(tmp_path / "m")]}
+    args = {
+        "judge": ["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")],
+        "report": ["report", str(folder.run_dir)],
+        "merge": ["merge", str(folder.run_dir), "-o", str(tmp_path / "m")],
+    }
     if command == "report" and damage == "torn-tail":
         assert cli.main(args[command]) == 0
         assert "s.jsonl::a" in (folder.run_dir / "report.html").read_text(encoding="utf-8")

@@ -90,7 +90,9 @@ def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester) ->
     assert counts[0] > 0 and counts[1] > 0 and sum(counts) == 30
     merged = subprocess.run(
         [sys.executable, "-m", "pytest_rageval.cli", "merge", str(latest(pytester.path / "s1")), str(latest(pytester.path / "s2")), "-o", "merged"],
-        cwd=pytester.path, capture_output=True, text=True,
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
     )
     assert merged.returncode == 0, merged.stderr
     assert "30 cases" in merged.stdout
@@ -100,8 +102,18 @@ def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester) ->
 
 def _run_and_interrupt(project: Path, url: str, sig: int, ready: Any) -> tuple[subprocess.Popen, Path]:
     """Start a run (concurrency 2), send ``sig`` once ``ready(lines of results.jsonl)`` holds, wait for the exit."""
-    cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={url}",
-           "-p", "no:cacheprovider", "--rageval-concurrency=2", "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--rageval",
+        "--rageval-judge=none",
+        f"--rageval-target={url}",
+        "-p",
+        "no:cacheprovider",
+        "--rageval-concurrency=2",
+        "-q",
+    ]
     proc = subprocess.Popen(cmd, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
     results: list[Path] = []
@@ -127,6 +139,7 @@ def test_interrupted_run_keeps_finished_cases_cancels_the_rest_and_resumes(pytes
         return slow(0.05)(body)
 
     with AskServer(respond) as server:
+
         def ready(lines: int) -> bool:  # q0-q7 reported, q8 and q9 in flight, the next cases queued for a slot
             return lines >= 8 and {"q8", "q9"} <= set(server.questions())
 
@@ -144,8 +157,10 @@ def test_interrupted_run_keeps_finished_cases_cancels_the_rest_and_resumes(pytes
         resumed = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", f"--rageval-resume={run_dir}")
         assert len(server.requests) - asked_before == 20 - len(finished)
     failing = sum(fails(i) for i in range(20))
-    resumed.assert_outcomes(passed=20 - failing - sum(1 for r in finished if r["outcome"] == "passed"),
-                            failed=failing - sum(1 for r in finished if r["outcome"] == "failed"))
+    resumed.assert_outcomes(
+        passed=20 - failing - sum(1 for r in finished if r["outcome"] == "passed"),
+        failed=failing - sum(1 for r in finished if r["outcome"] == "failed"),
+    )
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["complete"] is True and metrics["total_tests"] == 20
     keys = [json.loads(line)["key"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
@@ -186,8 +201,11 @@ def test_cases_that_conftest_code_skips_at_setup_send_nothing(pytester: pytest.P
     with AskServer(ranked) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", *xdist)
         asked = sorted(server.questions(), key=lambda q: int(q[1:]))
-    result.assert_outcomes(passed=12 - 3 - sum(fails(i) for i in range(12) if i not in (4, 5, 9)),
-                           failed=sum(fails(i) for i in range(12) if i not in (4, 5, 9)), skipped=3)
+    result.assert_outcomes(
+        passed=12 - 3 - sum(fails(i) for i in range(12) if i not in (4, 5, 9)),
+        failed=sum(fails(i) for i in range(12) if i not in (4, 5, 9)),
+        skipped=3,
+    )
     assert asked == [f"q{i}" for i in range(12) if i not in (4, 5, 9)]
     result.stdout.fnmatch_lines(["*12 cases ran one at a time: conftest code*"])
 

@@ -42,12 +42,17 @@ def run(pytester: pytest.Pytester, n: int, *extra: str) -> tuple[pytest.RunResul
     """Run with ``--rageval-spot-check n``; the questions the second model judged, and judge_reliability."""
     with AskServer(rag) as ragsrv, OpenAIServer(judges) as judge:
         result = pytester.runpytest(
-            "--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge=openai", "--rageval-judge-model=judge-model",
-            f"--rageval-judge-base-url={judge.base_url}", "--rageval-no-cache", f"--rageval-spot-check={n}",
-            "--rageval-spot-check-model=judge-model-b", *extra,
+            "--rageval",
+            f"--rageval-target={ragsrv.url}",
+            "--rageval-judge=openai",
+            "--rageval-judge-model=judge-model",
+            f"--rageval-judge-base-url={judge.base_url}",
+            "--rageval-no-cache",
+            f"--rageval-spot-check={n}",
+            "--rageval-spot-check-model=judge-model-b",
+            *extra,
         )
-        second = {q for b in judge.bodies() if b["model"] == "judge-model-b" for q in ANSWERABLE + UNANSWERABLE
-                  if q in user_text(b)}
+        second = {q for b in judge.bodies() if b["model"] == "judge-model-b" for q in ANSWERABLE + UNANSWERABLE if q in user_text(b)}
     result.assert_outcomes(passed=len(ANSWERABLE) + len(UNANSWERABLE))
     return result, second, latest_metrics(pytester.path)["aggregate_metrics"]["judge_reliability"]
 

@@ -25,8 +25,7 @@ def regressed(name: str = "mrr_avg") -> MetricDelta:
 
 def comparison(to_fail: list[str], to_pass: list[str], *deltas: MetricDelta) -> Comparison:
     kept = MetricDelta("recall_at_k_avg", 1.0, 1.0, 0.0, 0.05, False, ci_low=0.0, ci_high=0.0, n_shared=4)
-    return Comparison(deltas=[*deltas, kept], flipped_to_fail=to_fail, flipped_to_pass=to_pass,
-                      shared_cases=4, baseline_cases=4, current_cases=4)
+    return Comparison(deltas=[*deltas, kept], flipped_to_fail=to_fail, flipped_to_pass=to_pass, shared_cases=4, baseline_cases=4, current_cases=4)
 
 
 def render(comp: Comparison | None, **kwargs: object) -> str:
@@ -37,8 +36,13 @@ def render(comp: Comparison | None, **kwargs: object) -> str:
 
 def test_a_regression_names_the_metric_with_its_interval_and_links_the_flipped_cases() -> None:
     comp = comparison(["s.jsonl::drop"], ["s.jsonl::fix"], regressed())
-    text = render(comp, anchors={"s.jsonl::drop": "case-0", "s.jsonl::fix": "case-r3"}, gate_failed=True,
-                  gate_reason=comp.reason(), notes=[comp.reason(), "results/latest not moved"])
+    text = render(
+        comp,
+        anchors={"s.jsonl::drop": "case-0", "s.jsonl::fix": "case-r3"},
+        gate_failed=True,
+        gate_reason=comp.reason(),
+        notes=[comp.reason(), "results/latest not moved"],
+    )
     lines = text.splitlines()
     assert lines[0] == "## pytest-rageval: ❌ gate FAILED"
     assert lines[2] == r"regression: mrr\_avg 1.000 → 0.500 (-0.500, tolerance 0.050)"
@@ -124,8 +128,15 @@ def run_twice(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args:
     system = System({"keep", "drop", HOSTILE_ID})
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     with AskServer(system) as server:
-        common = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider",
-                  "--rageval-baseline=base.json", *args]
+        common = [
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            "--rageval-baseline=base.json",
+            *args,
+        ]
         pytester.runpytest(*common, "--rageval-update-baseline")
         step = pytester.path / "gh" / "step_summary"
         step.parent.mkdir()
@@ -136,8 +147,7 @@ def run_twice(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args:
     return result, step
 
 
-def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     result, step = run_twice(pytester, monkeypatch)
     assert result.ret == 1, result.stdout.str()
     text = (pytester.path / "out.md").read_text()
@@ -161,8 +171,7 @@ def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(
     assert text.endswith(f"Report: [results/{run}/report.html](results/{run}/report.html)\n")
 
 
-def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     with AskServer(System({"c1"})) as server:
@@ -188,8 +197,15 @@ def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: 
     baseline = {"aggregate_metrics": {"mrr_avg": "http://u:hunter22@h/?token=tok9876", "recall_at_k_avg": "s3cr3t-key"}}
     (pytester.path / "base.json").write_text(json.dumps(baseline))
     with AskServer(System({"c1"})) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider",
-                                    "--rageval-baseline=base.json", "--rageval-summary-md=out.md")
+        result = pytester.runpytest(
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            "--rageval-baseline=base.json",
+            "--rageval-summary-md=out.md",
+        )
     assert result.ret == 1
     text = (pytester.path / "out.md").read_text()
     assert text.startswith("## pytest-rageval: ❌ gate FAILED\n") and "baseline refused" in text
@@ -214,14 +230,14 @@ def test_bare_urls_www_names_and_addresses_become_no_link_on_github() -> None:
         assert value in shown  # the text reads as it was
 
 
-def test_a_step_summary_that_is_no_regular_file_is_a_note_not_a_hang(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_step_summary_that_is_no_regular_file_is_a_note_not_a_hang(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
     fifo = pytester.path / "fifo"
     os.mkfifo(fifo)  # nobody reads it: an append would block forever
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))
     with AskServer(System({"c1"})) as server:
-        result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-                                               "-p", "no:cacheprovider", timeout=120)
+        result = pytester.runpytest_subprocess(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", timeout=120
+        )
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"*summary not written: cannot write {fifo}: not a regular file*"])

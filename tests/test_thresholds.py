@@ -28,10 +28,18 @@ def test_precedence_default_global_category_case_cli() -> None:
     config = ThresholdConfig(global_, by_category, parse_cli_thresholds(["ndcg_at_k=0.9"]))
     hop = case(category="multi_hop", gold_supports=GOLD, thresholds={"mrr": 0.8, "precision_at_k": 0.1})
     assert resolve_thresholds(hop, config, judge=False) == {
-        "recall_at_k": 0.5, "false_abstention": 0.0, "mrr": 0.8, "ndcg_at_k": 0.9, "precision_at_k": 0.1,
+        "recall_at_k": 0.5,
+        "false_abstention": 0.0,
+        "mrr": 0.8,
+        "ndcg_at_k": 0.9,
+        "precision_at_k": 0.1,
     }
     assert resolve_thresholds(case(gold_supports=GOLD), config, judge=True) == {
-        "recall_at_k": 0.5, "false_abstention": 0.0, "mrr": 0.2, "ndcg_at_k": 0.9, "groundedness": 3.0,
+        "recall_at_k": 0.5,
+        "false_abstention": 0.0,
+        "mrr": 0.2,
+        "ndcg_at_k": 0.9,
+        "groundedness": 3.0,
         "correctness": 3.0,
     }
 
@@ -41,12 +49,16 @@ def test_defaults_follow_the_kind_of_case() -> None:
     assert resolve_thresholds(case(answerable=False), empty, judge=True) == {"abstained": True, "groundedness": 3.0}
     rule = case(gold_supports=GOLD, recency_conflict_rule="cite_newer")
     assert resolve_thresholds(rule, empty, judge=False) == {
-        "recall_at_k": 1.0, "false_abstention": 0.0, "conflict_rule": 1.0,
+        "recall_at_k": 1.0,
+        "false_abstention": 0.0,
+        "conflict_rule": 1.0,
     }
     # no gold, answerable: it must still answer (a declined answerable question fails, judge on or off)
     assert resolve_thresholds(case(), empty, judge=False) == {"false_abstention": 0.0}
     assert resolve_thresholds(case(), empty, judge=True) == {
-        "false_abstention": 0.0, "groundedness": 3.0, "correctness": 3.0,
+        "false_abstention": 0.0,
+        "groundedness": 3.0,
+        "correctness": 3.0,
     }
 
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 from browser import dump_dom
@@ -37,7 +37,7 @@ def _run(i: int, **aggregates: Any) -> dict:
 
 def _charts(page: str) -> dict[str, ET.Element]:
     """Each chart's SVG parsed as XML, by the metric it charts."""
-    trends = page[page.index('id="trends"'):]
+    trends = page[page.index('id="trends"') :]
     found = {}
     for svg in re.findall(r"<svg .*?</svg>", trends, re.S):
         root = ET.fromstring(svg)
@@ -117,7 +117,7 @@ def test_only_whole_runs_of_one_eval_set_are_charted_and_the_note_says_what_was_
     assert note is not None
     for said in ("1 all-error run", "1 partial run", "1 run of other eval sets", "the baseline (another eval set)"):
         assert said in note.group(0)
-    assert "class=\"baseline\"" not in page
+    assert 'class="baseline"' not in page
 
     # this run of another eval set than the earlier ones: its own series only (one point: no chart yet)
     other = render_report(_run(7, mrr_avg=0.71, extra={"eval_set_hash": "f" * 64}), [], history=[_run(1, mrr_avg=0.7), _run(2, mrr_avg=0.7)])
@@ -127,8 +127,7 @@ def test_only_whole_runs_of_one_eval_set_are_charted_and_the_note_says_what_was_
 
 def test_run_ids_commits_and_dates_from_files_are_escaped() -> None:
     evil = "<script>alert(1)</script>"
-    history = [_run(1, mrr_avg=0.7, extra={"run_id": evil, "git_commit": f"<img src=x onerror=alert(2)>{evil}",
-                                             "timestamp": evil})]
+    history = [_run(1, mrr_avg=0.7, extra={"run_id": evil, "git_commit": f"<img src=x onerror=alert(2)>{evil}", "timestamp": evil})]
     baseline = _run(2, mrr_avg=0.8, extra={"run_id": f"b{evil}", "git_commit": evil, "timestamp": evil})
     page = render_report(_run(3, mrr_avg=0.6), [], history=history, baseline=baseline)
     assert "<script" not in page.replace(str(render_script()), "") and "<img" not in page  # only the page's own script
@@ -171,14 +170,12 @@ def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: p
                                              "debug": {"retrieved_chunks": [{"rel_path": "a.md"}]}}
     """)
     for more in (["--rageval-update-baseline"], []):
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider",
-                                    "--rageval-baseline", "base.json", *more)
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-baseline", "base.json", *more)
         assert result.ret == 0, result.stdout.str()
     # the second run is `latest` (run ids made within one second do not sort by time)
     second = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     metrics = json.loads((second / "metrics.json").read_text())
-    assert metrics["git_commit"] == json.loads((second / "config.json").read_text())["git_commit"] == \
-        "0123456789abcdef0123456789abcdef01234567"
+    assert metrics["git_commit"] == json.loads((second / "config.json").read_text())["git_commit"] == "0123456789abcdef0123456789abcdef01234567"
     # the second run's report charts both runs, labelled with the commit, and the baseline it was compared with
     recall = _charts((second / "report.html").read_text(encoding="utf-8"))["recall_at_k_avg"]
     assert len(_points(recall)) == 2 and all("commit 0123456" in title for _, title in _points(recall))
@@ -189,15 +186,13 @@ def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: p
 def test_the_chart_is_visible_in_a_browser(tmp_path: Path) -> None:
     """The real page's chart, laid out by Chromium: a visible box, its points inside it and on top."""
     report = tmp_path / "report.html"
-    write_report(report, _run(4, mrr_avg=0.6), [], history=[_run(i, mrr_avg=0.7) for i in (1, 2, 3)],
-                 baseline=_run(2, mrr_avg=0.8))
+    write_report(report, _run(4, mrr_avg=0.6), [], history=[_run(i, mrr_avg=0.7) for i in (1, 2, 3)], baseline=_run(2, mrr_avg=0.8))
     page = report.read_text(encoding="utf-8")
     # The page forbids scripts (CSP); this copy of it, only to measure, allows one probe script at the end.
     probe = tmp_path / "probe.html"
-    probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", PROBE + "</body>"),
-                     encoding="utf-8")
+    probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom = dump_dom(probe, tmp_path / "profile")
-    found: Optional[re.Match[str]] = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    found: re.Match[str] | None = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert found is not None, dom[-2000:]
     seen = json.loads(found.group(1).replace("&quot;", '"'))
     assert seen["charts"] >= 1

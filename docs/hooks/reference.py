@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path[:1]:
@@ -193,8 +194,7 @@ def eval_field_rows() -> list[tuple[str, str, str, str, str]]:
             default = _code(json.dumps(spec["default"]))
         else:  # a list or an object, empty unless given
             default = _code("[]" if spec.get("type") == "array" else "{}")
-        rows.append((_code(name), _cell(_schema_type(spec, defs)), "yes" if name in required else "",
-                     default, _cell(meaning)))
+        rows.append((_code(name), _cell(_schema_type(spec, defs)), "yes" if name in required else "", default, _cell(meaning)))
     return rows
 
 

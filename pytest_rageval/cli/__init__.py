@@ -10,8 +10,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 
 def say(text: Any = "", *, file: Any = None) -> None:
@@ -46,17 +47,17 @@ def _load(path: str) -> dict:
     return data
 
 
-def _nearest_pyproject() -> Optional[Path]:
+def _nearest_pyproject() -> Path | None:
     """The pyproject.toml of the current folder or the nearest folder above it, or None."""
     here = Path.cwd()
     return next((d / "pyproject.toml" for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
 
 
-def _gate_table(pyproject: Optional[str]) -> dict[str, float]:
+def _gate_table(pyproject: str | None) -> dict[str, float]:
     """``[tool.rageval.gate]`` of ``pyproject`` or of the nearest pyproject.toml above the current folder."""
     from pytest_rageval.plugin.settings import SettingsError, parse_gate, read_pyproject_table
 
-    path: Optional[Path]
+    path: Path | None
     if pyproject is not None:
         path = Path(pyproject)
         if not path.is_file():
@@ -97,8 +98,11 @@ def _compare_configs(base: dict, new: dict, gate: dict[str, float], args: argpar
     configs = gate_configs(base, new, gate=gate, significance=args.significance, ignore_invariants=args.ignore_invariants)
     if configs is None:
         return exit_code
-    shown = {**new, "config_ranking": rank_configs(new, (new.get("config_ranking") or {}).get("metric")),
-             "comparison": {"by_config": configs.as_dict()}}
+    shown = {
+        **new,
+        "config_ranking": rank_configs(new, (new.get("config_ranking") or {}).get("metric")),
+        "comparison": {"by_config": configs.as_dict()},
+    }
     for line in ranking_lines(shown):
         say(terminal_safe(line, multiline=False))
     failed = [configs.compared[cid][1].exit_code for cid in configs.failed]
@@ -116,8 +120,16 @@ def _report(args: argparse.Namespace) -> int:
     history = _earlier_runs(run_dir.parent, metrics.get("run_id"))
     outcome, cases = _report_baseline(metrics, getattr(args, "baseline", None), getattr(args, "pyproject", None))
     deltas = [dataclasses.asdict(d) for d in outcome.comparison.deltas] if outcome.comparison is not None else None
-    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records(), history=history, deltas=deltas,
-                 outcome=outcome, baseline_cases=cases, baseline=cases.metrics if cases is not None else None)
+    write_report(
+        run_dir / "report.html",
+        metrics,
+        RunFolder(run_dir).records(),
+        history=history,
+        deltas=deltas,
+        outcome=outcome,
+        baseline_cases=cases,
+        baseline=cases.metrics if cases is not None else None,
+    )
     say(run_dir / "report.html")
     return 0
 
@@ -133,7 +145,7 @@ def _earlier_runs(output_dir: Path, run_id: Any) -> list[dict[str, Any]]:
     return history
 
 
-def _report_baseline(metrics: dict[str, Any], given: Optional[str], pyproject: Optional[str]) -> tuple[Any, Any]:
+def _report_baseline(metrics: dict[str, Any], given: str | None, pyproject: str | None) -> tuple[Any, Any]:
     """(the gate outcome, the baseline's cases or None) of a rebuilt report.
 
     Without ``given``: the verdict metrics.json recorded, and the cases of the baseline it names while that
@@ -153,16 +165,17 @@ def _report_baseline(metrics: dict[str, Any], given: Optional[str], pyproject: O
         cases = BaselineCases.load(outcome.baseline)
         recorded = (metrics.get("comparison") or {}).get("baseline_run_id")
         if cases is not None and recorded is not None and cases.run_id != recorded:
-            say(f"note: the baseline {outcome.baseline} is now run {cases.run_id}, not {recorded} the run was compared "
-                "with: no 'Since baseline' sections (pass --baseline PATH to compare anew)")
+            say(
+                f"note: the baseline {outcome.baseline} is now run {cases.run_id}, not {recorded} the run was compared "
+                "with: no 'Since baseline' sections (pass --baseline PATH to compare anew)"
+            )
             cases = None
         return outcome, cases
     base = _load(given)
     comparison = gate_runs(base, metrics, gate=_gate_table(pyproject))
     verdict = gate_verdict(comparison)
     reason = Redactor(environment_secrets(os.environ)).mask(scrub_urls(verdict.reason))
-    outcome = GateOutcome(comparison, failed=verdict.failed, reason=reason, refused=comparison.refused,
-                          baseline=str(Path(given).resolve()))
+    outcome = GateOutcome(comparison, failed=verdict.failed, reason=reason, refused=comparison.refused, baseline=str(Path(given).resolve()))
     return outcome, None if comparison.refused else BaselineCases.load(given)
 
 
@@ -194,15 +207,19 @@ def _history(args: argparse.Namespace) -> int:
         if number:
             say()
         say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
-        say("run_id".ljust(24) + "made (UTC), commit".ljust(26) + "".join(n.rjust(width) for n in names)
-            + "  passed/total  target, matrix, tree; note")
+        say(
+            "run_id".ljust(24)
+            + "made (UTC), commit".ljust(26)
+            + "".join(n.rjust(width) for n in names)
+            + "  passed/total  target, matrix, tree; note"
+        )
         odd: list[str] = []
         for metrics in runs:
             agg = _aggregates(metrics)
             cells = "".join(_history_cell(agg.get(n)).rjust(width) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
             notes = [*_what_ran(metrics), *run_scope_notes(metrics)]
-            say(terminal_safe(f"{str(metrics.get('run_id')):<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(notes)}".rstrip()))
+            say(terminal_safe(f"{metrics.get('run_id')!s:<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(notes)}".rstrip()))
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
             if bad:
                 where = Path(args.dir) / str(metrics.get("run_id")) / "metrics.json"
@@ -212,8 +229,7 @@ def _history(args: argparse.Namespace) -> int:
         if key is not None:
             values = [_aggregates(m).get(key) for m in runs]
             low, high = scale_of(key)
-            say(f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| "
-                f"oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}")
+            say(f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}")
     for note in skipped:
         say(f"note: {note}")
     return 0
@@ -227,8 +243,10 @@ def _what_ran(metrics: dict[str, Any]) -> list[str]:
         marks.append(str(target.get("name") or target.get("kind"))[:60])
     matrix = metrics.get("matrix")
     if isinstance(matrix, dict) and matrix:
-        marks.append("matrix " + ";".join(f"{axis}={','.join(map(str, values)) if isinstance(values, list) else values}"
-                                          for axis, values in matrix.items())[:80])
+        marks.append(
+            "matrix "
+            + ";".join(f"{axis}={','.join(map(str, values)) if isinstance(values, list) else values}" for axis, values in matrix.items())[:80]
+        )
     if metrics.get("git_dirty") is True:
         marks.append("uncommitted changes")
     return marks
@@ -258,6 +276,7 @@ def _merge(args: argparse.Namespace) -> int:
     from pytest_rageval.gate.aggregate import xfail_counts
     from pytest_rageval.report.html import write_report
     from pytest_rageval.runs.folder import RunFolder
+
     from .merge import MergeError, merge_runs
 
     try:
@@ -267,8 +286,10 @@ def _merge(args: argparse.Namespace) -> int:
     write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records())
     for note in notes:
         say(note)
-    say(f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors"
-        f"{xfail_counts(metrics)})")
+    say(
+        f"{run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, {metrics['errors']} errors"
+        f"{xfail_counts(metrics)})"
+    )
     return 0
 
 
@@ -280,6 +301,7 @@ def _judge(args: argparse.Namespace) -> int:
     from pytest_rageval.plugin.judge_factory import build_judge
     from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.runs.folder import RunFolder
+
     from .rejudge import rejudge_run
 
     # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.
@@ -329,6 +351,7 @@ def _project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
 
     from pytest_rageval.targets.client import RagConfigError, parse_request_map, parse_response_map
     from pytest_rageval.targets.resolve import load_target
+
     from .label import LabelError, project_client
 
     if args.pyproject is not None and not Path(args.pyproject).is_file():
@@ -341,8 +364,9 @@ def _project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
         project = dataclasses.replace(project, docs_root=Path(args.docs_root).resolve())
     target = args.target or project.target or os.environ.get("RAGEVAL_TARGET")
     if not target:
-        raise _usage_error(f"{command}: --target URL or module:function is needed "
-                           "(or rageval_target in [tool.pytest.ini_options], or env RAGEVAL_TARGET)")
+        raise _usage_error(
+            f"{command}: --target URL or module:function is needed (or rageval_target in [tool.pytest.ini_options], or env RAGEVAL_TARGET)"
+        )
     folders = [os.getcwd(), *([str(project.path.parent)] if project.path else [])]
     try:
         client = load_target(
@@ -356,8 +380,12 @@ def _project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
             params_hook=project.params_hook,
         )
     except RagConfigError as exc:
-        given = {"rageval_target": args.target, "rageval_request_map": getattr(args, "request_map", None),
-                 "rageval_response_map": getattr(args, "response_map", None), "rageval_timeout": args.timeout}
+        given = {
+            "rageval_target": args.target,
+            "rageval_request_map": getattr(args, "request_map", None),
+            "rageval_response_map": getattr(args, "response_map", None),
+            "rageval_timeout": args.timeout,
+        }
         key = str(exc).split(" ", 1)[0].rstrip(":")
         where = f"{project.path}: " if project.path and key.startswith("rageval_") and not given.get(key) else ""
         raise _usage_error(f"{command}: {where}{exc}") from None
@@ -401,9 +429,14 @@ def _inspect(args: argparse.Namespace) -> int:
         raise _usage_error(f"inspect: --k must be at least 1, got {args.k}")
     project, client = _project_target(args, "inspect")
     try:
-        lines, unreachable = inspect_target(client, args.question, k=args.k, params=_params(args.param or []),
-                                            eval_set=Path(args.eval_set) if args.eval_set else None,
-                                            docs_root=project.docs_root_or_folder)
+        lines, unreachable = inspect_target(
+            client,
+            args.question,
+            k=args.k,
+            params=_params(args.param or []),
+            eval_set=Path(args.eval_set) if args.eval_set else None,
+            docs_root=project.docs_root_or_folder,
+        )
     except InspectError as exc:
         say(f"rageval inspect: {exc}", file=sys.stderr)
         return 1
@@ -464,10 +497,13 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise _usage_error(f"calibrate: {exc.message}") from None
     identity = judge_identity(setup.judge.describe(), judge_info(setup.judge))
     folder = Path(args.output) if args.output else settings.output_dir / CALIBRATION_DIR / new_run_id()
-    written = write_calibration(folder, identity, "shipped" if args.set is None else str(path), set_hash(path),
-                                {m: f.as_dict() for m, f in figures.items()})
-    say(f"judge: {identity['kind']} {identity['model']} (prompt {identity['prompt_version']}); set {path} "
-        f"({len(items)} labelled answers, hash {set_hash(path)})")
+    written = write_calibration(
+        folder, identity, "shipped" if args.set is None else str(path), set_hash(path), {m: f.as_dict() for m, f in figures.items()}
+    )
+    say(
+        f"judge: {identity['kind']} {identity['model']} (prompt {identity['prompt_version']}); set {path} "
+        f"({len(items)} labelled answers, hash {set_hash(path)})"
+    )
     for line in format_figures(figures):
         say(line)
     say(f"wrote {written}")
@@ -498,12 +534,18 @@ def _judge_settings(args: argparse.Namespace) -> Any:
         ini = read_tool_tables(pyproject)[0] if pyproject is not None else {}
     except ConfigError as exc:
         raise _usage_error(f"calibrate: {exc}") from None
-    option = _NoOptions(rageval_judge=args.judge, rageval_judge_model=args.judge_model,
-                        rageval_judge_base_url=args.judge_base_url, rageval_threshold=[], rageval_concurrency=args.concurrency,
-                        rageval_no_cache=args.no_cache)
+    option = _NoOptions(
+        rageval_judge=args.judge,
+        rageval_judge_model=args.judge_model,
+        rageval_judge_base_url=args.judge_base_url,
+        rageval_threshold=[],
+        rageval_concurrency=args.concurrency,
+        rageval_no_cache=args.no_cache,
+    )
     rootdir = pyproject.parent if pyproject is not None else Path.cwd()
-    return build_settings(rootdir=rootdir, invocation_dir=Path.cwd(), option=option, ini=ini,
-                          pyproject=read_pyproject_table(pyproject), environ=os.environ)
+    return build_settings(
+        rootdir=rootdir, invocation_dir=Path.cwd(), option=option, ini=ini, pyproject=read_pyproject_table(pyproject), environ=os.environ
+    )
 
 
 def _label_headers(project: Any, lines: list[str], environ: Any) -> dict[str, str]:
@@ -515,24 +557,26 @@ def _label_headers(project: Any, lines: list[str], environ: Any) -> dict[str, st
         try:
             extra = parse_headers(line, environ)
         except RagConfigError as exc:  # the line may hold a secret: named by its number only
-            raise RagConfigError(str(exc).replace("rageval_headers line 1", f"--header number {number}")
-                                 .replace("rageval_headers", f"--header number {number}")) from None
+            raise RagConfigError(
+                str(exc).replace("rageval_headers line 1", f"--header number {number}").replace("rageval_headers", f"--header number {number}")
+            ) from None
         for name, value in extra.items():
             headers = {n: v for n, v in headers.items() if n.lower() != name.lower()}
             headers[name] = value
     return headers
+
 
 def _rescore(args: argparse.Namespace) -> int:
     """A new run recomputed from RUN's stored records at --k, with --threshold overriding; nothing is sent."""
     from pytest_rageval.evaluation.thresholds import ThresholdError, parse_cli_thresholds
     from pytest_rageval.report.html import write_report
     from pytest_rageval.runs.folder import RunFolder
+
     from .rescore import RescoreError, rescore_run
 
     try:
         overrides = parse_cli_thresholds(list(args.threshold or []), option="--threshold")
-        result = rescore_run(Path(args.run), k=args.k, thresholds=overrides,
-                             output_dir=Path(args.output) if args.output else None)
+        result = rescore_run(Path(args.run), k=args.k, thresholds=overrides, output_dir=Path(args.output) if args.output else None)
     except (RescoreError, ThresholdError) as exc:
         raise _usage_error(str(exc)) from None
     run_id = result.metrics.get("run_id")
@@ -547,32 +591,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schema", help="print the JSON Schema of an eval-set line").set_defaults(func=_schema)
-    p = sub.add_parser("compare", help="compare two runs (metrics.json or run folders); exit 1 on regression, "
-                                       "2 when they cannot be compared")
+    p = sub.add_parser("compare", help="compare two runs (metrics.json or run folders); exit 1 on regression, 2 when they cannot be compared")
     p.add_argument("base", help="the baseline: a metrics.json or a run folder")
     p.add_argument("new", help="the run to check: a metrics.json or a run folder")
     p.add_argument("--ignore-invariants", action="store_true", help="compare even if the eval set or judge differ")
     p.add_argument("--significance", action="store_true", help="fail only drops whose 95%% interval excludes zero")
     p.add_argument("--max-cases", type=int, default=20, help="flipped cases listed of each kind (default 20)")
-    p.add_argument("--pyproject", help="pyproject.toml whose [tool.rageval.gate] sets the tolerances "
-                                       "(default: the nearest one above the current folder)")
+    p.add_argument(
+        "--pyproject", help="pyproject.toml whose [tool.rageval.gate] sets the tolerances (default: the nearest one above the current folder)"
+    )
     p.set_defaults(func=_compare)
     p = sub.add_parser("report", help="rebuild RUN/report.html from its results.jsonl and metrics.json")
     p.add_argument("run", help="the run folder")
-    p.add_argument("--baseline", help="compare with this baseline (a metrics.json or a run folder) instead of the one "
-                                      "the run recorded; its results.jsonl, when beside it, gives each case's old answer, "
-                                      "and its values are drawn as a line on the trend charts")
-    p.add_argument("--pyproject", help="with --baseline: pyproject.toml whose [tool.rageval.gate] sets the tolerances "
-                                       "(default: the nearest one above the current folder)")
+    p.add_argument(
+        "--baseline",
+        help="compare with this baseline (a metrics.json or a run folder) instead of the one "
+        "the run recorded; its results.jsonl, when beside it, gives each case's old answer, "
+        "and its values are drawn as a line on the trend charts",
+    )
+    p.add_argument(
+        "--pyproject",
+        help="with --baseline: pyproject.toml whose [tool.rageval.gate] sets the tolerances (default: the nearest one above the current folder)",
+    )
     p.set_defaults(func=_report)
     p = sub.add_parser("judge", help="re-judge a stored run from its stored judge inputs (through the judge cache)")
     p.add_argument("run", help="the run folder (its results.jsonl is rewritten, its report rebuilt)")
-    p.add_argument("--judge", choices=("lexical", "openai"),
-                   help="default: the run's own openai judge (model, base URL) if it had one, else lexical")
+    p.add_argument("--judge", choices=("lexical", "openai"), help="default: the run's own openai judge (model, base URL) if it had one, else lexical")
     p.add_argument("--model", help="judge model (with --judge openai; default: the run's)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: the run's, else env OPENAI_BASE_URL)")
-    p.add_argument("--json-mode", choices=("json_schema", "json_object", "text"), help="how the judge is asked to answer "
-                                                                                       "(default: the run's, else json_schema)")
+    p.add_argument(
+        "--json-mode", choices=("json_schema", "json_object", "text"), help="how the judge is asked to answer (default: the run's, else json_schema)"
+    )
     p.add_argument("--metrics", help="comma-separated judge metrics (default: the run's, else groundedness,correctness)")
     p.add_argument("--cache-dir", default=".rageval_cache", help="the judge cache (default .rageval_cache)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the judge cache")
@@ -582,21 +631,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", help="the shard run folders")
     p.add_argument("-o", "--output", default="results", help="output folder of the merged run (default results)")
     p.set_defaults(func=_merge)
-    p = sub.add_parser("rescore", help="a new run recomputed from a run stored with --rageval-store-full-text, at a "
-                                       "smaller K or other thresholds; sends nothing (no RAG, no judge request)")
+    p = sub.add_parser(
+        "rescore",
+        help="a new run recomputed from a run stored with --rageval-store-full-text, at a "
+        "smaller K or other thresholds; sends nothing (no RAG, no judge request)",
+    )
     p.add_argument("run", help="the run folder (made with --rageval-store-full-text; it is left as it is)")
-    p.add_argument("--k", type=int, default=None, help="score only the top K stored chunks (default: the run's K; "
-                                                       "at most the run's K)")
-    p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",
-                   help="override a threshold, as --rageval-threshold does (repeatable); outcomes are recomputed")
-    p.add_argument("-o", "--output", help="output folder of the new run (default: the folder holding RUN); "
-                                          "its latest is moved")
+    p.add_argument("--k", type=int, default=None, help="score only the top K stored chunks (default: the run's K; at most the run's K)")
+    p.add_argument(
+        "--threshold",
+        action="append",
+        metavar="METRIC=VALUE",
+        help="override a threshold, as --rageval-threshold does (repeatable); outcomes are recomputed",
+    )
+    p.add_argument("-o", "--output", help="output folder of the new run (default: the folder holding RUN); its latest is moved")
     p.set_defaults(func=_rescore)
     p = sub.add_parser("history", help="aggregate metrics over the runs in an output folder, per eval set")
     p.add_argument("dir", nargs="?", default="results", help="the output folder (default results)")
     p.add_argument("--limit", type=int, default=30, help="the newest N runs (default 30)")
-    p.add_argument("--metric", help="also draw this aggregate (mrr_avg, or a metric name: mrr) as an ASCII sparkline per "
-                                    "eval set, oldest run first, on the metric's own scale")
+    p.add_argument(
+        "--metric",
+        help="also draw this aggregate (mrr_avg, or a metric name: mrr) as an ASCII sparkline per "
+        "eval set, oldest run first, on the metric's own scale",
+    )
     p.set_defaults(func=_history)
     _add_label_parser(sub)
     _add_inspect_parser(sub)
@@ -619,52 +676,79 @@ chunk's text that the chunk matches under rageval_require_snippets."""
 
 
 def _add_label_parser(sub: Any) -> None:
-    p = sub.add_parser("label", help="label gold supports: ask each question with debug on, pick the supporting chunks",
-                       description="Ask each question of SET that lacks gold (answerable, no gold_supports and no "
-                                   "gold_doc_ids) with debug on, show the retrieved chunks numbered (rel_path, heading "
-                                   "path, score, excerpt) and write the gold you pick back into SET.",
-                       epilog=LABEL_PROTOCOL, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "label",
+        help="label gold supports: ask each question with debug on, pick the supporting chunks",
+        description="Ask each question of SET that lacks gold (answerable, no gold_supports and no "
+        "gold_doc_ids) with debug on, show the retrieved chunks numbered (rel_path, heading "
+        "path, score, excerpt) and write the gold you pick back into SET.",
+        epilog=LABEL_PROTOCOL,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("set", help="the eval-set .jsonl file to label (rewritten in place, one line per answer)")
-    p.add_argument("--target", help="the system: an http(s):// ask URL or package.module:function (default: rageval_target "
-                                    "of the project's [tool.pytest.ini_options], else env RAGEVAL_TARGET)")
+    p.add_argument(
+        "--target",
+        help="the system: an http(s):// ask URL or package.module:function (default: rageval_target "
+        "of the project's [tool.pytest.ini_options], else env RAGEVAL_TARGET)",
+    )
     p.add_argument("--k", type=int, default=20, help="chunks asked for and shown per question (default 20)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--ids", help="comma-separated ids of the questions to ask (labelled again if they have gold)")
     which.add_argument("--all", action="store_true", help="ask every question, also those that have gold")
-    p.add_argument("--header", action="append", metavar="'NAME: VALUE'",
-                   help="an HTTP header to send, ${VAR} read from the environment (repeatable; like ini rageval_headers)")
-    p.add_argument("--request-map", action="append", metavar="'FIELD = SENT_AS'",
-                   help="rename a request body field, e.g. 'question = query' (repeatable; like ini rageval_request_map)")
-    p.add_argument("--response-map", action="append", metavar="'TARGET = SOURCE'",
-                   help="where to read a response field, e.g. 'retrieved_chunks = hits' (repeatable; like ini "
-                        "rageval_response_map)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for each answer (default: the project's "
-                                                                "rageval_timeout, else 60)")
-    p.add_argument("--pyproject", help="pyproject.toml whose [tool.pytest.ini_options] rageval_target, rageval_headers, "
-                                       "rageval_request_map, rageval_response_map and rageval_timeout are used (default: "
-                                       "the nearest one above the current folder); the options above win, --header "
-                                       "lines add to the project's headers")
+    p.add_argument(
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="an HTTP header to send, ${VAR} read from the environment (repeatable; like ini rageval_headers)",
+    )
+    p.add_argument(
+        "--request-map",
+        action="append",
+        metavar="'FIELD = SENT_AS'",
+        help="rename a request body field, e.g. 'question = query' (repeatable; like ini rageval_request_map)",
+    )
+    p.add_argument(
+        "--response-map",
+        action="append",
+        metavar="'TARGET = SOURCE'",
+        help="where to read a response field, e.g. 'retrieved_chunks = hits' (repeatable; like ini rageval_response_map)",
+    )
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for each answer (default: the project's rageval_timeout, else 60)")
+    p.add_argument(
+        "--pyproject",
+        help="pyproject.toml whose [tool.pytest.ini_options] rageval_target, rageval_headers, "
+        "rageval_request_map, rageval_response_map and rageval_timeout are used (default: "
+        "the nearest one above the current folder); the options above win, --header "
+        "lines add to the project's headers",
+    )
     p.set_defaults(func=_label)
 
 
 def _add_calibrate_parser(sub: Any) -> None:
-    p = sub.add_parser("calibrate", help="how far the configured judge agrees with a labelled set, per metric",
-                       description="Run the judge configured as for `pytest --rageval` (the project's ini keys and "
-                                   "[tool.rageval.judge]; the options below override them) over a labelled set and print, "
-                                   "per metric: n, accuracy, balanced accuracy, Cohen's kappa, the confusion table (tp fp tn "
-                                   "fn; positive = passes), judge errors, requests and cost. Writes calibration.json, which "
-                                   "rageval_min_judge_agreement reads. The judge cache serves re-runs.")
-    p.add_argument("--set", help="a labelled .jsonl set: one answer a line, {id, question, contexts, answer, "
-                                 "reference_answer?, expected_key_facts?, labels: {metric: true|false}} (default: the set "
-                                 "shipped with the package)")
-    p.add_argument("--metric", action="append", help="a judge metric to calibrate (repeatable; default: the judge "
-                                                     "metrics the project runs)")
-    p.add_argument("-o", "--output", help="folder of calibration.json (default: <output>/calibration/<id>/, where "
-                                          "<output> is the project's rageval_output, else results)")
+    p = sub.add_parser(
+        "calibrate",
+        help="how far the configured judge agrees with a labelled set, per metric",
+        description="Run the judge configured as for `pytest --rageval` (the project's ini keys and "
+        "[tool.rageval.judge]; the options below override them) over a labelled set and print, "
+        "per metric: n, accuracy, balanced accuracy, Cohen's kappa, the confusion table (tp fp tn "
+        "fn; positive = passes), judge errors, requests and cost. Writes calibration.json, which "
+        "rageval_min_judge_agreement reads. The judge cache serves re-runs.",
+    )
+    p.add_argument(
+        "--set",
+        help="a labelled .jsonl set: one answer a line, {id, question, contexts, answer, "
+        "reference_answer?, expected_key_facts?, labels: {metric: true|false}} (default: the set "
+        "shipped with the package)",
+    )
+    p.add_argument("--metric", action="append", help="a judge metric to calibrate (repeatable; default: the judge metrics the project runs)")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="folder of calibration.json (default: <output>/calibration/<id>/, where <output> is the project's rageval_output, else results)",
+    )
     p.add_argument("--judge", choices=["lexical", "openai"], help="the judge (default: the project's)")
     p.add_argument("--judge-model", help="the OpenAI-compatible judge's model (default: the project's)")
-    p.add_argument("--judge-base-url", help="the OpenAI-compatible judge's base URL (default: the project's, else "
-                                            "env OPENAI_BASE_URL)")
+    p.add_argument("--judge-base-url", help="the OpenAI-compatible judge's base URL (default: the project's, else env OPENAI_BASE_URL)")
     p.add_argument("--concurrency", type=int, default=None, help="judge requests in flight at once (default 8)")
     p.add_argument("--no-cache", action="store_true", help="ask the judge again for every answer")
     p.add_argument("--pyproject", help="the project's pyproject.toml (default: the nearest one above the current folder)")
@@ -672,30 +756,34 @@ def _add_calibrate_parser(sub: Any) -> None:
 
 
 def _add_inspect_parser(sub: Any) -> None:
-    p = sub.add_parser("inspect", help="ask one question and show the response as the plugin reads it; with --eval-set, "
-                                       "the gold supports that could never match",
-                       description="Ask QUESTION once and print the normalised response: the answer, and each chunk's "
-                                   "rel_path, heading path, doc_id and score, as the metrics see them. With --eval-set, "
-                                   "also each gold support that no chunk could ever match (a file outside docs_root, "
-                                   "a heading the file does not have, chunk paths or headings of another form). "
-                                   "Exit 1 when there is such a support or the call failed.")
-    p.add_argument("target", nargs="?", help="the system: an http(s):// URL or package.module:name (a callable, or a "
-                                             "LlamaIndex, LangChain, LangGraph or Haystack object); default: the project's")
+    p = sub.add_parser(
+        "inspect",
+        help="ask one question and show the response as the plugin reads it; with --eval-set, the gold supports that could never match",
+        description="Ask QUESTION once and print the normalised response: the answer, and each chunk's "
+        "rel_path, heading path, doc_id and score, as the metrics see them. With --eval-set, "
+        "also each gold support that no chunk could ever match (a file outside docs_root, "
+        "a heading the file does not have, chunk paths or headings of another form). "
+        "Exit 1 when there is such a support or the call failed.",
+    )
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="the system: an http(s):// URL or package.module:name (a callable, or a "
+        "LlamaIndex, LangChain, LangGraph or Haystack object); default: the project's",
+    )
     p.add_argument("question", help="the question to ask")
     p.add_argument("--eval-set", help="an eval-set .jsonl file whose gold supports are checked")
     p.add_argument("--k", type=int, default=5, help="chunks shown (default 5)")
-    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a param sent with the question, e.g. top_k=3 "
-                                                                          "(repeatable)")
-    p.add_argument("--docs-root", help="the folder gold rel_paths are relative to (default: the project's "
-                                       "rageval_docs_root, else the project's folder)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for the answer (default: the project's "
-                                                                "rageval_timeout, else 60)")
-    p.add_argument("--pyproject", help="pyproject.toml whose rageval_* keys are used (default: the nearest one above "
-                                       "the current folder)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a param sent with the question, e.g. top_k=3 (repeatable)")
+    p.add_argument(
+        "--docs-root", help="the folder gold rel_paths are relative to (default: the project's rageval_docs_root, else the project's folder)"
+    )
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for the answer (default: the project's rageval_timeout, else 60)")
+    p.add_argument("--pyproject", help="pyproject.toml whose rageval_* keys are used (default: the nearest one above the current folder)")
     p.set_defaults(func=_inspect)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     from pytest_rageval.runs.folder import RunFolderError
 
     args = build_parser().parse_args(argv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pytest_rageval.evaluation.anchors import normalize_heading_path
 from pytest_rageval.evaluation.evalset import load_eval_file
@@ -38,8 +38,9 @@ async def _ask(client: RagClient, question: str, k: int, params: dict[str, Any])
         await client.aclose()
 
 
-def inspect_target(client: RagClient, question: str, *, k: int, params: dict[str, Any], eval_set: Optional[Path],
-                   docs_root: Path) -> tuple[list[str], list[Unreachable | str]]:
+def inspect_target(
+    client: RagClient, question: str, *, k: int, params: dict[str, Any], eval_set: Path | None, docs_root: Path
+) -> tuple[list[str], list[Unreachable | str]]:
     """The lines to print, and what can never match (empty without ``eval_set``)."""
     loaded = None
     if eval_set is not None:
@@ -55,8 +56,9 @@ def inspect_target(client: RagClient, question: str, *, k: int, params: dict[str
     if response.abstained is not None:
         lines.append(f"abstained: {str(response.abstained).lower()}")
     chunks = response.retrieved_chunks
-    lines.append(f"retrieved chunks ({len(chunks)}; the first {k} count), rel_path relative to docs_root {docs_root}:"
-                 if chunks else "retrieved chunks: none")
+    lines.append(
+        f"retrieved chunks ({len(chunks)}; the first {k} count), rel_path relative to docs_root {docs_root}:" if chunks else "retrieved chunks: none"
+    )
     lines += [_chunk_line(i, chunk) for i, chunk in enumerate(chunks[:k], start=1)]
     if len(chunks) > k:
         lines.append(f"  ... and {len(chunks) - k} more")

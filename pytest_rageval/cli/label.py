@@ -19,9 +19,10 @@ piped lines (a wrong one stops the labelling with a message naming its input lin
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Optional, Sequence, Union
+from typing import IO, Any
 
 from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.evalset import EvalFile, LoadedCase
@@ -32,8 +33,7 @@ from pytest_rageval.sanitize import terminal_safe
 from pytest_rageval.suggest import did_you_mean
 from pytest_rageval.targets.client import RagCallError, RagClient
 
-__all__ = ["LabelError", "LabelResult", "LineChooser", "ProjectClient", "Question", "format_question", "label_set",
-           "project_client", "select_cases"]
+__all__ = ["LabelError", "LabelResult", "LineChooser", "ProjectClient", "Question", "format_question", "label_set", "project_client", "select_cases"]
 
 #: Characters of a chunk's text shown as its excerpt, and of the answer.
 EXCERPT_CHARS = 160
@@ -53,11 +53,11 @@ class Question:
     number: int  # 1-based among the questions asked this session
     total: int
     answer: str
-    abstained: Optional[bool]
+    abstained: bool | None
     chunks: tuple[Chunk, ...]
 
 
-Answer = Union[str, Choice]
+Answer = str | Choice
 Chooser = Callable[[Question], Answer]
 
 
@@ -88,21 +88,28 @@ class LabelResult:
 
 
 #: The ini keys of the system under test that ``rageval label`` reads from ``[tool.pytest.ini_options]``.
-CLIENT_KEYS = ("rageval_target", "rageval_headers", "rageval_request_map", "rageval_response_map", "rageval_timeout",
-               "rageval_docs_root", "rageval_params_hook")
+CLIENT_KEYS = (
+    "rageval_target",
+    "rageval_headers",
+    "rageval_request_map",
+    "rageval_response_map",
+    "rageval_timeout",
+    "rageval_docs_root",
+    "rageval_params_hook",
+)
 
 
 @dataclass(frozen=True)
 class ProjectClient:
     """How the project's pytest configuration reaches its system (ini keys of ``[tool.pytest.ini_options]``)."""
 
-    path: Optional[Path] = None  # the pyproject.toml read (None: none found)
-    target: Optional[str] = None
+    path: Path | None = None  # the pyproject.toml read (None: none found)
+    target: str | None = None
     headers: str = ""
     request_map: str = ""
     response_map: str = ""
-    timeout: Optional[float] = None
-    docs_root: Optional[Path] = None  # rageval_docs_root or [tool.rageval] docs_root, relative to the file's folder
+    timeout: float | None = None
+    docs_root: Path | None = None  # rageval_docs_root or [tool.rageval] docs_root, relative to the file's folder
     params_hook: str = ""
 
     @property
@@ -115,7 +122,7 @@ def _lines(value: Any) -> str:
     return "\n".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value or "")
 
 
-def project_client(path: Optional[Path]) -> ProjectClient:
+def project_client(path: Path | None) -> ProjectClient:
     """The client keys (CLIENT_KEYS) of ``[tool.pytest.ini_options]`` in the pyproject.toml at ``path``, as the
     plugin reads them; LabelError for a file that cannot be read or a timeout that is not a number."""
     if path is None:
@@ -132,10 +139,16 @@ def project_client(path: Optional[Path]) -> ProjectClient:
     except (TypeError, ValueError):
         raise LabelError(f"{path}: rageval_timeout: must be a number of seconds, got {timeout!r}") from None
     docs_root = ini.get("rageval_docs_root") or table.get("docs_root")
-    return ProjectClient(path, str(ini.get("rageval_target") or "") or None, _lines(ini.get("rageval_headers")),
-                         _lines(ini.get("rageval_request_map")), _lines(ini.get("rageval_response_map")), seconds,
-                         (path.parent / str(docs_root)).resolve() if docs_root else None,
-                         str(ini.get("rageval_params_hook") or "").strip())
+    return ProjectClient(
+        path,
+        str(ini.get("rageval_target") or "") or None,
+        _lines(ini.get("rageval_headers")),
+        _lines(ini.get("rageval_request_map")),
+        _lines(ini.get("rageval_response_map")),
+        seconds,
+        (path.parent / str(docs_root)).resolve() if docs_root else None,
+        str(ini.get("rageval_params_hook") or "").strip(),
+    )
 
 
 # --------------------------------------------------------------------------- which questions
@@ -146,7 +159,7 @@ def lacks_gold(case: EvalCase) -> bool:
     return case.answerable and not case.has_gold
 
 
-def select_cases(loaded: EvalFile, *, ids: Optional[Sequence[str]] = None, every: bool = False) -> list[LoadedCase]:
+def select_cases(loaded: EvalFile, *, ids: Sequence[str] | None = None, every: bool = False) -> list[LoadedCase]:
     """The cases to ask, in file order: those named by ``ids`` (LabelError for an unknown one), else every case
     with ``every``, else those that lack gold."""
     if ids:
@@ -212,15 +225,16 @@ class LineChooser:
     from piped input (each line echoed after the prompt; a wrong answer is a LabelError naming its input line).
     The end of the input answers ``q``."""
 
-    def __init__(self, lines: Union[IO[str], Iterable[str]], out: Callable[[str], None], *, interactive: bool = False,
-                 read: Optional[Callable[[str], str]] = None) -> None:
+    def __init__(
+        self, lines: IO[str] | Iterable[str], out: Callable[[str], None], *, interactive: bool = False, read: Callable[[str], str] | None = None
+    ) -> None:
         self._lines = iter(lines)
         self._out = out
         self._interactive = interactive
         self._read = read  # input(): a terminal's line editing
         self.line_number = 0
 
-    def _next(self, prompt: str) -> Optional[str]:
+    def _next(self, prompt: str) -> str | None:
         if self._read is not None:
             try:
                 return self._read(prompt)
@@ -266,7 +280,7 @@ def _describe(choice: Choice) -> str:
     return text
 
 
-def _ask(engine: Engine, client: RagClient, loaded: LoadedCase, k: int) -> tuple[str, Optional[bool], tuple[Chunk, ...]]:
+def _ask(engine: Engine, client: RagClient, loaded: LoadedCase, k: int) -> tuple[str, bool | None, tuple[Chunk, ...]]:
     case = loaded.case
     try:
         reply = engine.run(client.aask(case.question, k=k, params=dict(case.params)))
@@ -277,14 +291,14 @@ def _ask(engine: Engine, client: RagClient, loaded: LoadedCase, k: int) -> tuple
 
 
 def label_set(
-    path: Union[str, os.PathLike[str]],
+    path: str | os.PathLike[str],
     client: RagClient,
     choose: Chooser,
     *,
     k: int = 20,
-    ids: Optional[Sequence[str]] = None,
+    ids: Sequence[str] | None = None,
     every: bool = False,
-    show: Optional[Callable[[str], None]] = None,
+    show: Callable[[str], None] | None = None,
 ) -> LabelResult:
     """Label the questions of the eval set at ``path``: ask each through ``client`` (k chunks, debug on), show them
     through ``show`` (nothing when None), take ``choose``'s answer and write it into the file at once.
@@ -320,11 +334,11 @@ def label_set(
                 choice = _choose(choose, question)
             except KeyboardInterrupt:
                 result.interrupted = True
-                result.not_asked = [c.case.id for c in cases[number - 1:]]
+                result.not_asked = [c.case.id for c in cases[number - 1 :]]
                 break
             if choice.kind == "quit":
                 result.quit = True
-                result.not_asked = [c.case.id for c in cases[number - 1:]]
+                result.not_asked = [c.case.id for c in cases[number - 1 :]]
                 break
             if choice.kind == "skip":
                 result.skipped.append(case.id)

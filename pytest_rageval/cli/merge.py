@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from pytest_rageval import safejson
 from pytest_rageval.evaluation.selection import merged_selection
@@ -76,6 +77,6 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
     return folder.run_dir, merged, notes
 
 
-def _one(values: set[str]) -> Optional[str]:
+def _one(values: set[str]) -> str | None:
     """The value the shards share, or None when they differ or none has one."""
     return next(iter(values)) if len(values) == 1 else None

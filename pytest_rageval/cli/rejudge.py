@@ -21,10 +21,11 @@ made on excerpts.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.record import error
@@ -100,7 +101,7 @@ def _case(record: Mapping[str, Any], question: str) -> EvalCase:
     return case
 
 
-def _job(record: dict[str, Any], k: Optional[int]) -> _Job:
+def _job(record: dict[str, Any], k: int | None) -> _Job:
     stored = record["judge_input"]
     question = str(stored.get("question") or record.get("question") or "")
     answer = str(stored.get("answer") if stored.get("answer") is not None else record.get("answer") or "")
@@ -131,7 +132,7 @@ def _job(record: dict[str, Any], k: Optional[int]) -> _Job:
     return _Job(record, _case(record, question), response, inp, truncated)
 
 
-def _jobs(records: list[dict[str, Any]], k: Optional[int], results: Path) -> list[_Job]:
+def _jobs(records: list[dict[str, Any]], k: int | None, results: Path) -> list[_Job]:
     """The judging of each judgeable record; RunFolderError naming the record that cannot be judged again."""
     jobs = []
     for index, record in enumerate(records):
@@ -140,8 +141,9 @@ def _jobs(records: list[dict[str, Any]], k: Optional[int], results: Path) -> lis
         try:
             jobs.append(_job(record, k))
         except ValueError as exc:  # a hand-edited record (no question left, say): name it, change nothing
-            raise RunFolderError(f"{results}: record {index + 1} ({record.get('key')}): cannot be judged again: "
-                                 f"{error_message(exc)}; nothing was changed") from None
+            raise RunFolderError(
+                f"{results}: record {index + 1} ({record.get('key')}): cannot be judged again: {error_message(exc)}; nothing was changed"
+            ) from None
     return jobs
 
 
@@ -194,7 +196,7 @@ def _single_judgement(record: dict[str, Any]) -> None:
         record["flaky"] = False
 
 
-async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: Optional[int] = None) -> RejudgeResult:
+async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: int | None = None) -> RejudgeResult:
     """Judge ``run_dir``'s stored judge inputs with ``setup`` and rewrite results.jsonl and metrics.json.
 
     ``k`` judges only the first K stored contexts of each case. A JudgeAuthError
@@ -246,8 +248,9 @@ def _update_config(folder: RunFolder, config: dict[str, Any], setup: JudgeSetup,
     folder.write_config(config)
 
 
-def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[CaseVerdicts],
-            metrics: Mapping[str, Any], setup: JudgeSetup, k: Optional[int]) -> RejudgeResult:
+def _result(
+    records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[CaseVerdicts], metrics: Mapping[str, Any], setup: JudgeSetup, k: int | None
+) -> RejudgeResult:
     errors = sum(1 for o in outcomes if o.error is not None)
     judged = len(jobs) - errors
     truncated = [j for j in jobs if j.truncated]
@@ -258,16 +261,17 @@ def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[Case
     left = len(records) - len(jobs)
     judge = metrics.get("judge") or {}
     who = f"{judge.get('name')}" + (f" ({judge.get('model')})" if judge.get("model") else "")
-    lines = [f"re-judged {judged} of {len(records)} records with the {who} judge"
-             + (f", {errors} judge error{'s' if errors != 1 else ''}" if errors else "")
-             + (f"; {left} left alone (errored, skipped, invalid or without judge input)" if left else "")]
+    lines = [
+        f"re-judged {judged} of {len(records)} records with the {who} judge"
+        + (f", {errors} judge error{'s' if errors != 1 else ''}" if errors else "")
+        + (f"; {left} left alone (errored, skipped, invalid or without judge input)" if left else "")
+    ]
     spent = f"judge: ~{tokens:,} tokens, ${usd:.4f}" if tokens or usd else "judge: no tokens spent"
     if setup.cached:
         spent += f"; cache {hits} hits, {misses} misses"
     lines.append(spent)
     agg = metrics.get("aggregate_metrics") or {}
-    shown = [f"{name} {agg[name]:.2f}" for name in ("groundedness_avg", "correctness_avg")
-             if isinstance(agg.get(name), (int, float))]
+    shown = [f"{name} {agg[name]:.2f}" for name in ("groundedness_avg", "correctness_avg") if isinstance(agg.get(name), (int, float))]
     if shown:
         lines.append("now " + ", ".join(shown))
     judge_names = set(registry.metric_names("judge"))
@@ -276,8 +280,9 @@ def _result(records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[Case
     if k is not None:
         lines.append(f"judged on at most the top {k} stored contexts of each case")
     if any(int(j.record.get("runs") or 1) > 1 for j in jobs):
-        lines.append("repeated cases were judged once, on the answer of the run their record shows; "
-                     "their per-run results and stability classes were dropped")
+        lines.append(
+            "repeated cases were judged once, on the answer of the run their record shows; their per-run results and stability classes were dropped"
+        )
     if truncated:
         lines.append(
             f"warning: {len(truncated)} of {len(jobs)} records stored only {TRUNCATE}-character context excerpts, "

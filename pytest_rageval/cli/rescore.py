@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from pytest_rageval import defaults
 from pytest_rageval.evaluation import thresholds as _thresholds
@@ -137,8 +138,14 @@ class StoredVerdicts:
         return None
 
 
-def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[Mapping[str, Threshold]] = None,
-                output_dir: Optional[Path] = None, now: Optional[datetime] = None) -> RescoreResult:
+def rescore_run(
+    run_dir: Path,
+    *,
+    k: int | None = None,
+    thresholds: Mapping[str, Threshold] | None = None,
+    output_dir: Path | None = None,
+    now: datetime | None = None,
+) -> RescoreResult:
     """Rescore ``run_dir`` at ``k`` (default: the run's K) with ``thresholds`` overriding (like
     ``--rageval-threshold``) into a new run folder under ``output_dir`` (default: beside ``run_dir``).
 
@@ -159,8 +166,9 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     run_k = _run_k(records, snapshot, old_metrics)
     own_k = _matrix_sets_k(records)
     if own_k and k is not None:
-        raise RescoreError(f"--k {k}: this run's config matrix sets k per config; rescore it without --k "
-                           "(each config at its own k), with --threshold only")
+        raise RescoreError(
+            f"--k {k}: this run's config matrix sets k per config; rescore it without --k (each config at its own k), with --threshold only"
+        )
     new_k = run_k if k is None else k
     if new_k < 1:
         raise RescoreError(f"--k {new_k}: K must be at least 1")
@@ -199,20 +207,43 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     per_case = case_config(k=new_k, config_hash=new_hash, judge=judge_fields)
 
     out = list(records)
-    asyncio.run(_replay_all(jobs, out, new_k=None if own_k else new_k, run_k=run_k, overrides=overrides, judge_name=judge_name,
-                            judge_desc=judge_desc or {}, judge_metrics=judge_metrics, limits=limits, per_case=per_case))
+    asyncio.run(
+        _replay_all(
+            jobs,
+            out,
+            new_k=None if own_k else new_k,
+            run_k=run_k,
+            overrides=overrides,
+            judge_name=judge_name,
+            judge_desc=judge_desc or {},
+            judge_metrics=judge_metrics,
+            limits=limits,
+            per_case=per_case,
+        )
+    )
 
     aggregator = Aggregator()
     for record in out:
         aggregator.add(record)
     run_id = new_run_id(now)
     digests = config.get("eval_set_files") or old_metrics.get("eval_set_files") or {}
-    rescored_from = {"run_id": old_metrics.get("run_id") or run_dir.name, "run": str(run_dir), "k": run_k,
-                     "new_k": new_k, "thresholds": overrides,
-                     "judge": _judge_handling(judge_name), "rescored": len(jobs), "carried": sum(carried.values())}
+    rescored_from = {
+        "run_id": old_metrics.get("run_id") or run_dir.name,
+        "run": str(run_dir),
+        "k": run_k,
+        "new_k": new_k,
+        "thresholds": overrides,
+        "judge": _judge_handling(judge_name),
+        "rescored": len(jobs),
+        "carried": sum(carried.values()),
+    }
     metrics = compose_metrics(
-        run_id=run_id, complete=bool(old_metrics.get("complete", True)), config_hash=new_hash,
-        digests=digests if isinstance(digests, dict) else {}, judge=judge_fields, k=new_k,
+        run_id=run_id,
+        complete=bool(old_metrics.get("complete", True)),
+        config_hash=new_hash,
+        digests=digests if isinstance(digests, dict) else {},
+        judge=judge_fields,
+        k=new_k,
         aggregated=aggregator.result(),
         selection={name: old_metrics.get(name) for name in _SELECTION_FIELDS} if "partial" in old_metrics else None,
         timestamp=(now or datetime.now(timezone.utc)).isoformat(timespec="milliseconds"),
@@ -220,16 +251,16 @@ def rescore_run(run_dir: Path, *, k: Optional[int] = None, thresholds: Optional[
     )
     metrics["rescored_from"] = rescored_from
     new_config = dict(config)
-    new_config.update(run_id=run_id, config_hash=new_hash, config=new_snapshot, eval_set_hash=metrics["eval_set_hash"],
-                      rescored_from=rescored_from)
+    new_config.update(run_id=run_id, config_hash=new_hash, config=new_snapshot, eval_set_hash=metrics["eval_set_hash"], rescored_from=rescored_from)
     folder = RunFolder.new(Path(output_dir) if output_dir is not None else run_dir.parent, run_id)
     for record in out:
         folder.add(record)
     kept = why_not_latest(metrics, whole_share=not old_metrics.get("partial"))
     folder.finish(metrics, new_config, move_latest=kept is None)
     result = RescoreResult(folder.run_dir, metrics, rescored=len(jobs), carried=sum(carried.values()))
-    result.lines = _summary(result, jobs, carried, run_k=run_k, new_k=new_k, overrides=overrides,
-                            judge_name=judge_name, old_metrics=old_metrics, latest_kept=kept)
+    result.lines = _summary(
+        result, jobs, carried, run_k=run_k, new_k=new_k, overrides=overrides, judge_name=judge_name, old_metrics=old_metrics, latest_kept=kept
+    )
     return result
 
 
@@ -249,7 +280,7 @@ def _run_k(records: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Any], ol
     return max(stored)
 
 
-def _not_rescored(record: Mapping[str, Any]) -> Optional[str]:
+def _not_rescored(record: Mapping[str, Any]) -> str | None:
     """Why a record is carried over as it is (None when it is rescored)."""
     if record.get("invalid_line"):
         return "invalid eval-set lines"
@@ -260,7 +291,7 @@ def _not_rescored(record: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def _job(index: int, record: dict[str, Any], results: Path) -> Optional[_Job]:
+def _job(index: int, record: dict[str, Any], results: Path) -> _Job | None:
     """The replay of ``record``; None for a repeated case whose runs were not each stored."""
     where = f"{results}: record {index + 1} ({record.get('key') or record.get('test_case_id')})"
     trace = record.get("trace")
@@ -278,36 +309,55 @@ def _job(index: int, record: dict[str, Any], results: Path) -> Optional[_Job]:
             metrics = record.get("metrics") or {}
             sources = [{**record, "abstained": trace.get("rag_abstained"), "latency_ms": metrics.get("latency_ms")}]
         responses = [_response(source) for source in sources]  # type: ignore[arg-type]
-    except Exception as exc:  # noqa: BLE001 - a hand-edited record: name it
+    except Exception as exc:
         raise RescoreError(f"{where}: cannot be rescored: {error_message(exc)}") from None
-    return _Job(index, record, case, responses,
-                verdicts=[dict(s.get("judge") or {}) for s in sources],  # type: ignore[union-attr]
-                latencies=[float(s.get("latency_ms") or 0.0) for s in sources],  # type: ignore[union-attr]
-                require_snippets=bool(trace.get("require_snippets")))
+    return _Job(
+        index,
+        record,
+        case,
+        responses,
+        verdicts=[dict(s.get("judge") or {}) for s in sources],  # type: ignore[union-attr]
+        latencies=[float(s.get("latency_ms") or 0.0) for s in sources],  # type: ignore[union-attr]
+        require_snippets=bool(trace.get("require_snippets")),
+    )
 
 
 def _response(source: Mapping[str, Any]) -> RagResponse:
     """The RAG's response as the run scored it, from what it stored (chunks without the fields the runner added)."""
 
     def chunks(name: str) -> list[Chunk]:
-        return [Chunk.model_validate({k: v for k, v in c.items() if k not in _ADDED_CHUNK_FIELDS})
-                for c in source.get(name) or []]
+        return [Chunk.model_validate({k: v for k, v in c.items() if k not in _ADDED_CHUNK_FIELDS}) for c in source.get(name) or []]
 
-    return RagResponse(answer=str(source.get("answer") or ""), abstained=source.get("abstained"),
-                       abstain_reason=source.get("abstain_reason"), selected_folders=source.get("selected_folders"),
-                       retrieved_chunks=chunks("retrieved_chunks"), references=chunks("references"))
+    return RagResponse(
+        answer=str(source.get("answer") or ""),
+        abstained=source.get("abstained"),
+        abstain_reason=source.get("abstain_reason"),
+        selected_folders=source.get("selected_folders"),
+        retrieved_chunks=chunks("retrieved_chunks"),
+        references=chunks("references"),
+    )
 
 
-async def _replay_all(jobs: Sequence[_Job], out: list[dict[str, Any]], *, new_k: Optional[int], run_k: int, overrides: Mapping[str, Threshold],
-                      judge_name: str, judge_desc: Mapping[str, Any], judge_metrics: tuple[str, ...], limits: Limits,
-                      per_case: Mapping[str, Any]) -> None:
+async def _replay_all(
+    jobs: Sequence[_Job],
+    out: list[dict[str, Any]],
+    *,
+    new_k: int | None,
+    run_k: int,
+    overrides: Mapping[str, Threshold],
+    judge_name: str,
+    judge_desc: Mapping[str, Any],
+    judge_metrics: tuple[str, ...],
+    limits: Limits,
+    per_case: Mapping[str, Any],
+) -> None:
     """Replay each job through runner.evaluate_case and put the new record in its place in ``out``.
 
     ``new_k`` None: each record at the K it was run at (a config matrix with a k axis)."""
     lexical = LexicalJudge(judge_desc.get("citation_patterns") or ()) if judge_name == "lexical" else None
     judged = _thresholds.judge_metrics()
     for job in jobs:
-        judge: Optional[Judge] = None
+        judge: Judge | None = None
         if lexical is not None:
             judge = lexical
         elif judge_name != "none":
@@ -319,8 +369,16 @@ async def _replay_all(jobs: Sequence[_Job], out: list[dict[str, Any]], *, new_k:
             limit = {m: v for m, v in limit.items() if m not in judged}
         k = new_k if new_k is not None else int(job.record["trace"].get("k") or run_k)
         opts = RunOptions(k=k, require_snippets=job.require_snippets, store_full_text=True, limits=limits)
-        new = await evaluate_case(job.case, StoredClient(job.responses, job.latencies), opts, limit, key=str(job.record.get("key")),
-                                  file=str(job.record.get("file")), line=int(job.record.get("line") or 0), judge=setup)
+        new = await evaluate_case(
+            job.case,
+            StoredClient(job.responses, job.latencies),
+            opts,
+            limit,
+            key=str(job.record.get("key")),
+            file=str(job.record.get("file")),
+            line=int(job.record.get("line") or 0),
+            judge=setup,
+        )
         out[job.index] = _merged(job, dict(new), carried_verdicts=lexical is None and judge is not None, per_case=per_case)
 
 
@@ -355,12 +413,20 @@ def _judge_handling(judge_name: str) -> str:
     return "re-run (lexical, offline)" if judge_name == "lexical" else "verdicts carried over"
 
 
-def _summary(result: RescoreResult, jobs: Sequence[_Job], carried: Mapping[str, int], *, run_k: int, new_k: int,
-             overrides: Mapping[str, Threshold], judge_name: str, old_metrics: Mapping[str, Any],
-             latest_kept: Optional[str]) -> list[str]:
+def _summary(
+    result: RescoreResult,
+    jobs: Sequence[_Job],
+    carried: Mapping[str, int],
+    *,
+    run_k: int,
+    new_k: int,
+    overrides: Mapping[str, Threshold],
+    judge_name: str,
+    old_metrics: Mapping[str, Any],
+    latest_kept: str | None,
+) -> list[str]:
     metrics = result.metrics
-    lines = [f"rescored {result.rescored} of {result.rescored + result.carried} records at K={new_k} (the run's K: {run_k}); "
-             "nothing was sent"]
+    lines = [f"rescored {result.rescored} of {result.rescored + result.carried} records at K={new_k} (the run's K: {run_k}); nothing was sent"]
     for why, count in carried.items():
         lines.append(f"carried over unchanged, not rescored: {count} {why}")
     if overrides:
@@ -373,14 +439,18 @@ def _summary(result: RescoreResult, jobs: Sequence[_Job], carried: Mapping[str, 
     elif judge_name != "none":
         names = sorted({m for job in jobs for run in job.verdicts for m in run})
         with_verdicts = sum(1 for job in jobs if any(job.verdicts))
-        lines.append(f"judge: {judge_name} verdicts carried over unchanged for {with_verdicts} case"
-                     f"{'s' if with_verdicts != 1 else ''} ({', '.join(names) or 'none'}), made on the run's top-{run_k} "
-                     "contexts; run `rageval judge` on the new run to judge them at the new K")
+        lines.append(
+            f"judge: {judge_name} verdicts carried over unchanged for {with_verdicts} case"
+            f"{'s' if with_verdicts != 1 else ''} ({', '.join(names) or 'none'}), made on the run's top-{run_k} "
+            "contexts; run `rageval judge` on the new run to judge them at the new K"
+        )
     lines.append("latency: the run's own (nothing was asked)")
     if isinstance((old_metrics.get("aggregate_metrics") or {}).get("judge_reliability"), dict):
         lines.append("the run's spot check is not carried over")
     if latest_kept:
         lines.append(f"latest not moved: {latest_kept}")
-    lines.append(f"{result.run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, "
-                 f"{metrics['errors']} errors{xfail_counts(metrics)})")
+    lines.append(
+        f"{result.run_dir} ({metrics['total_tests']} cases: {metrics['passed']} passed, {metrics['failed']} failed, "
+        f"{metrics['errors']} errors{xfail_counts(metrics)})"
+    )
     return lines

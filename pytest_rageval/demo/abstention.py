@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from .bm25 import tokenize
 from .retrieval import Corpus, Hit, Retrieval

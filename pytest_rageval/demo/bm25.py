@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 K1 = 1.5
 B = 0.75
@@ -58,7 +58,7 @@ class BM25Index:
     doc_freq: Counter[str]
 
     @classmethod
-    def build(cls, documents: Sequence[Sequence[str]]) -> "BM25Index":
+    def build(cls, documents: Sequence[Sequence[str]]) -> BM25Index:
         terms = [Counter(doc) for doc in documents]
         lengths = [len(doc) for doc in documents]
         freq: Counter[str] = Counter()

@@ -37,7 +37,7 @@ class NoteChunk:
 
 def make_chunk_id(rel_path: str, heading_path: str, text: str) -> str:
     """Stable 32-hex-character id: a hash of path, heading path and text."""
-    digest = hashlib.sha256(f"{rel_path}\n{heading_path}\n{text}".encode("utf-8"))
+    digest = hashlib.sha256(f"{rel_path}\n{heading_path}\n{text}".encode())
     return digest.hexdigest()[:32]
 
 

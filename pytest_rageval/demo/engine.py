@@ -13,7 +13,8 @@ The response has the default shape::
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .abstention import COVERAGE_DEPTH, should_abstain
 from .answerer import REFUSAL, compose

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from .bm25 import BM25Index, tokenize
 from .chunker import NoteChunk
@@ -35,7 +35,7 @@ class Corpus:
     title_sets: tuple[frozenset[str], ...] = ()
 
     @classmethod
-    def build(cls, chunks: Sequence[NoteChunk]) -> "Corpus":
+    def build(cls, chunks: Sequence[NoteChunk]) -> Corpus:
         documents = [tokenize(index_text(chunk)) for chunk in chunks]
         titles = tuple(frozenset(tokenize(title_text(chunk))) for chunk in chunks)
         return cls(tuple(chunks), tuple(frozenset(d) for d in documents), BM25Index.build(documents), titles)
@@ -150,8 +150,5 @@ def _hybrid(
     titles = {i: title_match(corpus, terms, i) for i in candidates}
     final = {i: (1.0 - alpha) * scores[i] / best + alpha * titles[i] for i in candidates}
     order = sorted(candidates, key=lambda i: (-final[i], -scores[i], i))[:k]
-    hits = tuple(
-        Hit(corpus.chunks[i], final[i], rank, i, lexical=scores[i], title=titles[i])
-        for rank, i in enumerate(order, start=1)
-    )
+    hits = tuple(Hit(corpus.chunks[i], final[i], rank, i, lexical=scores[i], title=titles[i]) for rank, i in enumerate(order, start=1))
     return Retrieval(terms, hits, folders)

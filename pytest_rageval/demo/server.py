@@ -81,13 +81,13 @@ class AskHandler(BaseHTTPRequestHandler):
         elif length:
             self.rfile.read(length)
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+    def do_GET(self) -> None:
         if urlsplit(self.path).path == "/health":
             self._send(HTTPStatus.OK, {"status": "ok"})
         else:
             self._not_found()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         url = urlsplit(self.path)
         if url.path.rstrip("/") != ASK_PATH:
             self._not_found()
@@ -114,7 +114,7 @@ class AskHandler(BaseHTTPRequestHandler):
 
     do_PUT = do_DELETE = do_PATCH = _not_found
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         if getattr(self.server, "verbose", False):
             super().log_message(format, *args)
 

@@ -15,19 +15,19 @@ Gold items are named ``"s<i>"`` (index into ``gold_supports``) and
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 from .schema import Chunk, EvalCase, GoldSupport
 
 __all__ = [
     "GoldMatcher",
+    "doc_item_id",
     "in_scope",
     "matched_gold_items",
     "normalize_heading_path",
     "normalize_segment",
     "support_item_id",
-    "doc_item_id",
     "support_matches",
     "top_k",
 ]
@@ -104,7 +104,7 @@ def support_matches(chunk: Chunk, support: GoldSupport, require_snippets: bool) 
 class GoldMatcher:
     """The gold of one case, normalised once, to match many chunks quickly."""
 
-    __slots__ = ("_by_path", "_doc_items", "support_ids", "doc_ids", "item_count")
+    __slots__ = ("_by_path", "_doc_items", "doc_ids", "item_count", "support_ids")
 
     def __init__(self, case: EvalCase, require_snippets: bool) -> None:
         by_path: dict[str, list[tuple[str, tuple[str, ...], tuple[str, ...] | None]]] = {}
@@ -117,9 +117,7 @@ class GoldMatcher:
         self._by_path = by_path
         self._doc_items = {doc_id: doc_item_id(doc_id) for doc_id in case.gold_doc_ids}
         #: ids of the gold supports, in order ("s0", "s1", ...)
-        self.support_ids: tuple[str, ...] = tuple(
-            support_item_id(i) for i in range(len(case.gold_supports))
-        )
+        self.support_ids: tuple[str, ...] = tuple(support_item_id(i) for i in range(len(case.gold_supports)))
         #: ids of the de-duplicated gold doc ids ("d:<doc_id>")
         self.doc_ids: tuple[str, ...] = tuple(self._doc_items.values())
         #: number of distinct gold items (supports + de-duplicated doc ids)

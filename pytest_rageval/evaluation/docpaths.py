@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Optional
+from typing import Any
 
 __all__ = ["PATH_KEYS", "heading_path", "is_absolute", "own_heading", "relative_path"]
 
@@ -33,7 +34,7 @@ def is_absolute(path: str) -> bool:
     return text.startswith(("/", "\\", "file://")) or bool(re.match(r"^[A-Za-z]:[\\/]", text))
 
 
-def relative_path(raw: Any, docs_root: Optional[Path]) -> Optional[str]:
+def relative_path(raw: Any, docs_root: Path | None) -> str | None:
     """``raw`` as a ``/``-separated path relative to ``docs_root`` when it lies under it.
 
     A relative path is kept (``./`` and backslashes normalised) unless it names a file, from the
@@ -52,7 +53,7 @@ def relative_path(raw: Any, docs_root: Optional[Path]) -> Optional[str]:
                 return inside
         return "/".join(parts) or None
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     if docs_root is not None:
         inside = _under(Path(text), docs_root)
         if inside is not None:
@@ -60,7 +61,7 @@ def relative_path(raw: Any, docs_root: Optional[Path]) -> Optional[str]:
     return text
 
 
-def _under(path: Path, root: Path) -> Optional[str]:
+def _under(path: Path, root: Path) -> str | None:
     """``path`` relative to ``root`` (``/``-separated), as written or with links resolved; None outside it."""
     for base in dict.fromkeys((Path(os.path.normpath(root)), _resolved(root))):
         for candidate in dict.fromkeys((Path(os.path.normpath(path)), _resolved(path))):
@@ -78,7 +79,7 @@ def _resolved(path: Path) -> Path:
         return path
 
 
-def own_heading(text: Any) -> Optional[str]:
+def own_heading(text: Any) -> str | None:
     """The heading a chunk's text opens with (``## Setup`` gives ``Setup``), else None."""
     if not isinstance(text, str):
         return None
@@ -87,7 +88,7 @@ def own_heading(text: Any) -> Optional[str]:
     return match.group(1).strip() if match else None
 
 
-def heading_path(metadata: Mapping[str, Any], text: Any = None) -> Optional[str | list[str]]:
+def heading_path(metadata: Mapping[str, Any], text: Any = None) -> str | list[str] | None:
     """The heading path a framework's markdown splitter left in ``metadata`` (and the chunk text), or None.
 
     Read, in order: LlamaIndex ``header_path`` plus the text's own leading heading;
@@ -106,9 +107,12 @@ def heading_path(metadata: Mapping[str, Any], text: Any = None) -> Optional[str 
         given = metadata.get("parent_headers")
         path = [str(p) for p in given if str(p).strip()] if isinstance(given, list) else []
         header = metadata.get("header")
-        return path + [header] if isinstance(header, str) and header.strip() else path
-    levels = sorted((int(m.group(1)), value) for key, value in metadata.items()
-                    if isinstance(key, str) and (m := _LANGCHAIN_HEADER.fullmatch(key)) and isinstance(value, str))
+        return [*path, header] if isinstance(header, str) and header.strip() else path
+    levels = sorted(
+        (int(m.group(1)), value)
+        for key, value in metadata.items()
+        if isinstance(key, str) and (m := _LANGCHAIN_HEADER.fullmatch(key)) and isinstance(value, str)
+    )
     if levels:
         return [value for _, value in levels]
     own = own_heading(text)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
-__all__ = ["Found", "expand_globs", "loop_target", "loop_problem", "real_path"]
+__all__ = ["Found", "expand_globs", "loop_problem", "loop_target", "real_path"]
 
 _MAGIC = re.compile(r"[*?\[]")
 
@@ -26,7 +26,7 @@ def real_path(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def loop_target(path: Path) -> Optional[Path]:
+def loop_target(path: Path) -> Path | None:
     """The folder a folder link ``path`` leads back to (a folder ``path`` is in, or one above it), or None.
 
     Walking such a link would meet the same folders again without end; any other path gives None.

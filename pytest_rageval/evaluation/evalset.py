@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import safejson
 from pytest_rageval.suggest import closest
+
 from .schema import EvalCase, id_problem
 
 __all__ = ["BadLine", "EvalFile", "LoadedCase", "line_json_schema", "load_eval_file"]
@@ -122,9 +123,7 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
         if not isinstance(case_id, str) or not case_id or id_problem(case_id) is not None:
             case_id = None
         elif case_id in first_line_of_id:
-            problems.append(
-                f"field 'id': duplicate id {case_id!r} (first used on line {first_line_of_id[case_id]})"
-            )
+            problems.append(f"field 'id': duplicate id {case_id!r} (first used on line {first_line_of_id[case_id]})")
             case_id = None
         else:
             first_line_of_id[case_id] = lineno
@@ -210,7 +209,7 @@ def json_kind(value: Any) -> str:
     return type(value).__name__
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _known_keys(model: type[BaseModel]) -> tuple[str, ...]:
     """Field names and validation aliases of a model, canonical names first."""
     names: list[str] = list(model.model_fields)
@@ -219,7 +218,7 @@ def _known_keys(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(names)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _alias_owner(model: type[BaseModel]) -> dict[str, str]:
     """Map every accepted input key of a model to its field name."""
     owner: dict[str, str] = {}
@@ -242,7 +241,7 @@ def _aliases(field: Any) -> list[str]:
     return [c for c in choices if isinstance(c, str)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _nested_homes(model: type[BaseModel]) -> dict[str, str]:
     """Keys of models nested in ``model`` (e.g. GoldSupport's ``rel_path``) -> the field that holds them."""
     homes: dict[str, str] = {}
@@ -417,10 +416,7 @@ def _unknown_key_problem(key: str, parent: Any, where: str) -> str:
         owner = _alias_owner(model).get(key)
         if owner is not None:
             # A known alias rejected as extra: another spelling of the same field was used too.
-            return (
-                f"key {key!r}{where_text} is another name for {owner!r}, which this line also sets; "
-                f"keep only one of them"
-            )
+            return f"key {key!r}{where_text} is another name for {owner!r}, which this line also sets; keep only one of them"
         home = _nested_homes(model).get(key)
         if home is not None:
             return f"unknown key {key!r}{where_text} (it belongs inside a {home!r} entry)"

@@ -32,14 +32,16 @@ from __future__ import annotations
 import codecs
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from pytest_rageval import safejson
 from pytest_rageval.atomic import write_bytes_atomic
+
 from .anchors import normalize_heading_path, support_matches
 from .evalset import EvalFile, _load_lines
 from .schema import Chunk, EvalCase, GoldSupport
@@ -95,11 +97,20 @@ class Choice:
     supports: tuple[dict[str, Any], ...] = ()
     doc_ids: tuple[str, ...] = ()
     #: required_support_groups over ``supports`` (or ``doc_ids``), when grouped
-    support_groups: Optional[tuple[tuple[int, ...], ...]] = None
+    support_groups: tuple[tuple[int, ...], ...] | None = None
 
 
-_WORDS = {"u": "unanswerable", "unanswerable": "unanswerable", "s": "skip", "skip": "skip", "q": "quit", "quit": "quit",
-          "?": "help", "h": "help", "help": "help"}
+_WORDS = {
+    "u": "unanswerable",
+    "unanswerable": "unanswerable",
+    "s": "skip",
+    "skip": "skip",
+    "q": "quit",
+    "quit": "quit",
+    "?": "help",
+    "h": "help",
+    "help": "help",
+}
 
 
 def parse_choice(text: str, chunks: Sequence[Chunk]) -> Choice:
@@ -176,7 +187,7 @@ def _gold_choice(groups: tuple[tuple[int, ...], ...], grouped: bool, chunks: Seq
 # --------------------------------------------------------------------------- anchors
 
 
-def snippet_of(text: Optional[str]) -> Optional[str]:
+def snippet_of(text: str | None) -> str | None:
     """A short phrase copied verbatim from ``text``: the start of its first line of prose (not a heading), of
     printable characters only, cut at a word boundary to at most SNIPPET_CHARS; None when there is none."""
     window = (text or "")[:_SNIPPET_WINDOW]
@@ -299,7 +310,7 @@ class EvalSetText:
     _seen: bytes = field(default=b"", repr=False)
 
     @classmethod
-    def read(cls, path: Union[str, os.PathLike[str]]) -> "EvalSetText":
+    def read(cls, path: str | os.PathLike[str]) -> EvalSetText:
         real = Path(path).resolve()  # a symlinked eval set: its target is rewritten, the link stays
         try:
             data = real.read_bytes()
@@ -310,7 +321,7 @@ class EvalSetText:
         except OSError as exc:
             raise LabelEditError(f"{path}: cannot read: {exc.strerror or exc}") from None
         bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
-        return cls(real, data[len(bom):].split(b"\n"), bom, data)
+        return cls(real, data[len(bom) :].split(b"\n"), bom, data)
 
     def data(self) -> bytes:
         return self.bom + b"\n".join(self.lines)
@@ -347,7 +358,7 @@ class EvalSetText:
             raise LabelEditError(f"{self.path} was changed by something else while labelling; this label is not written")
         data = self.data()
         try:
-            mode: Optional[int] = self.path.stat().st_mode & 0o7777
+            mode: int | None = self.path.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = None
         try:
@@ -355,5 +366,3 @@ class EvalSetText:
         except OSError as exc:  # a read-only or full file system: the file is as it was
             raise LabelEditError(f"{self.path}: cannot write it: {exc.strerror or exc}") from None
         self._seen = data
-
-

@@ -20,8 +20,9 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any
 
 from pytest_rageval.redact import public_url
 
@@ -40,7 +41,7 @@ __all__ = [
     "value_text",
 ]
 
-Value = Union[str, int, float, bool, None]
+Value = str | int | float | bool | None
 
 OPTION = "--rageval-matrix"
 TABLE = "[tool.rageval.matrix]"
@@ -89,7 +90,7 @@ def id_value(text: str) -> str:
 def _blurs(text: str, index: int, char: str) -> bool:
     if char in "%=[]" or char.isspace() or not char.isprintable():
         return True
-    return char == ":" and (text[index - 1:index] == ":" or text[index + 1:index + 2] == ":")
+    return char == ":" and (text[index - 1 : index] == ":" or text[index + 1 : index + 2] == ":")
 
 
 def _scalar(text: str) -> Value:
@@ -134,7 +135,7 @@ class MatrixConfig:
         return dict(self.public_params())
 
     @property
-    def k(self) -> Optional[int]:
+    def k(self) -> int | None:
         """The retrieval depth this config sets (its ``k`` or ``top_k``), or None."""
         for name, value in self.params:
             if name in DEPTH_AXES:
@@ -143,7 +144,7 @@ class MatrixConfig:
         return None
 
     @property
-    def target(self) -> Optional[str]:
+    def target(self) -> str | None:
         """The target this config asks (as given, credentials included: never written anywhere)."""
         value = dict(self.params).get(TARGET_AXIS)
         return None if value is None else str(value)
@@ -250,8 +251,9 @@ def _check_axis(where: str, name: str, values: list[Value]) -> tuple[Value, ...]
     if name in DEPTH_AXES:
         for value in values:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise MatrixError(f"{where}: axis {name!r} is the retrieval depth: every value must be a whole number >= 1, "
-                                  f"got {value_text(value)!r}")
+                raise MatrixError(
+                    f"{where}: axis {name!r} is the retrieval depth: every value must be a whole number >= 1, got {value_text(value)!r}"
+                )
     if name == TARGET_AXIS:
         for value in values:
             if not isinstance(value, str):
@@ -290,25 +292,24 @@ def _exclude(rules: Any, axes: Mapping[str, tuple[Value, ...]]) -> tuple[tuple[t
     if rules is None:
         return ()
     if not isinstance(rules, list):
-        raise MatrixError(f"{where}: must be a list of tables, e.g. exclude = [{{strategy = \"hyde\", top_k = 20}}]")
+        raise MatrixError(f'{where}: must be a list of tables, e.g. exclude = [{{strategy = "hyde", top_k = 20}}]')
     out = []
     for index, rule in enumerate(rules):
         at = f"{where}[{index}]"
         if not isinstance(rule, Mapping) or not rule:
-            raise MatrixError(f"{at}: must be a table of axis = value, e.g. {{strategy = \"hyde\", top_k = 20}}")
+            raise MatrixError(f'{at}: must be a table of axis = value, e.g. {{strategy = "hyde", top_k = 20}}')
         for name, value in rule.items():
             if name not in axes:
                 from pytest_rageval.suggest import did_you_mean
 
                 raise MatrixError(f"{at}: unknown axis {name!r}{did_you_mean(name, list(axes))} (axes: {', '.join(axes)})")
             if not any(_same(value, v) for v in axes[name]):
-                raise MatrixError(f"{at}: {name} = {value_text(value)!r} is not a value of the axis "
-                                  f"({', '.join(value_text(v) for v in axes[name])})")
+                raise MatrixError(f"{at}: {name} = {value_text(value)!r} is not a value of the axis ({', '.join(value_text(v) for v in axes[name])})")
         out.append(tuple(sorted(rule.items())))
     return tuple(out)
 
 
-def matrix_from_table(table: Mapping[str, Any], *, slice_k: Optional[bool] = None) -> Optional[Matrix]:
+def matrix_from_table(table: Mapping[str, Any], *, slice_k: bool | None = None) -> Matrix | None:
     """The matrix of a ``[tool.rageval.matrix]`` table (None when it is empty); ``slice_k`` overrides the table's."""
     if not table:
         return None

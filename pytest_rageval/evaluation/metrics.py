@@ -9,8 +9,8 @@ Binary metrics are ints (0/1), ``mrr``/``precision_at_k``/``ndcg_at_k`` floats,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Optional, Sequence
 
 from . import registry
 from .anchors import GoldMatcher, doc_item_id, in_scope, support_item_id, top_k
@@ -80,8 +80,8 @@ def score_case(
     *,
     k: int,
     require_snippets: bool = False,
-    abstained: Optional[bool] = None,
-    acknowledges_conflict: Optional[bool] = None,
+    abstained: bool | None = None,
+    acknowledges_conflict: bool | None = None,
 ) -> dict[str, MetricValue]:
     """Every deterministic metric of one case: each registry entry's score, null where it does not apply.
 
@@ -92,8 +92,13 @@ def score_case(
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    ctx = _context(case, response, k, require_snippets, ScoreContext(
-        k=k, abstained=response.abstained if abstained is None else abstained, acknowledges_conflict=acknowledges_conflict))
+    ctx = _context(
+        case,
+        response,
+        k,
+        require_snippets,
+        ScoreContext(k=k, abstained=response.abstained if abstained is None else abstained, acknowledges_conflict=acknowledges_conflict),
+    )
     out: dict[str, MetricValue] = {}
     for metric in registry.metrics("deterministic"):
         assert metric.score is not None  # Metric checks it

@@ -14,10 +14,10 @@ inspect`` and the run's start both use it, in the same words:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Optional, Sequence
 
 from .anchors import normalize_heading_path
 from .docpaths import is_absolute
@@ -71,14 +71,14 @@ def markdown_heading_paths(text: str) -> list[tuple[str, ...]]:
 
 
 @lru_cache(maxsize=4096)
-def _headings_of(path: Path) -> Optional[tuple[tuple[str, ...], ...]]:
+def _headings_of(path: Path) -> tuple[tuple[str, ...], ...] | None:
     try:
         return tuple(markdown_heading_paths(path.read_text(encoding="utf-8", errors="replace")))
     except OSError:
         return None
 
 
-def _file_problem(rel_path: str, docs_root: Path) -> Optional[str]:
+def _file_problem(rel_path: str, docs_root: Path) -> str | None:
     if is_absolute(rel_path):
         return f"its rel_path is absolute; gold paths are relative to docs_root {docs_root}"
     parts = PurePosixPath(rel_path.replace("\\", "/")).parts
@@ -98,10 +98,11 @@ def unreachable_gold(cases: Iterable[tuple[str, int, EvalCase]], docs_root: Path
             reason = _file_problem(support.rel_path, docs_root)
             if reason is None and heading and support.rel_path.lower().endswith(_MARKDOWN):
                 headings = _headings_of(docs_root / support.rel_path)
-                if headings is not None and not any(path[:len(heading)] == heading for path in headings):
-                    tops = sorted({" > ".join(path[:len(heading)]) for path in headings if len(path) >= 1})[:3]
-                    reason = ("no heading path of that file starts with it"
-                              + (f" (its headings include {'; '.join(tops)})" if tops else " (it has no headings)"))
+                if headings is not None and not any(path[: len(heading)] == heading for path in headings):
+                    tops = sorted({" > ".join(path[: len(heading)]) for path in headings if len(path) >= 1})[:3]
+                    reason = "no heading path of that file starts with it" + (
+                        f" (its headings include {'; '.join(tops)})" if tops else " (it has no headings)"
+                    )
             if reason is not None:
                 found.append(Unreachable(file, line, case.id, index, _anchor(support.rel_path, heading), reason))
     return found
@@ -117,20 +118,27 @@ def shape_problems(cases: Sequence[EvalCase], chunks: Sequence[Chunk], docs_root
     if not paths:
         problems.append("no chunk the target returned carries a rel_path: map one (retrieved_chunks.rel_path = ...)")
     elif all(is_absolute(path) for path in paths):
-        problems.append(f"the target's chunk paths are absolute and outside docs_root {docs_root} (e.g. {paths[0]}): "
-                        "set rageval_docs_root to the folder the documents were loaded from")
-    elif not set(paths) & {support.rel_path for support in gold} and any(
-            path.endswith("/" + support.rel_path) for path in paths for support in gold):
+        problems.append(
+            f"the target's chunk paths are absolute and outside docs_root {docs_root} (e.g. {paths[0]}): "
+            "set rageval_docs_root to the folder the documents were loaded from"
+        )
+    elif not set(paths) & {support.rel_path for support in gold} and any(path.endswith("/" + support.rel_path) for path in paths for support in gold):
         path, support = next((p, s.rel_path) for p in paths for s in gold if p.endswith("/" + s.rel_path))
-        problems.append(f"the target's chunk paths carry a folder that gold paths do not ({path} for {support}): "
-                        f"set rageval_docs_root to the folder gold paths are relative to (now {docs_root})")
+        problems.append(
+            f"the target's chunk paths carry a folder that gold paths do not ({path} for {support}): "
+            f"set rageval_docs_root to the folder gold paths are relative to (now {docs_root})"
+        )
     elif all("/" not in path for path in paths) and any("/" in support.rel_path for support in gold):
         example = next(support.rel_path for support in gold if "/" in support.rel_path)
-        problems.append(f"the target's chunk paths are file names without folders (e.g. {paths[0]}) while gold paths "
-                        f"have folders (e.g. {example}): have the loader keep the path (Haystack: store_full_path=True)")
+        problems.append(
+            f"the target's chunk paths are file names without folders (e.g. {paths[0]}) while gold paths "
+            f"have folders (e.g. {example}): have the loader keep the path (Haystack: store_full_path=True)"
+        )
     anchored = sum(1 for support in gold if normalize_heading_path(support.heading_path))
     if anchored and not any(normalize_heading_path(chunk.heading_path) for chunk in chunks):
-        problems.append(f"no chunk the target returned carries a heading path, so the {anchored} gold supports "
-                        "anchored at a heading can never match: split the documents by markdown headings, or map "
-                        "retrieved_chunks.heading_path")
+        problems.append(
+            f"no chunk the target returned carries a heading path, so the {anchored} gold supports "
+            "anchored at a heading can never match: split the documents by markdown headings, or map "
+            "retrieved_chunks.heading_path"
+        )
     return problems

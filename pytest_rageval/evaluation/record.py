@@ -12,7 +12,7 @@ Pure: no I/O, no pytest.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, TypedDict, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 __all__ = [
     "CALL_ERROR_KINDS",
@@ -107,13 +107,13 @@ class CaseRecord(TypedDict, total=False):
     definition: str  # schema.definition_hash: what the case checks (the gate compares cases whose definition held)
     file: str
     line: int
-    category: Optional[str]
+    category: str | None
     tags: list[str]
-    difficulty: Optional[str]
+    difficulty: str | None
     answerable: bool
     recency_conflict_rule: Any
     question: str
-    reference_answer: Optional[str]
+    reference_answer: str | None
     expected_key_facts: list[str]
     params: dict[str, Any]
     metadata: dict[str, Any]
@@ -123,8 +123,8 @@ class CaseRecord(TypedDict, total=False):
     matrix: dict[str, Any]
     config_id: str
     # the verdict
-    outcome: Optional[Outcome]  # None only while the case runs
-    error: Optional[CaseError]
+    outcome: Outcome | None  # None only while the case runs
+    error: CaseError | None
     metrics: dict[str, Any]  # metric name -> number, bool ("abstained") or null
     thresholds: dict[str, Any]
     misses: list[MissRecord]
@@ -132,8 +132,8 @@ class CaseRecord(TypedDict, total=False):
     notes: list[str]
     # what the RAG system sent
     answer: str
-    abstained: Optional[bool]
-    abstain_reason: Optional[str]
+    abstained: bool | None
+    abstain_reason: str | None
     empty_response: bool
     selected_folders: Any
     retrieved_chunks: list[dict[str, Any]]
@@ -161,6 +161,5 @@ class CaseRecord(TypedDict, total=False):
     retrieval_metrics: dict[str, Any]
     groundedness: dict[str, Any]
     correctness: dict[str, Any]
-    abstention: dict[str, Optional[bool]]
+    abstention: dict[str, bool | None]
     config: dict[str, Any]
-

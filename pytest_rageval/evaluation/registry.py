@@ -21,9 +21,10 @@ the worked example.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import log2
-from typing import Callable, Literal, Optional, Union
+from typing import Literal
 
 from .schema import EvalCase, RagResponse
 
@@ -47,8 +48,8 @@ __all__ = [
     "verdict_metrics",
 ]
 
-MetricValue = Union[float, int, bool, None]
-Threshold = Union[bool, float]
+MetricValue = float | int | bool | None
+Threshold = bool | float
 
 Kind = Literal["deterministic", "judge", "measured"]
 #: ``higher``/``lower``: which way is better (threshold op ``>=``/``<=``); ``equal``: a flag (``==``)
@@ -80,9 +81,9 @@ class ScoreContext:
     cited: frozenset[str] = frozenset()  # gold items matched by any reference
     items: tuple[str, ...] = ()
     item_count: int = 0  # distinct gold items the case has (the ideal ranking's length)
-    gold_in_scope: Optional[bool] = None  # some gold support under response.selected_folders (None: not reported)
-    abstained: Optional[bool] = None  # the response's abstained, or the judge's classification
-    acknowledges_conflict: Optional[bool] = None  # the judge's conflict_ack verdict (None: no judge)
+    gold_in_scope: bool | None = None  # some gold support under response.selected_folders (None: not reported)
+    abstained: bool | None = None  # the response's abstained, or the judge's classification
+    acknowledges_conflict: bool | None = None  # the judge's conflict_ack verdict (None: no judge)
 
     @property
     def retrieved(self) -> frozenset[str]:
@@ -114,13 +115,13 @@ class Metric:
     scale: tuple[float, float]
     direction: Direction
     applies_to: Scope
-    aggregate_kind: Optional[AggregateKind] = None
-    aggregate: Optional[str] = None
-    default_threshold: Optional[Threshold] = None
-    default_for: Optional[Scope] = None
-    tolerance: Optional[float] = None
-    verdict: Optional[str] = None
-    score: Optional[Scorer] = field(default=None, compare=False, repr=False)
+    aggregate_kind: AggregateKind | None = None
+    aggregate: str | None = None
+    default_threshold: Threshold | None = None
+    default_for: Scope | None = None
+    tolerance: float | None = None
+    verdict: str | None = None
+    score: Scorer | None = field(default=None, compare=False, repr=False)
     headline: bool = False
 
     def __post_init__(self) -> None:
@@ -139,7 +140,7 @@ class Metric:
         return {"higher": ">=", "lower": "<=", "equal": "=="}[self.direction]
 
 
-def applies(scope: Scope, case: EvalCase, abstained: Optional[bool] = None) -> bool:
+def applies(scope: Scope, case: EvalCase, abstained: bool | None = None) -> bool:
     """Whether a metric of ``scope`` is defined for ``case``.
 
     ``gold``: answerable with gold supports or doc ids; ``rule``: with a
@@ -258,26 +259,45 @@ _FIVE = (0.0, 5.0)
 
 #: Every per-case metric, in the order of a record's ``metrics``: deterministic, measured, judge.
 METRICS: list[Metric] = [
-    Metric("recall_at_k", "deterministic", _UNIT, "higher", "gold", "avg", default_threshold=1.0,
-           tolerance=0.05, score=recall_at_k, headline=True),
+    Metric("recall_at_k", "deterministic", _UNIT, "higher", "gold", "avg", default_threshold=1.0, tolerance=0.05, score=recall_at_k, headline=True),
     Metric("recall_all_at_k", "deterministic", _UNIT, "higher", "gold", "avg", score=recall_all_at_k),
     Metric("mrr", "deterministic", _UNIT, "higher", "gold", "avg", tolerance=0.05, score=mrr, headline=True),
     Metric("precision_at_k", "deterministic", _UNIT, "higher", "gold", "avg", score=precision_at_k),
     Metric("ndcg_at_k", "deterministic", _UNIT, "higher", "gold", "avg", score=ndcg_at_k),
     Metric("scope_miss", "deterministic", _UNIT, "lower", "gold", "rate", tolerance=0.10, score=scope_miss),
     Metric("attribution_hit", "deterministic", _UNIT, "higher", "gold", "rate", score=attribution_hit),
-    Metric("conflict_rule", "deterministic", _UNIT, "higher", "rule", "rate", default_threshold=1.0,
-           verdict="conflict_ack", score=conflict_rule),
-    Metric("abstained", "deterministic", _UNIT, "equal", "all", "abstention", "abstention_accuracy",
-           default_threshold=True, default_for="unanswerable", tolerance=0.10, verdict="abstention",
-           score=abstained, headline=True),
-    Metric("false_abstention", "deterministic", _UNIT, "lower", "answerable", "abstention", "false_abstention_rate",
-           default_threshold=0.0, tolerance=0.05, verdict="abstention", score=false_abstention),
+    Metric("conflict_rule", "deterministic", _UNIT, "higher", "rule", "rate", default_threshold=1.0, verdict="conflict_ack", score=conflict_rule),
+    Metric(
+        "abstained",
+        "deterministic",
+        _UNIT,
+        "equal",
+        "all",
+        "abstention",
+        "abstention_accuracy",
+        default_threshold=True,
+        default_for="unanswerable",
+        tolerance=0.10,
+        verdict="abstention",
+        score=abstained,
+        headline=True,
+    ),
+    Metric(
+        "false_abstention",
+        "deterministic",
+        _UNIT,
+        "lower",
+        "answerable",
+        "abstention",
+        "false_abstention_rate",
+        default_threshold=0.0,
+        tolerance=0.05,
+        verdict="abstention",
+        score=false_abstention,
+    ),
     Metric("latency_ms", "measured", (0.0, float("inf")), "lower", "all"),
-    Metric("groundedness", "judge", _FIVE, "higher", "answered", "avg", default_threshold=3.0, default_for="all",
-           tolerance=0.5, headline=True),
-    Metric("correctness", "judge", _FIVE, "higher", "answerable", "avg", default_threshold=3.0, tolerance=0.5,
-           headline=True),
+    Metric("groundedness", "judge", _FIVE, "higher", "answered", "avg", default_threshold=3.0, default_for="all", tolerance=0.5, headline=True),
+    Metric("correctness", "judge", _FIVE, "higher", "answerable", "avg", default_threshold=3.0, tolerance=0.5, headline=True),
     Metric("faithfulness", "judge", _UNIT, "higher", "answered", "avg"),
     Metric("relevancy", "judge", _UNIT, "higher", "answered", "avg"),
     Metric("completeness", "judge", _UNIT, "higher", "answerable", "avg"),
@@ -312,17 +332,17 @@ def register(metric: Metric) -> Metric:
 # --------------------------------------------------------------------------- derived views (read at call time)
 
 
-def metrics(kind: Optional[Kind] = None) -> tuple[Metric, ...]:
+def metrics(kind: Kind | None = None) -> tuple[Metric, ...]:
     """The registered metrics (of one kind), in registry order."""
     return tuple(m for m in METRICS if kind is None or m.kind == kind)
 
 
-def get(name: str) -> Optional[Metric]:
+def get(name: str) -> Metric | None:
     """The metric called ``name``, or None."""
     return next((m for m in METRICS if m.name == name), None)
 
 
-def metric_names(kind: Optional[Kind] = None) -> tuple[str, ...]:
+def metric_names(kind: Kind | None = None) -> tuple[str, ...]:
     """The names of :func:`metrics`."""
     return tuple(m.name for m in metrics(kind))
 
@@ -356,9 +376,9 @@ def abstention_aggregates() -> tuple[str, ...]:
 
 def summary_aggregates() -> tuple[str, ...]:
     """The terminal summary's metric rows: deterministic means and rates, judge means, then abstention."""
+
     def means(judge: bool) -> list[str]:
-        return [m.aggregate for m in METRICS
-                if m.aggregate_kind in ("avg", "rate") and m.aggregate is not None and (m.kind == "judge") == judge]
+        return [m.aggregate for m in METRICS if m.aggregate_kind in ("avg", "rate") and m.aggregate is not None and (m.kind == "judge") == judge]
 
     return (*means(False), *means(True), *abstention_aggregates())
 
@@ -374,7 +394,7 @@ def default_tolerances() -> dict[str, float]:
     return {m.aggregate: m.tolerance for m in METRICS if m.aggregate is not None and m.tolerance is not None}
 
 
-def aggregate_direction(key: str) -> Optional[Direction]:
+def aggregate_direction(key: str) -> Direction | None:
     """``lower`` or ``higher`` for a metric's aggregate key (and hallucination_rate_unanswerable); None otherwise."""
     if key == HALLUCINATION_RATE:
         return "lower"

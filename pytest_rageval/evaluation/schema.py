@@ -10,11 +10,11 @@ import hashlib
 import json
 import re
 import unicodedata
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-HeadingPath = Union[str, list[str]]
+HeadingPath = str | list[str]
 
 CATEGORY_DEFAULT = "factual"
 
@@ -39,7 +39,7 @@ _PARAMS_SCHEMA: dict[str, Any] = {"propertyNames": {"not": {"enum": sorted(RESER
 RESERVED_MARKS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "rageval", "judge"})
 
 
-def mark_problem(name: str) -> Optional[str]:
+def mark_problem(name: str) -> str | None:
     """Why ``name`` cannot be a marker a case adds, or None."""
     if not MARK_NAME.match(name):
         return f"{name!r} is no marker name (letters, digits and _, not starting with a digit)"
@@ -48,7 +48,7 @@ def mark_problem(name: str) -> Optional[str]:
     return None
 
 
-def id_problem(value: str) -> Optional[str]:
+def id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a case id (it becomes a pytest node-id part and shows in every report), or None.
 
     Printable characters only (``str.isprintable``: no control characters such
@@ -85,7 +85,7 @@ class GoldSupport(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     rel_path: str = Field(min_length=1)
-    heading_path: Optional[HeadingPath] = None
+    heading_path: HeadingPath | None = None
     snippets: list[str] = Field(default_factory=list)
 
 
@@ -102,46 +102,44 @@ class EvalCase(BaseModel):
     )
     question: str = Field(min_length=1, validation_alias=AliasChoices("question", "query"))
     answerable: bool = True
-    reference_answer: Optional[str] = Field(
-        default=None, validation_alias=AliasChoices("reference_answer", "referenceAnswer")
-    )
+    reference_answer: str | None = Field(default=None, validation_alias=AliasChoices("reference_answer", "referenceAnswer"))
     expected_key_facts: list[str] = Field(default_factory=list)
     gold_supports: list[GoldSupport] = Field(default_factory=list)
     gold_doc_ids: list[str] = Field(
         default_factory=list,
         validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
     )
-    required_support_groups: Optional[list[list[int]]] = Field(
+    required_support_groups: list[list[int]] | None = Field(
         default=None,
         description="Multi-hop: OR of groups, AND within a group. Indices into gold_supports; "
         "in a case without gold_supports, indices into gold_doc_ids.",
     )
-    recency_conflict_rule: Optional[Literal["cite_newer", "acknowledge_both", "cite_both"]] = Field(
+    recency_conflict_rule: Literal["cite_newer", "acknowledge_both", "cite_both"] | None = Field(
         default=None,
         description="Expected behaviour on conflicting sources, judged on the references. The first gold "
         "support is the newer source; in a case without gold_supports, the first gold doc id.",
     )
     tags: list[str] = Field(default_factory=list)
     category: str = CATEGORY_DEFAULT
-    difficulty: Optional[str] = None
+    difficulty: str | None = None
     vaults: list[str] = Field(default_factory=list)
     folders: list[str] = Field(default_factory=list)
-    thresholds: dict[str, Union[bool, float]] = Field(default_factory=dict)
+    thresholds: dict[str, bool | float] = Field(default_factory=dict)
     params: dict[str, Any] = Field(
         default_factory=dict,
         json_schema_extra=_PARAMS_SCHEMA,
         description="Extra request parameters of this case; not 'question' or 'k', which the plugin sends itself.",
     )
     flaky: bool = False
-    judge: Optional[bool] = Field(
+    judge: bool | None = Field(
         default=None,
         description="true/false overrides whether the case is judge-dependent (adds/removes the judge marker); "
         "false also leaves the judge out of this case.",
     )
     marks: list[str] = Field(default_factory=list, description="extra pytest markers on the case's items")
-    repeat: Optional[int] = Field(default=None, ge=1, le=MAX_REPEAT)
-    skip: Optional[str] = None
-    xfail: Optional[str] = None
+    repeat: int | None = Field(default=None, ge=1, le=MAX_REPEAT)
+    skip: str | None = None
+    xfail: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("id")
@@ -169,14 +167,14 @@ class EvalCase(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _params_leave_the_question_and_k(self) -> "EvalCase":
+    def _params_leave_the_question_and_k(self) -> EvalCase:
         for name, why in RESERVED_PARAMS.items():
             if name in self.params:
                 raise ValueError(f"params.{name}: reserved: {why}")
         return self
 
     @model_validator(mode="after")
-    def _check_groups_and_rules(self) -> "EvalCase":
+    def _check_groups_and_rules(self) -> EvalCase:
         basis = self.grouped_gold
         n = len(getattr(self, basis))
         if self.required_support_groups is not None:
@@ -185,13 +183,9 @@ class EvalCase(BaseModel):
                     raise ValueError("required_support_groups: a group must not be empty")
                 for index in group:
                     if not 0 <= index < n:
-                        raise ValueError(
-                            f"required_support_groups: index {index} is not an index into {basis} (which has {n} entries)"
-                        )
+                        raise ValueError(f"required_support_groups: index {index} is not an index into {basis} (which has {n} entries)")
         if self.recency_conflict_rule is not None and not n:
-            raise ValueError(
-                "recency_conflict_rule needs gold_supports or gold_doc_ids (the first one is the newer source)"
-            )
+            raise ValueError("recency_conflict_rule needs gold_supports or gold_doc_ids (the first one is the newer source)")
         return self
 
     @property
@@ -216,15 +210,15 @@ class Chunk(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    chunk_id: Optional[str] = None
-    doc_id: Optional[str] = None
-    rel_path: Optional[str] = None
-    heading_path: Optional[HeadingPath] = None
-    score_vector: Optional[float] = None
-    score_lexical: Optional[float] = None
-    score_final: Optional[float] = None
-    text: Optional[str] = None
-    rank: Optional[int] = None
+    chunk_id: str | None = None
+    doc_id: str | None = None
+    rel_path: str | None = None
+    heading_path: HeadingPath | None = None
+    score_vector: float | None = None
+    score_lexical: float | None = None
+    score_final: float | None = None
+    text: str | None = None
+    rank: int | None = None
 
     @field_validator("doc_id", "chunk_id", mode="before")
     @classmethod
@@ -240,18 +234,31 @@ class RagResponse(BaseModel):
     answer: str
     references: list[Chunk] = Field(default_factory=list)
     retrieved_chunks: list[Chunk] = Field(default_factory=list)
-    abstained: Optional[bool] = None
-    abstain_reason: Optional[str] = None
-    selected_folders: Optional[list[str]] = None
-    timings: Optional[dict[str, float]] = None
+    abstained: bool | None = None
+    abstain_reason: str | None = None
+    selected_folders: list[str] | None = None
+    timings: dict[str, float] | None = None
 
 
 #: The fields of a line that define what its case checks; tags, category, difficulty, scope, metadata and
 #: the line number may change without making the case another case (the gate still compares it).
 DEFINITION_FIELDS = (
-    "question", "answerable", "reference_answer", "expected_key_facts", "gold_supports", "gold_doc_ids",
-    "required_support_groups", "recency_conflict_rule", "thresholds", "params", "flaky", "repeat", "skip",
-    "xfail", "judge", "marks",
+    "question",
+    "answerable",
+    "reference_answer",
+    "expected_key_facts",
+    "gold_supports",
+    "gold_doc_ids",
+    "required_support_groups",
+    "recency_conflict_rule",
+    "thresholds",
+    "params",
+    "flaky",
+    "repeat",
+    "skip",
+    "xfail",
+    "judge",
+    "marks",
 )
 
 

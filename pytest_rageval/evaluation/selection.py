@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["Selection", "merged_selection", "not_whole", "run_scope_notes"]
 
@@ -41,7 +41,7 @@ class Selection:
         """Nothing was deselected but for the shard: the run covers its share of the eval set."""
         return self.deselected == 0
 
-    def fields(self, shard: Optional[str]) -> dict[str, Any]:
+    def fields(self, shard: str | None) -> dict[str, Any]:
         """metrics.json's ``partial``, ``cases_in_eval_set``, ``cases_selected`` and ``shard``."""
         if not self.collected:  # nothing known (an xdist controller whose workers all crashed, no eval set)
             return {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": shard}
@@ -57,7 +57,7 @@ class Selection:
         return {"collected": dict(self.collected), "deselected": self.deselected, "out_of_shard": self.out_of_shard}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Selection":
+    def from_dict(cls, data: Mapping[str, Any]) -> Selection:
         collected = data.get("collected") or {}
         return cls(
             collected={str(k): int(v) for k, v in collected.items()},
@@ -74,8 +74,7 @@ def merged_selection(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     if not sizes or len(chosen) != len(runs):
         return {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": None}
     in_eval_set, selected = max(sizes), sum(chosen)
-    return {"partial": selected < in_eval_set, "cases_in_eval_set": in_eval_set, "cases_selected": selected,
-            "shard": None}
+    return {"partial": selected < in_eval_set, "cases_in_eval_set": in_eval_set, "cases_selected": selected, "shard": None}
 
 
 def run_scope_notes(metrics: Mapping[str, Any]) -> list[str]:
@@ -92,7 +91,7 @@ def run_scope_notes(metrics: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-def not_whole(metrics: Mapping[str, Any]) -> Optional[str]:
+def not_whole(metrics: Mapping[str, Any]) -> str | None:
     """``partial``, ``all-error`` or ``incomplete`` for a run that does not stand for its eval set, else None.
 
     Trends chart only whole runs: a subset or a failed run beside full runs reads as a change that is not one.

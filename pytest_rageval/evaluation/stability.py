@@ -22,13 +22,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Optional, get_args
+from typing import Any, get_args
 
 from .record import Stability
 from .schema import MAX_REPEAT, EvalCase
 
-__all__ = ["CLASSES", "RepeatError", "RepeatTally", "Stability", "classify", "judge_dependent", "parse_repeat",
-           "passed_runs", "runs_for", "stability_of", "with_repeat"]
+__all__ = [
+    "CLASSES",
+    "RepeatError",
+    "RepeatTally",
+    "Stability",
+    "classify",
+    "judge_dependent",
+    "parse_repeat",
+    "passed_runs",
+    "runs_for",
+    "stability_of",
+    "with_repeat",
+]
 
 CLASSES: tuple[Stability, ...] = get_args(Stability)
 
@@ -41,7 +52,7 @@ class RepeatError(ValueError):
     """``--rageval-repeat`` / ``rageval_repeat`` is not a whole number from 1 to MAX_REPEAT."""
 
 
-def parse_repeat(value: Any, where: str) -> Optional[int]:
+def parse_repeat(value: Any, where: str) -> int | None:
     """``--rageval-repeat N`` or ini ``rageval_repeat``: None when unset, else a whole number 1..MAX_REPEAT."""
     if value is None or value == "":
         return None
@@ -70,21 +81,20 @@ def judge_dependent(thresholds: Iterable[str], judge_metrics: Iterable[str], *, 
     return not frozenset(judge_metrics).isdisjoint(thresholds)
 
 
-def runs_for(case: EvalCase, repeat: Optional[int], *, dependent: bool) -> int:
+def runs_for(case: EvalCase, repeat: int | None, *, dependent: bool) -> int:
     """How many times ``case`` runs: its own ``repeat``, else 3 when ``flaky``, else ``repeat`` when dependent, else 1."""
     if case.repeat is not None or case.flaky or repeat is None or not dependent:
         return case.runs
     return repeat
 
 
-def with_repeat(case: EvalCase, repeat: Optional[int], thresholds: Iterable[str], judge_metrics: Iterable[str], *,
-                judge_in_use: bool) -> EvalCase:
+def with_repeat(case: EvalCase, repeat: int | None, thresholds: Iterable[str], judge_metrics: Iterable[str], *, judge_in_use: bool) -> EvalCase:
     """``case`` as it runs under ``--rageval-repeat`` (its ``runs`` from :func:`runs_for`); itself when unchanged."""
     runs = runs_for(case, repeat, dependent=judge_dependent(thresholds, judge_metrics, judge_in_use=judge_in_use))
     return case if runs == case.runs else case.model_copy(update={"repeat": runs})
 
 
-def classify(verdicts: Sequence[bool]) -> Optional[Stability]:
+def classify(verdicts: Sequence[bool]) -> Stability | None:
     """The stability class of a case's per-run verdicts; None for fewer than two runs."""
     if len(verdicts) < 2:
         return None
@@ -92,7 +102,7 @@ def classify(verdicts: Sequence[bool]) -> Optional[Stability]:
     return "stable_pass" if passed == len(verdicts) else "stable_fail" if passed == 0 else "flaky"
 
 
-def passed_runs(record: Mapping[str, Any]) -> Optional[tuple[int, int]]:
+def passed_runs(record: Mapping[str, Any]) -> tuple[int, int] | None:
     """(runs passed, runs) of a repeated record; None for a record with fewer than two runs."""
     repeats = record.get("repeats")
     if not isinstance(repeats, list) or len(repeats) < 2:
@@ -100,7 +110,7 @@ def passed_runs(record: Mapping[str, Any]) -> Optional[tuple[int, int]]:
     return sum(bool(r.get("passed")) for r in repeats if isinstance(r, Mapping)), len(repeats)
 
 
-def stability_of(record: Mapping[str, Any]) -> Optional[Stability]:
+def stability_of(record: Mapping[str, Any]) -> Stability | None:
     """A record's class: its ``stability``, else (records of older versions) derived from ``repeats``."""
     value = record.get("stability")
     for klass in CLASSES:
@@ -112,7 +122,7 @@ def stability_of(record: Mapping[str, Any]) -> Optional[Stability]:
     return classify([bool(r.get("passed")) for r in repeats if isinstance(r, Mapping)])
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)) and math.isfinite(value):
@@ -162,8 +172,7 @@ class RepeatTally:
             "repeated_cases": len(keys),
             **counts,
             "flake_rate": counts["flaky"] / len(keys) if keys else None,
-            "flaky_cases": [{"key": k, "passed_runs": self._cases[k][1], "runs": self._cases[k][2]}
-                            for k in keys if self._cases[k][0] == "flaky"],
+            "flaky_cases": [{"key": k, "passed_runs": self._cases[k][1], "runs": self._cases[k][2]} for k in keys if self._cases[k][0] == "flaky"],
             "spread_measure": SPREAD_MEASURE,
             "spread": {name: math.fsum(v) / len(v) for name, v in sorted(ranges.items())},
         }

@@ -7,13 +7,14 @@ case's ``thresholds`` field, ``--rageval-threshold``.
 
 from __future__ import annotations
 
-import math
-
 import difflib
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from pytest_rageval.sanitize import terminal_safe
+
 from . import registry
 from .record import MissRecord
 from .registry import Threshold
@@ -61,7 +62,7 @@ class ThresholdConfig:
     cli: Mapping[str, Threshold]
 
     @classmethod
-    def empty(cls) -> "ThresholdConfig":
+    def empty(cls) -> ThresholdConfig:
         return cls({}, {}, {})
 
 
@@ -80,7 +81,7 @@ def check_metric_name(metric: str, where: str) -> None:
         raise ThresholdError(f"{where}: unknown metric '{metric}'{hint}")
 
 
-def finite_number(value: Any) -> Optional[float]:
+def finite_number(value: Any) -> float | None:
     """``value`` as a finite float (an int, a float or the text of one), else None: ``nan``, ``inf``, a bool and
     a number beyond float range (a 400-digit integer) would switch a check off or crash it."""
     if isinstance(value, bool):
@@ -119,9 +120,7 @@ def parse_threshold_table(table: Mapping[str, Any], where: str) -> tuple[dict[st
     by_category: dict[str, dict[str, Threshold]] = {}
     for name, value in table.items():
         if isinstance(value, Mapping):
-            by_category[name] = {
-                m: coerce_threshold(m, v, f"{where}.{name}") for m, v in value.items()
-            }
+            by_category[name] = {m: coerce_threshold(m, v, f"{where}.{name}") for m, v in value.items()}
         else:
             global_[name] = coerce_threshold(name, value, where)
     return global_, by_category
@@ -194,7 +193,7 @@ def find_misses(metrics: Mapping[str, Any], thresholds: Mapping[str, Threshold])
     return misses
 
 
-def describe_runs(repeats: Sequence[Mapping[str, Any]], shown_run: Optional[int]) -> Optional[str]:
+def describe_runs(repeats: Sequence[Mapping[str, Any]], shown_run: int | None) -> str | None:
     """For a repeated case's failure message: how many runs passed and which run the message shows."""
     if len(repeats) < 2:
         return None
@@ -213,7 +212,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def shorten(text: Optional[str], limit: int = 300) -> str:
+def shorten(text: str | None, limit: int = 300) -> str:
     """One-line excerpt of ``text`` for messages, safe for a terminal (control characters shown escaped)."""
     flat = terminal_safe(" ".join((text or "")[: limit * 4].split()), multiline=False)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.stability import RepeatTally
@@ -37,7 +37,7 @@ _UNSCORED = ("error", "skipped")
 _NO_CATEGORY = "uncategorized"
 
 
-def percentile(sorted_values: list[float], q: float) -> Optional[float]:
+def percentile(sorted_values: list[float], q: float) -> float | None:
     """The ``q``-th percentile (0-100) of sorted values, linear between closest ranks.
 
     Same as numpy's default (``method="linear"``); None for an empty list.
@@ -55,7 +55,7 @@ def percentile(sorted_values: list[float], q: float) -> Optional[float]:
     return a + (b - a) * frac
 
 
-def as_number(value: Any) -> Optional[float]:
+def as_number(value: Any) -> float | None:
     """A finite metric value as float (bools as 1/0); None for null or non-numbers."""
     if value is None or isinstance(value, str):
         return None
@@ -96,32 +96,32 @@ class _ExactSum:
 class _Mean:
     """Running exact sum and count of the non-null values of one metric."""
 
-    __slots__ = ("total", "n")
+    __slots__ = ("n", "total")
 
     def __init__(self) -> None:
         self.total = _ExactSum()
         self.n = 0
 
-    def add(self, value: Optional[float]) -> None:
+    def add(self, value: float | None) -> None:
         if value is None:
             return
         self.total.add(value)
         self.n += 1
 
-    def result(self) -> Optional[float]:
+    def result(self) -> float | None:
         return self.total.value() / self.n if self.n else None
 
 
 class _Ratio:
     """Numerator / denominator counts; None when the denominator is 0."""
 
-    __slots__ = ("num", "den")
+    __slots__ = ("den", "num")
 
     def __init__(self) -> None:
         self.num = 0
         self.den = 0
 
-    def result(self) -> Optional[float]:
+    def result(self) -> float | None:
         return self.num / self.den if self.den else None
 
 
@@ -137,7 +137,7 @@ def _answerable(record: Mapping[str, Any]) -> bool:
 
 
 #: a scored record's values: ((aggregate key, value), ...) for the non-null means, and abstained
-_Values = tuple[tuple[tuple[str, float], ...], Optional[float]]
+_Values = tuple[tuple[tuple[str, float], ...], float | None]
 
 
 def _mean_metrics() -> tuple[tuple[str, str], ...]:
@@ -182,7 +182,7 @@ class _Group:
         self.abstention = _Ratio()  # unanswerable, scored, abstained not null
         self.false_abstention = _Ratio()  # answerable, scored
 
-    def add(self, outcome: str, answerable: bool, values: Optional[_Values]) -> None:
+    def add(self, outcome: str, answerable: bool, values: _Values | None) -> None:
         """Add one non-invalid, non-skipped record; ``values`` is None for an unscored one."""
         self.n += 1
         if outcome == "passed":
@@ -209,9 +209,9 @@ class _Group:
             if abstained:
                 self.abstention.num += 1
 
-    def scalars(self) -> dict[str, Optional[float]]:
+    def scalars(self) -> dict[str, float | None]:
         """The ``*_avg`` / ``*_rate`` metrics, abstention and false abstention."""
-        out: dict[str, Optional[float]] = {key: mean.result() for key, mean in self.means.items()}
+        out: dict[str, float | None] = {key: mean.result() for key, mean in self.means.items()}
         out["abstention_accuracy"] = self.abstention.result()
         den = self.abstention.den
         out["hallucination_rate_unanswerable"] = (den - self.abstention.num) / den if den else None
@@ -336,9 +336,11 @@ class Aggregator:
         out: dict[str, Any] = {}
         for config_id, (params, agg) in sorted(self._by_config.items()):
             result = agg.result()
-            out[config_id] = {"params": params,
-                              **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")},
-                              "aggregate_metrics": result["aggregate_metrics"]}
+            out[config_id] = {
+                "params": params,
+                **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")},
+                "aggregate_metrics": result["aggregate_metrics"],
+            }
         return {"by_config": out} if out else {}
 
     def _new_group(self) -> _Group:
@@ -376,8 +378,10 @@ class Aggregator:
         attempted = record.get("judge_attempted")
         if not isinstance(attempted, list):
             held = record.get("judge")
-            attempted = [*(held if isinstance(held, Mapping) else {}),
-                         *(m for m in registry.metric_names("judge") if as_number(metrics.get(m)) is not None)]
+            attempted = [
+                *(held if isinstance(held, Mapping) else {}),
+                *(m for m in registry.metric_names("judge") if as_number(metrics.get(m)) is not None),
+            ]
         for metric in dict.fromkeys(registry.coverage_metric(str(verdict)) for verdict in attempted):
             entry = self._coverage.setdefault(metric, [0, 0])
             entry[1] += 1
@@ -391,7 +395,7 @@ class Aggregator:
         total = passed + failed + errors
         ran = total + self._counts["xfailed"] + self._counts["xpassed"]
 
-        def rate(count: int) -> Optional[float]:
+        def rate(count: int) -> float | None:
             return count / ran if ran else None
 
         latencies = sorted(self._latencies)

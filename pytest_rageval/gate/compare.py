@@ -17,33 +17,34 @@ import dataclasses
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
 from pytest_rageval import defaults, safejson
 from pytest_rageval.evaluation import registry
 from pytest_rageval.runs import readback
+
 from .aggregate import as_number, percentile
 
 __all__ = [
-    "default_tolerances",
-    "gate_names",
-    "gate_name",
-    "lower_is_better",
-    "MetricDelta",
+    "ALLOWED_NOTE",
     "Comparison",
+    "GateVerdict",
+    "MetricDelta",
     "baseline_metrics_path",
-    "load_baseline",
+    "bootstrap_interval",
     "check_invariants",
     "compare",
-    "gate_runs",
-    "GateVerdict",
-    "gate_verdict",
-    "ALLOWED_NOTE",
-    "bootstrap_interval",
+    "default_tolerances",
     "format_comparison",
+    "gate_name",
+    "gate_names",
+    "gate_runs",
+    "gate_verdict",
+    "load_baseline",
+    "lower_is_better",
 ]
 
 #: ``[tool.rageval.gate] min_judge_coverage`` when not set
@@ -92,17 +93,17 @@ class MetricDelta:
     """
 
     name: str
-    old: Optional[float]
-    new: Optional[float]
-    delta: Optional[float]
-    tolerance: Optional[float]
+    old: float | None
+    new: float | None
+    delta: float | None
+    tolerance: float | None
     regressed: bool
-    ci_low: Optional[float] = None
-    ci_high: Optional[float] = None
+    ci_low: float | None = None
+    ci_high: float | None = None
     n_shared: int = 0
     lower_is_better: bool = False
-    whole_old: Optional[float] = None
-    whole_new: Optional[float] = None
+    whole_old: float | None = None
+    whole_new: float | None = None
 
 
 @dataclass
@@ -121,10 +122,10 @@ class Comparison:
     flipped_to_pass: list[str] = field(default_factory=list)
     invariant_differences: list[str] = field(default_factory=list)
     coverage_failures: list[str] = field(default_factory=list)
-    shared_cases: Optional[int] = None
-    baseline_cases: Optional[int] = None
-    current_cases: Optional[int] = None
-    not_compared: Optional[str] = None
+    shared_cases: int | None = None
+    baseline_cases: int | None = None
+    current_cases: int | None = None
+    not_compared: str | None = None
     refused: bool = False
     added_cases: list[str] = field(default_factory=list)  # in this run, not in the baseline
     removed_cases: list[str] = field(default_factory=list)  # in the baseline, gone from a file this run ran whole
@@ -147,8 +148,11 @@ class Comparison:
         notes = []
         for d in self.deltas:
             if (d.whole_old is None) != (d.whole_new is None):
-                where = f"null in the baseline, {_f(d.whole_new)} in this run" if d.whole_old is None else (
-                    f"{_f(d.whole_old)} in the baseline, null in this run")
+                where = (
+                    f"null in the baseline, {_f(d.whole_new)} in this run"
+                    if d.whole_old is None
+                    else (f"{_f(d.whole_old)} in the baseline, null in this run")
+                )
                 notes.append(f"not compared: {d.name} ({where})")
         return notes
 
@@ -180,10 +184,15 @@ class Comparison:
         """Which cases the deltas cover, with the counts."""
         if self.shared_cases is None:
             return "compared on whole-run aggregates (a run has no per-case data): no intervals, no flipped cases"
-        scope = (f"compared on {self.shared_cases} shared case{_s(self.shared_cases)} of {self.baseline_cases} "
-                 f"in the baseline and {self.current_cases} in this run")
-        moves = [f"{len(keys)} {label}" for keys, label in ((self.added_cases, "added"), (self.changed_cases, "changed"),
-                                                             (self.removed_cases, "removed")) if keys]
+        scope = (
+            f"compared on {self.shared_cases} shared case{_s(self.shared_cases)} of {self.baseline_cases} "
+            f"in the baseline and {self.current_cases} in this run"
+        )
+        moves = [
+            f"{len(keys)} {label}"
+            for keys, label in ((self.added_cases, "added"), (self.changed_cases, "changed"), (self.removed_cases, "removed"))
+            if keys
+        ]
         return scope + (f" ({', '.join(moves)})" if moves else "")
 
     def reason(self) -> str:
@@ -221,14 +230,14 @@ class Comparison:
         }
 
 
-def _s(n: Optional[int]) -> str:
+def _s(n: int | None) -> str:
     return "" if n == 1 else "s"
 
 
 # --------------------------------------------------------------------------- loading
 
 
-def baseline_metrics_path(path: Union[str, Path]) -> Path:
+def baseline_metrics_path(path: str | Path) -> Path:
     """The metrics.json a baseline path names: the file itself, ``metrics.json`` in a run folder, or that of the
     run an output folder's ``latest`` names (ValueError when ``latest`` cannot be read)."""
     path = Path(path)
@@ -245,7 +254,7 @@ def baseline_metrics_path(path: Union[str, Path]) -> Path:
     return candidate
 
 
-def load_baseline(path: Union[str, Path]) -> Optional[dict[str, Any]]:
+def load_baseline(path: str | Path) -> dict[str, Any] | None:
     """Read a baseline: a metrics.json file, a run directory, or an output folder with ``latest``.
 
     Returns None when nothing is there; raises ValueError naming the path when
@@ -289,7 +298,7 @@ def non_numbers(metrics_json: Mapping[str, Any]) -> list[str]:
     """One problem per known metric whose stored value is neither a finite number nor null (a gate would skip it)."""
     problems = []
     for name, value in _gated_raw(metrics_json).items():
-        if value is None or isinstance(value, int) and not isinstance(value, bool):
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
             continue  # (an integer beyond float range is refused by readback, in its words)
         if isinstance(value, float) and math.isfinite(value):
             continue
@@ -320,7 +329,7 @@ def _judge_field(metrics_json: Mapping[str, Any], name: str) -> Any:
     return judge.get(name) if isinstance(judge, Mapping) else None
 
 
-def _eval_set_difference(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> Optional[tuple[Any, Any]]:
+def _eval_set_difference(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[Any, Any] | None:
     """The differing eval-set identities, or None when the eval sets are comparable.
 
     With per-file digests on both sides (``eval_set_files``), only the files both
@@ -352,7 +361,7 @@ def _defined(metrics_json: Mapping[str, Any]) -> bool:
     return bool(cases) and all(isinstance(c.get("definition"), str) for c in cases.values())
 
 
-def _target_kind(metrics_json: Mapping[str, Any]) -> Optional[str]:
+def _target_kind(metrics_json: Mapping[str, Any]) -> str | None:
     """What served the cases (``fixture``, ``http``, ``callable``), as far as the run recorded it."""
     target = metrics_json.get("target")
     kind = target.get("kind") if isinstance(target, Mapping) else None
@@ -388,9 +397,7 @@ def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) ->
 # --------------------------------------------------------------------------- bootstrap
 
 
-def bootstrap_interval(
-    diffs: Sequence[float], *, samples: int = 1000, seed: int = 0, level: float = 0.95
-) -> Optional[tuple[float, float]]:
+def bootstrap_interval(diffs: Sequence[float], *, samples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
     """Percentile interval of the mean of ``diffs`` under resampling with replacement.
 
     Deterministic for given inputs, in every process and environment: one random
@@ -413,7 +420,7 @@ def bootstrap_interval(
     return low, high
 
 
-Getter = Callable[[Mapping[str, Any]], Optional[float]]
+Getter = Callable[[Mapping[str, Any]], float | None]
 
 
 def _unanswerable(case: Mapping[str, Any]) -> bool:
@@ -425,7 +432,7 @@ def _scored(case: Mapping[str, Any]) -> bool:
 
 
 def _metric_getter(metric: str) -> Getter:
-    def get(case: Mapping[str, Any]) -> Optional[float]:
+    def get(case: Mapping[str, Any]) -> float | None:
         if not _scored(case):
             return None
         metrics = case.get("metrics") or {}
@@ -434,18 +441,18 @@ def _metric_getter(metric: str) -> Getter:
     return get
 
 
-def _abstained_unanswerable(case: Mapping[str, Any]) -> Optional[float]:
+def _abstained_unanswerable(case: Mapping[str, Any]) -> float | None:
     if not _unanswerable(case):
         return None
     return _metric_getter("abstained")(case)
 
 
-def _answered_unanswerable(case: Mapping[str, Any]) -> Optional[float]:
+def _answered_unanswerable(case: Mapping[str, Any]) -> float | None:
     value = _abstained_unanswerable(case)
     return None if value is None else 1.0 - value
 
 
-def _false_abstention(case: Mapping[str, Any]) -> Optional[float]:
+def _false_abstention(case: Mapping[str, Any]) -> float | None:
     if _unanswerable(case):
         return None
     value = _metric_getter("abstained")(case)
@@ -455,7 +462,7 @@ def _false_abstention(case: Mapping[str, Any]) -> Optional[float]:
 def _operational(test: Callable[[Mapping[str, Any]], bool]) -> Getter:
     """A per-case 0/1 over every case that ran (errored ones included, skipped ones not), like the run's rates."""
 
-    def get(case: Mapping[str, Any]) -> Optional[float]:
+    def get(case: Mapping[str, Any]) -> float | None:
         if case.get("outcome") == "skipped":
             return None
         return 1.0 if test(case) else 0.0
@@ -479,6 +486,7 @@ def per_case_getters() -> dict[str, Getter]:
     means = {**registry.aggregates("avg"), **registry.aggregates("rate")}
     return {**{key: _metric_getter(metric) for key, metric in means.items()}, **_SPECIAL_PER_CASE}
 
+
 #: latency percentiles, compared over the latencies of the paired cases (no interval)
 _LATENCY: dict[str, float] = {"latency_p50_ms": 50.0, "latency_p95_ms": 95.0}
 
@@ -493,8 +501,9 @@ def _pairs(shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter
     return out
 
 
-def paired_delta(pairs: Sequence[tuple[float, float]], *, samples: int = 1000, seed: int = 0) -> tuple[
-        float, float, float, Optional[tuple[float, float]]]:
+def paired_delta(
+    pairs: Sequence[tuple[float, float]], *, samples: int = 1000, seed: int = 0
+) -> tuple[float, float, float, tuple[float, float] | None]:
     """(old mean, new mean, mean difference, 95% interval) over the pairs; the interval contains the difference.
 
     The percentile bootstrap brackets the mean of the differences in practice;
@@ -519,10 +528,10 @@ def _latency_delta(pairs: Sequence[tuple[float, float]], q: float) -> tuple[floa
 # --------------------------------------------------------------------------- compare
 
 
-def _scalars(metrics_json: Mapping[str, Any]) -> dict[str, Optional[float]]:
+def _scalars(metrics_json: Mapping[str, Any]) -> dict[str, float | None]:
     """The comparable scalars of a metrics.json: aggregate_metrics numbers, operational rates, latency percentiles."""
     agg = metrics_json.get("aggregate_metrics") or {}
-    out: dict[str, Optional[float]] = {}
+    out: dict[str, float | None] = {}
     for key, value in agg.items():
         if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
             out[key] = as_number(value)
@@ -557,9 +566,9 @@ def gate_name(key: str) -> str:
     raise ValueError(f"unknown metric {key!r}{hint}")
 
 
-def _resolve_tolerances(tolerances: Optional[Mapping[str, Any]]) -> dict[str, Optional[float]]:
+def _resolve_tolerances(tolerances: Mapping[str, Any] | None) -> dict[str, float | None]:
     """:func:`default_tolerances` updated by ``tolerances``; ``recall_at_k`` means ``recall_at_k_avg``; None disables."""
-    resolved: dict[str, Optional[float]] = dict(default_tolerances())
+    resolved: dict[str, float | None] = dict(default_tolerances())
     for key, value in (tolerances or {}).items():
         if key == "min_judge_coverage":
             continue
@@ -610,7 +619,7 @@ def _definition_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return isinstance(a, str) and isinstance(b, str) and a != b
 
 
-def too_few_shared(comparison: Comparison, minimum: int) -> Optional[str]:
+def too_few_shared(comparison: Comparison, minimum: int) -> str | None:
     """Why the unchanged shared cases are too few to gate on (fewer than ``minimum``, or than every case when a
     side has fewer), or None."""
     if comparison.shared_cases is None or comparison.baseline_cases is None or comparison.current_cases is None:
@@ -618,8 +627,10 @@ def too_few_shared(comparison: Comparison, minimum: int) -> Optional[str]:
     needed = min(minimum, comparison.baseline_cases, comparison.current_cases)
     if comparison.shared_cases >= needed:
         return None
-    return (f"only {comparison.shared_cases} unchanged case{_s(comparison.shared_cases)} shared with the baseline, "
-            f"fewer than {needed} (rageval_min_shared_cases)")
+    return (
+        f"only {comparison.shared_cases} unchanged case{_s(comparison.shared_cases)} shared with the baseline, "
+        f"fewer than {needed} (rageval_min_shared_cases)"
+    )
 
 
 def _ratio(value: float, other: float) -> str:
@@ -636,7 +647,7 @@ def _cases(metrics_json: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(k): v for k, v in cases.items() if isinstance(v, Mapping)}
 
 
-def _all_errored(metrics_json: Mapping[str, Any], cases: Mapping[str, Mapping[str, Any]]) -> Optional[str]:
+def _all_errored(metrics_json: Mapping[str, Any], cases: Mapping[str, Mapping[str, Any]]) -> str | None:
     """``"N of N"`` when every case that ran errored (invalid lines included), else None."""
     if cases:
         ran = [c for c in cases.values() if c.get("outcome") != "skipped"]
@@ -651,9 +662,14 @@ def _all_errored(metrics_json: Mapping[str, Any], cases: Mapping[str, Mapping[st
     return None
 
 
-def _why_not_compared(baseline: Mapping[str, Any], current: Mapping[str, Any], old_cases: Mapping[str, Any],
-                      new_cases: Mapping[str, Any], shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]],
-                      paired: bool) -> Optional[str]:
+def _why_not_compared(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    old_cases: Mapping[str, Any],
+    new_cases: Mapping[str, Any],
+    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]],
+    paired: bool,
+) -> str | None:
     """Why no metric can be compared, or None."""
     errored = _all_errored(current, new_cases)
     if errored:
@@ -664,8 +680,7 @@ def _why_not_compared(baseline: Mapping[str, Any], current: Mapping[str, Any], o
     if not paired:
         return None
     if not shared:
-        return (f"no case of this run is in the baseline ({len(old_cases)} cases in the baseline, "
-                f"{len(new_cases)} in this run)")
+        return f"no case of this run is in the baseline ({len(old_cases)} cases in the baseline, {len(new_cases)} in this run)"
     if not any(_scored(old) and _scored(new) for old, new in shared.values()):
         return f"none of the {len(shared)} shared cases was scored in both runs"
     return None
@@ -675,9 +690,9 @@ def compare(
     baseline: Mapping[str, Any],
     current: Mapping[str, Any],
     *,
-    tolerances: Optional[Mapping[str, float]] = None,
+    tolerances: Mapping[str, float] | None = None,
     significance: bool = False,
-    min_judge_coverage: Optional[float] = None,
+    min_judge_coverage: float | None = None,
     bootstrap_samples: int = 1000,
     seed: int = 0,
     compare_changed: bool = False,
@@ -715,7 +730,7 @@ def compare(
             continue
         old, new = whole_old, whole_new
         delta = new - old if old is not None and new is not None else None
-        interval: Optional[tuple[float, float]] = None
+        interval: tuple[float, float] | None = None
         n_pairs = 0
         getter = per_case.get(name, _metric_getter("latency_ms") if name in _LATENCY else None)
         if paired and getter is not None:
@@ -760,8 +775,7 @@ def compare(
             value = as_number(entry.get("coverage")) if isinstance(entry, Mapping) else None
             if value is not None and value < min_judge_coverage - _SLACK:
                 result.coverage_failures.append(
-                    f"judge coverage of {metric} {_ratio(value, min_judge_coverage)} < "
-                    f"{_ratio(min_judge_coverage, value)}"
+                    f"judge coverage of {metric} {_ratio(value, min_judge_coverage)} < {_ratio(min_judge_coverage, value)}"
                 )
     return result
 
@@ -770,7 +784,7 @@ def gate_runs(
     baseline: Mapping[str, Any],
     current: Mapping[str, Any],
     *,
-    gate: Optional[Mapping[str, Any]] = None,
+    gate: Mapping[str, Any] | None = None,
     significance: bool = False,
     ignore_invariants: bool = False,
     min_shared_cases: int = DEFAULT_MIN_SHARED_CASES,
@@ -816,7 +830,7 @@ class GateVerdict:
     failed: bool
     exit_code: int
     reason: str = ""
-    note: Optional[str] = None
+    note: str | None = None
 
 
 def gate_verdict(comparison: Comparison, *, allow_regressions: bool = False) -> GateVerdict:
@@ -836,7 +850,7 @@ def gate_verdict(comparison: Comparison, *, allow_regressions: bool = False) -> 
 # --------------------------------------------------------------------------- terminal
 
 
-def _f(value: Optional[float]) -> str:
+def _f(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
@@ -875,8 +889,11 @@ def _case_list(title: str, keys: list[str], max_cases: int) -> list[str]:
 def case_moves(comparison: Comparison, max_cases: int = 20) -> list[str]:
     """The cases not compared, by id: added to the eval set, changed (another definition), not in this run."""
     lines = _case_list("cases added since the baseline (not compared):", comparison.added_cases, max_cases)
-    lines += _case_list("cases changed since the baseline (question, gold, reference, thresholds, marks or params; "
-                        "not compared):", comparison.changed_cases, max_cases)
+    lines += _case_list(
+        "cases changed since the baseline (question, gold, reference, thresholds, marks or params; not compared):",
+        comparison.changed_cases,
+        max_cases,
+    )
     lines += _case_list("cases removed since the baseline:", comparison.removed_cases, max_cases)
     return lines
 
@@ -887,7 +904,7 @@ def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[st
         return list(comparison.invariant_differences)
     lines = [comparison.scope()]
     if comparison.not_compared:
-        return lines + [f"not compared: {comparison.not_compared}"]
+        return [*lines, f"not compared: {comparison.not_compared}"]
     lines += [format_delta(d) for d in comparison.deltas]
     lines += comparison.one_sided
     lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)

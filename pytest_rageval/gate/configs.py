@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from pytest_rageval.evaluation import registry
+
 from .aggregate import as_number
 from .compare import Comparison, GateVerdict, bootstrap_interval, gate_runs, gate_verdict, per_case_getters
 
@@ -29,8 +30,7 @@ def default_rank_metric(by_config: Mapping[str, Any], *, judged: bool = True) ->
     """correctness_avg when an LLM judge scored it in every config, else recall_at_k_avg (the offline lexical
     judge's heuristic scores do not rank systems)."""
     for name in _DEFAULTS if judged else _DEFAULTS[-1:]:
-        if by_config and all(as_number((entry.get("aggregate_metrics") or {}).get(name)) is not None
-                             for entry in by_config.values()):
+        if by_config and all(as_number((entry.get("aggregate_metrics") or {}).get(name)) is not None for entry in by_config.values()):
             return name
     return _DEFAULTS[-1]
 
@@ -42,7 +42,7 @@ def _config_cases(metrics_json: Mapping[str, Any], config_id: str) -> dict[str, 
     return {str(k): v for k, v in cases.items() if isinstance(v, Mapping) and v.get("config_id") == config_id}
 
 
-def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) -> Optional[dict[str, Any]]:
+def rank_configs(metrics_json: Mapping[str, Any], metric: str | None = None) -> dict[str, Any] | None:
     """``config_ranking`` of metrics.json: ``{metric, lower_is_better, ranked: [{config_id, params, value, ci_low,
     ci_high, n, pass_rate}], best}``, best first; null values last; ties go to the higher share of cases passed,
     then to the smaller params (:func:`_params_order`); None without ``by_config``."""
@@ -57,22 +57,36 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: Optional[str] = None) 
     rows: list[dict[str, Any]] = []
     for config_id, entry in by_config.items():
         value = as_number((entry.get("aggregate_metrics") or {}).get(metric))
-        values = [v for v in (getter(c) for c in _config_cases(metrics_json, config_id).values()) if v is not None] \
-            if getter is not None else []
+        values = [v for v in (getter(c) for c in _config_cases(metrics_json, config_id).values()) if v is not None] if getter is not None else []
         interval = bootstrap_interval(values) if values else None
         if interval is None and value is not None and len(values) == 1:
             interval = (value, value)
         ran = sum(int(as_number(entry.get(name)) or 0) for name in ("passed", "failed", "errors"))
-        rows.append({"config_id": config_id, "params": entry.get("params") or {}, "value": value,
-                     "ci_low": interval[0] if interval else None, "ci_high": interval[1] if interval else None,
-                     "n": len(values), "pass_rate": int(as_number(entry.get("passed")) or 0) / ran if ran else None})
-    rows.sort(key=lambda r: (r["value"] is None, 0.0 if r["value"] is None else (r["value"] if lower else -r["value"]),
-                             -(r["pass_rate"] or 0.0), _params_order(r["params"]), r["config_id"]))
+        rows.append(
+            {
+                "config_id": config_id,
+                "params": entry.get("params") or {},
+                "value": value,
+                "ci_low": interval[0] if interval else None,
+                "ci_high": interval[1] if interval else None,
+                "n": len(values),
+                "pass_rate": int(as_number(entry.get("passed")) or 0) / ran if ran else None,
+            }
+        )
+    rows.sort(
+        key=lambda r: (
+            r["value"] is None,
+            0.0 if r["value"] is None else (r["value"] if lower else -r["value"]),
+            -(r["pass_rate"] or 0.0),
+            _params_order(r["params"]),
+            r["config_id"],
+        )
+    )
     best = rows[0]["config_id"] if rows and rows[0]["value"] is not None else None
     return {"metric": metric, "lower_is_better": lower, "ranked": rows, "best": best}
 
 
-def add_ranking(metrics_json: dict[str, Any], metric: Optional[str] = None) -> None:
+def add_ranking(metrics_json: dict[str, Any], metric: str | None = None) -> None:
     """Set ``config_ranking`` of a matrix run's metrics.json (by ``metric``, else the one it was ranked by before,
     else the default); nothing without ``by_config``. The session, ``rageval merge`` and ``rageval judge`` call it."""
     previous = metrics_json.get("config_ranking")
@@ -84,8 +98,10 @@ def add_ranking(metrics_json: dict[str, Any], metric: Optional[str] = None) -> N
 
 def _params_order(params: Mapping[str, Any]) -> tuple[Any, ...]:
     """Ties go to the smaller params, by name (numbers compared as numbers: top_k=5 before top_k=10)."""
-    return tuple((name, (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v)))
-                 for name, v in sorted(params.items()))
+    return tuple(
+        (name, (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v)))
+        for name, v in sorted(params.items())
+    )
 
 
 def _known() -> frozenset[str]:
@@ -98,7 +114,7 @@ def _known() -> frozenset[str]:
 _RUN_KEYS = ("eval_set_hash", "eval_set_files", "judge", "k", "partial")
 
 
-def config_view(metrics_json: Mapping[str, Any], config_id: str) -> Optional[dict[str, Any]]:
+def config_view(metrics_json: Mapping[str, Any], config_id: str) -> dict[str, Any] | None:
     """One config of a matrix run as a metrics.json of its own (its aggregates and cases), for gate.gate_runs."""
     by_config = metrics_json.get("by_config")
     entry = by_config.get(config_id) if isinstance(by_config, Mapping) else None
@@ -140,10 +156,16 @@ class ConfigGate:
     def as_dict(self) -> dict[str, Any]:
         """The ``comparison.by_config`` block of metrics.json."""
         return {
-            "configs": {cid: {"status": comparison.status, "failed": verdict.failed, "reason": verdict.reason,
-                              "regressed_metrics": comparison.regressed_metrics,
-                              "shared_cases": comparison.shared_cases}
-                        for cid, (comparison, verdict) in self.compared.items()},
+            "configs": {
+                cid: {
+                    "status": comparison.status,
+                    "failed": verdict.failed,
+                    "reason": verdict.reason,
+                    "regressed_metrics": comparison.regressed_metrics,
+                    "shared_cases": comparison.shared_cases,
+                }
+                for cid, (comparison, verdict) in self.compared.items()
+            },
             "only_in_run": list(self.only_in_run),
             "only_in_baseline": list(self.only_in_baseline),
         }
@@ -155,9 +177,15 @@ def _configs_of(metrics_json: Mapping[str, Any]) -> Mapping[str, Any]:
     return {cid: entry for cid, entry in by_config.items() if isinstance(entry, Mapping)} if isinstance(by_config, Mapping) else {}
 
 
-def gate_configs(baseline: Mapping[str, Any], current: Mapping[str, Any], *, gate: Optional[Mapping[str, Any]] = None,
-                 significance: bool = False, ignore_invariants: bool = False, allow_regressions: bool = False
-                 ) -> Optional[ConfigGate]:
+def gate_configs(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    *,
+    gate: Mapping[str, Any] | None = None,
+    significance: bool = False,
+    ignore_invariants: bool = False,
+    allow_regressions: bool = False,
+) -> ConfigGate | None:
     """Each config of ``current`` gated against the same config of ``baseline`` (gate_runs, gate_verdict);
     None when neither run has configs."""
     new = _configs_of(current)

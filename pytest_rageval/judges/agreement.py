@@ -18,12 +18,14 @@ catches. ``python bench/lexical_agreement.py`` prints the table.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import ThresholdConfig, find_misses, resolve_thresholds
+
 from .base import Judge, JudgeInput
 from .labelled_lines import labelled_lines
 
@@ -42,7 +44,7 @@ class LabelledItem:
     label: str
     question: str
     contexts: tuple[str, ...]
-    reference_answer: Optional[str]
+    reference_answer: str | None
     key_facts: tuple[str, ...]
     answer: str
 
@@ -60,11 +62,19 @@ def load_labelled(path: Path) -> list[LabelledItem]:
             raise ValueError(f"{where}: missing field '{missing[0]}'")
         if data["label"] not in ("pass", "fail"):
             raise ValueError(f"{where}: field 'label' must be 'pass' or 'fail', got {data['label']!r}")
-        items.append(LabelledItem(
-            id=str(data["id"]), split=str(data["split"]), kind=str(data["kind"]), label=data["label"], question=str(data["question"]),
-            contexts=tuple(data["contexts"]), reference_answer=data["reference_answer"],
-            key_facts=tuple(data["key_facts"]), answer=str(data["answer"]),
-        ))
+        items.append(
+            LabelledItem(
+                id=str(data["id"]),
+                split=str(data["split"]),
+                kind=str(data["kind"]),
+                label=data["label"],
+                question=str(data["question"]),
+                contexts=tuple(data["contexts"]),
+                reference_answer=data["reference_answer"],
+                key_facts=tuple(data["key_facts"]),
+                answer=str(data["answer"]),
+            )
+        )
     return items
 
 
@@ -86,12 +96,15 @@ class JudgedItem:
 
 
 async def _judge_one(judge: Judge, item: LabelledItem) -> JudgedItem:
-    case = EvalCase.model_validate({
-        "id": item.id, "question": item.question, "reference_answer": item.reference_answer,
-        "expected_key_facts": list(item.key_facts),
-    })
-    inp = JudgeInput(item.question, item.answer, item.contexts, reference_answer=item.reference_answer,
-                     key_facts=item.key_facts)
+    case = EvalCase.model_validate(
+        {
+            "id": item.id,
+            "question": item.question,
+            "reference_answer": item.reference_answer,
+            "expected_key_facts": list(item.key_facts),
+        }
+    )
+    inp = JudgeInput(item.question, item.answer, item.contexts, reference_answer=item.reference_answer, key_facts=item.key_facts)
     abstained = bool((await judge.judge("abstention", inp)).label)
     metrics: dict[str, Any] = {"abstained": abstained, "false_abstention": int(abstained)}
     if not abstained:
@@ -126,12 +139,12 @@ class AgreementRow:
         return self.agree / self.n if self.n else 0.0
 
     @property
-    def precision(self) -> Optional[float]:
+    def precision(self) -> float | None:
         """Of the judge's fails, the share humans fail too (None when the judge failed none)."""
         return self.both_fail / self.judge_fail if self.judge_fail else None
 
     @property
-    def recall(self) -> Optional[float]:
+    def recall(self) -> float | None:
         """Of the human fails, the share the judge catches (None when humans failed none)."""
         return self.both_fail / self.human_fail if self.human_fail else None
 
@@ -161,12 +174,11 @@ def agreement_rows(judged: Sequence[JudgedItem]) -> list[AgreementRow]:
 def format_table(rows: Sequence[AgreementRow]) -> str:
     """A plain-text table: kind, items, human fails, judge fails, agreement, precision, recall."""
 
-    def pct(value: Optional[float]) -> str:
+    def pct(value: float | None) -> str:
         return "-" if value is None else f"{value:.0%}"
 
     header = f"{'kind':<16} {'items':>5} {'human fail':>10} {'judge fail':>10} {'agreement':>9} {'precision':>9} {'recall':>6}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        lines.append(f"{r.group:<16} {r.n:>5} {r.human_fail:>10} {r.judge_fail:>10} {pct(r.agreement):>9} "
-                     f"{pct(r.precision):>9} {pct(r.recall):>6}")
+        lines.append(f"{r.group:<16} {r.n:>5} {r.human_fail:>10} {r.judge_fail:>10} {pct(r.agreement):>9} {pct(r.precision):>9} {pct(r.recall):>6}")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ an enum, so a small model cannot answer 20 on a 0-5 scale.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
@@ -60,8 +60,7 @@ class _Answer(BaseModel):
 
 
 class _Reasoned(_Answer):
-    reasoning: str = Field("", description="one to three sentences explaining the verdict",
-                           json_schema_extra={"maxLength": REASONING_CHARS})
+    reasoning: str = Field("", description="one to three sentences explaining the verdict", json_schema_extra={"maxLength": REASONING_CHARS})
 
 
 class GroundednessAnswer(_Reasoned):
@@ -91,9 +90,7 @@ class PassingAnswer(_Reasoned):
 class AbstentionAnswer(_Answer):
     abstained: bool
     # asked for always, read as optional: an answer without a confidence still says whether it abstained
-    confidence: Annotated[Optional[float], WithJsonSchema({"type": "number", **_grid(1, 0.1)})] = Field(
-        default=None, allow_inf_nan=False
-    )
+    confidence: Annotated[float | None, WithJsonSchema({"type": "number", **_grid(1, 0.1)})] = Field(default=None, allow_inf_nan=False)
 
     _check_confidence = field_validator("confidence", mode="before")(_not_bool)
 
@@ -117,8 +114,8 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {
 #: Keys pydantic writes that a strict response format does not take (or that say nothing to the model).
 _DROPPED = frozenset({"title", "default"})
 #: Keys in the order the schema is written (json.dumps of it is stated in prompts: same model, same text).
-_ORDER = ("type", "properties", "required", "additionalProperties", "maxItems", "maxLength", "items", "enum",
-          "description")
+_ORDER = ("type", "properties", "required", "additionalProperties", "maxItems", "maxLength", "items", "enum", "description")
+
 
 def _strict(node: dict[str, Any]) -> dict[str, Any]:
     """One schema node in strict form, its keys in ``_ORDER``; ValueError for what a flat answer has not."""

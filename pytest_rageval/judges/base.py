@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -32,8 +32,8 @@ class JudgeInput:
     question: str
     answer: str
     contexts: tuple[str, ...] = ()
-    context_ids: tuple[Optional[str], ...] = ()
-    reference_answer: Optional[str] = None
+    context_ids: tuple[str | None, ...] = ()
+    reference_answer: str | None = None
     key_facts: tuple[str, ...] = field(default_factory=tuple)
 
     def context_hash(self) -> str:
@@ -45,8 +45,8 @@ class Verdict(BaseModel):
     """One judge answer, already parsed and on the metric's scale."""
 
     metric: str
-    score: Optional[float] = None  # on SCALES[metric]; None for classifiers
-    label: Optional[bool] = None  # abstention: abstained; conflict_ack: acknowledges; 0/1 metrics: passing
+    score: float | None = None  # on SCALES[metric]; None for classifiers
+    label: bool | None = None  # abstention: abstained; conflict_ack: acknowledges; 0/1 metrics: passing
     reasoning: str = ""
     supported_claims: list[str] = Field(default_factory=list)
     unsupported_claims: list[str] = Field(default_factory=list)
@@ -61,8 +61,7 @@ class Verdict(BaseModel):
 class JudgeError(Exception):
     """A judge call failed after retries and re-asks; that case becomes an error."""
 
-    def __init__(self, metric: str, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0,
-                 cost_usd: float = 0.0) -> None:
+    def __init__(self, metric: str, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0, cost_usd: float = 0.0) -> None:
         super().__init__(f"{metric}: {message}")
         self.metric = metric
         self.message = message

@@ -20,18 +20,26 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from pytest_rageval.retry import backoff_delay
+
 from .base import Judge, JudgeInput, Verdict
 
 __all__ = [
-    "CacheStats", "CachedJudge", "JudgeCache", "JudgeCacheError", "JudgeCacheLockedError", "DB_NAME", "KEY_VERSION",
+    "DB_NAME",
+    "KEY_VERSION",
+    "CacheStats",
+    "CachedJudge",
+    "JudgeCache",
+    "JudgeCacheError",
+    "JudgeCacheLockedError",
     "check_judge_cache",
 ]
 
@@ -44,9 +52,7 @@ LOCK_RETRY_S = 60.0
 
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS verdicts ("
-    "key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, "
-    "prompt_version TEXT, created_at TEXT)"
+    "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, prompt_version TEXT, created_at TEXT)"
 )
 
 T = TypeVar("T")
@@ -100,8 +106,8 @@ class JudgeCache:
         self.path = self.directory / DB_NAME
         self.stats = CacheStats()
         self._lock = threading.RLock()
-        self._conn: Optional[sqlite3.Connection] = None
-        self._pid: Optional[int] = None
+        self._conn: sqlite3.Connection | None = None
+        self._pid: int | None = None
 
     # ------------------------------------------------------------------ key
     @staticmethod
@@ -139,8 +145,7 @@ class JudgeCache:
     # ----------------------------------------------------------- connection
     def _corrupt(self, exc: BaseException) -> JudgeCacheError:
         return JudgeCacheError(
-            f"judge cache {self.path} is corrupt or unreadable ({exc}); "
-            "run pytest with --rageval-clear-cache to delete it (or remove the file)"
+            f"judge cache {self.path} is corrupt or unreadable ({exc}); run pytest with --rageval-clear-cache to delete it (or remove the file)"
         )
 
     def _connect(self) -> sqlite3.Connection:
@@ -155,9 +160,7 @@ class JudgeCache:
             raise JudgeCacheError(f"judge cache directory {self.directory} cannot be created: {exc}") from exc
         self._write_gitignore()
         try:
-            conn = sqlite3.connect(
-                str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise self._corrupt(exc) from exc
         try:
@@ -185,7 +188,7 @@ class JudgeCache:
         except OSError:
             pass
 
-    def _retry(self, op: Callable[[], T], conn: Optional[sqlite3.Connection] = None) -> T:
+    def _retry(self, op: Callable[[], T], conn: sqlite3.Connection | None = None) -> T:
         """Run ``op``; on "database is locked"/"busy" back off and try again, up to LOCK_RETRY_S."""
         deadline = time.monotonic() + LOCK_RETRY_S
         attempt = 0
@@ -227,10 +230,10 @@ class JudgeCache:
         conn.execute("SELECT count(*) FROM verdicts").fetchone()
         conn.execute("SELECT key, verdict FROM verdicts LIMIT 1").fetchall()
 
-    def get(self, key: str) -> Optional[Verdict]:
+    def get(self, key: str) -> Verdict | None:
         """The stored verdict with ``cached=True`` and ``cost_usd=0`` (tokens as stored), or None."""
         row = self._run(lambda conn: conn.execute("SELECT verdict FROM verdicts WHERE key = ?", (key,)).fetchone())
-        verdict: Optional[Verdict] = None
+        verdict: Verdict | None = None
         if row is not None:
             try:
                 verdict = Verdict.model_validate_json(row[0])
@@ -250,15 +253,13 @@ class JudgeCache:
         payload = verdict.model_copy(update={"cached": False}).model_dump_json()
         created = meta.get("created_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-        def text(value: Any) -> Optional[str]:
+        def text(value: Any) -> str | None:
             return None if value is None else str(value)
 
-        row = (key, payload, text(meta.get("model")), text(meta.get("metric", verdict.metric)),
-               text(meta.get("prompt_version")), text(created))
+        row = (key, payload, text(meta.get("model")), text(meta.get("metric", verdict.metric)), text(meta.get("prompt_version")), text(created))
         self._run(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO verdicts (key, verdict, model, metric, prompt_version, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO verdicts (key, verdict, model, metric, prompt_version, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 row,
             )
         )
@@ -272,6 +273,7 @@ class JudgeCache:
         A healthy store is emptied in one transaction (other sessions may hold it
         open); a corrupt or unreadable one is deleted from disk (returns 0).
         """
+
         def wipe(conn: sqlite3.Connection) -> int:
             self._check_shape(conn)  # a table of another shape is deleted with the file below
             conn.execute("BEGIN IMMEDIATE")
@@ -340,7 +342,7 @@ class CachedJudge:
     runs in ``asyncio.to_thread`` so a lock wait never stalls the event loop.
     """
 
-    def __init__(self, inner: Judge, cache: Optional[JudgeCache]) -> None:
+    def __init__(self, inner: Judge, cache: JudgeCache | None) -> None:
         self.inner = inner
         self.cache = cache
         self._hits = 0

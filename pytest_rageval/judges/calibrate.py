@@ -18,16 +18,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from pytest_rageval.evaluation import registry
+
 from .base import Judge, JudgeError, JudgeInput, Verdict
 from .labelled_lines import labelled_lines
 
-__all__ = ["CalibrationError", "Figures", "LabelledAnswer", "SHIPPED_SET", "calibrate", "format_figures", "load_set",
-           "passes", "set_hash"]
+__all__ = [
+    "SHIPPED_SET",
+    "CalibrationError",
+    "Figures",
+    "LabelledAnswer",
+    "calibrate",
+    "format_figures",
+    "load_set",
+    "passes",
+    "set_hash",
+]
 
 #: The labelled set shipped with the package (``rageval calibrate`` without ``--set``).
 SHIPPED_SET = Path(__file__).resolve().parent / "labelled.jsonl"
@@ -46,21 +57,20 @@ class LabelledAnswer:
     question: str
     contexts: tuple[str, ...]
     answer: str
-    reference_answer: Optional[str]
+    reference_answer: str | None
     key_facts: tuple[str, ...]
     labels: Mapping[str, bool]
     kind: str = ""  # what the answer is (paraphrase, wrong-entity...): for people, never scored
 
     def judge_input(self) -> JudgeInput:
-        return JudgeInput(self.question, self.answer, self.contexts, reference_answer=self.reference_answer,
-                          key_facts=self.key_facts)
+        return JudgeInput(self.question, self.answer, self.contexts, reference_answer=self.reference_answer, key_facts=self.key_facts)
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type, where: str, optional: bool = False) -> Any:
     value = data.get(name)
     if value is None and optional:
         return None
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise CalibrationError(f"{where}: field '{name}' must be {kind.__name__}, got {json.dumps(value)[:60]}")
     return value
 
@@ -83,17 +93,25 @@ def load_set(path: Path) -> list[LabelledAnswer]:
         labels = _field(data, "labels", dict, where)
         for name, value in labels.items():
             if name not in judge_metrics:
-                raise CalibrationError(f"{where}: field 'labels': {name!r} is not a judge metric "
-                                       f"({', '.join(sorted(judge_metrics))})")
+                raise CalibrationError(f"{where}: field 'labels': {name!r} is not a judge metric ({', '.join(sorted(judge_metrics))})")
             if not isinstance(value, bool):
                 raise CalibrationError(f"{where}: field 'labels.{name}' must be true or false")
         if not labels:
             raise CalibrationError(f"{where}: field 'labels' names no metric")
         if not all(isinstance(c, str) for c in [*contexts, *facts]):
             raise CalibrationError(f"{where}: fields 'contexts' and 'expected_key_facts' hold text only")
-        items.append(LabelledAnswer(case_id, _field(data, "question", str, where), tuple(contexts),
-                                    _field(data, "answer", str, where), _field(data, "reference_answer", str, where, True),
-                                    tuple(facts), dict(labels), str(data.get("kind") or "")))
+        items.append(
+            LabelledAnswer(
+                case_id,
+                _field(data, "question", str, where),
+                tuple(contexts),
+                _field(data, "answer", str, where),
+                _field(data, "reference_answer", str, where, True),
+                tuple(facts),
+                dict(labels),
+                str(data.get("kind") or ""),
+            )
+        )
     if not items:
         raise CalibrationError(f"{path}: the labelled set has no line")
     return items
@@ -104,7 +122,7 @@ def set_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def passes(metric: str, verdict: Verdict) -> Optional[bool]:
+def passes(metric: str, verdict: Verdict) -> bool | None:
     """Whether ``verdict`` passes ``metric`` at its default threshold (half the scale without one)."""
     if verdict.score is None:
         return verdict.label
@@ -144,33 +162,37 @@ class Figures:
             self.tn += 1
 
     @property
-    def accuracy(self) -> Optional[float]:
+    def accuracy(self) -> float | None:
         return (self.tp + self.tn) / self.n if self.n else None
 
     @property
-    def balanced_accuracy(self) -> Optional[float]:
+    def balanced_accuracy(self) -> float | None:
         """Mean of the pass rate of what should pass and the fail rate of what should fail (either alone if
         the set has one kind)."""
         rates = [hits / total for hits, total in ((self.tp, self.tp + self.fn), (self.tn, self.tn + self.fp)) if total]
         return sum(rates) / len(rates) if rates else None
 
     @property
-    def kappa(self) -> Optional[float]:
+    def kappa(self) -> float | None:
         """Cohen's kappa of the judge's verdicts against the labels (None when chance agreement is total)."""
         if not self.n:
             return None
         observed = (self.tp + self.tn) / self.n
-        chance = ((self.tp + self.fp) * (self.tp + self.fn) + (self.tn + self.fn) * (self.tn + self.fp)) / self.n ** 2
+        chance = ((self.tp + self.fp) * (self.tp + self.fn) + (self.tn + self.fn) * (self.tn + self.fp)) / self.n**2
         return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(accuracy=_round(self.accuracy), balanced_accuracy=_round(self.balanced_accuracy), kappa=_round(self.kappa),
-                    cost_usd=round(self.cost_usd, 6))
+        data.update(
+            accuracy=_round(self.accuracy),
+            balanced_accuracy=_round(self.balanced_accuracy),
+            kappa=_round(self.kappa),
+            cost_usd=round(self.cost_usd, 6),
+        )
         return data
 
 
-def _round(value: Optional[float]) -> Optional[float]:
+def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
@@ -182,8 +204,7 @@ async def _one(judge: Judge, item: LabelledAnswer, metric: str, gate: asyncio.Se
             return exc
 
 
-async def calibrate(judge: Judge, items: Sequence[LabelledAnswer], metrics: Iterable[str], *,
-                    concurrency: int = 8) -> dict[str, Figures]:
+async def calibrate(judge: Judge, items: Sequence[LabelledAnswer], metrics: Iterable[str], *, concurrency: int = 8) -> dict[str, Figures]:
     """The figures of each metric the judge scores, over the items labelled for it (verdicts in item order)."""
     gate = asyncio.Semaphore(max(1, concurrency))
     out: dict[str, Figures] = {}
@@ -207,13 +228,18 @@ async def calibrate(judge: Judge, items: Sequence[LabelledAnswer], metrics: Iter
 
 def format_figures(figures: Mapping[str, Figures]) -> list[str]:
     """A table, one line a metric: n, accuracy, balanced accuracy, kappa, tp fp tn fn, errors, requests, cost."""
-    def num(value: Optional[float]) -> str:
+
+    def num(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
 
-    header = f"{'metric':<14} {'n':>4} {'accuracy':>8} {'balanced':>8} {'kappa':>6} {'tp':>4} {'fp':>4} {'tn':>4} {'fn':>4} " \
-             f"{'errors':>6} {'requests':>8} {'cost':>8}"
+    header = (
+        f"{'metric':<14} {'n':>4} {'accuracy':>8} {'balanced':>8} {'kappa':>6} {'tp':>4} {'fp':>4} {'tn':>4} {'fn':>4} "
+        f"{'errors':>6} {'requests':>8} {'cost':>8}"
+    )
     lines = [header, "-" * len(header)]
     for metric, f in figures.items():
-        lines.append(f"{metric:<14} {f.n:>4} {num(f.accuracy):>8} {num(f.balanced_accuracy):>8} {num(f.kappa):>6} {f.tp:>4} "
-                     f"{f.fp:>4} {f.tn:>4} {f.fn:>4} {f.errors:>6} {f.requests:>8} {f'${f.cost_usd:.4f}':>8}")
+        lines.append(
+            f"{metric:<14} {f.n:>4} {num(f.accuracy):>8} {num(f.balanced_accuracy):>8} {num(f.kappa):>6} {f.tp:>4} "
+            f"{f.fp:>4} {f.tn:>4} {f.fn:>4} {f.errors:>6} {f.requests:>8} {f'${f.cost_usd:.4f}':>8}"
+        )
     return lines

@@ -93,8 +93,7 @@ CALIBRATION_CASES: tuple[CalibrationCase, ...] = (
             "vote. The program allocated 50 million ARB tokens for protocol incentives."
         ),
         hallucinated_answer=(
-            "The STIP proposal was authored by Offchain Labs and requested 100 million ARB tokens. "
-            "It was vetoed by the Security Council."
+            "The STIP proposal was authored by Offchain Labs and requested 100 million ARB tokens. It was vetoed by the Security Council."
         ),
         reference_answer=(
             "The STIP proposal was authored by the Arbitrum Foundation and has been executed: it passed the "
@@ -128,9 +127,7 @@ async def _compare(judge: Judge, case: CalibrationCase, metric: str) -> tuple[bo
         return False, line + ": the judge gave no score"
     if good.score - bad.score >= MIN_GAP - 1e-9:
         return True, line + ": ok"
-    return False, line + (
-        f": cannot tell them apart (the faithful answer must score at least {MIN_GAP:g} point higher)"
-    )
+    return False, line + (f": cannot tell them apart (the faithful answer must score at least {MIN_GAP:g} point higher)")
 
 
 async def check_judge(judge: Judge, cases: tuple[CalibrationCase, ...] = CALIBRATION_CASES) -> CheckResult:

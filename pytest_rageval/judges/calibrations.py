@@ -9,8 +9,9 @@ the run gates. The newest sufficient one (by its folder name, a sortable id) is 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from pytest_rageval.atomic import write_bytes_atomic
 
@@ -28,12 +29,10 @@ class CalibrationRefused(Exception):
 def judge_identity(describe: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
     """What makes two judges the same judge: ``{kind, model, base_url, prompt_version}`` from a judge's
     ``describe()`` (base URL already without credentials) and ``plugin.judge_factory.judge_info``."""
-    return {"kind": info.get("name"), "model": info.get("model"), "base_url": describe.get("base_url"),
-            "prompt_version": info.get("prompt_version")}
+    return {"kind": info.get("name"), "model": info.get("model"), "base_url": describe.get("base_url"), "prompt_version": info.get("prompt_version")}
 
 
-def write_calibration(folder: Path, identity: Mapping[str, Any], set_name: str, set_hash: str,
-                      figures: Mapping[str, Mapping[str, Any]]) -> Path:
+def write_calibration(folder: Path, identity: Mapping[str, Any], set_name: str, set_hash: str, figures: Mapping[str, Mapping[str, Any]]) -> Path:
     """``folder/calibration.json``, written whole or not at all."""
     data = {"judge": dict(identity), "set": set_name, "set_hash": set_hash, "metrics": {m: dict(f) for m, f in figures.items()}}
     folder.mkdir(parents=True, exist_ok=True)
@@ -55,14 +54,13 @@ def _stored(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def _balanced(data: Mapping[str, Any], metric: str) -> Optional[float]:
+def _balanced(data: Mapping[str, Any], metric: str) -> float | None:
     figures = data["metrics"].get(metric)
     value = figures.get("balanced_accuracy") if isinstance(figures, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics: Sequence[str], minimum: float,
-                         rootdir: Path) -> dict[str, Any]:
+def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics: Sequence[str], minimum: float, rootdir: Path) -> dict[str, Any]:
     """The newest stored calibration of this judge whose balanced accuracy reaches ``minimum`` on every one of
     ``metrics``, as metrics.json names it; CalibrationRefused saying what is missing otherwise."""
     same = [(path, data) for path, data in _stored(output_dir) if all(data["judge"].get(key) == identity.get(key) for key in identity)]
@@ -77,13 +75,17 @@ def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics:
     judge = f"{identity.get('kind')} judge {identity.get('model')} (prompt {identity.get('prompt_version')})"
     where = output_dir / CALIBRATION_DIR
     if not same:
-        raise CalibrationRefused(f"rageval_min_judge_agreement = {minimum:g}: no calibration of the {judge} in {where}; "
-                                 "run `rageval calibrate` with this configuration first")
+        raise CalibrationRefused(
+            f"rageval_min_judge_agreement = {minimum:g}: no calibration of the {judge} in {where}; "
+            "run `rageval calibrate` with this configuration first"
+        )
     path, data = same[0]
     low = ", ".join(f"{m} {_show(_balanced(data, m))}" for m in metrics if (_balanced(data, m) or 0.0) < minimum - 1e-9)
-    raise CalibrationRefused(f"rageval_min_judge_agreement = {minimum:g}: the {judge} agrees less with its labels "
-                             f"(balanced accuracy {low} in {path}); use a stronger judge or lower the minimum")
+    raise CalibrationRefused(
+        f"rageval_min_judge_agreement = {minimum:g}: the {judge} agrees less with its labels "
+        f"(balanced accuracy {low} in {path}); use a stronger judge or lower the minimum"
+    )
 
 
-def _show(value: Optional[float]) -> str:
+def _show(value: float | None) -> str:
     return "not measured" if value is None else f"{value:.3f}"

@@ -12,10 +12,11 @@ placeholder answer and K placeholder chunks; completions are ~150 tokens each.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
 
 from pytest_rageval.evaluation.schema import EvalCase
+
 from . import prompts
 from .base import JudgeInput
 from .judging import applicable
@@ -85,11 +86,11 @@ def plan(
     k: int,
     metrics: Sequence[str],
     judge_enabled: bool,
-    model: Optional[str],
+    model: str | None,
     prices: Mapping[str, tuple[float, float]],
     assumed_chunk_chars: int = 1000,
     assumed_answer_chars: int = 600,
-    lexical: Optional[bool] = None,
+    lexical: bool | None = None,
 ) -> Plan:
     """The dry-run plan of ``cases`` (skipped ones excluded).
 
@@ -147,9 +148,7 @@ def plan(
         elif price is None:
             lines.append(f"no price for {model}: cost not estimated (add it under [tool.rageval.judge.prices])")
         else:
-            lines.append(
-                f"prices for {model}: ${float(price[0]):g} / ${float(price[1]):g} per 1M prompt / completion tokens"
-            )
+            lines.append(f"prices for {model}: ${float(price[0]):g} / ${float(price[1]):g} per 1M prompt / completion tokens")
         lines.append(
             "assumes the RAG reports `abstained` and answerable cases do not abstain; a RAG without that field "
             f"adds up to {classifier_runs:,} abstention requests (one per case run)"

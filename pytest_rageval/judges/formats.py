@@ -29,8 +29,9 @@ characters and ``\\uXXXX`` escapes may take more tokens than characters).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 __all__ = [
     "FORMATS",
@@ -88,7 +89,7 @@ def first_step(json_mode: str) -> int:
     raise ValueError(f"json_mode must be one of json_schema, json_object, text, not {json_mode!r}")
 
 
-def next_step(step: int, status: int, text: str) -> Optional[int]:
+def next_step(step: int, status: int, text: str) -> int | None:
     """The ladder index to retry at when the server answered ``status``/``text`` to a request of ``step``;
     None when the answer is no refusal of the response format (an ordinary error, or the last rung)."""
     fmt = FORMATS[step]

@@ -8,11 +8,13 @@ the response has no ``abstained`` field.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse
+
 from .base import SCALES, Judge, JudgeError, JudgeInput, Verdict
 
 
@@ -20,14 +22,14 @@ from .base import SCALES, Judge, JudgeError, JudgeInput, Verdict
 class Budget:
     """Spending cap for judge calls in this process (``--rageval-max-judge-cost``)."""
 
-    limit_usd: Optional[float] = None
+    limit_usd: float | None = None
     spent_usd: float = 0.0
 
     def check(self, metric: str) -> None:
         if self.limit_usd is not None and self.spent_usd >= self.limit_usd:
             raise JudgeError(metric, f"judge budget of ${self.limit_usd:g} is spent (--rageval-max-judge-cost); not judged")
 
-    def add(self, spent: Union[Verdict, JudgeError]) -> None:
+    def add(self, spent: Verdict | JudgeError) -> None:
         """Count what a call spent, whether it gave a verdict or failed after paid re-asks."""
         self.spent_usd += spent.cost_usd
 
@@ -48,22 +50,21 @@ class CaseVerdicts:
 
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     attempted: list[str] = field(default_factory=list)
-    abstained: Optional[bool] = None  # from the classifier, when it ran
-    error: Optional[JudgeError] = None
+    abstained: bool | None = None  # from the classifier, when it ran
+    error: JudgeError | None = None
     failures: list[JudgeError] = field(default_factory=list)  # every failed call, for tokens and cost
 
     def spent(self, *, cached: bool) -> dict[str, Any]:
         """Tokens, cost and cache hits/misses of this judging; a failed call is a paid cache miss."""
         tokens, usd, hits, misses = 0, 0.0, 0, 0
-        calls: list[Union[Verdict, JudgeError]] = [*self.verdicts.values(), *self.failures]
+        calls: list[Verdict | JudgeError] = [*self.verdicts.values(), *self.failures]
         for call in calls:
             hit = isinstance(call, Verdict) and call.cached
             if not hit:  # a cached verdict cost nothing this run
                 tokens += call.prompt_tokens + call.completion_tokens
                 usd += call.cost_usd
             hits, misses = hits + hit, misses + (not hit)
-        return {"judge_tokens": tokens, "judge_cost_usd": usd,
-                "hits": hits if cached else 0, "misses": misses if cached else 0}
+        return {"judge_tokens": tokens, "judge_cost_usd": usd, "hits": hits if cached else 0, "misses": misses if cached else 0}
 
 
 def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> JudgeInput:
@@ -78,7 +79,7 @@ def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> 
     )
 
 
-def applicable(metric: str, case: EvalCase, abstained: Optional[bool]) -> bool:
+def applicable(metric: str, case: EvalCase, abstained: bool | None) -> bool:
     """Whether a judge metric applies: its registry entry's ``applies_to``."""
     entry = registry.get(metric)
     return entry is not None and entry.kind == "judge" and registry.applies(entry.applies_to, case, abstained)
@@ -92,7 +93,7 @@ async def judge_case(
     inp: JudgeInput,
     *,
     repeat_index: int = 0,
-    budget: Optional[Budget] = None,
+    budget: Budget | None = None,
 ) -> CaseVerdicts:
     """Run every applicable judge metric once; the first JudgeError stops and is returned."""
     out = CaseVerdicts()

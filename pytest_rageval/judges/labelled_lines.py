@@ -5,8 +5,9 @@ twice). Each problem is one ``error`` naming the file and the line."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pytest_rageval import safejson
 

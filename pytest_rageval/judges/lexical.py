@@ -57,9 +57,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from re import Pattern
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from .base import JudgeError, JudgeInput, Verdict
 from .lexical_rules import (
@@ -78,12 +79,12 @@ from .lexical_rules import (
 from .lexical_text import (
     Analysis,
     analyse,
-    demonym_roots,
     analyse_fact,
     clauses,
     compile_citation_patterns,
     content_tokens,
     context_sentences,
+    demonym_roots,
     display,
     exact_class,
     names,
@@ -166,7 +167,7 @@ _REFUSAL_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 
-def _refusal_match(answer: str) -> Optional[str]:
+def _refusal_match(answer: str) -> str | None:
     """The refusal phrase found in ``answer`` ("" for an empty answer), else None."""
     text = " ".join(_normalise(answer).split())
     if not text:
@@ -199,9 +200,18 @@ _MONTHS = {
     name: number
     for number, names in enumerate(
         (
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"), ("december", "dec"),
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
         ),
         start=1,
     )
@@ -215,14 +225,14 @@ _DATES = re.compile(
     r"|\b(?P<y>(?:19|20)\d{2})\b"
 )
 
-DateKey = tuple[int, Optional[int], Optional[int]]
+DateKey = tuple[int, int | None, int | None]
 
 
 def _date_key(match: re.Match[str]) -> DateKey:
     """(year, month, day) of a date match; month/day None when not given."""
     g = match.groupdict()
 
-    def num(value: Optional[str]) -> Optional[int]:
+    def num(value: str | None) -> int | None:
         return int(value) if value else None
 
     if g["iy"]:
@@ -294,7 +304,7 @@ def _substitution(claim: str, absent: frozenset[str], sentences: Sequence[tuple[
     return False
 
 
-def _negation_conflict(claim: str, sentences: Sequence[tuple[str, Analysis]]) -> Optional[str]:
+def _negation_conflict(claim: str, sentences: Sequence[tuple[str, Analysis]]) -> str | None:
     """Why a clause of ``claim`` contradicts the context sentences that speak of the same thing, else None.
 
     Each clause is compared with the context sentences sharing the most words with it (at least
@@ -332,12 +342,13 @@ def _denies(clause: str, words: Analysis, sentences: Sequence[str]) -> bool:
     capitalised = analyse(opening[0]).plain if opening and opening[0][:1].isupper() else frozenset()
     anchors = (frozenset(t for t in words.plain if exact_class(t)) | names(clause) | capitalised) - words.negated
     return bool(anchors) and all(
-        any(not part.negation and anchors <= part.distinct for part in map(analyse, _STATEMENT_SPLIT.split(text)))
-        for text in sentences)
+        any(not part.negation and anchors <= part.distinct for part in map(analyse, _STATEMENT_SPLIT.split(text))) for text in sentences
+    )
 
 
-def _unmatched_clause(claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]],
-                      pairs: Sequence[frozenset[tuple[str, str]]] = ()) -> Optional[str]:
+def _unmatched_clause(
+    claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]], pairs: Sequence[frozenset[tuple[str, str]]] = ()
+) -> str | None:
     """A clause whose numbers and names never occur together in one retrieved chunk, while a chunk holding its
     names counts the same thing with another number.
 
@@ -402,8 +413,7 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
     missing = frozenset(t for t in anchors - vocabulary if not demonym_roots(t) & vocabulary)
     if missing:
         status = "contradicted" if _substitution(claim, frozenset(missing), evidence.sentences) else "unsupported"
-        return ClaimCheck(claim, status, share,
-                          "not in the retrieved text: " + ", ".join(sorted(display(t) for t in missing)))
+        return ClaimCheck(claim, status, share, "not in the retrieved text: " + ", ".join(sorted(display(t) for t in missing)))
     conflict = _negation_conflict(claim, evidence.sentences)
     if conflict is not None:
         return ClaimCheck(claim, "contradicted", share, conflict)
@@ -412,8 +422,7 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
         return ClaimCheck(claim, "contradicted", share, swap)
     clause = _unmatched_clause(claim, evidence.question, evidence.chunks, evidence.pairs)
     if clause is not None:
-        return ClaimCheck(claim, "contradicted", share,
-                          f"the numbers and names of {clause!r} never occur together in one retrieved chunk")
+        return ClaimCheck(claim, "contradicted", share, f"the numbers and names of {clause!r} never occur together in one retrieved chunk")
     return ClaimCheck(claim, "supported", share)
 
 
@@ -443,8 +452,12 @@ class _Grounding:
 
 def _grounding(inp: JudgeInput, citations: Sequence[Pattern[str]]) -> _Grounding:
     """Check each claim against the union of the retrieved contexts and the question."""
-    evidence = _Evidence(analyse(inp.question).distinct, tuple(analyse(c).distinct for c in inp.contexts),
-                         context_sentences(tuple(inp.contexts)), tuple(number_pairs(c) for c in inp.contexts))
+    evidence = _Evidence(
+        analyse(inp.question).distinct,
+        tuple(analyse(c).distinct for c in inp.contexts),
+        context_sentences(tuple(inp.contexts)),
+        tuple(number_pairs(c) for c in inp.contexts),
+    )
     return _Grounding(tuple(check_claim(c, evidence) for c in split_claims(inp.answer, citations)))
 
 
@@ -490,9 +503,12 @@ def check_fact(fact: str, answer: Analysis, common: frozenset[str] = frozenset()
         classes = {exact_class(t) for t in missing_exact}
         rivals = sorted(t for t in answer.distinct if exact_class(t) in classes and t not in f.distinct)
         if rivals:
-            return FactCheck(fact, "contradicted", share,
-                             f"the answer has {', '.join(map(display, rivals))} where the fact has "
-                             f"{', '.join(map(display, missing_exact))}")
+            return FactCheck(
+                fact,
+                "contradicted",
+                share,
+                f"the answer has {', '.join(map(display, rivals))} where the fact has {', '.join(map(display, missing_exact))}",
+            )
     return FactCheck(fact, "missing", share)
 
 
@@ -513,24 +529,28 @@ def _common_words(inp: JudgeInput) -> frozenset[str]:
     return analyse_fact(" ".join(lowercase_words([inp.question, *inp.contexts]))).distinct
 
 
-def decisive_conflict(inp: JudgeInput, answer: str) -> Optional[str]:
+def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
     """Why the answer contradicts the reference on a word that decides (lexical_rules), else None. Names are
     taken from the key facts when there are some (a reference's other names may be left out), else from the
     reference answer."""
     expected = [text for text in (inp.reference_answer, *inp.key_facts) if text]
     named = list(inp.key_facts) or expected
-    reason = (polarity_conflict(inp.question, expected, answer) or option_conflict(inp.question, expected, answer)
-              or negated_reference(expected, answer) or rival_names(inp.question, named, answer, inp.contexts))
+    reason = (
+        polarity_conflict(inp.question, expected, answer)
+        or option_conflict(inp.question, expected, answer)
+        or negated_reference(expected, answer)
+        or rival_names(inp.question, named, answer, inp.contexts)
+    )
     if reason is None and inp.key_facts and inp.reference_answer:
         # the reference's other numbers and names count too, when the answer puts in their place a number or a
         # name that no retrieved text holds (an answer's extra detail comes from the text)
-        reason = (rival_numbers(inp.reference_answer, answer, inp.contexts)
-                  or rival_names(inp.question, [inp.reference_answer], answer, inp.contexts, outside=inp.contexts))
+        reason = rival_numbers(inp.reference_answer, answer, inp.contexts) or rival_names(
+            inp.question, [inp.reference_answer], answer, inp.contexts, outside=inp.contexts
+        )
     return reason
 
 
-def _fact_checks(facts: Sequence[str], answer: Analysis, answer_text: str = "",
-                 common: frozenset[str] = frozenset()) -> list[FactCheck]:
+def _fact_checks(facts: Sequence[str], answer: Analysis, answer_text: str = "", common: frozenset[str] = frozenset()) -> list[FactCheck]:
     """Each key fact checked against the answer; a fact that is just "yes" or "no" against the word the answer
     opens with."""
     checks = []
@@ -627,22 +647,26 @@ class LexicalJudge:
     def _groundedness(self, inp: JudgeInput) -> Verdict:
         g = _grounding(inp, self._citations)
         total = len(g.checks)
-        data = {"claims": total, "supported": len(g.supported), "contradicted": len(g.contradicted),
-                "shares": [round(c.share, 3) for c in g.checks], "threshold": CLAIM_SUPPORT,
-                "contexts": len(inp.contexts), "score": g.score}
+        data = {
+            "claims": total,
+            "supported": len(g.supported),
+            "contradicted": len(g.contradicted),
+            "shares": [round(c.share, 3) for c in g.checks],
+            "threshold": CLAIM_SUPPORT,
+            "contexts": len(inp.contexts),
+            "score": g.score,
+        }
         if not total:
             reasoning = "empty answer: no claims to check"
         else:
-            reasoning = (f"{len(g.supported)} of {total} claims share >={CLAIM_SUPPORT:.0%} of their words "
-                         "with the retrieved text")
+            reasoning = f"{len(g.supported)} of {total} claims share >={CLAIM_SUPPORT:.0%} of their words with the retrieved text"
             for check in g.contradicted:  # the reason first: failure messages shorten long reasonings
                 reasoning += f"; contradicted ({check.why}): {check.claim!r}"
             if g.contradicted:
                 reasoning += f"; a contradiction caps the score at {CONTRADICTION_CAP:g}"
             if not inp.contexts:
                 reasoning += "; no retrieved context"
-        return _verdict("groundedness", reasoning, data, score=g.score,
-                        supported_claims=g.supported, unsupported_claims=g.unsupported)
+        return _verdict("groundedness", reasoning, data, score=g.score, supported_claims=g.supported, unsupported_claims=g.unsupported)
 
     def _correctness(self, inp: JudgeInput) -> Verdict:
         expected = [text for text in (inp.reference_answer, *inp.key_facts) if text]
@@ -656,16 +680,16 @@ class LexicalJudge:
             covered = sum(c.status == "covered" for c in checks)
             contradicted = any(c.status == "contradicted" for c in checks)
             score = round(5.0 * covered / len(checks), 1)
-            data["key_facts"] = {"covered": covered, "total": len(checks),
-                                 "contradicted": sum(c.status == "contradicted" for c in checks)}
+            data["key_facts"] = {"covered": covered, "total": len(checks), "contradicted": sum(c.status == "contradicted" for c in checks)}
             reasoning = _describe_facts(checks)
         elif inp.reference_answer and analyse_fact(inp.reference_answer).plain:
             check = check_fact(inp.reference_answer, answer)
             contradicted = check.status == "contradicted"
             score = round(5.0 * min(1.0, check.share / FACT_COVERAGE), 1)
             data["reference_coverage"] = round(check.share, 3)
-            reasoning = (f"no key facts: the answer holds {check.share:.0%} of the reference answer's content "
-                         f"words (full marks from {FACT_COVERAGE:.0%})")
+            reasoning = (
+                f"no key facts: the answer holds {check.share:.0%} of the reference answer's content words (full marks from {FACT_COVERAGE:.0%})"
+            )
             if contradicted:
                 reasoning += f"; contradicts the reference: {check.why}"
         else:
@@ -677,8 +701,8 @@ class LexicalJudge:
             score = round(5.0 * share, 1)
             data["fallback_overlap"] = round(share, 3)
             reasoning = "no reference answer or key facts: " + (
-                "the answer is a refusal" if refusal else
-                f"{share:.0%} of the answer's content words appear in the question and retrieved text")
+                "the answer is a refusal" if refusal else f"{share:.0%} of the answer's content words appear in the question and retrieved text"
+            )
         decisive = decisive_conflict(inp, answer_text) if expected and not contradicted else None
         if decisive is not None:
             contradicted = True
@@ -701,18 +725,16 @@ class LexicalJudge:
             checks = _fact_checks(inp.key_facts, analyse_fact(answer_text), answer_text, _common_words(inp))
             covered = sum(c.status == "covered" for c in checks)
             score = round(covered / len(checks), 3)
-            return _verdict("completeness", _describe_facts(checks),
-                            {"key_facts": {"covered": covered, "total": len(checks)}, "score": score},
-                            score=score)
+            return _verdict(
+                "completeness", _describe_facts(checks), {"key_facts": {"covered": covered, "total": len(checks)}, "score": score}, score=score
+            )
         if is_refusal(inp.answer):
-            return _verdict("completeness", "no key facts; the answer is a refusal",
-                            {"refusal": True, "score": 0.0}, score=0.0)
+            return _verdict("completeness", "no key facts; the answer is a refusal", {"refusal": True, "score": 0.0}, score=0.0)
         question, answer = content_tokens(inp.question), content_tokens(inp.answer)
         covered = len(question & answer)
         score = round(covered / len(question), 3) if question else 1.0
         reasoning = f"no key facts: the answer covers {covered} of {len(question)} content words of the question"
-        return _verdict("completeness", reasoning,
-                        {"question_words": len(question), "covered": covered, "score": score}, score=score)
+        return _verdict("completeness", reasoning, {"question_words": len(question), "covered": covered, "score": score}, score=score)
 
     # ---- 0/1 metrics
 
@@ -720,12 +742,15 @@ class LexicalJudge:
         g = _grounding(inp, self._citations)
         passing = g.score >= FAITHFUL_MIN
         total = len(g.checks)
-        reasoning = (f"groundedness {g.score:g}/5 ({len(g.supported)} of {total} claims supported) "
-                     f"{'>=' if passing else '<'} {FAITHFUL_MIN:g}" if total else "empty answer")
-        data = {"groundedness": g.score, "claims": total, "supported": len(g.supported),
-                "threshold": FAITHFUL_MIN, "score": float(passing)}
-        return _verdict("faithfulness", reasoning, data, score=float(passing), label=passing,
-                        supported_claims=g.supported, unsupported_claims=g.unsupported)
+        reasoning = (
+            f"groundedness {g.score:g}/5 ({len(g.supported)} of {total} claims supported) {'>=' if passing else '<'} {FAITHFUL_MIN:g}"
+            if total
+            else "empty answer"
+        )
+        data = {"groundedness": g.score, "claims": total, "supported": len(g.supported), "threshold": FAITHFUL_MIN, "score": float(passing)}
+        return _verdict(
+            "faithfulness", reasoning, data, score=float(passing), label=passing, supported_claims=g.supported, unsupported_claims=g.unsupported
+        )
 
     def _relevancy(self, inp: JudgeInput) -> Verdict:
         refusal = _refusal_match(inp.answer)
@@ -736,10 +761,15 @@ class LexicalJudge:
         if refusal is not None:
             reasoning = "empty answer" if not refusal else f"the answer is a refusal ({refusal!r})"
         else:
-            reasoning = (f"the answer contains {covered} of {len(question)} content words of the "
-                         f"question ({share:.0%}, needs {RELEVANCY_MIN:.0%})")
-        data = {"question_words": len(question), "covered": covered, "share": round(share, 3),
-                "refusal": refusal is not None, "threshold": RELEVANCY_MIN, "score": float(passing)}
+            reasoning = f"the answer contains {covered} of {len(question)} content words of the question ({share:.0%}, needs {RELEVANCY_MIN:.0%})"
+        data = {
+            "question_words": len(question),
+            "covered": covered,
+            "share": round(share, 3),
+            "refusal": refusal is not None,
+            "threshold": RELEVANCY_MIN,
+            "score": float(passing),
+        }
         return _verdict("relevancy", reasoning, data, score=float(passing), label=passing)
 
     # ---- classifiers
@@ -750,8 +780,7 @@ class LexicalJudge:
             reasoning = "no refusal phrase found"
         else:
             reasoning = f"refusal phrase {phrase!r}" if phrase else "empty answer"
-        return _verdict("abstention", reasoning, {"refusal": phrase is not None, "phrase": phrase},
-                        label=phrase is not None)
+        return _verdict("abstention", reasoning, {"refusal": phrase is not None, "phrase": phrase}, label=phrase is not None)
 
     def _conflict_ack(self, inp: JudgeInput) -> Verdict:
         text = " ".join(_normalise(inp.answer).split())

@@ -19,13 +19,25 @@ with another number ("two Followill brothers" against "three").
 
 from __future__ import annotations
 
+import itertools
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .lexical_text import analyse, demonym_roots, display, exact_class, names, normalise, spelled_numbers
 
-__all__ = ["answer_polarity", "lowercase_words", "negated_reference", "number_pairs", "number_swap", "option_conflict",
-           "polarity_conflict", "polarity_of_fact", "rival_names", "rival_numbers", "same_choice"]
+__all__ = [
+    "answer_polarity",
+    "lowercase_words",
+    "negated_reference",
+    "number_pairs",
+    "number_swap",
+    "option_conflict",
+    "polarity_conflict",
+    "polarity_of_fact",
+    "rival_names",
+    "rival_numbers",
+    "same_choice",
+]
 
 _AUXILIARIES = frozenset("is are was were do does did can could has have had will would should shall may might must".split())
 _YES = frozenset("yes yeah yep correct true indeed".split())
@@ -36,12 +48,12 @@ _OPTION_WORDS = 5  # words of each side of " or " that name an option
 _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
 
 
-def _first_word(text: str) -> Optional[str]:
+def _first_word(text: str) -> str | None:
     match = _LEAD.search(normalise(text))
     return match.group(0) if match else None
 
 
-def _polarity(text: str) -> Optional[bool]:
+def _polarity(text: str) -> bool | None:
     first = _first_word(text)
     if first in _YES:
         return True
@@ -55,7 +67,7 @@ def is_yes_no_question(question: str) -> bool:
     return _first_word(question) in _AUXILIARIES and not _OPTION_SPLIT.search(question)
 
 
-def polarity_conflict(question: str, expected: Sequence[str], answer: str) -> Optional[str]:
+def polarity_conflict(question: str, expected: Sequence[str], answer: str) -> str | None:
     """The answer opens with yes where the reference (or a key fact) opens with no, or the other way round."""
     if not is_yes_no_question(question):
         return None
@@ -66,18 +78,18 @@ def polarity_conflict(question: str, expected: Sequence[str], answer: str) -> Op
     return f"the answer says {'yes' if given else 'no'} where the reference says {'yes' if wanted else 'no'}"
 
 
-def polarity_of_fact(fact: str) -> Optional[bool]:
+def polarity_of_fact(fact: str) -> bool | None:
     """True for a key fact that is just "yes", False for just "no", else None."""
     words = _LEAD.findall(normalise(fact))
     return (words[0] in _YES) if len(words) == 1 and words[0] in _YES | {"no"} else None
 
 
-def answer_polarity(answer: str) -> Optional[bool]:
+def answer_polarity(answer: str) -> bool | None:
     """Whether the answer opens with yes (True) or no (False), else None."""
     return _polarity(answer)
 
 
-def same_choice(question: str, expected: Sequence[str], answer: str) -> Optional[str]:
+def same_choice(question: str, expected: Sequence[str], answer: str) -> str | None:
     """What a yes/no or "A or B" question is answered with, when the answer chooses as the reference does:
     "yes", "no" or the option's words; else None."""
     if is_yes_no_question(question):
@@ -87,13 +99,12 @@ def same_choice(question: str, expected: Sequence[str], answer: str) -> Optional
     options = _options(question)
     if options is None:
         return None
-    expected_option = next((i for i in (_names_option(analyse(text).distinct, options) for text in expected) if i is not None),
-                           None)
+    expected_option = next((i for i in (_names_option(analyse(text).distinct, options) for text in expected) if i is not None), None)
     chosen = _names_option(analyse(answer).distinct, options)
     return _surface(options[chosen], [question]) if chosen is not None and expected_option == chosen else None
 
 
-def _options(question: str) -> Optional[tuple[frozenset[str], frozenset[str]]]:
+def _options(question: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """The tokens naming each option of an "A or B" question (names where it has them), or None."""
     parts = _OPTION_SPLIT.split(question, maxsplit=1)
     if len(parts) != 2:
@@ -112,12 +123,12 @@ def _options(question: str) -> Optional[tuple[frozenset[str], frozenset[str]]]:
     return (left, right) if left and right else None
 
 
-def _names_option(tokens: frozenset[str], options: tuple[frozenset[str], frozenset[str]]) -> Optional[int]:
+def _names_option(tokens: frozenset[str], options: tuple[frozenset[str], frozenset[str]]) -> int | None:
     hits = [bool(option & tokens) and len(option & tokens) * 2 >= len(option) for option in options]
     return hits.index(True) if hits.count(True) == 1 else None
 
 
-def option_conflict(question: str, expected: Sequence[str], answer: str) -> Optional[str]:
+def option_conflict(question: str, expected: Sequence[str], answer: str) -> str | None:
     """The answer names the option of an "A or B" question that the reference does not."""
     options = _options(question)
     if options is None:
@@ -126,8 +137,7 @@ def option_conflict(question: str, expected: Sequence[str], answer: str) -> Opti
     given = _names_option(analyse(answer).distinct, options)
     if wanted is None or given is None or wanted == given:
         return None
-    return (f"the answer chooses {_surface(options[given], [question])} where the reference chooses "
-            f"{_surface(options[wanted], [question])}")
+    return f"the answer chooses {_surface(options[given], [question])} where the reference chooses {_surface(options[wanted], [question])}"
 
 
 Pair = tuple[str, str]
@@ -144,11 +154,14 @@ def number_pairs(text: str) -> frozenset[Pair]:
 
     named = {m.group(1).replace(",", "") for m in _NAMED_NUMBER.finditer(canonical(text))}
     tokens = analyse(text).tokens
-    return frozenset((a, b) for a, b in zip(tokens, tokens[1:])
-                     if exact_class(a) == "number" and not exact_class(b) and a not in named and not _YEAR.fullmatch(a))
+    return frozenset(
+        (a, b)
+        for a, b in itertools.pairwise(tokens)
+        if exact_class(a) == "number" and not exact_class(b) and a not in named and not _YEAR.fullmatch(a)
+    )
 
 
-def number_swap(claim: str, chunks: Sequence[frozenset[Pair]]) -> Optional[str]:
+def number_swap(claim: str, chunks: Sequence[frozenset[Pair]]) -> str | None:
     """A number of ``claim`` that counts a word which the retrieved text counts with another number, and never
     with this one: "two Followill brothers" against "three Followill brothers"."""
     seen = frozenset().union(*chunks)
@@ -192,7 +205,7 @@ def _surface(tokens: frozenset[str], texts: Sequence[str]) -> str:
     return ", ".join(sorted({words.get(t, display(t)) for t in tokens}))
 
 
-def negated_reference(expected: Sequence[str], answer: str) -> Optional[str]:
+def negated_reference(expected: Sequence[str], answer: str) -> str | None:
     """The answer's clauses that speak most of what the reference states all negate it: "did not land" where the
     reference says "landed". A negation in a clause about something else (an answer quoting more than one
     text) decides nothing."""
@@ -213,10 +226,11 @@ def negated_reference(expected: Sequence[str], answer: str) -> Optional[str]:
     return None
 
 
-def rival_numbers(reference: str, answer: str, contexts: Sequence[str]) -> Optional[str]:
+def rival_numbers(reference: str, answer: str, contexts: Sequence[str]) -> str | None:
     """A number, date or amount of the reference that the answer lacks, while it holds one of the same kind that
     neither the reference nor any retrieved text has: "58-year reign" where the reference says 63 years.
     Numbers written as words are loose talk ("it used to be every two weeks"): left out."""
+
     def exact(text: str) -> frozenset[str]:
         return frozenset(t for t in analyse(text).distinct if exact_class(t)) - spelled_numbers(text)
 
@@ -229,8 +243,9 @@ def rival_numbers(reference: str, answer: str, contexts: Sequence[str]) -> Optio
     return f"the answer has {_surface(frozenset(rivals), [answer])} where the reference has {_surface(missing, [reference])}"
 
 
-def rival_names(question: str, expected: Sequence[str], answer: str, contexts: Sequence[str] = (),
-                outside: Optional[Sequence[str]] = None) -> Optional[str]:
+def rival_names(
+    question: str, expected: Sequence[str], answer: str, contexts: Sequence[str] = (), outside: Sequence[str] | None = None
+) -> str | None:
     """The reference's names the answer lacks (but for the question's own), and the names it holds instead
     (neither in the reference nor in the question; with ``outside``, nor in those texts either): a swapped
     entity, however many other words it shares."""

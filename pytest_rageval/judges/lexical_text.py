@@ -22,11 +22,11 @@ up to the end of the clause (punctuation, ``but``, ``and``, ``because``...), in 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from re import Pattern
-from typing import Iterable, Optional, Sequence
 
 __all__ = [
     "DEFAULT_CITATION_PATTERNS",
@@ -49,8 +49,7 @@ __all__ = [
 
 # --------------------------------------------------------------------------- canonical form
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
 _MONTH_ABBREVIATIONS = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
 _ABBREVIATED = "|".join(sorted(_MONTH_ABBREVIATIONS, key=len, reverse=True))
 _MONTH_BEFORE_NUMBER = re.compile(rf"\b({_ABBREVIATED})\.?(?=\s+\d)")
@@ -59,15 +58,17 @@ _ISO_DATE = re.compile(r"(?<![\w.-])((?:19|20)\d\d)-(0[1-9]|1[0-2])(?:-(0[1-9]|[
 _DIGIT_GROUPS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _MAGNITUDE_WORDS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _MAGNITUDE_SUFFIXES = {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
-_MAGNITUDE = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(hundred|thousand|million|billion|trillion)\b|(k|mn|m|bn|b)(?![\w]))", re.I
-)
+_MAGNITUDE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(hundred|thousand|million|billion|trillion)\b|(k|mn|m|bn|b)(?![\w]))", re.I)
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.I)
 _PERCENT = re.compile(r"(?<=\d)\s*(?:percent|per cent)\b", re.I)
 _MODAL_MAY = re.compile(r"\bmay\b")  # lowercase: the verb; "May" (capitalised) is the month
-_UNITS = {w: n for n, w in enumerate(
-    "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split()) if w != "_"}  # "one" stays a word: "the one who..." is no number
+_UNITS = {
+    w: n
+    for n, w in enumerate(
+        "zero _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+    )
+    if w != "_"
+}  # "one" stays a word: "the one who..." is no number
 _TENS = {w: 10 * n for n, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
 _NUMBER_WORD = re.compile(
     r"\b(?:(" + "|".join(_TENS) + r")(?:[-\s](one|" + "|".join(u for u in _UNITS if _UNITS[u] < 10) + r"))?"
@@ -75,12 +76,18 @@ _NUMBER_WORD = re.compile(
     re.I,
 )
 _UNIT_OR_ONE = {**_UNITS, "one": 1}
-_SMALL_WORD = r"(?:(?:" + "|".join(_TENS) + r")(?:-(?:" + "|".join(u for u in _UNIT_OR_ONE if _UNIT_OR_ONE[u] < 10) + r"))?|" + \
-    "|".join(sorted(_UNIT_OR_ONE, key=len, reverse=True)) + r")"
+_SMALL_WORD = (
+    r"(?:(?:"
+    + "|".join(_TENS)
+    + r")(?:-(?:"
+    + "|".join(u for u in _UNIT_OR_ONE if _UNIT_OR_ONE[u] < 10)
+    + r"))?|"
+    + "|".join(sorted(_UNIT_OR_ONE, key=len, reverse=True))
+    + r")"
+)
 _SCALE_WORD = r"(?:hundred|thousand|million|billion)"
 #: A number written in words past its first scale word: "nine hundred and seventy-nine", "two thousand five hundred".
-_SPELLED_COMPOUND = re.compile(
-    rf"\b{_SMALL_WORD}\s+{_SCALE_WORD}(?:(?:\s+and)?\s+{_SMALL_WORD}(?:\s+{_SCALE_WORD})?)+\b", re.I)
+_SPELLED_COMPOUND = re.compile(rf"\b{_SMALL_WORD}\s+{_SCALE_WORD}(?:(?:\s+and)?\s+{_SMALL_WORD}(?:\s+{_SCALE_WORD})?)+\b", re.I)
 
 
 def _spelled_compound(match: re.Match[str]) -> str:
@@ -139,8 +146,7 @@ _APOSTROPHES = ("\u2019", "\u2018", "\u02bc", "`")
 _CONTRACTION = re.compile(r"n't\b|'(?:m|re|ve|ll|d|s)\b")
 _EXPANSIONS = {"n't": " not", "'m": " am", "'re": " are", "'ve": " have", "'ll": " will", "'d": " would", "'s": ""}
 _BARE_NEGATIONS = {"cannot": "can not", "cant": "can not"} | {
-    word: word[:-2] + " not"
-    for word in "dont doesnt didnt isnt arent wasnt werent couldnt wouldnt shouldnt hasnt havent hadnt".split()
+    word: word[:-2] + " not" for word in "dont doesnt didnt isnt arent wasnt werent couldnt wouldnt shouldnt hasnt havent hadnt".split()
 }
 _BARE_NEGATION = re.compile(r"\b(?:" + "|".join(_BARE_NEGATIONS) + r")\b")
 
@@ -232,14 +238,14 @@ def _number(raw: str) -> str:
     return body + percent
 
 
-def _token(raw: str, stop: frozenset[str]) -> Optional[str]:
+def _token(raw: str, stop: frozenset[str]) -> str | None:
     """The token of one scanned word (None for a stopword or a single letter)."""
     if raw.isalpha():
         return _stem(raw) if len(raw) > 1 and raw not in stop else None
     return _number(raw)
 
 
-def exact_class(token: str) -> Optional[str]:
+def exact_class(token: str) -> str | None:
     """``"percent"``, ``"number"`` or ``"month"`` for a token that must match exactly, else None."""
     if token in _MONTH_TOKENS:
         return "month"

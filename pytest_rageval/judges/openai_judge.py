@@ -43,15 +43,16 @@ import os
 import re
 import threading
 import time
-from typing import Any, Mapping, Optional, Union
-
-from pydantic import BaseModel, ValidationError
+from collections.abc import Mapping
+from typing import Any
 
 import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
+from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import bounded_http, defaults, safejson
 from pytest_rageval.redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from pytest_rageval.retry import backoff_delay, retry_after_seconds
+
 from . import prompts
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from .formats import FORMATS, Format, first_step, next_step, request_fields
@@ -190,20 +191,20 @@ class OpenAIJudge:
         self,
         *,
         model: str,
-        base_url: Optional[str] = None,
-        api_key: Optional[str] = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
         json_mode: str = "json_schema",
         temperature: float = 0.0,
         seed: int = 7,
         timeout: float = 60.0,
         max_retries: int = 5,
         max_reasks: int = 2,
-        prices: Optional[Mapping[str, tuple[float, float]]] = None,
-        max_tokens: Union[int, None, str] = PER_METRIC,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        max_tokens: int | str | None = PER_METRIC,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_in_flight: int = 8,
-        limiter: Optional[EndpointLimiter] = None,
+        limiter: EndpointLimiter | None = None,
         max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
     ) -> None:
         if not model:
@@ -238,7 +239,7 @@ class OpenAIJudge:
         self.format_refusals = 0  # of those, refused for their response format
         self._lock = threading.Lock()
         self._client: Any = None
-        self._client_loop: Optional[asyncio.AbstractEventLoop] = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         # Shared by judges of one endpoint (spot checks); keeps what is in flight answerable within the timeout.
         self.limiter = limiter or EndpointLimiter(max_in_flight, timeout=self.timeout)
 
@@ -250,7 +251,7 @@ class OpenAIJudge:
         """The response-format mode requests use now (after any fallback)."""
         return FORMATS[self._step].mode
 
-    def max_tokens_for(self, metric: str) -> Optional[int]:
+    def max_tokens_for(self, metric: str) -> int | None:
         """``max_tokens`` of a request for ``metric``: room for the longest answer its schema allows."""
         if self.max_tokens == PER_METRIC:
             return prompts.MAX_TOKENS[metric]
@@ -308,8 +309,7 @@ class OpenAIJudge:
                 verdict.cost_usd = self.cost(prompt_tokens, completion_tokens)
                 return verdict
             log.debug("rageval judge: %s answer unusable (%s); ask %d of %d", metric, problem, ask, asks)
-            turns = [*turns, {"role": "assistant", "content": raw},
-                     {"role": "user", "content": prompts.reask_message(metric, problem)}]
+            turns = [*turns, {"role": "assistant", "content": raw}, {"role": "user", "content": prompts.reask_message(metric, problem)}]
         raise JudgeError(
             metric,
             f"unusable judge answer after {asks} attempts: {problem}; last raw answer: {_shorten(raw)!r}",
@@ -332,15 +332,17 @@ class OpenAIJudge:
         texts = [verdict.reasoning, *verdict.supported_claims, *verdict.unsupported_claims]
         if all(mask(text) == text for text in texts):
             return verdict
-        return verdict.model_copy(update={
-            "reasoning": mask(verdict.reasoning),
-            "supported_claims": [mask(c) for c in verdict.supported_claims],
-            "unsupported_claims": [mask(c) for c in verdict.unsupported_claims],
-            "raw": MASK,
-        })
+        return verdict.model_copy(
+            update={
+                "reasoning": mask(verdict.reasoning),
+                "supported_claims": [mask(c) for c in verdict.supported_claims],
+                "unsupported_claims": [mask(c) for c in verdict.unsupported_claims],
+                "raw": MASK,
+            }
+        )
 
     @staticmethod
-    def _check(metric: str, attempt: _Attempt) -> tuple[str, Optional[Verdict]]:
+    def _check(metric: str, attempt: _Attempt) -> tuple[str, Verdict | None]:
         if attempt.truncated:
             return "the answer was cut off at max_tokens (finish_reason=length); keep every field within its limit", None
         if not attempt.content.strip() and attempt.refusal:
@@ -357,7 +359,10 @@ class OpenAIJudge:
         loop = _running_loop()
         if self._client is None or self._client_loop is not loop:
             self._client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=self.__key, timeout=self.timeout, max_retries=0,
+                base_url=self.base_url,
+                api_key=self.__key,
+                timeout=self.timeout,
+                max_retries=0,
                 http_client=openai.DefaultAsyncHttpxClient(event_hooks=bounded_http.event_hooks(self.max_response_bytes)),
             )
             self._client_loop = loop
@@ -384,8 +389,12 @@ class OpenAIJudge:
             self.format_refusals += 1
             if self._step == step:
                 self._step = to
-                log.warning("rageval judge: %s refused response format %s; using %s from now on",
-                            self._shown_url, FORMATS[step].describe(), FORMATS[to].describe())
+                log.warning(
+                    "rageval judge: %s refused response format %s; using %s from now on",
+                    self._shown_url,
+                    FORMATS[step].describe(),
+                    FORMATS[to].describe(),
+                )
             return self._step
 
     async def _ask(self, metric: str, inp: JudgeInput, turns: list[dict[str, str]]) -> _Attempt:
@@ -412,8 +421,7 @@ class OpenAIJudge:
                 if status in (401, 403):
                     raise JudgeAuthError(
                         metric,
-                        f"judge endpoint refused the API key (HTTP {status}) at {self._shown_url}; "
-                        "set RAGEVAL_JUDGE_API_KEY",
+                        f"judge endpoint refused the API key (HTTP {status}) at {self._shown_url}; set RAGEVAL_JUDGE_API_KEY",
                     ) from None
                 failure = f"HTTP {status}: {_shorten(text, 200)}"
                 transient = status in _RETRY_STATUSES or status >= 500
@@ -421,8 +429,7 @@ class OpenAIJudge:
             except (bounded_http.BodyRefused, openai.APIConnectionError) as exc:
                 body_refused = bounded_http.refused(exc)
                 if body_refused is not None:  # not retried: the same body would come again
-                    raise JudgeError(metric, f"judge endpoint {self._shown_url} sent a response that was refused: "
-                                             f"{body_refused}") from None
+                    raise JudgeError(metric, f"judge endpoint {self._shown_url} sent a response that was refused: {body_refused}") from None
                 assert isinstance(exc, openai.APIConnectionError)
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 failure, transient, headers = f"{kind} ({_shorten(self._redactor.mask(str(exc)), 200)})", True, None
@@ -436,12 +443,13 @@ class OpenAIJudge:
                 tries = retries + 1
                 hint = ""
                 if failure.startswith("timed out"):
-                    hint = (f" (each waited {self.timeout:g} s: rageval_timeout; a server that answers one request "
-                            "at a time makes the others wait, so --rageval-concurrency 1 or 2 may help)")
+                    hint = (
+                        f" (each waited {self.timeout:g} s: rageval_timeout; a server that answers one request "
+                        "at a time makes the others wait, so --rageval-concurrency 1 or 2 may help)"
+                    )
                 raise JudgeError(
                     metric,
-                    f"judge request to {self._shown_url} failed after {tries} attempt{'s' if tries != 1 else ''}: "
-                    f"{failure}{hint}",
+                    f"judge request to {self._shown_url} failed after {tries} attempt{'s' if tries != 1 else ''}: {failure}{hint}",
                 )
             delay = backoff_delay(retries, base=self.backoff, cap=self.max_backoff, headers=headers)
             retries += 1
@@ -452,9 +460,8 @@ class OpenAIJudge:
                 await asyncio.sleep(delay)
 
 
-def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-

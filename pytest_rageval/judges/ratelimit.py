@@ -13,9 +13,10 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import AsyncIterator, Awaitable, Callable, Optional, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -45,12 +46,12 @@ class EndpointLimiter:
 
     SAMPLES = 8  # service times remembered
 
-    def __init__(self, max_in_flight: int = 8, *, timeout: Optional[float] = None) -> None:
+    def __init__(self, max_in_flight: int = 8, *, timeout: float | None = None) -> None:
         self.max_in_flight = max(1, max_in_flight)
         self.timeout = timeout
         self.cap = self.max_in_flight
         self._service: list[float] = []
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._busy = 0
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
@@ -67,7 +68,7 @@ class EndpointLimiter:
         self._resume_at = max(self._resume_at, time.monotonic() + max(0.0, seconds))
 
     @asynccontextmanager
-    async def slot(self, order: Optional[int] = None) -> AsyncIterator["Ticket"]:
+    async def slot(self, order: int | None = None) -> AsyncIterator[Ticket]:
         """Wait for a slot (earliest case first) and for any pause to end, then hold the slot."""
         await self._acquire(CASE_ORDER.get() if order is None else order)
         ticket = Ticket(self, alone=self._busy == 1, granted=self._granted)
@@ -84,7 +85,7 @@ class EndpointLimiter:
         no slot granted since), that is the service time: refit ``cap``."""
         if not alone or self._granted != granted_at:
             return
-        self._service = [*self._service[-(self.SAMPLES - 1):], seconds]
+        self._service = [*self._service[-(self.SAMPLES - 1) :], seconds]
         if self.timeout:
             slowest = max(self._service)
             self.cap = max(1, min(self.max_in_flight, int(self.timeout / 2 / slowest) if slowest > 0 else self.max_in_flight))
@@ -138,8 +139,8 @@ class Probe:
 
     def __init__(self) -> None:
         self.decided = False
-        self._lock: Optional[asyncio.Lock] = None
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, send: Callable[[], Awaitable[T]]) -> T:
         """``await send()``: alone while the format is undecided (that call decides it), else at once."""

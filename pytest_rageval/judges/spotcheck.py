@@ -16,16 +16,18 @@ from __future__ import annotations
 import asyncio
 import bisect
 import hashlib
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.schema import EvalCase, RagResponse
+
 from .base import JudgeInput, Verdict
 from .judging import JudgeSetup, disagrees, judge_case
 
 SEED = 0
 
-__all__ = ["SEED", "SpotSample", "rank", "reliability", "rejudge", "spot_input"]
+__all__ = ["SEED", "SpotSample", "rank", "rejudge", "reliability", "spot_input"]
 
 
 def rank(key: str, seed: int = SEED) -> str:
@@ -33,8 +35,7 @@ def rank(key: str, seed: int = SEED) -> str:
     return hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()
 
 
-def spot_input(case: EvalCase, inp: JudgeInput, abstained: Optional[bool],
-               verdicts: Mapping[str, Verdict]) -> Optional[dict[str, Any]]:
+def spot_input(case: EvalCase, inp: JudgeInput, abstained: bool | None, verdicts: Mapping[str, Verdict]) -> dict[str, Any] | None:
     """What re-judging one case needs (plain data, it travels from xdist workers); None without a scored verdict.
 
     ``abstained`` is what the primary run decided (the RAG's field or the
@@ -68,7 +69,7 @@ class SpotSample:
     def offer(self, key: str, payload: dict[str, Any]) -> None:
         self.judged += 1
         bisect.insort(self._entries, (rank(key), key, payload), key=lambda entry: entry[:2])
-        del self._entries[self.size:]
+        del self._entries[self.size :]
 
     def chosen(self) -> list[tuple[str, dict[str, Any]]]:
         """(node id, spot input) of the sample, best ranked first."""
@@ -109,7 +110,7 @@ async def _one(setup: JudgeSetup, key: str, payload: Mapping[str, Any]) -> dict[
     }
 
 
-def reliability(results: list[dict[str, Any]], *, requested: int, judged: int, model: Optional[str]) -> dict[str, Any]:
+def reliability(results: list[dict[str, Any]], *, requested: int, judged: int, model: str | None) -> dict[str, Any]:
     """metrics.json ``judge_reliability``: ``{disagreement_rate, spot_check_n}`` and the detail."""
     compared = [r for r in results if r["disagrees"] is not None]
     n = len(compared)

@@ -11,7 +11,7 @@ process's part (session.py decides which).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -24,35 +24,86 @@ if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
 
 IniType = Literal["string", "linelist", "bool"]
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rageval", "RAG evaluation (pytest-rageval)")
     group.addoption("--rageval", action="store_true", default=False, help="collect eval sets (*.jsonl) as tests and write run artifacts")
-    group.addoption("--rageval-target", default=None, metavar="URL|MODULE:CALLABLE", help="system under test (ini rageval_target, env RAGEVAL_TARGET)")
+    group.addoption(
+        "--rageval-target", default=None, metavar="URL|MODULE:CALLABLE", help="system under test (ini rageval_target, env RAGEVAL_TARGET)"
+    )
     group.addoption("--rageval-k", default=None, type=int, metavar="K", help=f"how many retrieved chunks count (ini rageval_k, default {defaults.K})")
-    group.addoption("--rageval-output", default=None, metavar="DIR", help=f"folder of run artifacts (ini rageval_output, default {defaults.OUTPUT_DIR})")
-    group.addoption("--rageval-baseline", default=None, metavar="PATH", help="baseline metrics.json or run folder to compare with (ini rageval_baseline)")
-    group.addoption("--rageval-update-baseline", action="store_true", default=False, help="write this run's metrics.json to the baseline path instead of gating")
+    group.addoption(
+        "--rageval-output", default=None, metavar="DIR", help=f"folder of run artifacts (ini rageval_output, default {defaults.OUTPUT_DIR})"
+    )
+    group.addoption(
+        "--rageval-baseline", default=None, metavar="PATH", help="baseline metrics.json or run folder to compare with (ini rageval_baseline)"
+    )
+    group.addoption(
+        "--rageval-update-baseline", action="store_true", default=False, help="write this run's metrics.json to the baseline path instead of gating"
+    )
     group.addoption("--rageval-allow-regressions", action="store_true", default=False, help="report baseline regressions without failing the session")
-    group.addoption("--rageval-ignore-invariants", action="store_true", default=False, help="compare with a baseline even if its eval set or judge differ")
-    group.addoption("--rageval-gate-significance", action="store_true", default=False, help="fail only drops whose 95%% paired-bootstrap interval excludes zero")
-    group.addoption("--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)")
-    group.addoption("--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)")
+    group.addoption(
+        "--rageval-ignore-invariants", action="store_true", default=False, help="compare with a baseline even if its eval set or judge differ"
+    )
+    group.addoption(
+        "--rageval-gate-significance", action="store_true", default=False, help="fail only drops whose 95%% paired-bootstrap interval excludes zero"
+    )
+    group.addoption(
+        "--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)"
+    )
+    group.addoption(
+        "--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)"
+    )
     group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
-    group.addoption("--rageval-concurrency", default=None, type=int, metavar="N", help=f"cases in flight at once in this process, RAG and judge requests included (default {defaults.CONCURRENCY})")
-    group.addoption("--rageval-repeat", default=None, metavar="N", help="run each judge-dependent case N times (every case without a judge), pass on majority, class it stable_pass/flaky/stable_fail; a case's own repeat wins (ini rageval_repeat)")
-    group.addoption("--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs")
-    group.addoption("--rageval-summary-md", default=None, metavar="PATH", help="write a short Markdown summary of the run for CI (also appended to $GITHUB_STEP_SUMMARY when set)")
+    group.addoption(
+        "--rageval-concurrency",
+        default=None,
+        type=int,
+        metavar="N",
+        help=f"cases in flight at once in this process, RAG and judge requests included (default {defaults.CONCURRENCY})",
+    )
+    group.addoption(
+        "--rageval-repeat",
+        default=None,
+        metavar="N",
+        help="run each judge-dependent case N times (every case without a judge), pass on majority, class it stable_pass/flaky/stable_fail; a case's own repeat wins (ini rageval_repeat)",
+    )
+    group.addoption(
+        "--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs"
+    )
+    group.addoption(
+        "--rageval-summary-md",
+        default=None,
+        metavar="PATH",
+        help="write a short Markdown summary of the run for CI (also appended to $GITHUB_STEP_SUMMARY when set)",
+    )
     group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")
-    group.addoption("--rageval-matrix", default=None, metavar="AXES", help="run every case under every config, e.g. 'top_k=5,10;alpha=0.0,0.5' (wins over [tool.rageval.matrix])")
+    group.addoption(
+        "--rageval-matrix",
+        default=None,
+        metavar="AXES",
+        help="run every case under every config, e.g. 'top_k=5,10;alpha=0.0,0.5' (wins over [tool.rageval.matrix])",
+    )
     group.addoption("--rageval-rank-by", default=None, metavar="METRIC", help="aggregate the matrix's configs are ranked by (ini rageval_rank_by)")
-    group.addoption("--rageval-judge", default=None, choices=defaults.JUDGE_CHOICES, help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical")
+    group.addoption(
+        "--rageval-judge",
+        default=None,
+        choices=defaults.JUDGE_CHOICES,
+        help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical",
+    )
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
     group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")
-    group.addoption("--rageval-cache-dir", default=None, metavar="DIR", help=f"judge cache folder (ini rageval_cache_dir, default {defaults.CACHE_DIR})")
+    group.addoption(
+        "--rageval-cache-dir", default=None, metavar="DIR", help=f"judge cache folder (ini rageval_cache_dir, default {defaults.CACHE_DIR})"
+    )
     group.addoption("--rageval-no-cache", action="store_true", default=False, help="neither read nor write the judge cache")
     group.addoption("--rageval-clear-cache", action="store_true", default=False, help="empty the judge cache before the run")
-    group.addoption("--rageval-judge-check", action="store_true", default=False, help="first check that the judge tells a faithful from a hallucinated answer")
-    group.addoption("--rageval-dry-run", action="store_true", default=False, help="print the planned RAG and judge requests, tokens and cost; send none")
+    group.addoption(
+        "--rageval-judge-check", action="store_true", default=False, help="first check that the judge tells a faithful from a hallucinated answer"
+    )
+    group.addoption(
+        "--rageval-dry-run", action="store_true", default=False, help="print the planned RAG and judge requests, tokens and cost; send none"
+    )
     group.addoption("--rageval-max-judge-cost", default=None, type=float, metavar="USD", help="stop judging once this much is spent (per process)")
     group.addoption("--rageval-spot-check", default=0, type=int, metavar="N", help="re-judge N random cases with --rageval-spot-check-model")
     group.addoption("--rageval-spot-check-model", default=None, metavar="MODEL", help="second judge model for the spot check")
@@ -93,7 +144,7 @@ def _runner(config: pytest.Config) -> Any:
 
 
 @pytest.fixture(scope="session")
-def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> "SessionClient":
+def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> SessionClient:
     """The system under test, from ``--rageval-target``: ``ask(question)`` and ``evaluate(question=..., ...)``.
 
     Override it in conftest.py to supply the target yourself (a URL, a callable, a framework object or a
@@ -103,7 +154,7 @@ def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> "SessionC
     return _runner(pytestconfig).session_client(judge=rageval_judge)
 
 
-def pytest_report_teststatus(report: pytest.TestReport) -> Optional[tuple[str, str, str]]:
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
     """A hand-written test whose ``evaluate`` call failed (RAG or judge) is an error (E), like an eval-set case."""
     if getattr(report, "rageval_error", False) and report.when == "call":
         return "error", "E", "ERROR"
@@ -111,6 +162,6 @@ def pytest_report_teststatus(report: pytest.TestReport) -> Optional[tuple[str, s
 
 
 @pytest.fixture(scope="session")
-def rageval_judge(pytestconfig: pytest.Config) -> "Optional[SessionJudge]":
+def rageval_judge(pytestconfig: pytest.Config) -> SessionJudge | None:
     """The judge in use (None without one); ``rageval_judge.judge(metric, question=..., answer=..., contexts=[...])``."""
     return _runner(pytestconfig).session_judge()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from pytest_rageval.sanitize import error_message, terminal_safe
 from pytest_rageval.targets.client import RagClient, RagConfigError
 from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
 from pytest_rageval.targets.target_gate import GatedClient, TargetMismatch
+
 from .collect import BadLineItem, CaseItem
 from .handwritten import EvaluateError, SessionClient, record_outcomes
 from .judge_factory import SessionJudge
@@ -45,7 +47,7 @@ handwritten_key = pytest.StashKey[list]()
 class RunnerTotals:
     """What one runner tells the controller beyond its test reports."""
 
-    stop_message: Optional[str] = None  # it stopped the session (a refused judge key, a damaged cache)
+    stop_message: str | None = None  # it stopped the session (a refused judge key, a damaged cache)
     in_order: int = 0  # cases not started ahead: conftest code runs at their setup
     done: int = 0  # items whose protocol finished
     first_calls: tuple[tuple[str, float], ...] = ()  # (target, ms) of each target's first call, which went out alone
@@ -54,9 +56,16 @@ class RunnerTotals:
 class CaseRunner:
     """Runs each eval-set item's case and puts its record on the item's report."""
 
-    def __init__(self, config: pytest.Config, setup: RunSetup, *, stop_file: Optional[Path] = None,
-                 lookahead: type[Lookahead] = Lookahead, live_progress: bool = True,
-                 retrieval_dir: Optional[Path] = None) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        setup: RunSetup,
+        *,
+        stop_file: Path | None = None,
+        lookahead: type[Lookahead] = Lookahead,
+        live_progress: bool = True,
+        retrieval_dir: Path | None = None,
+    ) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
@@ -64,18 +73,18 @@ class CaseRunner:
         self.lookahead_kind = lookahead  # WorkerLookahead on an xdist worker
         s = self.settings
         self.opts = RunOptions(k=s.k, require_snippets=s.require_snippets, store_full_text=s.store_full_text, limits=s.limits)
-        self._engine: Optional[Engine] = None
-        self._session_client: Optional[SessionClient] = None
+        self._engine: Engine | None = None
+        self._session_client: SessionClient | None = None
         self._around: dict[int, tuple[Any, SessionClient]] = {}  # a conftest fixture's target -> (it, its session client)
         self._started: dict[str, concurrent.futures.Future[CaseRecord]] = {}
         self._done: set[str] = set()
-        self._lookahead: Optional[Lookahead] = None
-        self._progress: Optional[LiveProgress] = None
+        self._lookahead: Lookahead | None = None
+        self._progress: LiveProgress | None = None
         self._progress_due = live_progress  # made at the first case; never on an xdist worker (no terminal of its own)
         self.in_order: set[str] = set()
-        self.current_item: Optional[pytest.Item] = None
-        self.session: Optional[pytest.Session] = None
-        self.stop_message: Optional[str] = None
+        self.current_item: pytest.Item | None = None
+        self.session: pytest.Session | None = None
+        self.stop_message: str | None = None
         self.on_stop: Callable[[str], None] = lambda message: None  # WorkerLink tells the xdist controller
         self.retrieval = RetrievalCache(retrieval_dir)  # the config matrix's requests, shared (xdist: a run-scoped folder)
         self._depths: dict[str, tuple[int, int]] = {}
@@ -108,7 +117,7 @@ class CaseRunner:
             self._session_client.judge = self.judge_for(judge)
         return self._session_client
 
-    def session_judge(self) -> Optional[SessionJudge]:
+    def session_judge(self) -> SessionJudge | None:
         """What the ``rageval_judge`` fixture returns."""
         setup = self.setup.judge_setup
         return SessionJudge(setup, self.engine.run) if setup else None
@@ -148,7 +157,7 @@ class CaseRunner:
         outcome.force_result(wrapped)
         fixturedef.cached_result = (wrapped, *fixturedef.cached_result[1:])
 
-    def judge_for(self, fixture_value: Any) -> Optional[JudgeSetup]:
+    def judge_for(self, fixture_value: Any) -> JudgeSetup | None:
         """The judge setup behind the ``rageval_judge`` fixture's value (which a conftest may override)."""
         if fixture_value is None:
             return None
@@ -156,7 +165,7 @@ class CaseRunner:
             return fixture_value.setup
         return JudgeSetup(fixture_value, self.settings.judge_metrics)
 
-    def evaluate(self, work: Union["concurrent.futures.Future[CaseRecord]", Coroutine[Any, Any, Any]]) -> Any:
+    def evaluate(self, work: concurrent.futures.Future[CaseRecord] | Coroutine[Any, Any, Any]) -> Any:
         """Wait for one case's future (or run its coroutine); a refused judge key stops the session once."""
         try:
             return self.engine.wait(work) if isinstance(work, concurrent.futures.Future) else self.engine.run(work)
@@ -187,14 +196,14 @@ class CaseRunner:
             progress.wait(item.nodeid, future, self._started)
         return self.evaluate(future)
 
-    def _live_progress(self, session: pytest.Session) -> Optional[LiveProgress]:
+    def _live_progress(self, session: pytest.Session) -> LiveProgress | None:
         if self._progress_due:
             self._progress_due = False
             total = sum(1 for i in session.items if isinstance(i, CaseItem))
             self._progress = LiveProgress.for_session(self.config, total, self.settings.concurrency)
         return self._progress
 
-    def handwritten_keys(self, item: Optional[pytest.Item]) -> set[str]:
+    def handwritten_keys(self, item: pytest.Item | None) -> set[str]:
         """The keys of the cases ``item`` (a hand-written test) evaluated so far."""
         return {record["key"] for record in item.stash.get(handwritten_key, [])} if item is not None else set()
 
@@ -222,11 +231,12 @@ class CaseRunner:
         if gate is None:
             described = client.describe()
             name = str(described.get("callable") or described.get("url") or "the target")
-            gate = self._gates[id(client)] = GatedClient(client, limit=self.settings.target_concurrency, name=name,
-                                                         stop_on_mismatch=described.get("kind") == "callable")
+            gate = self._gates[id(client)] = GatedClient(
+                client, limit=self.settings.target_concurrency, name=name, stop_on_mismatch=described.get("kind") == "callable"
+            )
         return gate
 
-    def _case_coro(self, item: CaseItem, client: RagClient, judge: Optional[JudgeSetup]) -> Coroutine[Any, Any, CaseRecord]:
+    def _case_coro(self, item: CaseItem, client: RagClient, judge: JudgeSetup | None) -> Coroutine[Any, Any, CaseRecord]:
         opts, params = self.opts, None
         client = self._gated(client)
         if item.matrix_config is not None:
@@ -257,12 +267,19 @@ class CaseRunner:
         if config.id not in self._depths:  # (depth asked, items one request serves), once per config
             self._depths[config.id] = (matrix.ask_depth(config, self.settings.k), matrix.group_size(config))
         depth, users = self._depths[config.id]
-        ask = MatrixAsk(client, self.retrieval, target=target or self.settings.target or "rageval_client fixture",
-                        depth=depth, slice_k=matrix.slice_k, depth_name=depth_name, users=users)
+        ask = MatrixAsk(
+            client,
+            self.retrieval,
+            target=target or self.settings.target or "rageval_client fixture",
+            depth=depth,
+            slice_k=matrix.slice_k,
+            depth_name=depth_name,
+            users=users,
+        )
         opts = dataclasses.replace(self.opts, k=config.k or self.settings.k)
         return ask, opts, {**item.case.params, **config.sent_params()}
 
-    def _early_fixtures(self, item: CaseItem) -> Optional[tuple[RagClient, Optional[JudgeSetup]]]:
+    def _early_fixtures(self, item: CaseItem) -> tuple[RagClient, JudgeSetup | None] | None:
         """The client and judge of ``item`` if known before its setup (else it runs in setup)."""
         values = []
         for name, own in (("rageval_client", self.session_client), ("rageval_judge", self.session_judge)):
@@ -280,13 +297,17 @@ class CaseRunner:
         except TypeError:
             return None
 
-    def prefetch(self, session: pytest.Session, item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
+    def prefetch(self, session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Start the cases of the next ``2 x concurrency`` items (the engine runs ``concurrency`` at a time)."""
         if self.settings.concurrency <= 1:
             return
         for upcoming in self._lookahead_for(session).upcoming(item, nextitem, 2 * self.settings.concurrency):
-            if not isinstance(upcoming, CaseItem) or upcoming.nodeid in self._started or upcoming.nodeid in self._done \
-                    or upcoming.nodeid in self.in_order:
+            if (
+                not isinstance(upcoming, CaseItem)
+                or upcoming.nodeid in self._started
+                or upcoming.nodeid in self._done
+                or upcoming.nodeid in self.in_order
+            ):
                 continue
             if skipped_by_marks(upcoming):
                 continue
@@ -296,8 +317,7 @@ class CaseRunner:
             fixtures = self._early_fixtures(upcoming)
             if fixtures is None:
                 continue
-            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures),
-                                                                order=self._case_order(upcoming))
+            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures), order=self._case_order(upcoming))
 
     # -- hooks ------------------------------------------------------------------
 
@@ -305,7 +325,7 @@ class CaseRunner:
         self.session = session
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         self.current_item = item
         self.prefetch(item.session, item, nextitem)
         try:
@@ -324,8 +344,7 @@ class CaseRunner:
             return
         state = _outcome(report)
         if isinstance(item, CaseItem):
-            record = item.record or _config_fields(
-                base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line), item)
+            record = item.record or _config_fields(base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line), item)
             if record.get("error"):  # the RAG or judge call failed: an error in metrics.json, even under xfail
                 state = "error"
             record["outcome"] = state
@@ -381,7 +400,7 @@ class CaseRunner:
 class WorkerLink:
     """On an xdist worker: records sent in written form, and the runner's totals and selection in ``workeroutput``."""
 
-    def __init__(self, config: pytest.Config, runner: CaseRunner, collection: "EvalCollection") -> None:
+    def __init__(self, config: pytest.Config, runner: CaseRunner, collection: EvalCollection) -> None:
         self.config = config
         self.runner = runner
         self.collection = collection
@@ -434,7 +453,7 @@ def _outcome(report: pytest.TestReport) -> Outcome:
     return report.outcome
 
 
-def _longrepr_line(report: pytest.TestReport, call: Optional[pytest.CallInfo[None]] = None) -> str:
+def _longrepr_line(report: pytest.TestReport, call: pytest.CallInfo[None] | None = None) -> str:
     """One line saying why an item errored: ``Type: message`` of its exception, never only ``file.py:N``."""
     if call is not None and call.excinfo is not None and not isinstance(call.excinfo.value, pytest.fail.Exception):
         return error_message(call.excinfo.value)

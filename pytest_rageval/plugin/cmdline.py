@@ -7,9 +7,10 @@ eval-set globs and every relative path then resolve against it. The ``=`` form c
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 __all__ = ["PATH_OPTIONS", "root_moved_by"]
 
@@ -21,7 +22,7 @@ PATH_OPTIONS = ("--rageval-output", "--rageval-baseline", "--rageval-resume", "-
 CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
-def root_moved_by(args: Sequence[str], paths: Sequence[Path], rootdir: Path) -> Optional[str]:
+def root_moved_by(args: Sequence[str], paths: Sequence[Path], rootdir: Path) -> str | None:
     """Why ``rootdir`` moved because of a path option written with a space (one line naming the ``=`` form), or
     None. ``args`` is the raw command line, ``paths`` the test paths it names (the invocation folder when none).
 
@@ -29,11 +30,10 @@ def root_moved_by(args: Sequence[str], paths: Sequence[Path], rootdir: Path) -> 
     folder. A value outside that folder changed the common folder; the root moved when it is not that one.
     """
     common = Path(os.path.commonpath([str(p.resolve()) for p in paths]))
-    expected = next((folder for folder in (common, *common.parents)
-                     if any((folder / name).is_file() for name in CONFIG_FILES)), common)
+    expected = next((folder for folder in (common, *common.parents) if any((folder / name).is_file() for name in CONFIG_FILES)), common)
     if rootdir.resolve() == expected:
         return None
-    for option, value in zip(args, args[1:]):
+    for option, value in itertools.pairwise(args):
         if option not in PATH_OPTIONS or value.startswith("-"):
             continue
         folder = Path(value) if Path(value).is_absolute() else paths[0] / value
@@ -44,6 +44,8 @@ def root_moved_by(args: Sequence[str], paths: Sequence[Path], rootdir: Path) -> 
         except OSError:
             continue
         if folder.exists() and folder != common and common not in folder.parents:
-            return (f"pytest took the value of {option} ({value}) for a test path and moved its root folder "
-                    f"(rootdir) to {rootdir}, before this plugin's options were known: write {option}={value}")
+            return (
+                f"pytest took the value of {option} ({value}) for a test path and moved its root folder "
+                f"(rootdir) to {rootdir}, before this plugin's options were known: write {option}={value}"
+            )
     return None

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -23,6 +24,7 @@ from pytest_rageval.evaluation.record import CaseRecord
 from pytest_rageval.evaluation.schema import EvalCase, definition_hash
 from pytest_rageval.evaluation.selection import Selection
 from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_name, coerce_threshold
+
 from . import compat
 from .runner import NO_REL_PATH
 from .schedule import in_shard
@@ -67,11 +69,16 @@ class EvalSetFile(pytest.File):
             if problem:
                 item: pytest.Item = BadLineItem.from_parent(self, name=f"line{good.line}", message=problem, line=good.line)
             else:
-                configs: Sequence[Optional[MatrixConfig]] = collection.configs if collection is not None else [None]
+                configs: Sequence[MatrixConfig | None] = collection.configs if collection is not None else [None]
                 for config in configs:
                     item = CaseItem.from_parent(
-                        self, name=good.case.id if config is None else f"{good.case.id}[{config.id}]", callobj=_case_function,
-                        fixtureinfo=fixtureinfo, case=good.case, line=good.line, matrix_config=config,
+                        self,
+                        name=good.case.id if config is None else f"{good.case.id}[{config.id}]",
+                        callobj=_case_function,
+                        fixtureinfo=fixtureinfo,
+                        case=good.case,
+                        line=good.line,
+                        matrix_config=config,
                     )
                     for mark in collection.marks_for(good.case) if collection is not None else ():
                         item.add_marker(mark)
@@ -90,7 +97,7 @@ def _relative(path: Any, root: Any) -> str:
         return str(path)
 
 
-def _threshold_problem(case: EvalCase, display: str, line: int) -> Optional[str]:
+def _threshold_problem(case: EvalCase, display: str, line: int) -> str | None:
     """Per-case thresholds name known metrics with values of the right type."""
     for metric, value in case.thresholds.items():
         try:
@@ -104,12 +111,12 @@ def _threshold_problem(case: EvalCase, display: str, line: int) -> Optional[str]
 class CaseItem(pytest.Function):
     """One eval case as a test item."""
 
-    def __init__(self, *, case: EvalCase, line: int, matrix_config: Optional[MatrixConfig] = None, **kwargs: Any) -> None:
+    def __init__(self, *, case: EvalCase, line: int, matrix_config: MatrixConfig | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.line = line
         self.matrix_config = matrix_config  # the matrix's combination this item runs under (None without a matrix)
-        self.record: Optional[CaseRecord] = None
+        self.record: CaseRecord | None = None
         self.add_marker(pytest.mark.rageval)
         if case.skip is not None:
             self.add_marker(pytest.mark.skip(reason=case.skip))
@@ -167,7 +174,7 @@ def warn_once(config: pytest.Config, record: Mapping[str, Any]) -> None:
             warnings.warn_explicit(RagevalWarning(WARNINGS[code]), RagevalWarning, filename="pytest-rageval", lineno=0)
 
 
-def broken_link_problem(path: Path) -> Optional[str]:
+def broken_link_problem(path: Path) -> str | None:
     """Why ``path``, a symlink, cannot be read (dangling, or a loop), or None when it is no broken symlink."""
     if not path.is_symlink():
         return None
@@ -210,8 +217,9 @@ class BrokenEvalSet(pytest.File):
 
 def broken_set_items(session: pytest.Session, broken: list[tuple[Path, str]]) -> list[pytest.Item]:
     """The error items of the broken eval-set paths (collected apart: pytest cannot collect a missing path)."""
-    return [item for path, problem in broken
-            for item in BrokenEvalSet.from_parent(session, path=path, problem=problem, folder=path.is_dir()).collect()]
+    return [
+        item for path, problem in broken for item in BrokenEvalSet.from_parent(session, path=path, problem=problem, folder=path.is_dir()).collect()
+    ]
 
 
 def counts_in_eval_set(item: pytest.Item) -> bool:
@@ -226,8 +234,7 @@ class EvalSetDir(getattr(pytest, "Dir", pytest.Collector)):  # type: ignore[misc
     """
 
     def collect(self) -> list[Any]:
-        nodes = [*super().collect(), *(BrokenEvalSet.from_parent(self, path=path, problem=problem)
-                                       for path, problem in broken_links(self.path))]
+        nodes = [*super().collect(), *(BrokenEvalSet.from_parent(self, path=path, problem=problem) for path, problem in broken_links(self.path))]
         return sorted(nodes, key=lambda node: node.path.name)  # stable: pytest's name order, the links in place
 
 
@@ -260,20 +267,20 @@ class EvalCollection:
     collected and deselected (``selection``: what a partial run stands for).
     """
 
-    def __init__(self, config: pytest.Config, setup: "RunSetup", *, resumed: Optional[Mapping[str, Optional[str]]] = None) -> None:
+    def __init__(self, config: pytest.Config, setup: RunSetup, *, resumed: Mapping[str, str | None] | None = None) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
         # keys of the cases a resumed run has finished already, each with the definition hash it ran under
-        self.resumed: Mapping[str, Optional[str]] = resumed or {}
+        self.resumed: Mapping[str, str | None] = resumed or {}
         self._registered_marks: set[str] = set()  # markers of lines and [tool.rageval.marks], registered once
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks or loops
         self._first_paths: dict[Path, Path] = {}  # an eval-set file's real path -> the path it is collected under
         self.selection = Selection()
-        self.session: Optional[pytest.Session] = None
+        self.session: pytest.Session | None = None
         matrix = self.settings.matrix
         # every case runs under each config (one item each); [None]: no matrix, one item per case as ever
-        self.configs: list[Optional[MatrixConfig]] = list(matrix.configs()) if matrix is not None else [None]
+        self.configs: list[MatrixConfig | None] = list(matrix.configs()) if matrix is not None else [None]
         keyword = str(getattr(config.option, "keyword", None) or "")
         if matrix is not None and keyword:  # -k 'top_k=10': pytest's -k has no '=' in a name
             config.option.keyword = rewrite_keyword_expression(keyword, matrix.names)
@@ -324,7 +331,7 @@ class EvalCollection:
         self.session = session
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_ignore_collect(self, collection_path: Path) -> Optional[bool]:
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
         """Never collect the run artifacts themselves (results/**/results.jsonl)."""
         out = self.settings.output_dir
         if collection_path == out or out in collection_path.parents:
@@ -338,7 +345,7 @@ class EvalCollection:
         return None
 
     @pytest.hookimpl(optionalhook=True)  # pytest >= 8 only
-    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
+    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         """A folder link back to a folder it is in: one error item, not a walk round the loop; else an EvalSetDir.
 
         A Python package (``__init__.py``) is left to pytest.
@@ -354,7 +361,7 @@ class EvalCollection:
         """Whether ``path`` is the first path this session collects its file under (two links to one file count once)."""
         return self._first_paths.setdefault(real_path(path), path) == path
 
-    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         if file_path.suffix == ".jsonl":
             return EvalSetFile.from_parent(parent, path=file_path)
         return None
@@ -405,7 +412,8 @@ class EvalCollection:
             raise pytest.UsageError(
                 f"pytest-rageval: cannot resume {self.settings.resume}: {len(changed)} case{'' if len(changed) == 1 else 's'} "
                 f"changed in the eval set since the run recorded {'it' if len(changed) == 1 else 'them'} ({shown}); "
-                "start a new run (without --rageval-resume)")
+                "start a new run (without --rageval-resume)"
+            )
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """Count the eval set's items (cases and invalid lines) per file, before any deselection."""

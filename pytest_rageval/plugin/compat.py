@@ -26,7 +26,8 @@ from __future__ import annotations
 import atexit
 import gc
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -76,8 +77,11 @@ def skip_decided_by_marks(item: pytest.Item) -> bool:
     try:
         from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
     except ImportError:
-        _warn_once(item.config, "_pytest.skipping.evaluate_skip_marks",
-                   "no case is started before its setup (cases run one at a time, not --rageval-concurrency at once)")
+        _warn_once(
+            item.config,
+            "_pytest.skipping.evaluate_skip_marks",
+            "no case is started before its setup (cases run one at a time, not --rageval-concurrency at once)",
+        )
         return True
     try:
         if evaluate_skip_marks(item) is not None:
@@ -88,13 +92,16 @@ def skip_decided_by_marks(item: pytest.Item) -> bool:
         return True
 
 
-def fixture_defs(item: pytest.Item, name: str) -> Optional[list[Any]]:
+def fixture_defs(item: pytest.Item, name: str) -> list[Any] | None:
     """The FixtureDefs ``name`` resolves to for ``item`` (the last one wins), [] for none; None when unknown."""
     info = getattr(item, "_fixtureinfo", None)
     defs = getattr(info, "name2fixturedefs", None)
     if not isinstance(defs, dict):
-        _warn_once(item.config, "pytest.Function._fixtureinfo.name2fixturedefs",
-                   "cases whose fixtures cannot be told apart wait for their setup (run one at a time)")
+        _warn_once(
+            item.config,
+            "pytest.Function._fixtureinfo.name2fixturedefs",
+            "cases whose fixtures cannot be told apart wait for their setup (run one at a time)",
+        )
         return None
     return list(defs.get(name) or ())
 
@@ -104,8 +111,9 @@ def cached_value(config: pytest.Config, fixturedef: Any) -> Any:
     if getattr(fixturedef, "scope", None) != "session":
         return NOTHING
     if not hasattr(fixturedef, "cached_result"):
-        _warn_once(config, "FixtureDef.cached_result",
-                   "session fixtures count as not set up yet, so cases that use conftest fixtures wait for their setup")
+        _warn_once(
+            config, "FixtureDef.cached_result", "session fixtures count as not set up yet, so cases that use conftest fixtures wait for their setup"
+        )
         return NOTHING
     cached = fixturedef.cached_result
     if isinstance(cached, tuple) and len(cached) == 3 and cached[2] is None:
@@ -119,23 +127,28 @@ def shared_fixtureinfo(collector: pytest.Collector, func: Callable[..., Any]) ->
     manager = getattr(collector.session, "_fixturemanager", None)
     getfixtureinfo = getattr(manager, "getfixtureinfo", None)
     if getfixtureinfo is None:
-        _warn_once(collector.config, "Session._fixturemanager.getfixtureinfo",
-                   "each case resolves its own fixtures, so collecting a large eval set is slower")
+        _warn_once(
+            collector.config,
+            "Session._fixturemanager.getfixtureinfo",
+            "each case resolves its own fixtures, so collecting a large eval set is slower",
+        )
         return None
     try:
         return getfixtureinfo(node=collector, func=func, cls=None)
     except TypeError:  # another signature
-        _warn_once(collector.config, "FixtureManager.getfixtureinfo(node, func, cls)",
-                   "each case resolves its own fixtures, so collecting a large eval set is slower")
+        _warn_once(
+            collector.config,
+            "FixtureManager.getfixtureinfo(node, func, cls)",
+            "each case resolves its own fixtures, so collecting a large eval set is slower",
+        )
         return None
 
 
-def session_items(session: pytest.Session) -> Optional[list[pytest.Item]]:
+def session_items(session: pytest.Session) -> list[pytest.Item] | None:
     """The items this process runs; None where pytest keeps none (pytest 7 on the xdist controller)."""
     items = getattr(session, "items", None)
     if items is None:
-        _warn_once(session.config, "Session.items",
-                   "a run stopped by -x or --maxfail counts as incomplete even when its last case ran")
+        _warn_once(session.config, "Session.items", "a run stopped by -x or --maxfail counts as incomplete even when its last case ran")
     return items
 
 
@@ -180,7 +193,6 @@ def _unfreeze(config: pytest.Config) -> None:
             atexit.register(gc.freeze)
 
 
-
 # --------------------------------------------------------------------------- pytest-xdist
 
 
@@ -189,7 +201,7 @@ def is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def xdist_pending(config: pytest.Config) -> Optional[list[int]]:
+def xdist_pending(config: pytest.Config) -> list[int] | None:
     """Indices of the items this xdist worker has been sent but not started; None when unknown.
 
     Reads pytest-xdist's ``WorkerInteractor.torun``: its ``TestQueue`` under ``lock()`` (pytest-xdist 3.7
@@ -202,12 +214,15 @@ def xdist_pending(config: pytest.Config) -> Optional[list[int]]:
         if pending is not None:
             return [i for i in pending if isinstance(i, int)]
         break
-    _warn_once(config, "pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex)",
-               "each worker starts only its current and next case ahead, not --rageval-concurrency of them")
+    _warn_once(
+        config,
+        "pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex)",
+        "each worker starts only its current and next case ahead, not --rageval-concurrency of them",
+    )
     return None
 
 
-def _queued(torun: Any) -> Optional[list[Any]]:
+def _queued(torun: Any) -> list[Any] | None:
     """A copy of what xdist's queue holds, taken under its lock; None when it cannot be read."""
     try:
         lock = getattr(torun, "lock", None)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,9 +54,9 @@ class JudgeConfig(_Table):
 
     metrics: Any = None  # list of judge metric names (checked with the judge scales, settings.py)
     prices: dict[str, Any] = Field(default_factory=dict)  # model = [USD per 1M prompt, per 1M completion tokens]
-    model: Optional[str] = Field(default=None, min_length=1)
-    base_url: Optional[str] = Field(default=None, min_length=1)
-    json_mode: Optional[Literal["json_schema", "json_object", "text"]] = None
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(default=None, min_length=1)
+    json_mode: Literal["json_schema", "json_object", "text"] | None = None
 
 
 class RagevalConfig(_Table):
@@ -66,11 +67,10 @@ class RagevalConfig(_Table):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     matrix: dict[str, Any] = Field(default_factory=dict)  # axis = [values], exclude = [{...}], slice_k (matrix.py)
     marks: dict[str, Any] = Field(default_factory=dict)  # marker = [tags or categories whose cases it marks]
-    docs_root: Optional[str] = Field(default=None, min_length=1)  # the folder gold rel_paths are relative to
+    docs_root: str | None = Field(default=None, min_length=1)  # the folder gold rel_paths are relative to
 
 
-def read_config(path: Optional[Path], value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()
-                ) -> RagevalConfig:
+def read_config(path: Path | None, value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()) -> RagevalConfig:
     """The checked ``[tool.rageval]`` table of a pyproject.toml; the empty model when there is none.
 
     ``value_problems`` adds the mistakes in the values of a structurally valid
@@ -183,8 +183,9 @@ _PART = re.compile(r"""[A-Za-z0-9_-]+|"([^"]*)"|'([^']*)'""")
 
 
 def _parts(dotted: str) -> tuple[str, ...]:
-    return tuple(_unescaped(m.group(1)) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0)
-                 for m in _PART.finditer(dotted))
+    return tuple(
+        _unescaped(m.group(1)) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0) for m in _PART.finditer(dotted)
+    )
 
 
 def _unescaped(basic: str) -> str:
@@ -196,7 +197,7 @@ def _unescaped(basic: str) -> str:
     return value if isinstance(value, str) else basic
 
 
-def key_line(text: str, path: tuple[str, ...]) -> Optional[int]:
+def key_line(text: str, path: tuple[str, ...]) -> int | None:
     """The 1-based line that sets ``tool.rageval.<path>`` (or opens that table).
 
     Without an exact match, the line of the deepest enclosing table or key
@@ -206,7 +207,7 @@ def key_line(text: str, path: tuple[str, ...]) -> Optional[int]:
     """
     wanted = ("tool", "rageval", *path)
     table: tuple[str, ...] = ()
-    best: tuple[int, Optional[int]] = (1, None)  # (depth matched, line): [tool.rageval] itself counts
+    best: tuple[int, int | None] = (1, None)  # (depth matched, line): [tool.rageval] itself counts
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header:

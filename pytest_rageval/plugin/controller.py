@@ -14,8 +14,9 @@ import dataclasses
 import functools
 import os
 import sys
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Optional
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,13 +33,32 @@ from pytest_rageval.judges.base import JudgeAuthError
 from pytest_rageval.judges.cache import JudgeCacheError
 from pytest_rageval.judges.spotcheck import SpotSample
 from pytest_rageval.redact import public_args, public_url, scrub_urls
-from pytest_rageval.runs.artifacts import (case_config, compose_metrics, config_hash, file_digests, new_run_id, why_not_latest, with_seed_keys,
-                                           writable_record)
+from pytest_rageval.runs.artifacts import (
+    case_config,
+    compose_metrics,
+    config_hash,
+    file_digests,
+    new_run_id,
+    why_not_latest,
+    with_seed_keys,
+    writable_record,
+)
 from pytest_rageval.runs.commit import run_commit, tree_dirty
-from pytest_rageval.runs.folder import (RunFolder, RunFolderError, RunLock, append_to_regular_file, check_writable, read_json_object, read_records,
-                                        repair_results, write_json_atomic, write_text_atomic)
+from pytest_rageval.runs.folder import (
+    RunFolder,
+    RunFolderError,
+    RunLock,
+    append_to_regular_file,
+    check_writable,
+    read_json_object,
+    read_records,
+    repair_results,
+    write_json_atomic,
+    write_text_atomic,
+)
 from pytest_rageval.runs.resume import differences, selection_of
 from pytest_rageval.sanitize import terminal_safe
+
 from . import compat, signals
 from .collect import CaseItem
 from .run_setup import RunSetup
@@ -46,6 +66,7 @@ from .runner import Engine
 
 if TYPE_CHECKING:
     from pytest_rageval.report.baseline import BaselineCases, GateOutcome
+
     from .case_runner import RunnerTotals
     from .collect import EvalCollection
 
@@ -61,8 +82,9 @@ controller_key: pytest.StashKey[RunController] = pytest.StashKey()
 class RunController:
     """State of the run being recorded: the run folder, the aggregates, the gate."""
 
-    def __init__(self, config: pytest.Config, setup: RunSetup, collection: "EvalCollection",
-                 finish_runner: Optional[Callable[[], "RunnerTotals"]] = None) -> None:
+    def __init__(
+        self, config: pytest.Config, setup: RunSetup, collection: EvalCollection, finish_runner: Callable[[], RunnerTotals] | None = None
+    ) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
@@ -75,27 +97,27 @@ class RunController:
         self.case_config: dict[str, Any] = {}  # the per-case `config` of results.jsonl
         self.eval_files: set[str] = set()
         self.digests: dict[str, str] = {}
-        self.writer: Optional[RunFolder] = None
-        self.metrics: Optional[dict[str, Any]] = None
-        self.comparison: Optional[Comparison] = None
-        self.baseline: Optional[dict[str, Any]] = None  # the compared baseline's metrics.json: trend charts draw it
-        self.outcome: Optional["GateOutcome"] = None  # the gate's outcome as the reports show it (None: not gated)
+        self.writer: RunFolder | None = None
+        self.metrics: dict[str, Any] | None = None
+        self.comparison: Comparison | None = None
+        self.baseline: dict[str, Any] | None = None  # the compared baseline's metrics.json: trend charts draw it
+        self.outcome: GateOutcome | None = None  # the gate's outcome as the reports show it (None: not gated)
         self.gate_notes: list[str] = []
         self.gate_failed = False
         self.gate_reason = ""  # the session's last line when the gate failed
-        self.stop_message: Optional[str] = None  # why the session stopped (a worker's refused judge key, a full disk)
-        self.write_error: Optional[str] = None  # results.jsonl could not be written (disk full): the session stopped
+        self.stop_message: str | None = None  # why the session stopped (a worker's refused judge key, a full disk)
+        self.write_error: str | None = None  # results.jsonl could not be written (disk full): the session stopped
         self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
         self.first_calls: list[tuple[str, float]] = []  # (target, ms) of each process's first call of a target
-        self.session: Optional[pytest.Session] = None
+        self.session: pytest.Session | None = None
         self.resumed: list[dict[str, Any]] = []  # records as read back (readers give plain dicts)
-        self._resume_lock: Optional[RunLock] = None
+        self._resume_lock: RunLock | None = None
         self._previous_sigterm: Any = None
         self.late_sigterm = False  # a SIGTERM came while the run was being written (it ends as interrupted)
         self.stop_workers: Callable[[], None] = lambda: None  # XdistControllerLink sets it
 
     @property
-    def report_path(self) -> Optional[Path]:
+    def report_path(self) -> Path | None:
         """Where report.html is written (None before the run folder is known)."""
         return self.writer.run_dir / "report.html" if self.writer is not None else None
 
@@ -130,10 +152,7 @@ class RunController:
             raise pytest.UsageError(f"pytest-rageval: {where}: {exc}") from None
         self.resumed = repair.records
         if repair.cut_bytes:
-            self.gate_notes.append(
-                f"resume: results.jsonl ended in a torn line ({repair.cut_bytes} bytes), cut; "
-                f"{len(repair.records)} records kept"
-            )
+            self.gate_notes.append(f"resume: results.jsonl ended in a torn line ({repair.cut_bytes} bytes), cut; {len(repair.records)} records kept")
 
     def identity(self) -> dict[str, Any]:
         """What a resume must share with its run: the configuration snapshot, its hash, the selection."""
@@ -161,8 +180,10 @@ class RunController:
         per_case = next((r["config"] for r in read_records(run_dir) if isinstance(r.get("config"), dict)), None)
         if per_case is None:  # invalid-line records carry no `config`
             return {}
-        return {"config_hash": per_case.get("config_hash"),
-                "config": {name: per_case[name] for name in ("k", "judge", "judge_model") if name in per_case}}
+        return {
+            "config_hash": per_case.get("config_hash"),
+            "config": {name: per_case[name] for name in ("k", "judge", "judge_model") if name in per_case},
+        }
 
     def release_resume_lock(self) -> None:
         if self._resume_lock is not None:
@@ -190,6 +211,7 @@ class RunController:
     def dry_run(self, items: list[pytest.Item]) -> None:
         """Print the planned requests, tokens and cost, and stop before anything is sent."""
         from pytest_rageval.judges.estimate import plan
+
         from .judge_factory import DEFAULT_PRICES
 
         s = self.settings
@@ -206,11 +228,15 @@ class RunController:
         lines = list(result.lines)
         if s.matrix is not None:  # the retrieval cache: one request serves the configs that differ in k only
             matrix = s.matrix
-            groups = {(item.nodeid.partition("[")[0], matrix.request_group(item.matrix_config)): item.case.runs
-                      for item in items if isinstance(item, CaseItem) and item.matrix_config is not None
-                      and item.case.skip is None}
-            lines.append(f"config matrix: {len(matrix.configs())} configs; the retrieval cache sends {sum(groups.values())} "
-                         "RAG requests (the count above is one per item)")
+            groups = {
+                (item.nodeid.partition("[")[0], matrix.request_group(item.matrix_config)): item.case.runs
+                for item in items
+                if isinstance(item, CaseItem) and item.matrix_config is not None and item.case.skip is None
+            }
+            lines.append(
+                f"config matrix: {len(matrix.configs())} configs; the retrieval cache sends {sum(groups.values())} "
+                "RAG requests (the count above is one per item)"
+            )
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_sep("=", "rageval dry run")
@@ -223,8 +249,9 @@ class RunController:
         from pytest_rageval.evaluation.stability import with_repeat
         from pytest_rageval.evaluation.thresholds import judge_metrics
 
-        return with_repeat(case, self.settings.repeat, self.setup.thresholds_for(case), judge_metrics(),
-                           judge_in_use=self.setup.judge_setup is not None)
+        return with_repeat(
+            case, self.settings.repeat, self.setup.thresholds_for(case), judge_metrics(), judge_in_use=self.setup.judge_setup is not None
+        )
 
     # -- hooks ----------------------------------------------------------------
 
@@ -235,12 +262,21 @@ class RunController:
             target += f" (rageval_target {public_url(s.target)} is not used)"
         info = self.setup.judge_info()
         judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
-        repeat = "" if s.repeat is None else (  # --rageval-repeat: which cases it repeats (stability.judge_dependent)
-            f", {s.repeat} runs of each {'judge-dependent case' if self.setup.judge_setup is not None else 'case (no judge)'}")
+        repeat = (
+            ""
+            if s.repeat is None
+            # --rageval-repeat: which cases it repeats (stability.judge_dependent)
+            else (f", {s.repeat} runs of each {'judge-dependent case' if self.setup.judge_setup is not None else 'case (no judge)'}")
+        )
         lines = [f"rageval: target {target}, k={s.k_shown}, judge {judge}, output {s.output_dir}{repeat}"]
         if s.matrix is not None:  # the config matrix: how many configs, and how k is asked
-            how = ("asked once at the largest k, sliced" if s.matrix.slice_k
-                   else "each k asked: the answer depends on k" if s.judge_enabled else "each k asked (slice_k off)")
+            how = (
+                "asked once at the largest k, sliced"
+                if s.matrix.slice_k
+                else "each k asked: the answer depends on k"
+                if s.judge_enabled
+                else "each k asked (slice_k off)"
+            )
             lines.append(f"rageval matrix: {len(s.matrix.configs())} configs over {', '.join(s.matrix.names)} ({how})")
         return lines
 
@@ -278,8 +314,11 @@ class RunController:
         for problem in found[:MAX_UNREACHABLE_SHOWN]:
             reporter.write_line(terminal_safe(f"rageval warning: {problem.describe()}"), yellow=True)
         if len(found) > MAX_UNREACHABLE_SHOWN:
-            reporter.write_line(f"rageval warning: ... and {len(found) - MAX_UNREACHABLE_SHOWN} more gold supports "
-                                "that can never match (rageval inspect TARGET QUESTION --eval-set FILE lists them all)", yellow=True)
+            reporter.write_line(
+                f"rageval warning: ... and {len(found) - MAX_UNREACHABLE_SHOWN} more gold supports "
+                "that can never match (rageval inspect TARGET QUESTION --eval-set FILE lists them all)",
+                yellow=True,
+            )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.writer is None:
@@ -311,7 +350,7 @@ class RunController:
         if rec.get("file") and not rec.get("invalid_line"):  # a bad line's file counts where it was collected
             self.eval_files.add(rec["file"])
 
-    def _write(self, rec: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def _write(self, rec: dict[str, Any]) -> dict[str, Any] | None:
         """Append ``rec`` as written (``writable_record``) to results.jsonl and return it; None when the write failed.
 
         A failed write (disk full) stops the session once, not as an INTERNALERROR.
@@ -323,8 +362,10 @@ class RunController:
         try:
             self.writer.add(rec)
         except OSError as exc:
-            self.write_error = (f"pytest-rageval: cannot write {self.writer.results_path}: {exc.strerror or exc}; "
-                                "the run stops here (resume it once it can be written)")
+            self.write_error = (
+                f"pytest-rageval: cannot write {self.writer.results_path}: {exc.strerror or exc}; "
+                "the run stops here (resume it once it can be written)"
+            )
             self.stop_message = self.stop_message or self.write_error
             self.gate_notes.append(self.write_error.removeprefix("pytest-rageval: "))
             if self.session is not None:
@@ -370,9 +411,12 @@ class RunController:
         stopped = bool(session.shouldfail or session.shouldstop)
         items = (compat.session_items(session) or []) if stopped else []  # pytest 7 sets none on the xdist controller
         ran_everything = bool(items) and totals is not None and totals.done >= len(items)
-        complete = (exitstatus != pytest.ExitCode.INTERRUPTED and not self.stop_message
-                    and (ran_everything or not stopped)
-                    and (self.settings.resume is None or self._one_record_per_selected_case()))
+        complete = (
+            exitstatus != pytest.ExitCode.INTERRUPTED
+            and not self.stop_message
+            and (ran_everything or not stopped)
+            and (self.settings.resume is None or self._one_record_per_selected_case())
+        )
         self.metrics = self.build_metrics(complete)
         add_ranking(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
         self.gate(session)  # before writing: metrics.json carries the comparison
@@ -413,8 +457,9 @@ class RunController:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self._summary(terminalreporter)
         if self.late_sigterm and self.session is not None:
-            terminalreporter.write_line("rageval: SIGTERM arrived after the last case: the run was written and summed up "
-                                        "first; the session ends as interrupted", yellow=True)
+            terminalreporter.write_line(
+                "rageval: SIGTERM arrived after the last case: the run was written and summed up first; the session ends as interrupted", yellow=True
+            )
             self.session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _summary(self, terminalreporter: Any) -> None:
@@ -427,8 +472,7 @@ class RunController:
         from pytest_rageval.report.terminal import styled_summary_lines
 
         terminalreporter.write_sep("=", "rageval summary")
-        for line, markup in styled_summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes,
-                                                 self.writer.run_dir):
+        for line, markup in styled_summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes, self.writer.run_dir):
             terminalreporter.write_line(line, **markup)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -445,7 +489,7 @@ class RunController:
         return len(keys) == len(set(keys)) == self.selection.selected
 
     @functools.cached_property
-    def served_by(self) -> dict[str, Optional[str]]:
+    def served_by(self) -> dict[str, str | None]:
         """What serves the eval-set cases: ``{"kind": "fixture" | "http" | "callable" | None, "name": ...}``.
 
         A ``rageval_client`` fixture in a conftest.py (loaded at start-up) replaces the configured target, which
@@ -481,9 +525,12 @@ class RunController:
             aggregated=result,
             git_commit=self.commit,
             selection=self.selection.fields(f"{s.shard[0]}/{s.shard[1]}" if s.shard else None),
-            run={"target": self.served_by, "git_dirty": tree_dirty(s.rootdir),
-                 **({"matrix": s.matrix.snapshot()["axes"]} if s.matrix is not None else {}),
-                 **({"judge_calibration": self.setup.calibration} if self.setup.calibration is not None else {})},
+            run={
+                "target": self.served_by,
+                "git_dirty": tree_dirty(s.rootdir),
+                **({"matrix": s.matrix.snapshot()["axes"]} if s.matrix is not None else {}),
+                **({"judge_calibration": self.setup.calibration} if self.setup.calibration is not None else {}),
+            },
         )
 
     def spot_check(self, aggregate: dict[str, Any], complete: bool) -> dict[str, Any]:
@@ -520,7 +567,7 @@ class RunController:
         return reliability
 
     @functools.cached_property
-    def commit(self) -> Optional[str]:
+    def commit(self) -> str | None:
         """The run's source commit (commit.run_commit), asked once: config.json is written twice."""
         return run_commit(self.settings.rootdir, os.environ)
 
@@ -541,13 +588,18 @@ class RunController:
             "args": public_args(self.config.invocation_params.args, s.redactor(os.environ)),
             "config": identity["config"],
             "selection": identity["selection"],  # what a resume must select again (resume.py)
-            "client": ({"kind": "fixture", "fixture": "rageval_client", "served_by": self.served_by["name"]}
-                       if self.served_by["kind"] == "fixture" else client.describe() if client is not None else None),
+            "client": (
+                {"kind": "fixture", "fixture": "rageval_client", "served_by": self.served_by["name"]}
+                if self.served_by["kind"] == "fixture"
+                else client.describe()
+                if client is not None
+                else None
+            ),
             "judge": judge_setup.judge.describe() if judge_setup is not None else None,
         }
 
     @functools.cached_property
-    def baseline_cases(self) -> Optional["BaselineCases"]:
+    def baseline_cases(self) -> BaselineCases | None:
         """The baseline's cases (metrics.json ``cases``, its results.jsonl when beside it) for the "Since baseline"
         sections of report.html and pytest-html; None without a baseline to compare (or when updating it)."""
         from pytest_rageval.report.baseline import BaselineCases
@@ -592,8 +644,11 @@ class RunController:
         comparison = self.comparison
         flipped = set(comparison.flipped_to_fail + comparison.flipped_to_pass) if comparison is not None else set()
         try:
-            anchors = case_anchors(read_records(self.writer.run_dir), flipped, to_fail=comparison.flipped_to_fail,
-                                   to_pass=comparison.flipped_to_pass) if comparison is not None and flipped else {}
+            anchors = (
+                case_anchors(read_records(self.writer.run_dir), flipped, to_fail=comparison.flipped_to_fail, to_pass=comparison.flipped_to_pass)
+                if comparison is not None and flipped
+                else {}
+            )
         except (RunFolderError, OSError):
             anchors = {}  # the report was not written either (a note says why): cases are listed without links
         public = self._public
@@ -601,9 +656,13 @@ class RunController:
         cwd = Path(str(self.config.invocation_params.dir))
         for path, append in targets:
             text = summary_markdown(
-                self.metrics, comparison, anchors=anchors,
+                self.metrics,
+                comparison,
+                anchors=anchors,
                 report=report_href(report, path, cwd) if report.is_file() else None,
-                gate_failed=self.gate_failed, gate_reason=public(self.gate_reason), notes=[public(n) for n in self.gate_notes],
+                gate_failed=self.gate_failed,
+                gate_reason=public(self.gate_reason),
+                notes=[public(n) for n in self.gate_notes],
             )
             try:
                 if append:
@@ -634,9 +693,7 @@ class RunController:
             self._keep_baseline_records(target, is_folder)
             m = self.metrics
             if m.get("failed") or m.get("errors"):
-                self.gate_notes.append(
-                    f"warning: the new baseline has {m.get('failed', 0)} failed and {m.get('errors', 0)} errored cases"
-                )
+                self.gate_notes.append(f"warning: the new baseline has {m.get('failed', 0)} failed and {m.get('errors', 0)} errored cases")
             if m.get("partial"):
                 self.gate_notes.append(
                     f"warning: the new baseline covers {m.get('cases_selected')} of the {m.get('cases_in_eval_set')} "
@@ -655,16 +712,20 @@ class RunController:
             self.gate_notes.append(f"warning: baseline {s.baseline} not found; no regression gate this run")
             return
         comparison = self.comparison = gate_runs(
-            baseline, self.metrics, gate=s.gate, significance=s.gate_significance, ignore_invariants=s.ignore_invariants,
+            baseline,
+            self.metrics,
+            gate=s.gate,
+            significance=s.gate_significance,
+            ignore_invariants=s.ignore_invariants,
             min_shared_cases=s.min_shared_cases,
         )
-        self.metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"),
-                                      **comparison.as_dict()}
+        self.metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"), **comparison.as_dict()}
         self.baseline = None if comparison.refused else baseline
         verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
         _ = self.baseline_cases  # read now: a baseline named by an output folder's `latest` moves to this run next
-        self.outcome = GateOutcome(comparison, failed=verdict.failed, reason=self._public(verdict.reason),
-                                   refused=comparison.refused, baseline=str(s.baseline))
+        self.outcome = GateOutcome(
+            comparison, failed=verdict.failed, reason=self._public(verdict.reason), refused=comparison.refused, baseline=str(s.baseline)
+        )
         self.metrics["comparison"]["gate"] = self.outcome.as_dict()  # `rageval report` shows the same verdict
         if verdict.note:
             self.gate_notes.append(verdict.note)
@@ -676,8 +737,14 @@ class RunController:
         """A matrix run: each config gated against the same config of the baseline (configs.gate_configs)."""
         s = self.settings
         assert self.metrics is not None
-        configs = gate_configs(baseline, self.metrics, gate=s.gate, significance=s.gate_significance,
-                               ignore_invariants=s.ignore_invariants, allow_regressions=s.allow_regressions)
+        configs = gate_configs(
+            baseline,
+            self.metrics,
+            gate=s.gate,
+            significance=s.gate_significance,
+            ignore_invariants=s.ignore_invariants,
+            allow_regressions=s.allow_regressions,
+        )
         if configs is None:
             return
         self.metrics["comparison"]["by_config"] = configs.as_dict()
@@ -692,8 +759,10 @@ class RunController:
         assert self.writer is not None
         results = target.parent / RunFolder.RESULTS
         if not is_folder:
-            self.gate_notes.append(f"{target} holds metric values only: later reports show no old answers (name a folder "
-                                   "as --rageval-baseline to keep results.jsonl beside it)")
+            self.gate_notes.append(
+                f"{target} holds metric values only: later reports show no old answers (name a folder "
+                "as --rageval-baseline to keep results.jsonl beside it)"
+            )
             return
         try:
             shutil.copyfile(self.writer.results_path, results)
@@ -712,7 +781,7 @@ class XdistControllerLink:
 
     def __init__(self, controller: RunController) -> None:
         self.controller = controller
-        self._stop_dir: Optional[Path] = None
+        self._stop_dir: Path | None = None
         controller.stop_workers = self._stop_workers
 
     def _stop_file_path(self) -> Path:

@@ -21,14 +21,16 @@ test, its own thresholds decide (asserted or not). A RAG or judge error inside
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Coroutine, Iterable, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_rageval.evaluation.record import CaseError, CaseRecord
 from pytest_rageval.evaluation.schema import EvalCase, RagResponse
 from pytest_rageval.evaluation.thresholds import ThresholdError, coerce_threshold, find_misses, shorten
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient
+
 from .runner import Engine, RunOptions, evaluate_case
 
 if TYPE_CHECKING:
@@ -54,9 +56,9 @@ class HandwrittenRunner(Protocol):
     def opts(self) -> RunOptions: ...
 
     @property
-    def current_item(self) -> Optional[pytest.Item]: ...
+    def current_item(self) -> pytest.Item | None: ...
 
-    def handwritten_keys(self, item: Optional[pytest.Item]) -> set[str]: ...
+    def handwritten_keys(self, item: pytest.Item | None) -> set[str]: ...
 
     def evaluate_handwritten(self, coro: Coroutine[Any, Any, CaseRecord]) -> CaseRecord: ...
 
@@ -72,11 +74,11 @@ class CaseResult:
         return self.record["metrics"]
 
     @property
-    def answer(self) -> Optional[str]:
+    def answer(self) -> str | None:
         return self.record.get("answer")
 
     @property
-    def error(self) -> Optional[CaseError]:
+    def error(self) -> CaseError | None:
         return self.record.get("error")
 
     def __getitem__(self, metric: str) -> Any:
@@ -89,14 +91,14 @@ class SessionClient:
     def __init__(self, rag_client: RagClient, *, runner: HandwrittenRunner) -> None:
         self.rag_client = rag_client
         self._runner = runner
-        self.judge: Optional[JudgeSetup] = runner.setup.judge_setup  # the rageval_judge fixture's, once it is set up
+        self.judge: JudgeSetup | None = runner.setup.judge_setup  # the rageval_judge fixture's, once it is set up
 
-    def ask(self, question: str, *, k: Optional[int] = None, **params: Any) -> RagResponse:
+    def ask(self, question: str, *, k: int | None = None, **params: Any) -> RagResponse:
         """Ask the system under test one question and return its normalised response."""
         k = k or self._runner.settings.k
         return self._runner.engine.run(self.rag_client.aask(question, k=k, params=params)).response
 
-    def evaluate(self, case: Union[EvalCase, dict[str, Any], None] = None, **fields: Any) -> CaseResult:
+    def evaluate(self, case: EvalCase | dict[str, Any] | None = None, **fields: Any) -> CaseResult:
         """Run one case (an EvalCase, a dict, or eval-set fields as keywords) and score it.
 
         Raises EvaluateError (the test is then an error) when the RAG or judge call failed, and ValueError when
@@ -116,12 +118,13 @@ class SessionClient:
             model = EvalCase.model_validate(data)
         key = f"{item.nodeid}::{model.id}" if item is not None else model.id
         if key in runner.handwritten_keys(item):
-            raise ValueError(f"evaluate(): this test already evaluated a case with id {model.id!r}"
-                             f"{' (the same question)' if defaulted else ''}; give each call its own id=")
+            raise ValueError(
+                f"evaluate(): this test already evaluated a case with id {model.id!r}"
+                f"{' (the same question)' if defaulted else ''}; give each call its own id="
+            )
         file = item.nodeid.partition("::")[0] if item is not None else ""
         record = runner.evaluate_handwritten(
-            evaluate_case(model, self.rag_client, runner.opts, runner.setup.thresholds_for(model),
-                          key=key, file=file, line=0, judge=self.judge)
+            evaluate_case(model, self.rag_client, runner.opts, runner.setup.thresholds_for(model), key=key, file=file, line=0, judge=self.judge)
         )
         if record.get("error"):
             raise EvaluateError(record)
@@ -199,8 +202,7 @@ def assert_answered(result: CaseResult) -> None:
         raise AssertionError("expected an answer; the system sent an empty one")
 
 
-def assert_cites(result: CaseResult, *, rel_path: Optional[str] = None, heading_path: Optional[str] = None,
-                 doc_id: Optional[str] = None) -> None:
+def assert_cites(result: CaseResult, *, rel_path: str | None = None, heading_path: str | None = None, doc_id: str | None = None) -> None:
     """Fail the test unless the answer cites a chunk of ``rel_path`` (under ``heading_path``) or ``doc_id``: one of
     its references, or, when the system sends none, one of the top-K retrieved chunks."""
     __tracebackhide__ = True

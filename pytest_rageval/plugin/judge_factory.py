@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import Budget, JudgeSetup
@@ -20,8 +21,9 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Optional[str] = None,
-                share_endpoint_with: Optional[JudgeSetup] = None) -> Optional[JudgeSetup]:
+def build_judge(
+    settings: Settings, environ: Mapping[str, str], *, model: str | None = None, share_endpoint_with: JudgeSetup | None = None
+) -> JudgeSetup | None:
     """The judge in use (None without one); ``model`` overrides the configured one (spot checks).
 
     ``share_endpoint_with``: a judge of the same endpoint whose limiter this one shares, so both
@@ -51,7 +53,7 @@ def build_judge(settings: "Settings", environ: Mapping[str, str], *, model: Opti
     return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))
 
 
-def judge_info(judge: Optional[Judge]) -> dict[str, Any]:
+def judge_info(judge: Judge | None) -> dict[str, Any]:
     """The judge fields of metrics.json (the baseline invariants read them)."""
     if judge is None:
         return {"name": "none", "model": None, "prompt_version": None, "temperature": None, "heuristic": False}
@@ -73,8 +75,16 @@ class SessionJudge:
         self.setup = setup
         self._run = run
 
-    def judge(self, metric: str, *, question: str, answer: str, contexts: tuple[str, ...] = (),
-              reference_answer: Optional[str] = None, key_facts: tuple[str, ...] = ()) -> Verdict:
+    def judge(
+        self,
+        metric: str,
+        *,
+        question: str,
+        answer: str,
+        contexts: tuple[str, ...] = (),
+        reference_answer: str | None = None,
+        key_facts: tuple[str, ...] = (),
+    ) -> Verdict:
         """Score one metric of one answer."""
         inp = JudgeInput(question, answer, tuple(contexts), reference_answer=reference_answer, key_facts=tuple(key_facts))
         return self._run(self.setup.judge.judge(metric, inp))

@@ -20,7 +20,7 @@ import concurrent.futures
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -35,19 +35,18 @@ INTERVAL = 5.0
 class LiveProgress:
     """Says which cases finished while the session waits on an earlier one; made by :meth:`for_session`."""
 
-    def __init__(self, config: pytest.Config, reporter: Any, *, verbose: bool, total: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: pytest.Config, reporter: Any, *, verbose: bool, total: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.reporter = reporter
         self.verbose = verbose
         self.total = total  # eval-set cases this session runs
         self.clock = clock
         self.finished: set[str] = set()  # node ids: reported, or announced ahead of their report
-        self._last: Optional[float] = None  # when the last in-flight line was written (no -v)
-        self._below: Optional[str] = None  # the awaited item whose pytest line our lines follow
+        self._last: float | None = None  # when the last in-flight line was written (no -v)
+        self._below: str | None = None  # the awaited item whose pytest line our lines follow
 
     @classmethod
-    def for_session(cls, config: pytest.Config, total: int, concurrency: int) -> Optional[LiveProgress]:
+    def for_session(cls, config: pytest.Config, total: int, concurrency: int) -> LiveProgress | None:
         """The progress of this process, or None when it says nothing (see the module's docstring; an xdist
         worker's case runner asks for none)."""
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -64,8 +63,7 @@ class LiveProgress:
         """A case's item finished (it reported)."""
         self.finished.add(nodeid)
 
-    def wait(self, nodeid: str, future: concurrent.futures.Future[Any],
-             started: Mapping[str, concurrent.futures.Future[Any]]) -> None:
+    def wait(self, nodeid: str, future: concurrent.futures.Future[Any], started: Mapping[str, concurrent.futures.Future[Any]]) -> None:
         """Return once ``future`` (case ``nodeid``'s) is done; meanwhile say each case of ``started`` that finishes."""
         while True:
             ahead = [(key, f) for key, f in started.items() if key not in self.finished and key != nodeid]
@@ -80,21 +78,23 @@ class LiveProgress:
     def _in_flight(self, future: concurrent.futures.Future[Any], started: Mapping[str, concurrent.futures.Future[Any]]) -> int:
         return sum(1 for f in started.values() if not f.done()) + (0 if future.done() else 1)
 
-    def _say(self, nodeid: str, future: concurrent.futures.Future[Any], fresh: list[str],
-             started: Mapping[str, concurrent.futures.Future[Any]]) -> None:
+    def _say(
+        self, nodeid: str, future: concurrent.futures.Future[Any], fresh: list[str], started: Mapping[str, concurrent.futures.Future[Any]]
+    ) -> None:
         lines = []
         for key in fresh:
             self.finished.add(key)
             if self.verbose:
-                lines.append(f"finished: {terminal_safe(key)} ({len(self.finished)} of {self.total}, "
-                             f"{self._in_flight(future, started)} in flight)")
+                lines.append(f"finished: {terminal_safe(key)} ({len(self.finished)} of {self.total}, {self._in_flight(future, started)} in flight)")
         if not self.verbose:
             now = self.clock()
             if self._last is not None and now - self._last < INTERVAL:
                 return
             self._last = now
-            lines.append(f"rageval: {len(self.finished)} of {self.total} cases finished, "
-                         f"{self._in_flight(future, started)} in flight, waiting on {terminal_safe(nodeid)}")
+            lines.append(
+                f"rageval: {len(self.finished)} of {self.total} cases finished, "
+                f"{self._in_flight(future, started)} in flight, waiting on {terminal_safe(nodeid)}"
+            )
         self._write(nodeid, lines)
 
     def _write(self, nodeid: str, lines: list[str]) -> None:

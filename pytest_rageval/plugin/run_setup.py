@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import Threshold, resolve_thresholds
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
 from pytest_rageval.targets.resolve import client_of, load_target
+
 from .judge_factory import build_judge, judge_info
 from .settings import Settings
 
@@ -25,11 +26,11 @@ class RunSetup:
     """The settings, the judge (and spot-check judge) setups, and the target's client once made."""
 
     settings: Settings
-    judge_setup: Optional[JudgeSetup]
-    spot_setup: Optional[JudgeSetup]
-    _target_client: Optional[RagClient] = field(default=None, repr=False)
+    judge_setup: JudgeSetup | None
+    spot_setup: JudgeSetup | None
+    _target_client: RagClient | None = field(default=None, repr=False)
     _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
-    calibration: Optional[dict[str, Any]] = None  # the stored calibration rageval_min_judge_agreement found
+    calibration: dict[str, Any] | None = None  # the stored calibration rageval_min_judge_agreement found
 
     def check_calibration(self) -> None:
         """With ``rageval_min_judge_agreement`` and a judge: find a sufficient calibration of that judge
@@ -40,11 +41,10 @@ class RunSetup:
         from pytest_rageval.judges.calibrations import judge_identity, required_calibration
 
         identity = judge_identity(self.judge_setup.judge.describe(), self.judge_info())
-        self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement,
-                                                s.rootdir)
+        self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir)
 
     @classmethod
-    def build(cls, settings: Settings) -> "RunSetup":
+    def build(cls, settings: Settings) -> RunSetup:
         judge_setup = build_judge(settings, os.environ)
         spot_setup = (
             build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=judge_setup)
@@ -89,8 +89,14 @@ class RunSetup:
         if isinstance(value, str):
             return self._load(value)
         s = self.settings
-        return client_of(value, name="the rageval_client fixture", concurrency=s.concurrency, timeout=s.timeout,
-                         docs_root=s.docs_root_or_rootdir, response_map=parse_response_map(s.response_map_text))
+        return client_of(
+            value,
+            name="the rageval_client fixture",
+            concurrency=s.concurrency,
+            timeout=s.timeout,
+            docs_root=s.docs_root_or_rootdir,
+            response_map=parse_response_map(s.response_map_text),
+        )
 
     def client_for(self, spec: str) -> RagClient:
         """The client of one value of the matrix's ``target`` axis (made once; same headers, maps and timeout)."""
@@ -105,7 +111,7 @@ class RunSetup:
         return made + list(self._axis_clients.values())
 
     @property
-    def made_target_client(self) -> Optional[RagClient]:
+    def made_target_client(self) -> RagClient | None:
         """The target's client if it was made in this process, else None."""
         return self._target_client
 

@@ -15,9 +15,10 @@ import inspect
 import threading
 import time
 import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from pytest_rageval import defaults
 from pytest_rageval.evaluation import registry, stability
@@ -52,11 +53,11 @@ class Engine:
     running together; the caller waits on the returned future.
     """
 
-    def __init__(self, concurrency: int = 1, *, stop_file: Optional[Path] = None) -> None:
+    def __init__(self, concurrency: int = 1, *, stop_file: Path | None = None) -> None:
         self._stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
         self._loop = asyncio.new_event_loop()
         self._slots = asyncio.Semaphore(max(1, concurrency))
-        self._submitted: "weakref.WeakSet[Any]" = weakref.WeakSet()  # the cases' coroutines, until they are gone
+        self._submitted: weakref.WeakSet[Any] = weakref.WeakSet()  # the cases' coroutines, until they are gone
         self._thread = threading.Thread(target=self._serve, name="rageval-loop", daemon=True)
         self._thread.start()
 
@@ -67,10 +68,10 @@ class Engine:
             try:
                 self._loop.run_forever()
                 return
-            except BaseException:  # noqa: BLE001 - already set on the task that raised it
+            except BaseException:
                 continue
 
-    def submit(self, coro: Awaitable[T], *, order: Optional[int] = None) -> "concurrent.futures.Future[T]":
+    def submit(self, coro: Awaitable[T], *, order: int | None = None) -> concurrent.futures.Future[T]:
         """Start ``coro`` on the loop, bounded by the concurrency slots; ``order`` (the case's collection
         index) ranks its judge requests: the endpoint limiter serves the earliest case first."""
 
@@ -85,11 +86,11 @@ class Engine:
 
         return asyncio.run_coroutine_threadsafe(bounded(), self._loop)
 
-    def run(self, coro: Awaitable[T], *, timeout: Optional[float] = None) -> T:
+    def run(self, coro: Awaitable[T], *, timeout: float | None = None) -> T:
         """Run ``coro`` on the loop (not counted against the slots) and wait; Ctrl-C cancels everything."""
         return self.wait(asyncio.run_coroutine_threadsafe(coro, self._loop), timeout=timeout)  # type: ignore[arg-type]
 
-    def wait(self, future: "concurrent.futures.Future[T]", *, timeout: Optional[float] = None) -> T:
+    def wait(self, future: concurrent.futures.Future[T], *, timeout: float | None = None) -> T:
         """Wait for a future of this engine; an interrupt (Ctrl-C, SIGTERM) cancels every case in flight.
 
         Only an interrupt that arrives while waiting cancels the rest: a case whose own result is a
@@ -105,7 +106,7 @@ class Engine:
             raise TimeoutError(f"no result within {timeout:g} s")
         return future.result()
 
-    def _wait(self, future: "concurrent.futures.Future[T]", timeout: Optional[float]) -> bool:
+    def _wait(self, future: concurrent.futures.Future[T], timeout: float | None) -> bool:
         """Whether ``future`` finished within ``timeout``; KeyboardInterrupt once the stop file appears."""
         if self._stop_file is None:
             return bool(concurrent.futures.wait([future], timeout=timeout)[0])
@@ -251,13 +252,8 @@ def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opt
     record["abstain_reason"] = response.abstain_reason
     record["empty_response"] = not response.answer.strip()
     record["selected_folders"] = response.selected_folders
-    record["retrieved_chunks"] = [
-        _chunk_dict(c, position=i + 1, gold=m, full_text=full) for i, (c, m) in enumerate(zip(top, marks))
-    ]
-    record["references"] = [
-        _chunk_dict(c, position=i + 1, gold=m, full_text=full)
-        for i, (c, m) in enumerate(zip(response.references, ref_marks))
-    ]
+    record["retrieved_chunks"] = [_chunk_dict(c, position=i + 1, gold=m, full_text=full) for i, (c, m) in enumerate(zip(top, marks))]
+    record["references"] = [_chunk_dict(c, position=i + 1, gold=m, full_text=full) for i, (c, m) in enumerate(zip(response.references, ref_marks))]
     record["expected_gold"] = expected_gold(case, top, opts.require_snippets)
     record["judge_input"] = {  # re-judging reads the answer from record["answer"]: it is stored once
         "question": case.question,
@@ -274,8 +270,7 @@ def expected_gold(case: EvalCase, top: Sequence[Chunk], require_snippets: bool) 
     chunk matched it: the failure message shows them beside the retrieved chunks."""
     matcher = GoldMatcher(case, require_snippets)
     found = frozenset().union(*(matcher.match(chunk) for chunk in top))
-    items = [(support_item_id(i), " > ".join([s.rel_path, *normalize_heading_path(s.heading_path)]))
-             for i, s in enumerate(case.gold_supports)]
+    items = [(support_item_id(i), " > ".join([s.rel_path, *normalize_heading_path(s.heading_path)])) for i, s in enumerate(case.gold_supports)]
     items += [(doc_item_id(doc_id), f"doc_id {doc_id}") for doc_id in case.gold_doc_ids]
     return [{"anchor": anchor, "found": item in found} for item, anchor in items]
 
@@ -284,19 +279,26 @@ def case_trace(case: EvalCase, response: RagResponse, opts: RunOptions) -> dict[
     """What ``rageval rescore`` needs besides the stored answer and chunks (with full text only): the eval-set
     line as read (its gold), the run's K and snippet rule, and the RAG's own ``abstained`` flag (the record's
     ``abstained`` may be the judge's classification)."""
-    return {"k": opts.k, "require_snippets": opts.require_snippets,
-            "case": case.model_dump(mode="json", exclude_defaults=True), "rag_abstained": response.abstained}
+    return {
+        "k": opts.k,
+        "require_snippets": opts.require_snippets,
+        "case": case.model_dump(mode="json", exclude_defaults=True),
+        "rag_abstained": response.abstained,
+    }
 
 
-def run_trace(case: EvalCase, response: RagResponse, verdicts: Mapping[str, Verdict], latency_ms: float,
-              opts: RunOptions) -> dict[str, Any]:
+def run_trace(case: EvalCase, response: RagResponse, verdicts: Mapping[str, Verdict], latency_ms: float, opts: RunOptions) -> dict[str, Any]:
     """One run of a repeated case as ``rageval rescore`` replays it (with full text only): what
     :func:`fill_response` stores of the shown run, and that run's verdicts and latency."""
     run: dict[str, Any] = {}
     fill_response(run, case, response, opts)  # type: ignore[arg-type]
     keep = ("answer", "abstain_reason", "selected_folders", "retrieved_chunks", "references")
-    return {**{name: run[name] for name in keep}, "abstained": response.abstained, "latency_ms": latency_ms,
-            "judge": _judge_dicts(verdicts, opts.limits, [])}
+    return {
+        **{name: run[name] for name in keep},
+        "abstained": response.abstained,
+        "latency_ms": latency_ms,
+        "judge": _judge_dicts(verdicts, opts.limits, []),
+    }
 
 
 async def evaluate_case(
@@ -308,10 +310,10 @@ async def evaluate_case(
     key: str,
     file: str,
     line: int,
-    judge: Optional[JudgeSetup] = None,
+    judge: JudgeSetup | None = None,
     spot_input: bool = False,
-    repeat: Optional[int] = None,
-    params: Optional[Mapping[str, Any]] = None,
+    repeat: int | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> CaseRecord:
     """Run ``case`` (``case.runs`` times, or ``repeat`` times: stability.runs_for) and return its CaseRecord without an outcome.
 
@@ -334,11 +336,12 @@ async def evaluate_case(
     record["thresholds"] = dict(thresholds)
     step = _Step()
     try:
-        await _evaluate(record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step,
-                        params=case.params if params is None else params)
+        await _evaluate(
+            record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step, params=case.params if params is None else params
+        )
     except (JudgeAuthError, TargetMismatch, asyncio.CancelledError):
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever a response or a judge makes the code meet: this case's error
+    except Exception as exc:
         record["error"] = _error(step.kind, f"{error_message(exc)} (while {step.doing})", opts.limits)
     record["notes"] = keep_notes(step.notes)
     return record
@@ -369,7 +372,7 @@ async def _evaluate(
     opts: RunOptions,
     thresholds: Mapping[str, Threshold],
     *,
-    judge: Optional[JudgeSetup],
+    judge: JudgeSetup | None,
     spot_input: bool,
     step: _Step,
     params: Mapping[str, Any],
@@ -379,7 +382,7 @@ async def _evaluate(
     verdicts: list[bool] = []
     latencies: list[dict[str, float]] = []
     attempted: list[str] = []
-    seen: list[tuple[RagResponse, Mapping[str, Verdict], Optional[JudgeInput]]] = []
+    seen: list[tuple[RagResponse, Mapping[str, Verdict], JudgeInput | None]] = []
     for run in range(case.runs):
         step.at("target", "asking the RAG system")
         try:
@@ -395,10 +398,10 @@ async def _evaluate(
             if unmatchable_supports(case, response):
                 record["warnings"] = [NO_REL_PATH]
         scores: dict[str, Any] = {}
-        classified: Optional[bool] = None
-        acknowledges: Optional[bool] = None
+        classified: bool | None = None
+        acknowledges: bool | None = None
         run_verdicts: Mapping[str, Verdict] = {}
-        inp: Optional[JudgeInput] = None
+        inp: JudgeInput | None = None
         if judge is not None:
             step.at("judge", "judging the answer")
             inp = judge_input(case, response, _top_k(response.retrieved_chunks, opts.k))
@@ -522,7 +525,7 @@ def _account(record: CaseRecord, outcome: CaseVerdicts, *, cached: bool) -> None
     record["judge_cache"]["misses"] += spent["misses"]
 
 
-def _phases(timings: Optional[Mapping[str, float]]) -> dict[str, float]:
+def _phases(timings: Mapping[str, float] | None) -> dict[str, float]:
     if not timings:
         return {}
     return {

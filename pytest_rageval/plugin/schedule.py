@@ -9,7 +9,8 @@ setup then waits for its own result, so reports stay per item and in order.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ class Lookahead:
         self.items = items
         self.position = {id(item): i for i, item in enumerate(items)}
 
-    def upcoming(self, item: pytest.Item, nextitem: Optional[pytest.Item], window: int) -> Iterator[pytest.Item]:
+    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[pytest.Item]:
         """``item``, then up to ``window`` items this process will run after it."""
         yield item
         start = self.position.get(id(item))
@@ -77,7 +78,7 @@ class Lookahead:
 class WorkerLookahead(Lookahead):
     """An xdist worker: the next item, then those the controller has sent this worker but it has not started."""
 
-    def upcoming(self, item: pytest.Item, nextitem: Optional[pytest.Item], window: int) -> Iterator[pytest.Item]:
+    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[pytest.Item]:
         yield item
         if nextitem is not None:
             yield nextitem

@@ -13,8 +13,9 @@ Which part is decided here, once; the plugin objects themselves never ask.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from pytest_rageval.judges.cache import JudgeCacheError
 from pytest_rageval.judges.calibrations import CalibrationRefused
 from pytest_rageval.runs.folder import read_records
 from pytest_rageval.targets.client import RagConfigError
+
 from . import compat
 from .case_runner import CaseRunner, WorkerLink
 from .cmdline import root_moved_by
@@ -93,16 +95,20 @@ def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, 
             collection.resumed = _keys(read_records(setup.settings.resume))
         stop_file = config.workerinput.get("rageval_stop_file")  # type: ignore[attr-defined]
         retrieval_dir = config.workerinput.get("rageval_retrieval_dir")  # type: ignore[attr-defined]
-    return CaseRunner(config, setup, stop_file=Path(stop_file) if stop_file else None,
-                      lookahead=WorkerLookahead if worker else Lookahead, live_progress=not worker,
-                      retrieval_dir=Path(retrieval_dir) if retrieval_dir else None)
+    return CaseRunner(
+        config,
+        setup,
+        stop_file=Path(stop_file) if stop_file else None,
+        lookahead=WorkerLookahead if worker else Lookahead,
+        live_progress=not worker,
+        retrieval_dir=Path(retrieval_dir) if retrieval_dir else None,
+    )
 
 
-def _keys(records: Iterable[dict[str, Any]]) -> dict[str, Optional[str]]:
+def _keys(records: Iterable[dict[str, Any]]) -> dict[str, str | None]:
     """The keys of a resumed run's records (the cases it has finished), each with the definition hash it was run
     under (None in a record written before definitions were kept)."""
-    return {str(r["key"]): r.get("definition") if isinstance(r.get("definition"), str) else None
-            for r in records if r.get("key")}
+    return {str(r["key"]): r.get("definition") if isinstance(r.get("definition"), str) else None for r in records if r.get("key")}
 
 
 def end_session(config: pytest.Config) -> None:

@@ -9,20 +9,28 @@ directory; paths from ini/pyproject are relative to rootdir.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any
 
 from pytest_rageval import defaults
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.matrix import Matrix, MatrixError, matrix_from_table, parse_matrix_option
 from pytest_rageval.evaluation.stability import RepeatError, parse_repeat
-from pytest_rageval.evaluation.thresholds import (ThresholdConfig, ThresholdError, number_text, finite_number, parse_cli_thresholds,
-                                                  parse_threshold_table)
+from pytest_rageval.evaluation.thresholds import (
+    ThresholdConfig,
+    ThresholdError,
+    finite_number,
+    number_text,
+    parse_cli_thresholds,
+    parse_threshold_table,
+)
 from pytest_rageval.redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
+
 from .config import ConfigError, Problem, RagevalConfig, read_config
 
 #: A configuration value is wrong; the message names the setting (one error type for every configuration mistake).
@@ -37,7 +45,7 @@ class Settings:
 
     rootdir: Path
     eval_set_globs: tuple[str, ...] = defaults.EVAL_SET_GLOBS
-    target: Optional[str] = None
+    target: str | None = None
     headers_text: str = ""
     request_map_text: str = ""
     response_map_text: str = ""
@@ -46,7 +54,7 @@ class Settings:
     require_snippets: bool = False
     judge: str = "none"  # resolved ("auto" is gone by now); a bare Settings judges nothing
     output_dir: Path = Path(defaults.OUTPUT_DIR)
-    baseline: Optional[Path] = None
+    baseline: Path | None = None
     update_baseline: bool = False
     allow_regressions: bool = False
     ignore_invariants: bool = False
@@ -58,8 +66,8 @@ class Settings:
     retrieval_only: bool = False
     thresholds: ThresholdConfig = field(default_factory=ThresholdConfig.empty)
     gate: Mapping[str, float] = field(default_factory=dict)
-    judge_model: Optional[str] = None
-    judge_base_url: Optional[str] = None
+    judge_model: str | None = None
+    judge_base_url: str | None = None
     judge_json_mode: str = defaults.JUDGE_JSON_MODE
     judge_metrics: tuple[str, ...] = defaults.JUDGE_METRICS
     judge_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -69,20 +77,20 @@ class Settings:
     clear_cache: bool = False
     judge_check: bool = False
     dry_run: bool = False
-    max_judge_cost: Optional[float] = None
+    max_judge_cost: float | None = None
     spot_check: int = 0
-    spot_check_model: Optional[str] = None
+    spot_check_model: str | None = None
     concurrency: int = defaults.CONCURRENCY
     target_concurrency: int = defaults.CONCURRENCY  # rageval_target_concurrency: the target's calls in flight at once
-    repeat: Optional[int] = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
-    shard: Optional[tuple[int, int]] = None  # (index from 1, count); not part of the run's identity
-    resume: Optional[Path] = None
-    summary_md: Optional[Path] = None  # --rageval-summary-md: the CI summary (report/markdown.py), written anew
-    step_summary: Optional[Path] = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
-    matrix: Optional[Matrix] = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
-    rank_by: Optional[str] = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
-    docs_root: Optional[Path] = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
-    min_judge_agreement: Optional[float] = None  # ini rageval_min_judge_agreement (calibrations.py)
+    repeat: int | None = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
+    shard: tuple[int, int] | None = None  # (index from 1, count); not part of the run's identity
+    resume: Path | None = None
+    summary_md: Path | None = None  # --rageval-summary-md: the CI summary (report/markdown.py), written anew
+    step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY: the same summary, appended
+    matrix: Matrix | None = None  # --rageval-matrix or [tool.rageval.matrix] (matrix.py)
+    rank_by: str | None = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
+    docs_root: Path | None = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
+    min_judge_agreement: float | None = None  # ini rageval_min_judge_agreement (calibrations.py)
     params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
     marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
 
@@ -124,9 +132,7 @@ class Settings:
         Header values are secrets: only their names are kept. URLs are kept without
         credentials and with secret-looking query values masked (redact.public_url).
         """
-        header_names = sorted(
-            line.split(":", 1)[0].strip() for line in self.headers_text.splitlines() if ":" in line
-        )
+        header_names = sorted(line.split(":", 1)[0].strip() for line in self.headers_text.splitlines() if ":" in line)
         return {
             "target": public_url(self.target) if self.target else self.target,
             "header_names": header_names,
@@ -166,7 +172,7 @@ def _below(path: Path, root: Path) -> str:
         return str(path)
 
 
-def read_pyproject_table(path: Optional[Path]) -> RagevalConfig:
+def read_pyproject_table(path: Path | None) -> RagevalConfig:
     """The checked ``[tool.rageval]`` table of a pyproject.toml (config.read_config, with the value checks
     below); the empty table when there is none. SettingsError names file, line, key and problem of each mistake."""
     return read_config(path, _value_problems)
@@ -254,10 +260,10 @@ def build_settings(
 ) -> Settings:
     """Resolve settings. ``option`` is pytest's ``config.option`` (attribute access); ``pyproject`` the checked table."""
 
-    def cli_path(value: Optional[str]) -> Optional[Path]:
+    def cli_path(value: str | None) -> Path | None:
         return None if not value else (invocation_dir / value).resolve()
 
-    def ini_path(value: Optional[str]) -> Optional[Path]:
+    def ini_path(value: str | None) -> Path | None:
         return None if not value else (rootdir / value).resolve()
 
     try:
@@ -281,10 +287,7 @@ def build_settings(
     if judge == "auto":
         judge = "openai" if judge_model else "lexical"
     if judge == "openai" and not judge_model:
-        raise SettingsError(
-            "--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model "
-            "or [tool.rageval.judge] model"
-        )
+        raise SettingsError("--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model or [tool.rageval.judge] model")
     json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.json_mode, defaults.JUDGE_JSON_MODE)
     if json_mode not in defaults.JUDGE_JSON_MODES:
         raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
@@ -335,9 +338,7 @@ def build_settings(
         thresholds=ThresholdConfig(global_, by_category, cli),
         gate=parse_gate(pyproject.gate, "[tool.rageval.gate]"),
         judge_model=judge_model,
-        judge_base_url=_first(
-            option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.base_url, environ.get("OPENAI_BASE_URL")
-        ),
+        judge_base_url=_first(option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.base_url, environ.get("OPENAI_BASE_URL")),
         judge_json_mode=json_mode,
         judge_metrics=judge_metrics,
         judge_prices=prices,
@@ -366,7 +367,7 @@ def build_settings(
     )
 
 
-def _matrix_table(table: Mapping[str, Any], slice_k: Optional[bool]) -> Optional[Matrix]:
+def _matrix_table(table: Mapping[str, Any], slice_k: bool | None) -> Matrix | None:
     try:
         matrix = matrix_from_table(table, slice_k=slice_k)
     except MatrixError as exc:
@@ -375,7 +376,7 @@ def _matrix_table(table: Mapping[str, Any], slice_k: Optional[bool]) -> Optional
     return matrix
 
 
-def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, judged: bool) -> Optional[Matrix]:
+def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, judged: bool) -> Matrix | None:
     """``--rageval-matrix`` (wins: the table's axes and excludes are not used) or ``[tool.rageval.matrix]``;
     ini ``rageval_slice_k`` over the table's ``slice_k`` over the default: slice only a run without a judge (its
     metrics read the chunks alone; an answer built from 10 chunks is not the answer at 5)."""
@@ -398,7 +399,7 @@ def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, ju
     return matrix
 
 
-def _check_targets(matrix: Optional[Matrix]) -> None:
+def _check_targets(matrix: Matrix | None) -> None:
     """A ``target`` axis holds URLs or ``module:callable`` names (imported when the first case asks)."""
     from pytest_rageval.targets.client import RagConfigError, check_target
 
@@ -412,7 +413,7 @@ def _check_targets(matrix: Optional[Matrix]) -> None:
                 raise SettingsError(f"{matrix.source}: axis 'target': {exc}") from None
 
 
-def _rank_by(option: Any, ini: Mapping[str, Any]) -> Optional[str]:
+def _rank_by(option: Any, ini: Mapping[str, Any]) -> str | None:
     """The aggregate configs are ranked by (``recall_at_k`` means ``recall_at_k_avg``); None: the default."""
     from pytest_rageval.gate.compare import gate_name
 
@@ -453,7 +454,7 @@ def _max_response_bytes(raw: Any) -> int:
     return int(text)
 
 
-def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:
+def _shard(value: str | None) -> tuple[int, int] | None:
     """``--rageval-shard I/N``: this job runs share I (1-based) of N."""
     if not value:
         return None
@@ -467,7 +468,7 @@ def _shard(value: Optional[str]) -> Optional[tuple[int, int]]:
     return i, n
 
 
-def _repeat(option: Any, ini: Mapping[str, Any]) -> Optional[int]:
+def _repeat(option: Any, ini: Mapping[str, Any]) -> int | None:
     """``--rageval-repeat N`` over ini ``rageval_repeat``: runs of each judge-dependent case (stability.runs_for)."""
     cli = getattr(option, "rageval_repeat", None)
     where, value = ("--rageval-repeat", cli) if cli is not None else ("rageval_repeat", ini.get("rageval_repeat"))
@@ -486,7 +487,7 @@ def _min_shared(value: Any) -> int:
     return int(text)
 
 
-def _budget(value: Any) -> Optional[float]:
+def _budget(value: Any) -> float | None:
     """``--rageval-max-judge-cost USD``: a finite amount of at least 0 (``nan`` or ``-1`` would never or always trip)."""
     if value is None:
         return None
@@ -496,7 +497,7 @@ def _budget(value: Any) -> Optional[float]:
     return number
 
 
-def _agreement(value: Any) -> Optional[float]:
+def _agreement(value: Any) -> float | None:
     """ini ``rageval_min_judge_agreement``: a balanced accuracy from 0 to 1, or None when unset."""
     text = str(value or "").strip()
     if not text:
@@ -520,7 +521,7 @@ def _target_concurrency(value: Any, concurrency: int) -> int:
     return int(text)
 
 
-def _concurrency(value: Optional[int]) -> int:
+def _concurrency(value: int | None) -> int:
     if value is None:
         return defaults.CONCURRENCY
     if value < 1:
@@ -551,8 +552,10 @@ def _prices(table: Any) -> dict[str, tuple[float, float]]:
     for model, pair in table.items():
         numbers = [finite_number(p) if isinstance(p, (int, float)) else None for p in pair] if isinstance(pair, list) else []
         if len(numbers) != 2 or any(n is None or n < 0 for n in numbers):
-            raise SettingsError(f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
-                                "two finite numbers of at least 0")
+            raise SettingsError(
+                f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
+                "two finite numbers of at least 0"
+            )
         out[model] = (float(numbers[0] or 0.0), float(numbers[1] or 0.0))
     return out
 
@@ -567,12 +570,12 @@ def _marks(table: Mapping[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
         if problem is not None:
             raise SettingsError(f"[tool.rageval.marks] {problem}")
         if not (isinstance(selectors, list) and selectors and all(isinstance(s, str) and s for s in selectors)):
-            raise SettingsError(f"[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. [\"slow\", \"multi_hop\"]")
+            raise SettingsError(f'[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. ["slow", "multi_hop"]')
         out.append((str(name), frozenset(selectors)))
     return tuple(out)
 
 
-def pyproject_path(inipath: Optional[Path], rootdir: Path) -> Optional[Path]:
+def pyproject_path(inipath: Path | None, rootdir: Path) -> Path | None:
     """The pyproject.toml that holds ``[tool.rageval]``: the ini file if it is one, else rootdir's."""
     if inipath is not None and inipath.name == "pyproject.toml":
         return inipath

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 

@@ -11,9 +11,10 @@ verdict that report.html and the CI summary (markdown.py) share.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
 from pytest_rageval import defaults
 from pytest_rageval.gate.compare import Comparison, MetricDelta, baseline_metrics_path, load_baseline
@@ -23,7 +24,7 @@ from pytest_rageval.sanitize import cap
 __all__ = ["BaselineCases", "GateOutcome", "comparison_from_dict", "outcome_from_metrics", "verdict_kind"]
 
 
-def verdict_kind(comparison: Optional[Comparison], gate_failed: bool, refused: bool = False) -> str:
+def verdict_kind(comparison: Comparison | None, gate_failed: bool, refused: bool = False) -> str:
     """``refused``, ``failed``, ``not gated``, ``allowed`` (regressions let through) or ``passed``."""
     if refused or (comparison is not None and comparison.refused):
         return "refused"
@@ -44,11 +45,11 @@ class GateOutcome:
     or one refused while it was read); ``reason`` is the gate's one line, masked; ``baseline`` the path given.
     """
 
-    comparison: Optional[Comparison] = None
+    comparison: Comparison | None = None
     failed: bool = False
     reason: str = ""
     refused: bool = False
-    baseline: Optional[str] = None
+    baseline: str | None = None
 
     @property
     def kind(self) -> str:
@@ -68,16 +69,18 @@ class GateOutcome:
         return {"failed": self.failed, "reason": self.reason, "refused": self.refused}
 
 
-def comparison_from_dict(data: Mapping[str, Any]) -> Optional[Comparison]:
+def comparison_from_dict(data: Mapping[str, Any]) -> Comparison | None:
     """A :class:`Comparison` back from metrics.json's ``comparison`` block (None when it holds none)."""
     if not isinstance(data, Mapping) or "status" not in data or "deltas" not in data:
         return None
     names = {f.name for f in fields(MetricDelta)}
     unknown = {"old": None, "new": None, "delta": None, "tolerance": None, "regressed": False}  # a field not recorded
-    deltas = [MetricDelta(**{**unknown, **{k: v for k, v in d.items() if k in names}}) for d in data.get("deltas") or []
-              if isinstance(d, Mapping) and "name" in d]
-    lists = ("flipped_to_fail", "flipped_to_pass", "invariant_differences", "coverage_failures", "added_cases",
-             "removed_cases", "changed_cases")
+    deltas = [
+        MetricDelta(**{**unknown, **{k: v for k, v in d.items() if k in names}})
+        for d in data.get("deltas") or []
+        if isinstance(d, Mapping) and "name" in d
+    ]
+    lists = ("flipped_to_fail", "flipped_to_pass", "invariant_differences", "coverage_failures", "added_cases", "removed_cases", "changed_cases")
     return Comparison(
         deltas=deltas,
         **{name: [str(x) for x in data.get(name) or []] for name in lists},
@@ -99,9 +102,13 @@ def outcome_from_metrics(metrics: Mapping[str, Any]) -> GateOutcome:
     comparison = comparison_from_dict(block)
     failed = bool(gate.get("failed")) if "failed" in gate else (comparison is not None and not comparison.passed)
     baseline = block.get("baseline")
-    return GateOutcome(comparison=comparison, failed=failed, reason=str(gate.get("reason") or ""),
-                       refused=bool(gate.get("refused")) or block.get("status") == "refused",
-                       baseline=str(baseline) if baseline else None)
+    return GateOutcome(
+        comparison=comparison,
+        failed=failed,
+        reason=str(gate.get("reason") or ""),
+        refused=bool(gate.get("refused")) or block.get("status") == "refused",
+        baseline=str(baseline) if baseline else None,
+    )
 
 
 @dataclass
@@ -112,13 +119,13 @@ class BaselineCases:
     """
 
     cases: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    records: Optional[RecordIndex] = None
+    records: RecordIndex | None = None
     records_missing: str = ""
-    run_id: Optional[str] = None
-    metrics: Optional[Mapping[str, Any]] = None  # its metrics.json (trend charts draw its values)
+    run_id: str | None = None
+    metrics: Mapping[str, Any] | None = None  # its metrics.json (trend charts draw its values)
 
     @classmethod
-    def load(cls, path: Union[str, Path]) -> Optional[BaselineCases]:
+    def load(cls, path: str | Path) -> BaselineCases | None:
         """From a baseline path as ``--rageval-baseline`` takes it; None when there is no usable metrics.json."""
         try:
             metrics_path = baseline_metrics_path(path)
@@ -130,7 +137,7 @@ class BaselineCases:
         return cls.from_metrics(metrics, metrics_path.parent)
 
     @classmethod
-    def from_metrics(cls, metrics: Mapping[str, Any], folder: Optional[Path]) -> BaselineCases:
+    def from_metrics(cls, metrics: Mapping[str, Any], folder: Path | None) -> BaselineCases:
         raw = metrics.get("cases")
         cases = {str(k): v for k, v in raw.items() if isinstance(v, Mapping)} if isinstance(raw, Mapping) else {}
         run_id = str(metrics["run_id"]) if metrics.get("run_id") else None
@@ -139,25 +146,30 @@ class BaselineCases:
         return found
 
     @classmethod
-    def _from_folder(cls, cases: dict[str, Mapping[str, Any]], run_id: Optional[str], folder: Optional[Path]) -> BaselineCases:
+    def _from_folder(cls, cases: dict[str, Mapping[str, Any]], run_id: str | None, folder: Path | None) -> BaselineCases:
         """The cases with the old records of ``folder``'s results.jsonl, or the reason there are none."""
         results = folder / RunFolder.RESULTS if folder is not None else None
         if folder is None or results is None or not results.is_file():
             where = f" beside {folder / RunFolder.METRICS}" if folder is not None else ""
-            return cls(cases, None, f"the baseline has no {RunFolder.RESULTS}{where} (a lone metrics.json holds metric "
-                                    "values only; point the baseline at a run folder, or at a folder that "
-                                    "--rageval-update-baseline fills, to keep old answers)", run_id)
+            return cls(
+                cases,
+                None,
+                f"the baseline has no {RunFolder.RESULTS}{where} (a lone metrics.json holds metric "
+                "values only; point the baseline at a run folder, or at a folder that "
+                "--rageval-update-baseline fills, to keep old answers)",
+                run_id,
+            )
         try:
             index = RunFolder(folder).record_index()
         except (OSError, ValueError) as exc:
             return cls(cases, None, f"{results} cannot be read: {exc}", run_id)
         return cls(cases, index, "", run_id)
 
-    def case(self, key: Any) -> Optional[Mapping[str, Any]]:
+    def case(self, key: Any) -> Mapping[str, Any] | None:
         """The baseline's metrics.json entry of ``key`` (outcome, metrics), or None."""
         return self.cases.get(key) if isinstance(key, str) else None
 
-    def record(self, key: Any) -> Optional[dict[str, Any]]:
+    def record(self, key: Any) -> dict[str, Any] | None:
         """The baseline's record of ``key`` from its results.jsonl, or None; its answer cut to the default
         ``rageval_max_answer_chars`` (a record edited by hand, or made with a larger cap, stays that long)."""
         if self.records is None or not isinstance(key, str):

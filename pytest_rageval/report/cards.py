@@ -11,21 +11,18 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_rageval.evaluation.thresholds import op_for
-from .repeats import heading as repeat_heading
-from .repeats import render_card as render_repeat_card
-from .repeats import runs_line
 
 from .browse import card_data
 from .markup import (
-    badge,
     EMPTY,
+    Html,
+    badge,
     escape,
     fmt,
     heading_text,
-    Html,
     is_number,
     join,
     kv_list,
@@ -33,13 +30,23 @@ from .markup import (
     outcome_class,
     table,
 )
+from .repeats import heading as repeat_heading
+from .repeats import render_card as render_repeat_card
+from .repeats import runs_line
 from .since import render_since
 
 if TYPE_CHECKING:
     from .baseline import BaselineCases
 
-__all__ = ["CaseAnchors", "CaseSections", "DETAIL_LIMIT", "case_anchors", "render_case_body", "render_cases",
-           "render_since_for"]
+__all__ = [
+    "DETAIL_LIMIT",
+    "CaseAnchors",
+    "CaseSections",
+    "case_anchors",
+    "render_case_body",
+    "render_cases",
+    "render_since_for",
+]
 
 T = TypeVar("T")
 
@@ -73,7 +80,7 @@ class CaseAnchors:
         self.first = 0
         self.rest = 0
 
-    def place(self, record: dict) -> tuple[str, Optional[str]]:
+    def place(self, record: dict) -> tuple[str, str | None]:
         """(the section of ``record``: TO_FAIL, TO_PASS, FAILING or OTHER; its element id or None)."""
         key = record.get("key")
         if isinstance(key, str) and (key in self.to_fail or key in self.to_pass):
@@ -86,8 +93,7 @@ class CaseAnchors:
         return OTHER, f"case-r{self.rest - 1}" if self.rest <= DETAIL_LIMIT else None
 
 
-def case_anchors(records: Iterable[dict], keys: Collection[str], *, to_fail: Collection[str] = (),
-                 to_pass: Collection[str] = ()) -> dict[str, str]:
+def case_anchors(records: Iterable[dict], keys: Collection[str], *, to_fail: Collection[str] = (), to_pass: Collection[str] = ()) -> dict[str, str]:
     """The element id in report.html of each case named in ``keys`` (node ids) that has one.
 
     ``to_fail``/``to_pass``: the flipped cases, as given to :func:`render_cases` (the gate's comparison).
@@ -113,7 +119,7 @@ class CaseSections:
     others: Html
 
 
-def render_since_for(record: dict, baseline: Optional["BaselineCases"]) -> Html:
+def render_since_for(record: dict, baseline: BaselineCases | None) -> Html:
     """The "Since baseline" section of ``record``'s card (nothing without a baseline or without the case in it)."""
     if baseline is None:
         return EMPTY
@@ -124,8 +130,9 @@ def render_since_for(record: dict, baseline: Optional["BaselineCases"]) -> Html:
     return render_since(record, old_case, baseline.record(key), baseline.records_missing)
 
 
-def render_cases(records: Iterable[dict], *, to_fail: Collection[str] = (), to_pass: Collection[str] = (),
-                 baseline: Optional["BaselineCases"] = None) -> CaseSections:
+def render_cases(
+    records: Iterable[dict], *, to_fail: Collection[str] = (), to_pass: Collection[str] = (), baseline: BaselineCases | None = None
+) -> CaseSections:
     """Flipped cases, then the other failed and errored ones, then the rest; rendered while reading, so
     records are not all kept. ``baseline`` adds each card's "Since baseline" section."""
     sections: dict[str, list[Html]] = {TO_FAIL: [], TO_PASS: [], FAILING: [], OTHER: []}
@@ -150,14 +157,15 @@ def render_cases(records: Iterable[dict], *, to_fail: Collection[str] = (), to_p
             flipped += Html('<h3 id="flipped-{}">{} ({})</h3>').format(section.replace("_", "-"), Html(title), len(sections[section]))
             flipped += _render_index(index[section]) + join(sections[section]) if sections[section] else Html('<p class="muted">None.</p>')
     failing = Html('<h2 id="failing">{} ({})</h2>').format(
-        "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases", len(sections[FAILING]))
+        "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases", len(sections[FAILING])
+    )
     failing += _render_index(index[FAILING]) + join(sections[FAILING]) if sections[FAILING] else Html('<p class="muted">None.</p>')
     rest = sections[OTHER]
     others = Html('<h2 id="others">Other cases ({})</h2>').format(len(rest))
     if len(rest) > DETAIL_LIMIT:
-        others += Html('<p class="muted">The first {} in full; the rest show question, answer and metrics '
-                       '(results.jsonl has every detail).</p>'
-                       ).format(DETAIL_LIMIT)
+        others += Html(
+            '<p class="muted">The first {} in full; the rest show question, answer and metrics (results.jsonl has every detail).</p>'
+        ).format(DETAIL_LIMIT)
     others += join(rest)
     return CaseSections(flipped=flipped, failing=failing, others=others)
 
@@ -184,7 +192,10 @@ def _render_light_case(record: dict) -> Html:
     values = _field(record, "metrics", dict)
     metrics = " \u00b7 ".join(f"{n} {_plain(v) if is_number(v) else fmt(v).unescape()}" for n, v in values.items())
     return Html('<details class="case o-{} light"{}><summary>{}</summary><div>{}{}</div></details>').format(
-        cls, card_data(record, _case_label(record)), _render_summary(record), _render_case_text(record, light=True),
+        cls,
+        card_data(record, _case_label(record)),
+        _render_summary(record),
+        _render_case_text(record, light=True),
         Html('<p class="muted">{}</p>').format(metrics) if values else EMPTY,
     )
 
@@ -312,7 +323,7 @@ def _render_case_metrics(record: dict) -> Html:
     return Html("<h4>{}</h4>").format(repeat_heading(record, "Metrics")) + table(["metric", "value", "op", "threshold", "status"], rows)
 
 
-def _case_metric_row(name: str, value: Any, threshold: Any, miss: Optional[dict]) -> Html:
+def _case_metric_row(name: str, value: Any, threshold: Any, miss: dict | None) -> Html:
     has_threshold = threshold is not None
     op = (miss or {}).get("op") or (_default_op(name, threshold) if has_threshold else "")
     if miss is not None:
@@ -342,12 +353,14 @@ def _chunk_row(chunk: dict, position: int) -> Html:
     rank = chunk.get("rank") if chunk.get("rank") is not None else position
     gold_cell = badge("gold", "gold") if gold else EMPTY
     cls = Html(' class="gold"') if gold else EMPTY
-    return Html(
-        '<tr{}><td class="num">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td>{}'
-        '<td><div class="text">{}</div></td></tr>'
-    ).format(
-        cls, rank, gold_cell, escape(chunk.get("rel_path") or chunk.get("doc_id")),
-        heading_text(chunk.get("heading_path")), num_td(chunk.get("score_final")), escape(chunk.get("text")),
+    return Html('<tr{}><td class="num">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td>{}<td><div class="text">{}</div></td></tr>').format(
+        cls,
+        rank,
+        gold_cell,
+        escape(chunk.get("rel_path") or chunk.get("doc_id")),
+        heading_text(chunk.get("heading_path")),
+        num_td(chunk.get("score_final")),
+        escape(chunk.get("text")),
     )
 
 
@@ -385,13 +398,23 @@ def _render_verdict(metric: str, verdict: Any) -> Html:
         if isinstance(claims, list) and claims:
             items = join(Html("<li>{}</li>").format(escape(c)) for c in claims)
             parts.append(Html('<div class="claims {}">{}:</div><ul>{}</ul>').format(key, key.replace("_", " "), items))
-    extras = [(k, v) for k, v in verdict.items() if k not in _VERDICT_SHOWN and v not in (None, "", [], {})
-              and not (k in _SPEND and _is_zero(v)) and not (k == "attempts" and v == 1) and k != "cached"]
+    extras = [
+        (k, v)
+        for k, v in verdict.items()
+        if k not in _VERDICT_SHOWN
+        and v not in (None, "", [], {})
+        and not (k in _SPEND and _is_zero(v))
+        and not (k == "attempts" and v == 1)
+        and k != "cached"
+    ]
     if extras:
         parts.append(kv_list(extras))
     if verdict.get("raw") and verdict.get("score") is None and not isinstance(verdict.get("label"), bool):
-        parts.append(Html('<details class="raw"><summary>the judge\'s raw answer (not parsed)</summary>'
-                          '<div class="text">{}</div></details>').format(escape(verdict["raw"])))
+        parts.append(
+            Html('<details class="raw"><summary>the judge\'s raw answer (not parsed)</summary><div class="text">{}</div></details>').format(
+                escape(verdict["raw"])
+            )
+        )
     parts.append(Html("</div>"))
     return join(parts)
 

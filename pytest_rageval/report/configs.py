@@ -7,7 +7,8 @@ fragments escape every argument) and made terminal-safe by the callers of the li
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .markup import EMPTY, Html, badge, num_td, table
 
@@ -34,11 +35,12 @@ def _gates(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def failed_configs(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(config id, reason) of each config whose own gate failed against the same config of the baseline."""
-    return [(str(cid), str(entry.get("reason") or "")) for cid, entry in _gates(metrics).items()
-            if isinstance(entry, Mapping) and entry.get("failed")]
+    return [
+        (str(cid), str(entry.get("reason") or "")) for cid, entry in _gates(metrics).items() if isinstance(entry, Mapping) and entry.get("failed")
+    ]
 
 
-def _gate_word(entry: Optional[Mapping[str, Any]]) -> str:
+def _gate_word(entry: Mapping[str, Any] | None) -> str:
     if entry is None:
         return ""
     return "REGRESSION" if entry.get("status") == "regression" else str(entry.get("status") or "")
@@ -53,8 +55,9 @@ def ranking_lines(metrics: Mapping[str, Any]) -> list[str]:
     gates = _gates(metrics)
     by_config = metrics.get("by_config")
     by_config = by_config if isinstance(by_config, Mapping) else {}
-    lines = [f"configs ranked by {ranking.get('metric')} ({direction}; 95% bootstrap interval of the mean over cases; "
-             "ties: more cases passed first):"]
+    lines = [
+        f"configs ranked by {ranking.get('metric')} ({direction}; 95% bootstrap interval of the mean over cases; ties: more cases passed first):"
+    ]
     width = max(len(str(row.get("config_id"))) for row in ranking["ranked"])
     for position, row in enumerate(ranking["ranked"], start=1):
         config_id = str(row.get("config_id"))
@@ -96,11 +99,25 @@ def render_configs(metrics: Mapping[str, Any]) -> Html:
         best = Html(" ") + badge("best", "passed") if config_id == ranking.get("best") else EMPTY
         word = _gate_word(gates.get(config_id))
         cls = Html(' class="regressed"') if word == "REGRESSION" else EMPTY
-        rows.append(Html('<tr{}><td class="num">{}</td><td><code>{}</code>{}</td><td>{}</td>{}'
-                         '<td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>').format(
-            cls, position, config_id, best, params, num_td(row.get("value")), _interval(row).removeprefix("95% CI "),
-            row.get("n", 0), counts, word))
+        rows.append(
+            Html(
+                '<tr{}><td class="num">{}</td><td><code>{}</code>{}</td><td>{}</td>{}'
+                '<td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>'
+            ).format(
+                cls,
+                position,
+                config_id,
+                best,
+                params,
+                num_td(row.get("value")),
+                _interval(row).removeprefix("95% CI "),
+                row.get("n", 0),
+                counts,
+                word,
+            )
+        )
     headers = ["rank", "config", "params", metric, "95% CI", "n", "passed / failed / errors", "baseline"]
     intro = Html("<p>Ranked by <code>{}</code> ({}); best: <code>{}</code>.</p>").format(
-        metric, "lower is better" if ranking.get("lower_is_better") else "higher is better", ranking.get("best") or "none")
+        metric, "lower is better" if ranking.get("lower_is_better") else "higher is better", ranking.get("best") or "none"
+    )
     return Html('<h2 id="configs">Configs</h2>') + intro + table(headers, rows, "configs")

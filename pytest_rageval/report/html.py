@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Optional
 
 from pytest_rageval.runs import readback
 from pytest_rageval.runs.folder import read_checked, write_text_atomic
+
 from . import browse
 from .baseline import BaselineCases, GateOutcome
 from .cards import CaseAnchors, case_anchors, render_case_body, render_cases
@@ -27,10 +27,10 @@ from .trends import load_history, render_trends, trend_metrics
 from .verdict import render_verdict
 
 __all__ = [
-    "BaselineCases",
     "CSS",
-    "GateOutcome",
+    "BaselineCases",
     "CaseAnchors",
+    "GateOutcome",
     "Html",
     "case_anchors",
     "escape",
@@ -44,7 +44,8 @@ __all__ = [
 
 CSP = browse.CSP
 
-CSS = """
+CSS = (
+    """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
 main{max-width:1200px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
@@ -85,10 +86,9 @@ section.since{border-top:1px dashed #d0d7de;margin-top:8px}h5{font-size:13px;mar
 tr.changed td{background:#fff8c5}.mv-up{color:#1a7f37}.mv-down,.mv-dropped{color:#cf222e}.mv-new{color:#0969da}
 .verdict{margin:4px 0 8px}
 @media (max-width:700px){main{padding:8px 10px 32px}ul.index{columns:1}.sbs{grid-template-columns:1fr}}
-""" + browse.CSS
-
-
-
+"""
+    + browse.CSS
+)
 
 
 def _render_nav(flipped: bool, metrics: dict) -> Html:
@@ -112,13 +112,13 @@ def render_report(
     metrics: dict,
     records: Iterable[dict],
     *,
-    deltas: Optional[list[dict]] = None,
-    history: Optional[list[dict]] = None,
+    deltas: list[dict] | None = None,
+    history: list[dict] | None = None,
     title: str = "pytest-rageval report",
-    outcome: Optional[GateOutcome] = None,
-    baseline_cases: Optional[BaselineCases] = None,
-    baseline: Optional[dict] = None,
-    config: Optional[dict] = None,
+    outcome: GateOutcome | None = None,
+    baseline_cases: BaselineCases | None = None,
+    baseline: dict | None = None,
+    config: dict | None = None,
 ) -> str:
     """The whole standalone HTML page of one run, regression first.
 
@@ -164,13 +164,13 @@ def write_report(
     metrics: dict,
     records: Iterable[dict],
     *,
-    deltas: Optional[list[dict]] = None,
-    history: Optional[list[dict]] = None,
+    deltas: list[dict] | None = None,
+    history: list[dict] | None = None,
     title: str = "pytest-rageval report",
-    outcome: Optional[GateOutcome] = None,
-    baseline_cases: Optional[BaselineCases] = None,
-    baseline: Optional[dict] = None,
-    config: Optional[dict] = None,
+    outcome: GateOutcome | None = None,
+    baseline_cases: BaselineCases | None = None,
+    baseline: dict | None = None,
+    config: dict | None = None,
 ) -> None:
     """Render and write the page atomically (temp file in the same folder, then ``os.replace``).
 
@@ -178,6 +178,15 @@ def write_report(
     if config is None:
         recorded = read_checked(Path(path).parent / "config.json", readback.CONFIG).get("config")
         config = recorded if isinstance(recorded, dict) else None
-    page = render_report(metrics, records, deltas=deltas, history=history, title=title, outcome=outcome,
-                         baseline_cases=baseline_cases, baseline=baseline, config=config)
+    page = render_report(
+        metrics,
+        records,
+        deltas=deltas,
+        history=history,
+        title=title,
+        outcome=outcome,
+        baseline_cases=baseline_cases,
+        baseline=baseline,
+        config=config,
+    )
     write_text_atomic(Path(path), page)

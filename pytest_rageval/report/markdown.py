@@ -16,11 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pytest_rageval.gate.aggregate import xfail_counts
 from pytest_rageval.sanitize import terminal_safe
+
 from .baseline import verdict_kind
 from .configs import failed_configs
 
@@ -60,7 +61,7 @@ def md_text(value: Any, limit: int = MAX_TEXT) -> str:
     return _AUTOLINKS.sub(_no_autolink, _PUNCTUATION.sub(r"\\\1", text))
 
 
-def _no_autolink(match: "re.Match[str]") -> str:
+def _no_autolink(match: re.Match[str]) -> str:
     colon, www, _dot, at = match.groups()
     if colon:
         return "\\:"
@@ -84,32 +85,38 @@ def report_href(report: Path, summary: Path, cwd: Path) -> str:
     return report.as_posix()
 
 
-def _href(path: str, anchor: Optional[str] = None) -> str:
+def _href(path: str, anchor: str | None = None) -> str:
     """A link destination: the path percent-encoded (only ``/`` kept), then ``#anchor`` (an id of our own)."""
     return quote(path, safe="/") + (f"#{anchor}" if anchor else "")
 
 
-def _num(value: Optional[float], sign: bool = False) -> str:
+def _num(value: float | None, sign: bool = False) -> str:
     if value is None:
         return "—"
     return f"{value:+.3f}" if sign else f"{value:.3f}"
 
 
 #: The headline of each verdict kind (baseline.verdict_kind, shared with report.html's verdict block).
-_HEADLINES = {"failed": "❌ gate FAILED", "refused": "❌ gate FAILED", "not gated": "no baseline compared",
-              "allowed": "⚠️ regressions allowed", "passed": "✅ gate passed"}
+_HEADLINES = {
+    "failed": "❌ gate FAILED",
+    "refused": "❌ gate FAILED",
+    "not gated": "no baseline compared",
+    "allowed": "⚠️ regressions allowed",
+    "passed": "✅ gate passed",
+}
 
 
-def _verdict(comparison: Optional["Comparison"], gate_failed: bool) -> str:
+def _verdict(comparison: Comparison | None, gate_failed: bool) -> str:
     return _HEADLINES[verdict_kind(comparison, gate_failed)]
 
 
 def _counts(metrics: Mapping[str, Any]) -> str:
     total = metrics.get("total_tests", 0)
-    line = (f"{total} case{'' if total == 1 else 's'}: {metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, "
-            f"{metrics.get('errors', 0)} errors{xfail_counts(metrics)}")
-    more = [f"{metrics[name]} {label}" for name, label in (("skipped", "skipped"), ("invalid_lines", "invalid lines"))
-            if metrics.get(name)]
+    line = (
+        f"{total} case{'' if total == 1 else 's'}: {metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, "
+        f"{metrics.get('errors', 0)} errors{xfail_counts(metrics)}"
+    )
+    more = [f"{metrics[name]} {label}" for name, label in (("skipped", "skipped"), ("invalid_lines", "invalid lines")) if metrics.get(name)]
     flags = []
     if metrics.get("partial"):
         flags.append(f"partial run: {metrics.get('cases_selected')} of {metrics.get('cases_in_eval_set')} cases selected")
@@ -120,21 +127,25 @@ def _counts(metrics: Mapping[str, Any]) -> str:
     return line + "".join(f", {m}" for m in more) + "".join(f"; **{f}**" for f in flags) + "."
 
 
-def _delta_row(d: "MetricDelta") -> str:
+def _delta_row(d: MetricDelta) -> str:
     interval = "—" if d.ci_low is None or d.ci_high is None else f"{d.ci_low:+.3f} .. {d.ci_high:+.3f}"
     tolerance = "—" if d.tolerance is None else f"{d.tolerance:.3f}" + (" (rise)" if d.lower_is_better else "")
     cells = [md_text(d.name), f"{_num(d.old)} → {_num(d.new)}", _num(d.delta, sign=True), interval, tolerance, str(d.n_shared)]
     return "| " + " | ".join(cells) + " |"
 
 
-def _regressions(comparison: "Comparison") -> list[str]:
+def _regressions(comparison: Comparison) -> list[str]:
     if comparison.refused or comparison.not_compared:
         return []
     lines = [md_text(comparison.scope()) + "."]
     regressed = [d for d in comparison.deltas if d.regressed]
     if regressed:
-        lines += ["", "| regressed metric | baseline → now | delta | 95% interval | tolerance | paired cases |",
-                  "|---|---|---|---|---|---|", *(_delta_row(d) for d in regressed)]
+        lines += [
+            "",
+            "| regressed metric | baseline → now | delta | 95% interval | tolerance | paired cases |",
+            "|---|---|---|---|---|---|",
+            *(_delta_row(d) for d in regressed),
+        ]
     else:
         lines.append("No metric regressed.")
     if comparison.coverage_failures:
@@ -142,7 +153,7 @@ def _regressions(comparison: "Comparison") -> list[str]:
     return lines
 
 
-def _case_list(title: str, keys: Sequence[str], anchors: Mapping[str, str], report: Optional[str]) -> list[str]:
+def _case_list(title: str, keys: Sequence[str], anchors: Mapping[str, str], report: str | None) -> list[str]:
     if not keys:
         return []
     lines = ["", f"**{title} ({len(keys)})**", ""]
@@ -157,10 +168,10 @@ def _case_list(title: str, keys: Sequence[str], anchors: Mapping[str, str], repo
 
 def summary_markdown(
     metrics: Mapping[str, Any],
-    comparison: Optional["Comparison"],
+    comparison: Comparison | None,
     *,
     anchors: Mapping[str, str],
-    report: Optional[str],
+    report: str | None,
     gate_failed: bool,
     gate_reason: str,
     notes: Iterable[str],
@@ -180,8 +191,12 @@ def summary_markdown(
         lines += ["", *_regressions(comparison)]
         configs = failed_configs(metrics)
         if configs:
-            lines += ["", "**Configs that regressed** (each against the same config of the baseline)", "",
-                      *(f"- {md_text(cid)}: {md_text(reason)}" for cid, reason in configs)]
+            lines += [
+                "",
+                "**Configs that regressed** (each against the same config of the baseline)",
+                "",
+                *(f"- {md_text(cid)}: {md_text(reason)}" for cid, reason in configs),
+            ]
         lines += _case_list("Flipped from pass to fail", comparison.flipped_to_fail, anchors, report)
         lines += _case_list("Flipped from fail to pass", comparison.flipped_to_pass, anchors, report)
         lines += _case_list("Added since the baseline (not compared)", comparison.added_cases, anchors, None)

@@ -17,29 +17,28 @@ from markupsafe import Markup
 from pytest_rageval import safejson
 
 __all__ = [
-    "badge",
     "DASH",
     "EMPTY",
+    "OUTCOMES",
+    "Html",
+    "badge",
     "escape",
     "fmt",
     "fmt_count",
     "fmt_delta",
     "fmt_interval",
     "heading_text",
-    "Html",
     "is_number",
     "join",
     "kv_list",
     "kv_value",
     "num_td",
     "outcome_class",
-    "OUTCOMES",
     "table",
 ]
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 DASH = "\u2014"
-
 
 
 class Html(Markup):
@@ -135,6 +134,7 @@ def table(headers: Iterable[str], rows: Iterable[Html], cls: str = "") -> Html:
 
 def num_td(value: Any, formatter: Callable[[Any], Html] = fmt) -> Html:
     return Html('<td class="num">{}</td>').format(formatter(value))
+
 
 def kv_list(pairs: Iterable[tuple[Any, Any]]) -> Html:
     items = join(Html("<dt>{}</dt><dd>{}</dd>").format(escape(k), kv_value(v)) for k, v in pairs)

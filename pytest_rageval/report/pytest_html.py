@@ -28,21 +28,34 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 import pytest
 
 from pytest_rageval.gate.compare import Comparison
+
 from .baseline import BaselineCases
 from .cards import render_since_for
 from .html import CSS, Html, render_aggregates, render_case_body
 from .markdown import MAX_CASES
 from .terminal import summary_metrics
 
-__all__ = ["EscapedTestIds", "FinishedRun", "HtmlExtras", "HtmlSummary", "case_html", "main_aggregates", "main_metrics", "register",
-           "scoped_css", "summary_html"]
+__all__ = [
+    "EscapedTestIds",
+    "FinishedRun",
+    "HtmlExtras",
+    "HtmlSummary",
+    "case_html",
+    "main_aggregates",
+    "main_metrics",
+    "register",
+    "scoped_css",
+    "summary_html",
+]
 
 SCOPE = ".rageval"
+
+
 def main_metrics() -> tuple[str, ...]:
     """The aggregates in the summary table (regressed ones are added when a baseline is compared)."""
     return (*summary_metrics(), "latency_p50_ms", "latency_p95_ms")
@@ -51,14 +64,14 @@ def main_metrics() -> tuple[str, ...]:
 class FinishedRun(Protocol):
     """What the summary shows of the run (the run controller has it once the session finished)."""
 
-    metrics: Optional[dict[str, Any]]
-    comparison: Optional[Comparison]
+    metrics: dict[str, Any] | None
+    comparison: Comparison | None
 
     @property
-    def report_path(self) -> Optional[Path]: ...
+    def report_path(self) -> Path | None: ...
 
     @property
-    def baseline_cases(self) -> Optional[BaselineCases]: ...
+    def baseline_cases(self) -> BaselineCases | None: ...
 
 
 class HtmlExtras:
@@ -111,7 +124,7 @@ class EscapedTestIds:
                 cells[index] = str(Html('<td class="col-testId">{}</td>').format(raw))
 
 
-def register(config: pytest.Config, *, runs_cases: bool, run: Optional[FinishedRun]) -> None:
+def register(config: pytest.Config, *, runs_cases: bool, run: FinishedRun | None) -> None:
     """Register the pytest-html hooks when a report is asked for (``--html``): the per-case extras where
     cases run, the summary and escaped test ids where the report is written (``run``, the controller).
 
@@ -125,7 +138,7 @@ def register(config: pytest.Config, *, runs_cases: bool, run: Optional[FinishedR
         config.pluginmanager.register(EscapedTestIds(), "rageval-html-test-ids")
 
 
-def case_html(record: dict[str, Any], baseline: Optional[BaselineCases] = None) -> str:
+def case_html(record: dict[str, Any], baseline: BaselineCases | None = None) -> str:
     """One case's extra: question, expectations, answer, chunks, metric table, judge, error, and what changed
     since the baseline when ``baseline`` has the case."""
     body = render_case_body(record, since=render_since_for(record, baseline))
@@ -159,8 +172,10 @@ def summary_html(finished: FinishedRun) -> str:
 def _flipped_lists(comparison: Comparison) -> Html:
     """The cases that flipped (pass -> fail first), at most ``MAX_CASES`` of each kind."""
     parts = []
-    for title, keys, cls in (("pass \u2192 fail", comparison.flipped_to_fail, "to-fail"),
-                             ("fail \u2192 pass", comparison.flipped_to_pass, "to-pass")):
+    for title, keys, cls in (
+        ("pass \u2192 fail", comparison.flipped_to_fail, "to-fail"),
+        ("fail \u2192 pass", comparison.flipped_to_pass, "to-pass"),
+    ):
         if not keys:
             continue
         items = Html("").join(Html("<li><code>{}</code></li>").format(k) for k in keys[:MAX_CASES])

@@ -13,9 +13,11 @@ HTML is built of markup.Html fragments (every value escaped where it joins marku
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from pytest_rageval.evaluation.stability import passed_runs, runs_passed_text, stability_of
+
 from .markup import EMPTY, Html, fmt, join, num_td, table
 
 __all__ = ["card_note", "heading", "render_card", "render_section", "runs_line", "summary_lines"]
@@ -25,7 +27,8 @@ LIST_LIMIT = 20
 #: Metric columns of a card's per-run table (the ones that moved between runs, in record order).
 RUN_COLUMNS = 8
 
-def runs_line(record: Mapping[str, Any]) -> Optional[str]:
+
+def runs_line(record: Mapping[str, Any]) -> str | None:
     """``"flaky: 2 of 3 runs passed"`` for a repeated record; None for a case that ran once."""
     counts, klass = passed_runs(record), stability_of(record)
     if counts is None or klass is None:
@@ -33,17 +36,18 @@ def runs_line(record: Mapping[str, Any]) -> Optional[str]:
     return f"{klass}: {runs_passed_text(*counts)}"
 
 
-def card_note(record: Mapping[str, Any]) -> Optional[str]:
+def card_note(record: Mapping[str, Any]) -> str | None:
     """What a repeated case's card shows from which run; None for a case that ran once."""
     counts = passed_runs(record)
     if counts is None:
         return None
     shown = record.get("shown_run")
-    which = (f"are those of run {shown} (the first run that agrees with the majority verdict)" if isinstance(shown, int)
-             else "are those of one run")
-    return (f"A repeated case passes when more than half of its {counts[1]} runs pass. The answer, retrieved chunks, "
-            f"judge verdicts and missed thresholds {which}; the metric table shows each metric's mean over the runs "
-            "that scored it (true/false metrics: the majority).")
+    which = f"are those of run {shown} (the first run that agrees with the majority verdict)" if isinstance(shown, int) else "are those of one run"
+    return (
+        f"A repeated case passes when more than half of its {counts[1]} runs pass. The answer, retrieved chunks, "
+        f"judge verdicts and missed thresholds {which}; the metric table shows each metric's mean over the runs "
+        "that scored it (true/false metrics: the majority)."
+    )
 
 
 def heading(record: Mapping[str, Any], title: str) -> str:
@@ -76,8 +80,7 @@ def summary_lines(metrics: Mapping[str, Any]) -> list[str]:
     lines = [f"repeats: {_counts(repeats)}; flake rate {_fmt(repeats.get('flake_rate'))}"]
     spread = repeats.get("spread") or {}
     if spread:
-        lines.append("  spread across runs (mean of max-min per case): "
-                     + ", ".join(f"{name} {_fmt(value)}" for name, value in spread.items()))
+        lines.append("  spread across runs (mean of max-min per case): " + ", ".join(f"{name} {_fmt(value)}" for name, value in spread.items()))
     flaky = [c for c in repeats.get("flaky_cases") or [] if isinstance(c, Mapping)]
     for case in flaky[:LIST_LIMIT]:
         lines.append(f"  flaky: {case.get('key')}  {runs_passed_text(case.get('passed_runs', 0), case.get('runs', 0))}")
@@ -88,8 +91,10 @@ def summary_lines(metrics: Mapping[str, Any]) -> list[str]:
 
 def _counts(repeats: Mapping[str, Any]) -> str:
     n = repeats.get("repeated_cases", 0)
-    return (f"{n} repeated case{'s' if n != 1 else ''}: {repeats.get('stable_pass', 0)} stable_pass, "
-            f"{repeats.get('flaky', 0)} flaky, {repeats.get('stable_fail', 0)} stable_fail")
+    return (
+        f"{n} repeated case{'s' if n != 1 else ''}: {repeats.get('stable_pass', 0)} stable_pass, "
+        f"{repeats.get('flaky', 0)} flaky, {repeats.get('stable_fail', 0)} stable_fail"
+    )
 
 
 def render_section(metrics: Mapping[str, Any]) -> Html:
@@ -97,20 +102,29 @@ def render_section(metrics: Mapping[str, Any]) -> Html:
     repeats = metrics.get("repeats")
     if not isinstance(repeats, Mapping) or not repeats.get("repeated_cases"):
         return EMPTY
-    parts = [Html('<h2 id="repeats">Repeated cases</h2><p>{}; flake rate <strong>{}</strong> '
-                  '(flaky / repeated cases).</p>').format(_counts(repeats), fmt(repeats.get("flake_rate")))]
+    parts = [
+        Html('<h2 id="repeats">Repeated cases</h2><p>{}; flake rate <strong>{}</strong> (flaky / repeated cases).</p>').format(
+            _counts(repeats), fmt(repeats.get("flake_rate"))
+        )
+    ]
     spread = repeats.get("spread") or {}
     if spread:
         rows = [Html("<tr><td><code>{}</code></td>{}</tr>").format(k, num_td(v)) for k, v in spread.items()]
-        parts.append(Html('<p class="muted">Spread across runs: each metric\'s max minus min over a case\'s runs, '
-                          "averaged over the repeated cases.</p>") + table(["metric", "mean range"], rows))
+        parts.append(
+            Html("<p class=\"muted\">Spread across runs: each metric's max minus min over a case's runs, averaged over the repeated cases.</p>")
+            + table(["metric", "mean range"], rows)
+        )
     flaky = [c for c in repeats.get("flaky_cases") or [] if isinstance(c, Mapping)]
     if flaky:
         items = join(
             Html("<li><code>{}</code>: {}</li>").format(c.get("key"), runs_passed_text(c.get("passed_runs", 0), c.get("runs", 0)))
-            for c in flaky[:LIST_LIMIT])
-        more = Html("<li>... and {} more (metrics.json <code>repeats.flaky_cases</code>)</li>").format(
-            len(flaky) - LIST_LIMIT) if len(flaky) > LIST_LIMIT else EMPTY
+            for c in flaky[:LIST_LIMIT]
+        )
+        more = (
+            Html("<li>... and {} more (metrics.json <code>repeats.flaky_cases</code>)</li>").format(len(flaky) - LIST_LIMIT)
+            if len(flaky) > LIST_LIMIT
+            else EMPTY
+        )
         parts.append(Html("<h3>Flaky cases</h3><ul>{}{}</ul>").format(items, more))
     return join(parts)
 
@@ -122,7 +136,8 @@ def render_card(record: Mapping[str, Any]) -> Html:
         return EMPTY
     runs = [r for r in record.get("repeats") or [] if isinstance(r, Mapping)]
     return Html('<div class="repeats"><h4>Repeated case: {}</h4><p class="muted">{}</p>{}</div>').format(
-        line, note, _runs_table(runs, record.get("shown_run")))
+        line, note, _runs_table(runs, record.get("shown_run"))
+    )
 
 
 def _runs_table(runs: list[Mapping[str, Any]], shown: Any) -> Html:
@@ -132,7 +147,8 @@ def _runs_table(runs: list[Mapping[str, Any]], shown: Any) -> Html:
     moved = [n for n in names if len({repr(v.get(n)) for v in values}) > 1 and n != "latency_ms"][:RUN_COLUMNS]
     rows = [
         Html("<tr><td>{}{}</td><td>{}</td>{}</tr>").format(
-            i, " (shown)" if i == shown else "", "passed" if run.get("passed") else "failed", join(num_td(v.get(n)) for n in moved))
+            i, " (shown)" if i == shown else "", "passed" if run.get("passed") else "failed", join(num_td(v.get(n)) for n in moved)
+        )
         for i, (run, v) in enumerate(zip(runs, values), start=1)
     ]
     return table(["run", "verdict", *moved], rows)

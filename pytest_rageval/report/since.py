@@ -14,7 +14,8 @@ import difflib
 import hashlib
 import html
 import re
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .markup import EMPTY, Html, badge, escape, fmt, fmt_delta, heading_text, is_number, join, num_td, outcome_class, table
 
@@ -44,7 +45,7 @@ class _BudgetedMatcher(difflib.SequenceMatcher):
         self.budget = budget
         super().__init__(None, a, b, autojunk=autojunk)
 
-    def find_longest_match(self, alo: int = 0, ahi: Optional[int] = None, blo: int = 0, bhi: Optional[int] = None) -> Any:
+    def find_longest_match(self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None) -> Any:
         seen: Any = self  # difflib's b2j and a: not in its type stubs
         self.budget -= sum(len(seen.b2j.get(word, ())) for word in seen.a[alo:ahi])  # this call's steps, at most
         if self.budget < 0:
@@ -120,7 +121,7 @@ def _ranked(chunks: Any) -> list[tuple[Any, Mapping[str, Any]]]:
     return out
 
 
-Move = tuple[Optional[Any], Optional[Any], str, Mapping[str, Any], bool]
+Move = tuple[Any | None, Any | None, str, Mapping[str, Any], bool]
 
 
 def chunk_moves(old: Any, new: Any) -> list[Move]:
@@ -164,8 +165,7 @@ def _metric_rows(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Html]:
             continue
         delta = now - before if is_number(before) and is_number(now) else None
         cls = EMPTY if not delta else Html(' class="changed"')
-        rows.append(Html("<tr{}><td><code>{}</code></td>{}{}{}</tr>").format(
-            cls, name, num_td(before), num_td(now), num_td(delta, fmt_delta)))
+        rows.append(Html("<tr{}><td><code>{}</code></td>{}{}{}</tr>").format(cls, name, num_td(before), num_td(now), num_td(delta, fmt_delta)))
     return rows
 
 
@@ -177,44 +177,53 @@ def _outcome_line(old_outcome: Any, new_outcome: Any) -> Html:
     return Html('<p class="since-outcome">outcome {} &rarr; {}</p>').format(old_badge, new_badge)
 
 
-def _answers(old: Optional[dict], record: Mapping[str, Any]) -> Html:
+def _answers(old: dict | None, record: Mapping[str, Any]) -> Html:
     old_answer, new_answer = old.get("answer") if old else None, record.get("answer")
     old_text = old_answer if isinstance(old_answer, str) else ""
     new_text = new_answer if isinstance(new_answer, str) else ""
     if old_text == new_text:
         return Html('<h5>Answer</h5><p class="muted">unchanged</p>')
     old_html, new_html, cut = word_diff(old_text, new_text)
-    note = (Html('<p class="muted">The diff covers the first {} words of each answer; the rest is shown unmarked.</p>')
-            .format(MAX_DIFF_WORDS) if cut else EMPTY)
+    note = (
+        Html('<p class="muted">The diff covers the first {} words of each answer; the rest is shown unmarked.</p>').format(MAX_DIFF_WORDS)
+        if cut
+        else EMPTY
+    )
     return Html(
         '<h5>Answer</h5><div class="sbs"><div><div class="muted">baseline</div><div class="text diff old">{}</div></div>'
         '<div><div class="muted">now</div><div class="text diff new">{}</div></div></div>{}'
     ).format(old_html, new_html, note)
 
 
-def _retrieval(old: Optional[dict], record: Mapping[str, Any]) -> Html:
+def _retrieval(old: dict | None, record: Mapping[str, Any]) -> Html:
     rows = []
     for now, before, move, chunk, gold in chunk_moves(old.get("retrieved_chunks") if old else None, record.get("retrieved_chunks")):
         kind = {"new": "mv-new", "dropped": "mv-dropped", "same": "mv-same"}.get(move, "mv-up" if move.startswith("up") else "mv-down")
         cls = Html(' class="gold"') if gold else EMPTY
-        rows.append(Html(
-            '<tr{}><td class="num">{}</td><td class="num">{}</td><td class="{}">{}</td><td>{}</td>'
-            '<td class="mono">{}</td><td>{}</td></tr>'
-        ).format(cls, fmt(now) if now is not None else Html("&mdash;"), fmt(before) if before is not None else Html("&mdash;"),
-                 kind, move, badge("gold", "gold") if gold else EMPTY,
-                 escape(chunk.get("rel_path") or chunk.get("doc_id")), heading_text(chunk.get("heading_path"))))
+        rows.append(
+            Html(
+                '<tr{}><td class="num">{}</td><td class="num">{}</td><td class="{}">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td></tr>'
+            ).format(
+                cls,
+                fmt(now) if now is not None else Html("&mdash;"),
+                fmt(before) if before is not None else Html("&mdash;"),
+                kind,
+                move,
+                badge("gold", "gold") if gold else EMPTY,
+                escape(chunk.get("rel_path") or chunk.get("doc_id")),
+                heading_text(chunk.get("heading_path")),
+            )
+        )
     if not rows:
         return EMPTY
-    return Html("<h5>Retrieved, baseline vs now</h5>") + table(["now", "baseline", "move", "gold", "rel_path", "heading_path"],
-                                                             rows, "since-chunks")
+    return Html("<h5>Retrieved, baseline vs now</h5>") + table(["now", "baseline", "move", "gold", "rel_path", "heading_path"], rows, "since-chunks")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def render_since(record: Mapping[str, Any], old_case: Optional[Mapping[str, Any]], old_record: Optional[dict],
-                 records_missing: str = "") -> Html:
+def render_since(record: Mapping[str, Any], old_case: Mapping[str, Any] | None, old_record: dict | None, records_missing: str = "") -> Html:
     """The section, or nothing when the baseline has no such case.
 
     ``old_case`` is the baseline metrics.json's ``cases`` entry, ``old_record`` its results.jsonl record (None:

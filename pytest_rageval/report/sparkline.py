@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pytest_rageval.evaluation import registry
 
@@ -15,7 +16,7 @@ LEVELS = "_.-~=+*#"
 MISSING = " "
 
 
-def aggregate_key(name: str) -> Optional[str]:
+def aggregate_key(name: str) -> str | None:
     """The metrics.json aggregate a name means: an aggregate key as is (``mrr_avg``), or a metric's (``mrr``)."""
     metric = registry.get(name)
     if metric is not None:
@@ -32,7 +33,7 @@ def scale_of(key: str) -> tuple[float, float]:
     return (0.0, 1.0)  # the abstention aggregates: rates
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     number = float(value)

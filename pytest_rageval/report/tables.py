@@ -1,22 +1,22 @@
-"""report.html's tables: the header with the run's counts, the aggregate metrics with baseline deltas, the breakdowns.
-"""
+"""report.html's tables: the header with the run's counts, the aggregate metrics with baseline deltas, the breakdowns."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.thresholds import op_for
+
 from .markup import (
-    badge,
     DASH,
     EMPTY,
+    Html,
+    badge,
     escape,
     fmt,
     fmt_count,
     fmt_delta,
     fmt_interval,
-    Html,
     is_number,
     join,
     num_td,
@@ -33,8 +33,7 @@ _COUNT_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-
-def _judge_info(metrics: dict) -> tuple[Optional[str], bool]:
+def _judge_info(metrics: dict) -> tuple[str | None, bool]:
     """The judge's name and whether it is heuristic."""
     judge = metrics.get("judge")
     if isinstance(judge, dict):
@@ -63,28 +62,24 @@ def render_header(metrics: dict, title: str, verdict: Html = EMPTY) -> Html:
     if isinstance(calibration, dict):
         scores = calibration.get("balanced_accuracy")
         shown = ", ".join(f"{m} {v:.3f}" for m, v in scores.items() if isinstance(v, (int, float))) if isinstance(scores, dict) else ""
-        parts.append(Html('<span>calibrated <code>{}</code> (balanced accuracy {})</span>').format(
-            calibration.get("calibration") or DASH, shown or DASH))
+        parts.append(
+            Html("<span>calibrated <code>{}</code> (balanced accuracy {})</span>").format(calibration.get("calibration") or DASH, shown or DASH)
+        )
     if metrics.get("complete") is not False:
         parts.append(Html("<span>{}</span>").format(badge("complete", "passed")))
     parts.append(Html("</div>"))
     if metrics.get("complete") is False:
-        parts.append(Html(
-            '<div class="warn">incomplete run: the session was interrupted; '
-            "these numbers cover only the cases that finished.</div>"
-        ))
+        parts.append(Html('<div class="warn">incomplete run: the session was interrupted; these numbers cover only the cases that finished.</div>'))
     parts.append(_render_counts(metrics))
     return join(parts)
 
 
 def _render_counts(metrics: dict) -> Html:
     keys: tuple[str, ...] = ("total_tests", "passed", "failed", "errors", "skipped")
-    keys += tuple(name for name in ("xfailed", "xpassed") if metrics.get(name)) + ("invalid_lines",)
+    keys += (*tuple(name for name in ("xfailed", "xpassed") if metrics.get(name)), "invalid_lines")
     labels = tuple("total" if k == "total_tests" else k.replace("_", " ") for k in keys)
     cells = join(num_td(metrics.get(k), fmt_count) for k in keys)
     return table(labels, [Html("<tr>{}</tr>").format(cells)], "counts")
-
-
 
 
 def _flatten(values: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -101,7 +96,7 @@ def _flatten(values: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def _delta_map(deltas: Optional[list[dict]]) -> dict[str, dict]:
+def _delta_map(deltas: list[dict] | None) -> dict[str, dict]:
     return {str(d.get("name")): d for d in deltas or [] if isinstance(d, dict)}
 
 
@@ -140,7 +135,7 @@ def _aggregate_values(metrics: dict) -> list[tuple[str, Any]]:
     return rows
 
 
-def _thresholds(config: Optional[dict]) -> dict[str, tuple[str, Any, bool]]:
+def _thresholds(config: dict | None) -> dict[str, tuple[str, Any, bool]]:
     """Each aggregate's per-case threshold: (op, value, whether some category sets its own), from the run's
     config (``--rageval-threshold`` over ``[tool.rageval.thresholds]``) or the registry's default."""
     table = (config or {}).get("thresholds")
@@ -162,7 +157,7 @@ def _thresholds(config: Optional[dict]) -> dict[str, tuple[str, Any, bool]]:
     return out
 
 
-def _threshold_cell(threshold: Optional[tuple[str, Any, bool]]) -> Html:
+def _threshold_cell(threshold: tuple[str, Any, bool] | None) -> Html:
     if threshold is None:
         return Html("<td></td>")
     op, value, varies = threshold
@@ -171,7 +166,7 @@ def _threshold_cell(threshold: Optional[tuple[str, Any, bool]]) -> Html:
     return Html('<td class="num">{} {}{}</td>').format(op, shown, note)
 
 
-def render_aggregates(metrics: dict, deltas: Optional[list[dict]], config: Optional[dict] = None) -> Html:
+def render_aggregates(metrics: dict, deltas: list[dict] | None, config: dict | None = None) -> Html:
     """Each metric that applies (non-null in this run or the baseline) once: value, per-case threshold, and
     with a baseline its value there, the delta, the 95% interval, the gate's tolerance and status."""
     by_name = _delta_map(deltas)
@@ -190,8 +185,7 @@ def render_aggregates(metrics: dict, deltas: Optional[list[dict]], config: Optio
     return Html('<h2 id="aggregate">Aggregate metrics</h2>') + table(headers, rows, "aggregate")
 
 
-def _aggregate_row(name: str, value: Any, threshold: Optional[tuple[str, Any, bool]], delta: Optional[dict],
-                   with_deltas: bool) -> Html:
+def _aggregate_row(name: str, value: Any, threshold: tuple[str, Any, bool] | None, delta: dict | None, with_deltas: bool) -> Html:
     cells = Html("<td><code>{}</code></td>{}{}").format(name, num_td(value), _threshold_cell(threshold))
     if not with_deltas:
         return Html("<tr>{}</tr>").format(cells)

@@ -8,13 +8,15 @@ reasoning, error bodies, notes): each message goes through
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any
 
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.thresholds import Miss, describe_runs, shorten
 from pytest_rageval.gate.aggregate import xfail_counts
 from pytest_rageval.sanitize import terminal_safe
+
 from .configs import ranking_lines
 from .repeats import summary_lines as repeat_summary_lines
 
@@ -121,7 +123,7 @@ def summary_metrics() -> tuple[str, ...]:
     return registry.summary_aggregates()
 
 
-def _case_threshold(name: str, settings: "Settings") -> str:
+def _case_threshold(name: str, settings: Settings) -> str:
     """The configured per-case threshold behind an aggregate, when one is set globally."""
     from pytest_rageval.evaluation.thresholds import op_for
 
@@ -134,10 +136,10 @@ def _case_threshold(name: str, settings: "Settings") -> str:
 
 def summary_lines(
     metrics: Mapping[str, Any],
-    settings: "Settings",
-    comparison: Optional["Comparison"],
+    settings: Settings,
+    comparison: Comparison | None,
     notes: Iterable[str],
-    run_dir: Optional[Path],
+    run_dir: Path | None,
 ) -> list[str]:
     """The terminal section after the run."""
     return [line for line, _ in styled_summary_lines(metrics, settings, comparison, notes, run_dir)]
@@ -152,10 +154,10 @@ _WARN: Markup = {"yellow": True}
 
 def styled_summary_lines(
     metrics: Mapping[str, Any],
-    settings: "Settings",
-    comparison: Optional["Comparison"],
+    settings: Settings,
+    comparison: Comparison | None,
     notes: Iterable[str],
-    run_dir: Optional[Path],
+    run_dir: Path | None,
 ) -> list[tuple[str, Markup]]:
     """The terminal section after the run, each line with its terminal markup (regressions in red).
 
@@ -171,11 +173,17 @@ def styled_summary_lines(
     calibration = metrics.get("judge_calibration")
     if isinstance(calibration, Mapping):
         scores = ", ".join(f"{m} {v:.3f}" for m, v in (calibration.get("balanced_accuracy") or {}).items() if isinstance(v, float))
-        lines.append((f"judge calibration: {calibration.get('calibration')} (balanced accuracy {scores}; "
-                      f"rageval_min_judge_agreement {calibration.get('minimum')})", {}))
+        lines.append(
+            (
+                f"judge calibration: {calibration.get('calibration')} (balanced accuracy {scores}; "
+                f"rageval_min_judge_agreement {calibration.get('minimum')})",
+                {},
+            )
+        )
     if metrics.get("partial"):
-        lines.append((f"run PARTIAL: {metrics.get('cases_selected')} of the {metrics.get('cases_in_eval_set')} cases "
-                      "of the eval set were selected", _WARN))
+        lines.append(
+            (f"run PARTIAL: {metrics.get('cases_selected')} of the {metrics.get('cases_in_eval_set')} cases of the eval set were selected", _WARN)
+        )
     if metrics.get("all_error"):
         lines.append(("every case ERRORED: no metric was scored", _BAD))
     if not metrics.get("complete", True):
@@ -211,9 +219,13 @@ def styled_summary_lines(
     reliability = agg.get("judge_reliability")
     if reliability:
         rate = reliability.get("disagreement_rate")
-        lines.append((
-            f"  judge spot check ({reliability.get('model')}): {reliability['spot_check_n']} cases, "
-            f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}", {}))
+        lines.append(
+            (
+                f"  judge spot check ({reliability.get('model')}): {reliability['spot_check_n']} cases, "
+                f"disagreement rate {'—' if rate is None else f'{rate:.3f}'}",
+                {},
+            )
+        )
     lines.extend((line, _WARN if line.startswith("  flaky:") else {}) for line in repeat_summary_lines(metrics))
     if comparison is not None:
         lines.extend(_comparison_lines(comparison))
@@ -237,7 +249,7 @@ def run_line(run_dir: Path) -> tuple[str, Markup]:
     return f"run: {run_dir} ({', '.join(written) or 'nothing'} written; not written: {', '.join(missing)})", _WARN
 
 
-def _comparison_lines(comparison: "Comparison") -> list[tuple[str, Markup]]:
+def _comparison_lines(comparison: Comparison) -> list[tuple[str, Markup]]:
     """The baseline verdict, the cases compared, and what regressed (red) or flipped."""
     from pytest_rageval.gate.compare import format_comparison
 
@@ -245,9 +257,7 @@ def _comparison_lines(comparison: "Comparison") -> list[tuple[str, Markup]]:
         head = "baseline refused (use --rageval-ignore-invariants to compare anyway):"
         return [(head, _BAD)] + [(f"  {line}", _RED) for line in comparison.invariant_differences]
     status = comparison.status
-    lines: list[tuple[str, Markup]] = [
-        (f"baseline: {status.upper() if status != 'no regression' else status}", _GOOD if comparison.passed else _BAD)
-    ]
+    lines: list[tuple[str, Markup]] = [(f"baseline: {status.upper() if status != 'no regression' else status}", _GOOD if comparison.passed else _BAD)]
     failing = set(comparison.coverage_failures) | {f"not compared: {comparison.not_compared}"}
     flipped = False
     for line in format_comparison(comparison):
@@ -278,7 +288,7 @@ def _judge_line(metrics: Mapping[str, Any]) -> str:
     return f"{line}; {cost.get('judge_total_tokens', 0)} tokens, ~${cost.get('judge_total_usd', 0.0):.4f}"
 
 
-def _is_notable(line: str, comparison: "Comparison") -> bool:
+def _is_notable(line: str, comparison: Comparison) -> bool:
     """Keep regressed metrics, flipped cases and messages; drop unremarkable deltas."""
     names = {d.name for d in comparison.deltas if not d.regressed}
     return not any(line.startswith(f"{name}:") for name in names)

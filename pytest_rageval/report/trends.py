@@ -8,25 +8,25 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from pytest_rageval import safejson
 from pytest_rageval.evaluation import registry
 from pytest_rageval.runs import readback
 from pytest_rageval.runs.commit import short_commit
+
 from .markup import EMPTY, Html, fmt, is_number, join
 from .sparkline import scale_of
 
 __all__ = ["chart_eval_set", "load_history", "render_trends", "run_label", "run_moment", "trend_metrics"]
+
 
 def trend_metrics() -> tuple[str, ...]:
     """The aggregates charted over earlier runs: the metric registry's headline ones."""
     return registry.headline_aggregates()
 
 
-
-
-def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict], list[str]]:
+def _trend_runs(metrics: dict, history: list[dict] | None) -> tuple[list[dict], list[str]]:
     """Whole earlier runs of this run's eval set, then this run if whole; and what was left out, said in words.
 
     A run of another eval set (``eval_set_hash``), a partial, all-error or
@@ -43,8 +43,10 @@ def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict
             left_out[reason] = left_out.get(reason, 0) + 1
         else:
             runs.append(run)
-    notes = [f"{n} {reason} run{'s' if n != 1 else ''}" if not reason.startswith("of ") else f"{n} run{'s' if n != 1 else ''} {reason}"
-             for reason, n in sorted(left_out.items())]
+    notes = [
+        f"{n} {reason} run{'s' if n != 1 else ''}" if not reason.startswith("of ") else f"{n} run{'s' if n != 1 else ''} {reason}"
+        for reason, n in sorted(left_out.items())
+    ]
     standing = not_whole(metrics)
     if standing:
         notes.append(f"this run ({standing})")
@@ -53,7 +55,7 @@ def _trend_runs(metrics: dict, history: Optional[list[dict]]) -> tuple[list[dict
     return runs, notes
 
 
-def chart_eval_set(metrics: dict, history: Optional[list[dict]]) -> Optional[str]:
+def chart_eval_set(metrics: dict, history: list[dict] | None) -> str | None:
     """The eval set charted: this run's, else (no hash recorded) the newest earlier run's."""
     if metrics.get("eval_set_hash"):
         return str(metrics["eval_set_hash"])
@@ -61,7 +63,7 @@ def chart_eval_set(metrics: dict, history: Optional[list[dict]]) -> Optional[str
     return str(hashes[-1]) if hashes else None
 
 
-def run_moment(run: dict) -> Optional[datetime]:
+def run_moment(run: dict) -> datetime | None:
     """When a run was made (its ``timestamp``, in UTC), or None when that is missing or no ISO date-time."""
     stamp = run.get("timestamp")
     if not isinstance(stamp, str):
@@ -87,7 +89,7 @@ class _Point(NamedTuple):
     value: float
 
 
-def _number(value: object) -> Optional[float]:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and is_number(value) and math.isfinite(value) else None
 
 
@@ -102,12 +104,12 @@ def _series(runs: list[dict], metric: str) -> list[_Point]:
     return points
 
 
-def _baseline_value(baseline: Optional[dict], metric: str) -> Optional[float]:
+def _baseline_value(baseline: dict | None, metric: str) -> float | None:
     aggregates = baseline.get("aggregate_metrics") if isinstance(baseline, dict) else None
     return _number(aggregates.get(metric)) if isinstance(aggregates, dict) else None
 
 
-def render_trends(metrics: dict, history: Optional[list[dict]], baseline: Optional[dict] = None) -> Html:
+def render_trends(metrics: dict, history: list[dict] | None, baseline: dict | None = None) -> Html:
     """The Trends section: a chart per headline aggregate with 2 or more points, and what was left out."""
     runs, left_out = _trend_runs(metrics, history)
     eval_set = chart_eval_set(metrics, history)
@@ -122,10 +124,12 @@ def render_trends(metrics: dict, history: Optional[list[dict]], baseline: Option
     head = Html('<h2 id="trends">Trends</h2>')
     skipped = Html(" Not charted: {}.").format(", ".join(left_out)) if left_out else EMPTY
     if not charts:
-        return head + Html('<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend '
-                           "(need 2 points).{}</p>").format(skipped)
-    note = Html('<p class="muted">{} runs of eval set {}, oldest left, each metric on its own scale; dates in UTC; '
-                "hover a point for its run.{}</p>").format(len(runs), (eval_set or "unknown")[:12], skipped)
+        return head + Html(
+            '<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend (need 2 points).{}</p>'
+        ).format(skipped)
+    note = Html(
+        '<p class="muted">{} runs of eval set {}, oldest left, each metric on its own scale; dates in UTC; hover a point for its run.{}</p>'
+    ).format(len(runs), (eval_set or "unknown")[:12], skipped)
     return head + note + join(charts)
 
 
@@ -152,7 +156,7 @@ def _x_labelled(n_runs: int, room: int) -> list[int]:
     return sorted({round(i * (n_runs - 1) / (shown - 1)) for i in range(shown)})
 
 
-def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: Optional[float], baseline: Optional[dict]) -> Html:
+def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: float | None, baseline: dict | None) -> Html:
     """An inline SVG line chart of one metric over runs (no script): fixed scale, gridlines, dated runs, baseline."""
     plot_w, plot_h, n_runs = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM, len(runs)
     low, high, ticks = _axis(metric, [p.value for p in points] + ([base] if base is not None else []))
@@ -164,10 +168,9 @@ def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: Option
         return _TOP + plot_h * (high - value) / (high - low)
 
     grid = join(
-        Html('<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="{c}"/>'
-             '<text class="tick" x="{tx}" y="{ty:.1f}" text-anchor="end">{v}</text>').format(
-            l=_LEFT, r=_LEFT + plot_w, y=y(v), c="#8c959f" if i == 0 else "#eaeef2", tx=_LEFT - 5, ty=y(v) + 4,
-            v=f"{round(v, 4):g}")
+        Html(
+            '<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="{c}"/><text class="tick" x="{tx}" y="{ty:.1f}" text-anchor="end">{v}</text>'
+        ).format(l=_LEFT, r=_LEFT + plot_w, y=y(v), c="#8c959f" if i == 0 else "#eaeef2", tx=_LEFT - 5, ty=y(v) + 4, v=f"{round(v, 4):g}")
         for i, v in ((i, low + (high - low) * i / ticks) for i in range(ticks + 1))
     )
     labels: list[Html] = []
@@ -175,24 +178,38 @@ def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: Option
         run = runs[pos]
         moment, commit = run_moment(run), short_commit(run.get("git_commit"))
         anchor = "start" if pos == 0 and n_runs > 1 else "end" if pos == n_runs - 1 and n_runs > 1 else "middle"
-        lines = [f"{moment:%Y-%m-%d}" if moment else f"run {pos + 1}",
-                 " ".join(filter(None, [f"{moment:%H:%M}" if moment else "", commit or ""]))]
-        labels.extend(Html('<text class="run" x="{:.1f}" y="{}" text-anchor="{}">{}</text>').format(
-            x(pos), _H - _BOTTOM + 15 + 13 * row, anchor, text) for row, text in enumerate(lines) if text)
+        lines = [f"{moment:%Y-%m-%d}" if moment else f"run {pos + 1}", " ".join(filter(None, [f"{moment:%H:%M}" if moment else "", commit or ""]))]
+        labels.extend(
+            Html('<text class="run" x="{:.1f}" y="{}" text-anchor="{}">{}</text>').format(x(pos), _H - _BOTTOM + 15 + 13 * row, anchor, text)
+            for row, text in enumerate(lines)
+            if text
+        )
     base_line = EMPTY
     if base is not None:
-        base_line = Html('<g class="baseline"><title>baseline {run}: {v}</title>'
-                         '<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="#9a6700" stroke-width="1.5" '
-                         'stroke-dasharray="5 4"/><line x1="{kx}" y1="10" x2="{kx2}" y2="10" stroke="#9a6700" '
-                         'stroke-width="1.5" stroke-dasharray="5 4"/><text x="{r}" y="14" text-anchor="end" '
-                         'style="fill:#9a6700">baseline {v}</text></g>').format(
-            run=run_label(baseline or {}) or (baseline or {}).get("run_id") or "", v=fmt(base), l=_LEFT,
-            r=_LEFT + plot_w, y=y(base), kx=_LEFT + plot_w - 110, kx2=_LEFT + plot_w - 88)  # the key, top right
+        base_line = Html(
+            '<g class="baseline"><title>baseline {run}: {v}</title>'
+            '<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="#9a6700" stroke-width="1.5" '
+            'stroke-dasharray="5 4"/><line x1="{kx}" y1="10" x2="{kx2}" y2="10" stroke="#9a6700" '
+            'stroke-width="1.5" stroke-dasharray="5 4"/><text x="{r}" y="14" text-anchor="end" '
+            'style="fill:#9a6700">baseline {v}</text></g>'
+        ).format(
+            run=run_label(baseline or {}) or (baseline or {}).get("run_id") or "",
+            v=fmt(base),
+            l=_LEFT,
+            r=_LEFT + plot_w,
+            y=y(base),
+            kx=_LEFT + plot_w - 110,
+            kx2=_LEFT + plot_w - 88,
+        )  # the key, top right
     coords = " ".join(f"{x(p.position):.1f},{y(p.value):.1f}" for p in points)
     dots = join(
         Html('<circle cx="{:.1f}" cy="{:.1f}" r="{}"><title>{}: {}</title></circle>').format(
-            x(p.position), y(p.value), 4 if p.position == n_runs - 1 else 3,
-            ", ".join(filter(None, [str(p.run.get("run_id") or f"run {p.position + 1}"), _when(p.run)])), fmt(p.value))
+            x(p.position),
+            y(p.value),
+            4 if p.position == n_runs - 1 else 3,
+            ", ".join(filter(None, [str(p.run.get("run_id") or f"run {p.position + 1}"), _when(p.run)])),
+            fmt(p.value),
+        )
         for p in points
     )
     return Html(
@@ -201,8 +218,9 @@ def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: Option
         '<text x="{l}" y="14" style="font-weight:600;fill:#1f2328">{metric}</text>{base}'
         '<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>'
         '<g fill="#0969da">{dots}</g></svg></div>'
-    ).format(w=_W, h=_H, metric=metric, lo=f"{low:g}", hi=f"{high:g}", grid=grid, labels=join(labels), l=_LEFT,
-             base=base_line, coords=coords, dots=dots)
+    ).format(
+        w=_W, h=_H, metric=metric, lo=f"{low:g}", hi=f"{high:g}", grid=grid, labels=join(labels), l=_LEFT, base=base_line, coords=coords, dots=dots
+    )
 
 
 def _when(run: dict) -> str:
@@ -211,7 +229,7 @@ def _when(run: dict) -> str:
     return ", ".join(filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""]))
 
 
-def _read_metrics(path: Path, skipped: Optional[list[str]]) -> Optional[dict]:
+def _read_metrics(path: Path, skipped: list[str] | None) -> dict | None:
     """An older run's metrics.json, checked (readback.HISTORY_ENTRY); None, with a note in ``skipped``, when it
     cannot be read or holds a value the history cannot use."""
     try:
@@ -224,7 +242,7 @@ def _read_metrics(path: Path, skipped: Optional[list[str]]) -> Optional[dict]:
     return data
 
 
-def load_history(output_dir: Path, *, limit: Optional[int] = 30, skipped: Optional[list[str]] = None) -> list[dict]:
+def load_history(output_dir: Path, *, limit: int | None = 30, skipped: list[str] | None = None) -> list[dict]:
     """metrics.json of the runs in ``output_dir`` (``*/metrics.json``), oldest first.
 
     Sorted by timestamp then run id; a file that cannot be read, is no object or

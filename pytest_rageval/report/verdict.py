@@ -7,7 +7,7 @@ Pure: a :class:`~.baseline.GateOutcome` in (its reason already masked), an Html 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .baseline import GateOutcome
 from .markup import EMPTY, Html, fmt_delta, fmt_interval, join, num_td, table
@@ -37,8 +37,13 @@ def _regressed_table(outcome: GateOutcome) -> Html:
         return scope + (Html("<p>No metric regressed.</p>") if not comparison.coverage_failures else EMPTY)
     rows = [
         Html('<tr class="regressed"><td><code>{}</code></td>{}{}{}{}{}</tr>').format(
-            d.name, num_td(d.old), num_td(d.new), num_td(d.delta, fmt_delta), num_td(fmt_interval(d.ci_low, d.ci_high), lambda v: v),
-            num_td(d.tolerance))
+            d.name,
+            num_td(d.old),
+            num_td(d.new),
+            num_td(d.delta, fmt_delta),
+            num_td(fmt_interval(d.ci_low, d.ci_high), lambda v: v),
+            num_td(d.tolerance),
+        )
         for d in regressed
     ]
     return table(["regressed metric", "baseline", "now", "delta", "95% interval", "tolerance"], rows, "verdict-metrics") + scope
@@ -48,24 +53,27 @@ def _flipped_line(outcome: GateOutcome) -> Html:
     to_fail, to_pass = outcome.flipped_to_fail, outcome.flipped_to_pass
     if outcome.comparison is None or not (to_fail or to_pass):
         return EMPTY
-    return Html('<p><a href="#flipped-to-fail">{} flipped pass &rarr; fail</a> · '
-                '<a href="#flipped-to-pass">{} flipped fail &rarr; pass</a></p>').format(len(to_fail), len(to_pass))
+    return Html(
+        '<p><a href="#flipped-to-fail">{} flipped pass &rarr; fail</a> · <a href="#flipped-to-pass">{} flipped fail &rarr; pass</a></p>'
+    ).format(len(to_fail), len(to_pass))
 
 
-def _moves(comparison: Optional["Comparison"]) -> Html:
+def _moves(comparison: Comparison | None) -> Html:
     """The cases the gate did not compare, by id: added, changed (another definition), not in this run."""
     if comparison is None or comparison.refused:
         return EMPTY
     parts = []
-    for title, keys in (("added since the baseline", comparison.added_cases),
-                        ("changed since the baseline (another question, gold, reference, thresholds, marks or params)",
-                         comparison.changed_cases),
-                        ("removed since the baseline", comparison.removed_cases)):
+    for title, keys in (
+        ("added since the baseline", comparison.added_cases),
+        ("changed since the baseline (another question, gold, reference, thresholds, marks or params)", comparison.changed_cases),
+        ("removed since the baseline", comparison.removed_cases),
+    ):
         if keys:
             items = join(Html("<li><code>{}</code></li>").format(key) for key in keys[:50])
             more = Html("<li>and {} more</li>").format(len(keys) - 50) if len(keys) > 50 else EMPTY
-            parts.append(Html('<details class="moves"><summary>{} {}: not compared</summary><ul>{}{}</ul></details>')
-                         .format(len(keys), title, items, more))
+            parts.append(
+                Html('<details class="moves"><summary>{} {}: not compared</summary><ul>{}{}</ul></details>').format(len(keys), title, items, more)
+            )
     return join(parts)
 
 
@@ -74,11 +82,12 @@ def _configs_line(failed: Sequence[tuple[str, str]]) -> Html:
     if not failed:
         return EMPTY
     items = join(Html("<li><code>{}</code>: {}</li>").format(cid, reason) for cid, reason in failed)
-    return Html('<div class="reason"><a href="#configs">configs that regressed against the same config of the '
-                "baseline</a>:</div><ul>{}</ul>").format(items)
+    return Html('<div class="reason"><a href="#configs">configs that regressed against the same config of the baseline</a>:</div><ul>{}</ul>').format(
+        items
+    )
 
 
-def render_verdict(outcome: Optional[GateOutcome], failed_configs: Sequence[tuple[str, str]] = ()) -> Html:
+def render_verdict(outcome: GateOutcome | None, failed_configs: Sequence[tuple[str, str]] = ()) -> Html:
     """The block (``id="verdict"``); ``None``: the page of a run without a gate ("not gated"). ``failed_configs``:
     (config id, reason) of a matrix run's configs that regressed (report/configs.failed_configs)."""
     outcome = outcome or GateOutcome()
@@ -102,4 +111,3 @@ def render_verdict(outcome: Optional[GateOutcome], failed_configs: Sequence[tupl
     parts.append(_moves(comparison))
     parts.append(Html("</section>"))
     return join(parts)
-

@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 from pytest_rageval import safejson
 from pytest_rageval.evaluation import registry
@@ -19,7 +20,7 @@ from pytest_rageval.evaluation.record import error
 from pytest_rageval.sanitize import error_message
 
 
-def new_run_id(now: Optional[datetime] = None) -> str:
+def new_run_id(now: datetime | None = None) -> str:
     """A sortable, unique run id: UTC timestamp plus a short random suffix."""
     now = now or datetime.now(timezone.utc)
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
@@ -35,14 +36,14 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
     try:
         safejson.dumps(record)
         return record
-    except Exception:  # noqa: BLE001 - find the fields at fault below
+    except Exception:
         pass
     kept: dict[str, Any] = {}
     dropped: list[str] = []
     for name, value in record.items():
         try:
             safejson.dumps(value)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             dropped.append(f"'{name}' ({error_message(exc, 200)})")
         else:
             kept[name] = value
@@ -57,7 +58,7 @@ def portable_record(record: dict[str, Any]) -> dict[str, Any]:
     return json.loads(safejson.dumps(writable_record(record)))
 
 
-def case_config(*, k: Optional[int], config_hash: Optional[str], judge: Mapping[str, Any]) -> dict[str, Any]:
+def case_config(*, k: int | None, config_hash: str | None, judge: Mapping[str, Any]) -> dict[str, Any]:
     """Seed 003's per-case ``config``: what a case's numbers depend on (judge from ``plugin.judge_factory.judge_info``;
     k and hash None when ``rageval judge`` rewrites a record that lacks them)."""
     return {
@@ -83,8 +84,7 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
     metrics = record.get("metrics") or {}
     judge = record.get("judge") or {}
     record["retrieval_metrics"] = {name: metrics.get(name) for name in _seed_retrieval() if name in metrics}
-    for name, fields in (("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")),
-                         ("correctness", ("score", "reasoning"))):
+    for name, fields in (("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")), ("correctness", ("score", "reasoning"))):
         verdict = judge.get(name)
         if isinstance(verdict, Mapping):
             record[name] = {f: verdict.get(f, [] if f.endswith("claims") else None) for f in fields}
@@ -132,10 +132,10 @@ def compose_metrics(
     judge: Mapping[str, Any],
     k: int,
     aggregated: Mapping[str, Any],
-    selection: Optional[Mapping[str, Any]] = None,
-    timestamp: Optional[str] = None,
-    git_commit: Optional[str] = None,
-    run: Optional[Mapping[str, Any]] = None,
+    selection: Mapping[str, Any] | None = None,
+    timestamp: str | None = None,
+    git_commit: str | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """metrics.json: the run's identity and scope, then the aggregates (the documented format).
 
@@ -175,7 +175,7 @@ def what_ran(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return {name: metrics[name] for name in WHAT_RAN if name in metrics}
 
 
-def why_not_latest(metrics: Mapping[str, Any], *, whole_share: bool) -> Optional[str]:
+def why_not_latest(metrics: Mapping[str, Any], *, whole_share: bool) -> str | None:
     """Why this run must not become ``latest`` (None when it may): it stands for less than its eval set.
 
     An incomplete run, a run whose every case errored, and a run of a subset

@@ -10,7 +10,7 @@ import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["CI_COMMIT_VARS", "GIT_TIMEOUT", "run_commit", "short_commit", "tree_dirty"]
 
@@ -23,7 +23,7 @@ GIT_TIMEOUT = 2.0
 _HEX = re.compile(r"[0-9a-fA-F]{7,64}")
 
 
-def run_commit(root: Path, environ: Mapping[str, str]) -> Optional[str]:
+def run_commit(root: Path, environ: Mapping[str, str]) -> str | None:
     """The commit of this run: the first CI variable holding a hex commit id, else HEAD of the repository
     holding ``root`` (``git rev-parse HEAD``, at most :data:`GIT_TIMEOUT` seconds), else None."""
     for name in CI_COMMIT_VARS:
@@ -31,28 +31,28 @@ def run_commit(root: Path, environ: Mapping[str, str]) -> Optional[str]:
         if _HEX.fullmatch(value):
             return value.lower()
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=GIT_TIMEOUT, check=False)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     commit = out.stdout.strip()
     return commit.lower() if out.returncode == 0 and _HEX.fullmatch(commit) else None
 
 
-def short_commit(value: Any) -> Optional[str]:
+def short_commit(value: Any) -> str | None:
     """The first 7 characters of a recorded commit id, or None when ``value`` is no commit id (files may lie)."""
     if isinstance(value, str) and _HEX.fullmatch(value.strip()):
         return value.strip()[:7].lower()
     return None
 
 
-def tree_dirty(root: Path) -> Optional[bool]:
+def tree_dirty(root: Path) -> bool | None:
     """Whether the repository holding ``root`` has uncommitted changes to tracked files (an edited eval set, a
     changed system): ``git status --porcelain --untracked-files=no``, at most :data:`GIT_TIMEOUT` seconds;
     None without git or a repository."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
-                             text=True, timeout=GIT_TIMEOUT, check=False)
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False
+        )
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None

@@ -17,20 +17,35 @@ import io
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Union
+from typing import IO, Any
 
 import jsonlines
 
 from pytest_rageval import safejson
 from pytest_rageval.atomic import write_bytes_atomic
+
 from . import readback
 
 __all__ = [
-    "RECORD_MAX_DEPTH", "RecordIndex", "Repair", "RunFolder", "RunFolderError", "RunLock", "UnreadableRecord", "check_writable",
-    "load_record_line", "read_checked", "read_json_object", "read_records", "record_problems", "repair_results",
-    "write_json_atomic", "write_text_atomic",
+    "RECORD_MAX_DEPTH",
+    "RecordIndex",
+    "Repair",
+    "RunFolder",
+    "RunFolderError",
+    "RunLock",
+    "UnreadableRecord",
+    "check_writable",
+    "load_record_line",
+    "read_checked",
+    "read_json_object",
+    "read_records",
+    "record_problems",
+    "repair_results",
+    "write_json_atomic",
+    "write_text_atomic",
 ]
 
 #: Deepest nesting of a record read back: a RAG value (bounded by safejson.MAX_DEPTH when it came in)
@@ -84,7 +99,7 @@ def _jsonl_writer(fh: IO[str]) -> jsonlines.Writer:
 # --------------------------------------------------------------------------- reading
 
 
-def load_record_line(text: Union[str, bytes]) -> Any:
+def load_record_line(text: str | bytes) -> Any:
     """One results.jsonl line as a value: strict JSON (no NaN/Infinity, bounded depth and numbers)."""
     return safejson.loads(text, max_depth=RECORD_MAX_DEPTH)[0]
 
@@ -124,7 +139,7 @@ class _Line:
     start: int  # byte offset of the line in the file
     end: int  # byte offset after the line and its newline
     ended: bool  # a newline follows it (a line without one was cut short, unless it parses)
-    record: Optional[dict[str, Any]]
+    record: dict[str, Any] | None
     problem: str  # why the line is no record ("" when it is one)
     parsed: bool  # the line is JSON (then a line without a record holds a value that is not an object)
 
@@ -219,7 +234,7 @@ def repair_results(run_dir: Path) -> Repair:
     size = path.stat().st_size
     records: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    last: Optional[_Line] = None
+    last: _Line | None = None
     for line in _lines(path):
         if line.record is None:
             if line.end == size:  # the last line of the file, newline or not: a write cut short
@@ -229,15 +244,11 @@ def repair_results(run_dir: Path) -> Repair:
             raise RunFolderError(f"{path} line {line.number} is not a JSON record; this run cannot be resumed exactly")
         found = record_problems(line.record)
         if found:
-            raise RunFolderError(f"{readback.file_problem(f'{path}:{line.number}', found)}; "
-                                 "this run cannot be resumed exactly")
+            raise RunFolderError(f"{readback.file_problem(f'{path}:{line.number}', found)}; this run cannot be resumed exactly")
         key = line.record.get("key")
         if isinstance(key, str) and key:
             if key in seen:
-                raise RunFolderError(
-                    f"{path} lines {seen[key]} and {line.number} are two records of {key}; "
-                    "this run cannot be resumed exactly"
-                )
+                raise RunFolderError(f"{path} lines {seen[key]} and {line.number} are two records of {key}; this run cannot be resumed exactly")
             seen[key] = line.number
         records.append(line.record)
         last = line
@@ -260,16 +271,16 @@ class RunFolder:
     CONFIG = "config.json"
     LATEST = "latest"
 
-    def __init__(self, run_dir: Path, *, config: Optional[Callable[[], dict[str, Any]]] = None) -> None:
+    def __init__(self, run_dir: Path, *, config: Callable[[], dict[str, Any]] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.output_dir = self.run_dir.parent
         self.run_id = self.run_dir.name
-        self._results: Optional[IO[str]] = None  # opened with the first record: a run that ran nothing leaves no folder
-        self._writer: Optional[jsonlines.Writer] = None
+        self._results: IO[str] | None = None  # opened with the first record: a run that ran nothing leaves no folder
+        self._writer: jsonlines.Writer | None = None
         self._config = config  # config.json written with the first record too: a killed run still says how it was made
 
     @classmethod
-    def new(cls, output_dir: Path, run_id: str, *, config: Optional[Callable[[], dict[str, Any]]] = None) -> RunFolder:
+    def new(cls, output_dir: Path, run_id: str, *, config: Callable[[], dict[str, Any]] | None = None) -> RunFolder:
         """The folder of run ``run_id`` under ``output_dir`` (made with the first record)."""
         return cls(Path(output_dir) / run_id, config=config)
 
@@ -375,7 +386,7 @@ class RecordIndex:
     def __contains__(self, key: object) -> bool:
         return key in self._where
 
-    def get(self, key: str) -> Optional[dict[str, Any]]:
+    def get(self, key: str) -> dict[str, Any] | None:
         """The record of ``key`` as read now, or None (not there, or the file changed under it)."""
         where = self._where.get(key)
         if where is None:
@@ -420,7 +431,7 @@ class RunLock:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / self.NAME
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
 
     def acquire(self) -> None:
         """Take the lock or raise RunFolderError naming the process that holds it."""
@@ -440,8 +451,7 @@ class RunLock:
                 os.close(fd)
                 who = f"process {holder}" if holder.isdigit() else "another process"
                 raise RunFolderError(
-                    f"{self.path.parent} is being resumed by {who} (it holds {self.path.name}); "
-                    "wait for that session to end"
+                    f"{self.path.parent} is being resumed by {who} (it holds {self.path.name}); wait for that session to end"
                 ) from None
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))

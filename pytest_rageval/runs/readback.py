@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import Any
 
 from pytest_rageval import safejson
 
@@ -49,7 +50,7 @@ LIST = Kind("a list", lambda v: isinstance(v, list))
 
 #: A leaf (:class:`Kind`), an object (field -> shape; :data:`EACH` for every field not named) or a list
 #: (``[item shape]``).
-Shape = Union[Kind, Mapping[str, Any], list]
+Shape = Kind | Mapping[str, Any] | list
 #: The key of an object shape that applies to every field it does not name (cases by key, metrics by name).
 EACH = "*"
 #: Most problems one check reports (a file of 10,000 bad values gets a count, not 10,000 lines).
@@ -62,52 +63,110 @@ class ReadbackError(ValueError):
 
 # --------------------------------------------------------------------------- the shapes
 
-_CHUNK = {"rel_path": TEXT, "heading_path": TEXT, "doc_id": TEXT, "text": TEXT, "score": NUMBER, "position": INTEGER,
-          "gold": FLAG}
-_VERDICT = {"score": SCORE, "label": FLAG, "reasoning": TEXT, "prompt_tokens": INTEGER, "completion_tokens": INTEGER,
-            "cost_usd": NUMBER}
+_CHUNK = {"rel_path": TEXT, "heading_path": TEXT, "doc_id": TEXT, "text": TEXT, "score": NUMBER, "position": INTEGER, "gold": FLAG}
+_VERDICT = {"score": SCORE, "label": FLAG, "reasoning": TEXT, "prompt_tokens": INTEGER, "completion_tokens": INTEGER, "cost_usd": NUMBER}
 _JUDGE_INFO = {"name": TEXT, "model": TEXT, "prompt_version": TEXT, "base_url": TEXT, "json_mode": TEXT}
 
 _ERROR = dict.fromkeys(("kind", "message"), TEXT)  # record.CaseError's fields, both text
 
 #: A results.jsonl line (record.CaseRecord): the fields re-judging, rescoring, merging and the reports read.
 RECORD: dict[str, Any] = {
-    "key": TEXT, "test_case_id": TEXT, "definition": TEXT, "file": TEXT, "line": INTEGER, "category": TEXT,
-    "tags": [TEXT], "answerable": FLAG, "question": TEXT, "reference_answer": TEXT, "expected_key_facts": [TEXT],
-    "recency_conflict_rule": TEXT, "invalid_line": FLAG, "matrix": OBJECT, "config_id": TEXT, "outcome": TEXT,
-    "error": _ERROR, "metrics": {EACH: SCORE}, "thresholds": OBJECT,
-    "misses": [{"metric": TEXT, "op": TEXT}], "warnings": [TEXT], "notes": [TEXT],
-    "answer": TEXT, "abstained": FLAG, "abstain_reason": TEXT, "empty_response": FLAG,
-    "retrieved_chunks": [_CHUNK], "references": [_CHUNK], "latency": {EACH: NUMBER},
+    "key": TEXT,
+    "test_case_id": TEXT,
+    "definition": TEXT,
+    "file": TEXT,
+    "line": INTEGER,
+    "category": TEXT,
+    "tags": [TEXT],
+    "answerable": FLAG,
+    "question": TEXT,
+    "reference_answer": TEXT,
+    "expected_key_facts": [TEXT],
+    "recency_conflict_rule": TEXT,
+    "invalid_line": FLAG,
+    "matrix": OBJECT,
+    "config_id": TEXT,
+    "outcome": TEXT,
+    "error": _ERROR,
+    "metrics": {EACH: SCORE},
+    "thresholds": OBJECT,
+    "misses": [{"metric": TEXT, "op": TEXT}],
+    "warnings": [TEXT],
+    "notes": [TEXT],
+    "answer": TEXT,
+    "abstained": FLAG,
+    "abstain_reason": TEXT,
+    "empty_response": FLAG,
+    "retrieved_chunks": [_CHUNK],
+    "references": [_CHUNK],
+    "latency": {EACH: NUMBER},
     "judge": {EACH: _VERDICT},
-    "judge_input": {"question": TEXT, "answer": TEXT, "contexts": [TEXT], "context_chunks_truncated": [TEXT],
-                    "context_chunk_ids": LIST},
-    "judge_attempted": [TEXT], "judge_cache": {"hits": INTEGER, "misses": INTEGER},
+    "judge_input": {"question": TEXT, "answer": TEXT, "contexts": [TEXT], "context_chunks_truncated": [TEXT], "context_chunk_ids": LIST},
+    "judge_attempted": [TEXT],
+    "judge_cache": {"hits": INTEGER, "misses": INTEGER},
     "cost": {"judge_tokens": INTEGER, "judge_cost_usd": NUMBER},
     "trace": {"k": INTEGER, "case": OBJECT, "require_snippets": FLAG, "rag_abstained": FLAG},
-    "runs": INTEGER, "flaky": FLAG, "stability": TEXT, "shown_run": INTEGER,
+    "runs": INTEGER,
+    "flaky": FLAG,
+    "stability": TEXT,
+    "shown_run": INTEGER,
     "repeats": [{"passed": FLAG, "metrics": {EACH: SCORE}, "trace": OBJECT}],
     "config": {"k": INTEGER, "config_hash": TEXT},
 }
 
-_CASE = {"outcome": TEXT, "metrics": {EACH: SCORE}, "answerable": FLAG, "definition": TEXT, "test_case_id": TEXT,
-         "category": TEXT, "tags": [TEXT], "config_id": TEXT, "error_kind": TEXT}
+_CASE = {
+    "outcome": TEXT,
+    "metrics": {EACH: SCORE},
+    "answerable": FLAG,
+    "definition": TEXT,
+    "test_case_id": TEXT,
+    "category": TEXT,
+    "tags": [TEXT],
+    "config_id": TEXT,
+    "error_kind": TEXT,
+}
 _AGGREGATES = {  # (an aggregate that is no number is shown as unknown; a gated one is refused by gate.non_numbers)
     "latency": {"p50_ms": NUMBER, "p95_ms": NUMBER},
     "operational_metrics": {EACH: NUMBER},
     "judge_coverage": {EACH: {"coverage": NUMBER, "attempted": INTEGER, "scored": INTEGER}},
-    "cost": OBJECT, "judge_cache": OBJECT, "judge_reliability": OBJECT,
+    "cost": OBJECT,
+    "judge_cache": OBJECT,
+    "judge_reliability": OBJECT,
 }
-_DELTA = {"name": TEXT, "old": NUMBER, "new": NUMBER, "delta": NUMBER, "tolerance": NUMBER, "regressed": FLAG,
-          "ci_low": NUMBER, "ci_high": NUMBER, "n_shared": INTEGER, "lower_is_better": FLAG, "whole_old": NUMBER,
-          "whole_new": NUMBER}
+_DELTA = {
+    "name": TEXT,
+    "old": NUMBER,
+    "new": NUMBER,
+    "delta": NUMBER,
+    "tolerance": NUMBER,
+    "regressed": FLAG,
+    "ci_low": NUMBER,
+    "ci_high": NUMBER,
+    "n_shared": INTEGER,
+    "lower_is_better": FLAG,
+    "whole_old": NUMBER,
+    "whole_new": NUMBER,
+}
 
 #: The fields of metrics.json that the history, the trend charts and `rageval history` read of an older run.
 HISTORY_ENTRY: dict[str, Any] = {
-    "run_id": TEXT, "timestamp": TEXT, "git_commit": TEXT, "git_dirty": FLAG, "eval_set_hash": TEXT,
-    "eval_set_files": OBJECT, "complete": FLAG, "partial": FLAG, "all_error": FLAG, "shard": TEXT,
-    "cases_selected": INTEGER, "cases_in_eval_set": INTEGER, "passed": INTEGER, "total_tests": INTEGER,
-    "target": {"name": TEXT, "kind": TEXT}, "matrix": OBJECT, "aggregate_metrics": OBJECT,
+    "run_id": TEXT,
+    "timestamp": TEXT,
+    "git_commit": TEXT,
+    "git_dirty": FLAG,
+    "eval_set_hash": TEXT,
+    "eval_set_files": OBJECT,
+    "complete": FLAG,
+    "partial": FLAG,
+    "all_error": FLAG,
+    "shard": TEXT,
+    "cases_selected": INTEGER,
+    "cases_in_eval_set": INTEGER,
+    "passed": INTEGER,
+    "total_tests": INTEGER,
+    "target": {"name": TEXT, "kind": TEXT},
+    "matrix": OBJECT,
+    "aggregate_metrics": OBJECT,
 }
 
 _COUNTS = {name: INTEGER for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")}
@@ -115,32 +174,66 @@ _CONFIG_GATE = {"status": TEXT, "failed": FLAG, "reason": TEXT, "regressed_metri
 
 #: metrics.json (a run's, a baseline's): what the gate, the reports and the commands read.
 METRICS: dict[str, Any] = {
-    **HISTORY_ENTRY, **_COUNTS,
-    "config_hash": TEXT, "k": INTEGER, "judge": _JUDGE_INFO,
-    "eval_set_files": {EACH: TEXT}, "eval_set_commit_hash": TEXT,
-    "aggregate_metrics": _AGGREGATES, "invalid_lines": INTEGER,
+    **HISTORY_ENTRY,
+    **_COUNTS,
+    "config_hash": TEXT,
+    "k": INTEGER,
+    "judge": _JUDGE_INFO,
+    "eval_set_files": {EACH: TEXT},
+    "eval_set_commit_hash": TEXT,
+    "aggregate_metrics": _AGGREGATES,
+    "invalid_lines": INTEGER,
     "cases": {EACH: _CASE},
-    "repeats": {"repeated_cases": INTEGER, "stable_pass": INTEGER, "flaky": INTEGER, "stable_fail": INTEGER,
-                "flake_rate": NUMBER, "spread": {EACH: NUMBER},
-                "flaky_cases": [{"key": TEXT, "passed_runs": INTEGER, "runs": INTEGER}]},
+    "repeats": {
+        "repeated_cases": INTEGER,
+        "stable_pass": INTEGER,
+        "flaky": INTEGER,
+        "stable_fail": INTEGER,
+        "flake_rate": NUMBER,
+        "spread": {EACH: NUMBER},
+        "flaky_cases": [{"key": TEXT, "passed_runs": INTEGER, "runs": INTEGER}],
+    },
     "by_config": {EACH: {**_COUNTS, "aggregate_metrics": _AGGREGATES, "params": OBJECT}},
-    "config_ranking": {"metric": TEXT, "lower_is_better": FLAG, "best": TEXT,
-                       "ranked": [{"config_id": TEXT, "params": OBJECT, "value": NUMBER, "ci_low": NUMBER,
-                                   "ci_high": NUMBER, "n": INTEGER, "pass_rate": NUMBER}]},
-    "comparison": {"deltas": [_DELTA], "status": TEXT, "baseline": TEXT, "baseline_run_id": TEXT,
-                   "shared_cases": INTEGER, "baseline_cases": INTEGER, "current_cases": INTEGER,
-                   "not_compared": TEXT, "gate": {"failed": FLAG, "reason": TEXT, "refused": FLAG},
-                   **{name: [TEXT] for name in ("flipped_to_fail", "flipped_to_pass", "invariant_differences",
-                                                "coverage_failures", "added_cases", "removed_cases", "changed_cases",
-                                                "regressed_metrics")},
-                   "by_config": {"configs": {EACH: _CONFIG_GATE}, "only_in_run": [TEXT], "only_in_baseline": [TEXT]}},
+    "config_ranking": {
+        "metric": TEXT,
+        "lower_is_better": FLAG,
+        "best": TEXT,
+        "ranked": [{"config_id": TEXT, "params": OBJECT, "value": NUMBER, "ci_low": NUMBER, "ci_high": NUMBER, "n": INTEGER, "pass_rate": NUMBER}],
+    },
+    "comparison": {
+        "deltas": [_DELTA],
+        "status": TEXT,
+        "baseline": TEXT,
+        "baseline_run_id": TEXT,
+        "shared_cases": INTEGER,
+        "baseline_cases": INTEGER,
+        "current_cases": INTEGER,
+        "not_compared": TEXT,
+        "gate": {"failed": FLAG, "reason": TEXT, "refused": FLAG},
+        **{
+            name: [TEXT]
+            for name in (
+                "flipped_to_fail",
+                "flipped_to_pass",
+                "invariant_differences",
+                "coverage_failures",
+                "added_cases",
+                "removed_cases",
+                "changed_cases",
+                "regressed_metrics",
+            )
+        },
+        "by_config": {"configs": {EACH: _CONFIG_GATE}, "only_in_run": [TEXT], "only_in_baseline": [TEXT]},
+    },
 }
 
 #: config.json: what `rageval rescore`, `rageval judge`, `rageval merge` and the report read.
 CONFIG: dict[str, Any] = {
-    "run_id": TEXT, "config_hash": TEXT, "eval_set_files": {EACH: TEXT}, "judge": _JUDGE_INFO,
-    "config": {"k": INTEGER, "judge_metrics": [TEXT], "store_full_text": FLAG, "limits": {EACH: INTEGER},
-               "thresholds": {"cli": OBJECT}},
+    "run_id": TEXT,
+    "config_hash": TEXT,
+    "eval_set_files": {EACH: TEXT},
+    "judge": _JUDGE_INFO,
+    "config": {"k": INTEGER, "judge_metrics": [TEXT], "store_full_text": FLAG, "limits": {EACH: INTEGER}, "thresholds": {"cli": OBJECT}},
 }
 
 
@@ -165,14 +258,14 @@ def problems(value: Any, shape: Shape, *, bounds: bool = True) -> list[str]:
     return found
 
 
-def file_problem(where: Union[str, Path], found: list[str]) -> str:
+def file_problem(where: str | Path, found: list[str]) -> str:
     """One line for the problems of a file (or ``file:line``): the first, and how many more."""
     more = len(found) - 1
     suffix = "" if more <= 0 else f" (and {more}{'+' if len(found) >= MAX_PROBLEMS else ''} more)"
     return f"{where}: {found[0]}{suffix}"
 
 
-def read_json(path: Union[str, Path], shape: Shape) -> Any:
+def read_json(path: str | Path, shape: Shape) -> Any:
     """The JSON value of the file at ``path``, checked against ``shape``.
 
     Raises :class:`safejson.JsonFileError` when the file cannot be read or is not JSON, and
@@ -194,7 +287,7 @@ _SUSPECT = re.compile(r"NaN|Infinity|\d{300}|[eE][+-]?\d{3}|[\ud800-\udfff]|\\u[
 _NONFINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
-def _bound_problem(leaf: Any) -> Optional[str]:
+def _bound_problem(leaf: Any) -> str | None:
     """Why a leaf value cannot be used as read (None when it can)."""
     if isinstance(leaf, str):
         found = _SURROGATE.search(leaf)
@@ -226,8 +319,8 @@ def _bound_problems(value: Any) -> Iterator[tuple[tuple[Any, ...], str]]:
         nested = []
         for key, item in items:
             if isinstance(key, str) and _SURROGATE.search(key):
-                yield path + (key,), "a lone surrogate in a key is not valid Unicode text"
-            nested.append((item, path + (key,)))
+                yield (*path, key), "a lone surrogate in a key is not valid Unicode text"
+            nested.append((item, (*path, key)))
         stack.extend(reversed(nested))
 
 
@@ -251,9 +344,9 @@ def _shape_problems(value: Any, shape: Shape, path: tuple[Any, ...]) -> Iterator
             return
         for index, item in enumerate(value):
             if item is None:  # a field may be left out (null), an item of a list may not
-                yield path + (index,), f"expected {_kind_name(shape[0])}, got null"
+                yield (*path, index), f"expected {_kind_name(shape[0])}, got null"
             else:
-                yield from _shape_problems(item, shape[0], path + (index,))
+                yield from _shape_problems(item, shape[0], (*path, index))
         return
     if not isinstance(value, dict):
         yield path, f"expected an object, got {shown(value)}"
@@ -262,7 +355,7 @@ def _shape_problems(value: Any, shape: Shape, path: tuple[Any, ...]) -> Iterator
     for key, item in value.items():
         sub = shape.get(key, each)
         if sub is not None:
-            yield from _shape_problems(item, sub, path + (key,))
+            yield from _shape_problems(item, sub, (*path, key))
 
 
 # --------------------------------------------------------------------------- wording

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["differences", "selection_of"]
 
@@ -18,13 +18,18 @@ __all__ = ["differences", "selection_of"]
 OPTIONAL_FIELDS = ("limits", "repeat", "matrix", "docs_root")
 
 #: How each selection field is named in a message.
-_SELECTION_NAMES = {"paths": "eval-set paths", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect",
-                    "shard": "--rageval-shard"}
+_SELECTION_NAMES = {"paths": "eval-set paths", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect", "shard": "--rageval-shard"}
 
 
 def selection_of(
-    *, args: Sequence[str], invocation_dir: Path, rootdir: Path, keyword: str, markexpr: str,
-    deselect: Sequence[str], shard: Optional[str],
+    *,
+    args: Sequence[str],
+    invocation_dir: Path,
+    rootdir: Path,
+    keyword: str,
+    markexpr: str,
+    deselect: Sequence[str],
+    shard: str | None,
 ) -> dict[str, Any]:
     """The session's selection as config.json keeps it: paths relative to rootdir, sorted."""
 

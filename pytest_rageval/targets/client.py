@@ -60,9 +60,10 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -73,6 +74,7 @@ from pytest_rageval.evaluation.schema import Chunk, RagResponse
 from pytest_rageval.redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from pytest_rageval.retry import backoff_delay
 from pytest_rageval.suggest import did_you_mean
+
 from .daemon_calls import Abandoned, DaemonCalls, NotStarted
 
 __all__ = [
@@ -249,8 +251,7 @@ def parse_response_map(text: str) -> ResponseMap:
         if dot and head in _LIST_TARGETS:
             if key not in _CHUNK_KEYS:
                 raise RagConfigError(
-                    f"{setting} line {number}: {key!r} is not a chunk key{did_you_mean(key, _CHUNK_KEYS)}; "
-                    f"valid chunk keys: {', '.join(_CHUNK_KEYS)}"
+                    f"{setting} line {number}: {key!r} is not a chunk key{did_you_mean(key, _CHUNK_KEYS)}; valid chunk keys: {', '.join(_CHUNK_KEYS)}"
                 )
             if not source:
                 raise RagConfigError(f"{setting} line {number}: {target!r} needs a source key")
@@ -339,9 +340,7 @@ def _map_items(value: Any, target: str, source: str, renames: KeyRenames) -> lis
     items = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise _invalid(
-                f"response '{target}[{index}]' is not an object (got {_type_name(item)}; looked for '{source}')"
-            )
+            raise _invalid(f"response '{target}[{index}]' is not an object (got {_type_name(item)}; looked for '{source}')")
         mapped = dict(item)
         for key, item_source in renames:
             found = _get_path(item, item_source)
@@ -358,7 +357,7 @@ def _loc_text(loc: tuple[Any, ...]) -> str:
     return text
 
 
-def relative_paths(items: list[Any], docs_root: Optional[Path]) -> list[Any]:
+def relative_paths(items: list[Any], docs_root: Path | None) -> list[Any]:
     """The chunk dicts of ``items`` with an absolute ``rel_path`` under ``docs_root`` made relative to it
     (``/srv/app/docs/hr/leave.md`` gives ``hr/leave.md``); other items and paths as they are."""
     from pytest_rageval.evaluation.docpaths import is_absolute, relative_path
@@ -372,7 +371,7 @@ def relative_paths(items: list[Any], docs_root: Optional[Path]) -> list[Any]:
     return out
 
 
-def map_response(data: Any, response_map: ResponseMap, docs_root: Optional[Path] = None) -> RagResponse:
+def map_response(data: Any, response_map: ResponseMap, docs_root: Path | None = None) -> RagResponse:
     """Normalise a decoded JSON response into a RagResponse (pure).
 
     Chunk paths are made relative to ``docs_root`` (:func:`relative_paths`).
@@ -400,14 +399,8 @@ def map_response(data: Any, response_map: ResponseMap, docs_root: Optional[Path]
     timings, sources["timings"] = _read(data, response_map, "timings")
     if timings is not _MISSING and timings is not None:
         if not isinstance(timings, dict):
-            raise _invalid(
-                f"response 'timings' is not an object (got {_type_name(timings)}; looked for '{sources['timings']}')"
-            )
-        fields["timings"] = {
-            str(name): float(ms)
-            for name, ms in timings.items()
-            if isinstance(ms, (int, float)) and not isinstance(ms, bool)
-        }
+            raise _invalid(f"response 'timings' is not an object (got {_type_name(timings)}; looked for '{sources['timings']}')")
+        fields["timings"] = {str(name): float(ms) for name, ms in timings.items() if isinstance(ms, (int, float)) and not isinstance(ms, bool)}
 
     try:
         return RagResponse.model_validate(fields)
@@ -451,9 +444,7 @@ def parse_headers(text: str, environ: Mapping[str, str]) -> dict[str, str]:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 raise RagConfigError(f"{setting} line {number} (header {name!r}): '${{{var}}}' is not a variable name")
             if var not in environ:
-                raise RagConfigError(
-                    f"{setting}: environment variable {var!r} is not set (used in header {name!r}, line {number})"
-                )
+                raise RagConfigError(f"{setting}: environment variable {var!r} is not set (used in header {name!r}, line {number})")
             return environ[var]
 
         value = _VAR.sub(substitute, value.strip())
@@ -494,6 +485,7 @@ def check_maps(headers_text: str, request_map_text: str, response_map_text: str)
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _public_url(url: httpx.URL, *, with_query: bool) -> str:
     """The URL without userinfo; with the query, secret-looking parameter values masked (redact.public_url)."""
@@ -543,7 +535,7 @@ def _user_agent() -> str:
         from importlib.metadata import version
 
         return f"pytest-rageval/{version('pytest-rageval')}"
-    except Exception:  # noqa: BLE001 - metadata missing in odd installs
+    except Exception:
         return "pytest-rageval"
 
 
@@ -568,7 +560,7 @@ class HttpClient:
         self.docs_root = docs_root
         try:
             parsed = httpx.URL(url)
-        except Exception:  # noqa: BLE001 - httpx raises several types here
+        except Exception:
             raise RagConfigError(f"rageval_target: {shown!r} is not a valid URL") from None
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise RagConfigError(f"rageval_target: {shown!r} is not an http(s):// URL")
@@ -677,8 +669,7 @@ class HttpClient:
                 detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
                 failure = self._error(
                     "connection",
-                    f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}"
-                    + (f": {detail}" if detail else ""),
+                    f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}" + (f": {detail}" if detail else ""),
                     attempts=attempt + 1,
                 )
             else:
@@ -720,9 +711,7 @@ class HttpClient:
         try:
             data, notes = safejson.loads(response.content, nonfinite="repair")
         except safejson.JsonLimitError as exc:
-            raise self._error(
-                "invalid_response", f"response refused: {exc}", status=response.status_code, attempts=attempts
-            ) from None
+            raise self._error("invalid_response", f"response refused: {exc}", status=response.status_code, attempts=attempts) from None
         except ValueError:
             raise self._error(
                 "invalid_response",
@@ -758,6 +747,7 @@ def _is_async_callable(fn: Any) -> bool:
 def _raised(exc: BaseException, redactor: Redactor) -> str:
     """What a target raised, on one line, secrets masked before the cut: ``KeyError: 'x'``, or
     ``the target raised SystemExit(2)`` for a BaseException."""
+
     def cut(text: str) -> str:
         text = " ".join(redactor.mask(text).split())
         return text[:500] + ("..." if len(text) > 500 else "")
@@ -846,9 +836,9 @@ class CallableClient:
             if _cancelled_from_outside():  # the timeout or the session cancelled this call
                 raise
             raise RagCallError("target", _raised(exc, self._redactor)) from None
-        except Exception as exc:  # noqa: BLE001 - any failure of the user's code
+        except Exception as exc:
             raise RagCallError("target", _raised(exc, self._redactor)) from exc
-        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, GeneratorExit of the target
+        except BaseException as exc:
             raise RagCallError("target", _raised(exc, self._redactor)) from None
 
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
@@ -918,14 +908,10 @@ def _import_module(module_name: str, spec: str, folders: Sequence[str], setting:
         missing = exc.name or module_name
         if module_name == missing or module_name.startswith(missing + "."):
             raise RagConfigError(f"{setting} {spec!r}: cannot import module {module_name!r} ({exc})") from exc
-        raise RagConfigError(
-            f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    except Exception as exc:  # noqa: BLE001 - errors in the user's module
+        raise RagConfigError(f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
         message = " ".join(str(exc).split())
-        raise RagConfigError(
-            f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}"
-        ) from exc
+        raise RagConfigError(f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}") from exc
 
 
 def _import_from(module_name: str, folders: Sequence[str]) -> Any:
@@ -957,8 +943,10 @@ _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 #: How a callable target is called, for the messages of a target that cannot be.
-HOW_TARGETS_ARE_CALLED = ("a target is called fn(question, params), where params is a dict holding k and the case's and the "
-                          "matrix's params, and returns a dict such as {\"answer\": ..., \"debug\": {\"retrieved_chunks\": [...]}}")
+HOW_TARGETS_ARE_CALLED = (
+    "a target is called fn(question, params), where params is a dict holding k and the case's and the "
+    'matrix\'s params, and returns a dict such as {"answer": ..., "debug": {"retrieved_chunks": [...]}}'
+)
 
 
 def signature_problem(fn: Callable[..., Any]) -> str | None:
@@ -1012,8 +1000,10 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
 def callable_client(spec: str, target: Any, *, concurrency: int = 8, **http_options: Any) -> CallableClient:
     """The client of the object ``spec`` named; RagConfigError when it cannot be called as targets are."""
     if not callable(target):
-        raise RagConfigError(f"rageval_target {spec!r}: {spec.partition(':')[2]!r} is a {type(target).__name__} object, "
-                             f"not callable nor an object of LlamaIndex, LangChain, LangGraph or Haystack; {HOW_TARGETS_ARE_CALLED}")
+        raise RagConfigError(
+            f"rageval_target {spec!r}: {spec.partition(':')[2]!r} is a {type(target).__name__} object, "
+            f"not callable nor an object of LlamaIndex, LangChain, LangGraph or Haystack; {HOW_TARGETS_ARE_CALLED}"
+        )
     problem = signature_problem(target)
     if problem is not None:
         raise RagConfigError(f"rageval_target {spec!r}: {problem}; {HOW_TARGETS_ARE_CALLED}")
@@ -1035,7 +1025,6 @@ def resolve(spec: str, folders: Sequence[str], setting: str = "rageval_target") 
     for part in attr_path.split("."):
         if not hasattr(target, part):
             names = [n for n in dir(target) if not n.startswith("_")]
-            raise RagConfigError(f"{setting} {spec!r}: module {module_name!r} has no attribute {attr_path!r}"
-                                 f"{did_you_mean(part, names)}")
+            raise RagConfigError(f"{setting} {spec!r}: module {module_name!r} has no attribute {attr_path!r}{did_you_mean(part, names)}")
         target = getattr(target, part)
     return target

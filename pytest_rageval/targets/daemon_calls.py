@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Abandoned", "DaemonCalls", "NotStarted"]
 
@@ -36,7 +37,7 @@ class NotStarted(Exception):
 
 
 class _Call:
-    __slots__ = ("finished", "abandoned")
+    __slots__ = ("abandoned", "finished")
 
     def __init__(self) -> None:
         self.finished = False
@@ -57,7 +58,7 @@ class DaemonCalls:
         with self._lock:
             return self._abandoned
 
-    async def call(self, fn: Callable[..., Any], *args: Any, timeout: Optional[float] = None) -> Any:
+    async def call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
         """``fn(*args)`` on a new daemon thread; what it raises (any BaseException) is raised here.
 
         Raises :class:`Abandoned` when it runs past ``timeout`` seconds and
@@ -70,14 +71,14 @@ class DaemonCalls:
             if deadline is not None and loop.time() >= deadline:
                 raise NotStarted(self.abandoned)
             await asyncio.sleep(_POLL)
-        done: asyncio.Future[tuple[Any, Optional[BaseException]]] = loop.create_future()
+        done: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
         call = _Call()
         context = contextvars.copy_context()
 
         def run() -> None:
             try:
-                outcome: tuple[Any, Optional[BaseException]] = (context.run(fn, *args), None)
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
+                outcome: tuple[Any, BaseException | None] = (context.run(fn, *args), None)
+            except BaseException as exc:
                 outcome = (None, exc)
             if not self._finish(call):
                 return  # abandoned: nobody waits for it
@@ -119,6 +120,6 @@ class DaemonCalls:
             return True
 
 
-def _settle(future: "asyncio.Future[Any]", outcome: tuple[Any, Optional[BaseException]]) -> None:
+def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
     if not future.done():
         future.set_result(outcome)

@@ -3,17 +3,27 @@ framework (LlamaIndex, LangChain/LangGraph, Haystack), each as a client."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from .client import (HOW_TARGETS_ARE_CALLED, CallableClient, HttpClient, RagClient, RagConfigError, callable_client, check_target, python_options,
-                     resolve, signature_problem)
+from .client import (
+    HOW_TARGETS_ARE_CALLED,
+    CallableClient,
+    HttpClient,
+    RagClient,
+    RagConfigError,
+    callable_client,
+    check_target,
+    python_options,
+    resolve,
+    signature_problem,
+)
 from .frameworks import recognise
 
 __all__ = ["client_of", "load_target"]
 
 
-def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, params_hook: str = "",
-                **http_options: Any) -> RagClient:
+def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, params_hook: str = "", **http_options: Any) -> RagClient:
     """A client for ``http(s)://...`` or ``package.module:name``, where ``name`` is a callable or a framework
     object (recognised by its classes: frameworks.recognise). ``folders`` are tried on sys.path when the module
     is not importable as is (the working directory and rootdir). ``http_options`` are HttpClient's keyword
@@ -45,8 +55,11 @@ def client_of(obj: Any, *, name: str, concurrency: int = 8, **http_options: Any)
         from .frameworks.client import FrameworkClient
 
         return FrameworkClient(adapter, name=name, abandon_limit=concurrency, **python_options(http_options))
-    problem = (f"is a {type(obj).__name__} object, not a client, a callable nor an object of LlamaIndex, LangChain, "
-               "LangGraph or Haystack" if not callable(obj) else signature_problem(obj))
+    problem = (
+        f"is a {type(obj).__name__} object, not a client, a callable nor an object of LlamaIndex, LangChain, LangGraph or Haystack"
+        if not callable(obj)
+        else signature_problem(obj)
+    )
     if problem is not None:
         raise RagConfigError(f"{name}: {problem}; {HOW_TARGETS_ARE_CALLED}")
     return CallableClient(obj, name=name, abandon_limit=concurrency, **python_options(http_options))

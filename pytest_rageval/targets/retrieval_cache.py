@@ -16,13 +16,15 @@ import errno
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from pytest_rageval.atomic import write_bytes_atomic
 from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.schema import RagResponse
+
 from .client import RagCallError, RagClient, RagReply
 
 try:  # pragma: no cover - every POSIX system has it
@@ -50,34 +52,39 @@ def sliced(reply: RagReply, k: int) -> RagReply:
     return RagReply(response=response, latency_ms=reply.latency_ms, attempts=reply.attempts, notes=reply.notes)
 
 
-def _encode(outcome: "RagReply | RagCallError") -> str:
+def _encode(outcome: RagReply | RagCallError) -> str:
     if isinstance(outcome, RagCallError):
-        return json.dumps({"error": {"kind": outcome.kind, "message": outcome.message, "status": outcome.status,
-                                     "attempts": outcome.attempts}})
-    return json.dumps({"response": outcome.response.model_dump(mode="json"), "latency_ms": outcome.latency_ms,
-                       "attempts": outcome.attempts, "notes": list(outcome.notes)})
+        return json.dumps({"error": {"kind": outcome.kind, "message": outcome.message, "status": outcome.status, "attempts": outcome.attempts}})
+    return json.dumps(
+        {
+            "response": outcome.response.model_dump(mode="json"),
+            "latency_ms": outcome.latency_ms,
+            "attempts": outcome.attempts,
+            "notes": list(outcome.notes),
+        }
+    )
 
 
-def _decode(text: str) -> "RagReply | RagCallError":
+def _decode(text: str) -> RagReply | RagCallError:
     data = json.loads(text)
     if "error" in data:
         e = data["error"]
         return RagCallError(e["kind"], e["message"], status=e["status"], attempts=e["attempts"])
-    return RagReply(response=RagResponse.model_validate(data["response"]), latency_ms=data["latency_ms"],
-                    attempts=data["attempts"], notes=tuple(data["notes"]))
+    return RagReply(
+        response=RagResponse.model_validate(data["response"]), latency_ms=data["latency_ms"], attempts=data["attempts"], notes=tuple(data["notes"])
+    )
 
 
 @dataclass
 class RetrievalCache:
     """The run's cache; ``folder`` (xdist) shares it between processes, else it lives in this process only."""
 
-    folder: Optional[Path] = None
+    folder: Path | None = None
     requests: int = 0  # requests this process sent through the cache
-    _flights: dict[str, "asyncio.Future[RagReply | RagCallError]"] = field(default_factory=dict)
+    _flights: dict[str, asyncio.Future[RagReply | RagCallError]] = field(default_factory=dict)
     _served: dict[str, int] = field(default_factory=dict)
 
-    async def ask(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any], users: int = 0
-                  ) -> RagReply:
+    async def ask(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any], users: int = 0) -> RagReply:
         """The reply for ``key``, asked of ``client`` at ``k`` with ``params`` by the first caller only.
 
         ``users``: how many items the key serves; once that many have asked, it is let go (memory stays flat
@@ -113,8 +120,7 @@ class RetrievalCache:
             raise RagCallError(outcome.kind, outcome.message, status=outcome.status, attempts=outcome.attempts)
         return outcome
 
-    async def _shared(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any]
-                      ) -> "RagReply | RagCallError":
+    async def _shared(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any]) -> RagReply | RagCallError:
         if self.folder is None or fcntl is None:
             return await self._call(client, question, k=k, params=params)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -143,7 +149,7 @@ class RetrievalCache:
         finally:
             os.close(fd)  # releases the lock
 
-    async def _call(self, client: RagClient, question: str, *, k: int, params: dict[str, Any]) -> "RagReply | RagCallError":
+    async def _call(self, client: RagClient, question: str, *, k: int, params: dict[str, Any]) -> RagReply | RagCallError:
         self.requests += 1
         try:
             return await client.aask(question, k=k, params=params)
@@ -163,7 +169,7 @@ class MatrixAsk:
     target: str  # names the system in the key
     depth: int  # the k the question is asked at
     slice_k: bool
-    depth_name: Optional[str] = None  # the matrix's depth axis ("k" or "top_k"): the depth is sent as that param too
+    depth_name: str | None = None  # the matrix's depth axis ("k" or "top_k"): the depth is sent as that param too
     users: int = 0  # how many items one request serves (the configs of its group), 0: unknown
     _runs: int = 0
 

@@ -10,7 +10,7 @@ thread-safe.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional
+from typing import Any
 
 from .client import HOW_TARGETS_ARE_CALLED, RagCallError, RagClient, RagReply
 
@@ -43,10 +43,10 @@ class GatedClient:
         self.limit = limit
         self.name = name
         self.stop_on_mismatch = stop_on_mismatch
-        self.first_latency_ms: Optional[float] = None  # the first call's, when it answered (the terminal summary shows it)
-        self._first: Optional[asyncio.Event] = None
-        self._slots: Optional[asyncio.Semaphore] = None
-        self._mismatch: Optional[str] = None
+        self.first_latency_ms: float | None = None  # the first call's, when it answered (the terminal summary shows it)
+        self._first: asyncio.Event | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._mismatch: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
@@ -62,8 +62,9 @@ class GatedClient:
             except RagCallError as exc:
                 if not (self.stop_on_mismatch and is_mismatch(exc)):
                     raise
-                self._mismatch = (f"the first call of {self.name} (question {question[:80]!r}) came back wrong: {exc.message}; "
-                                  f"{HOW_TARGETS_ARE_CALLED}")
+                self._mismatch = (
+                    f"the first call of {self.name} (question {question[:80]!r}) came back wrong: {exc.message}; {HOW_TARGETS_ARE_CALLED}"
+                )
                 raise TargetMismatch(self._mismatch) from None
             finally:
                 self._first.set()

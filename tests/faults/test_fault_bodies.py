@@ -12,8 +12,9 @@ import gzip
 import json
 import threading
 import zlib
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from loopback import LoopbackServer
@@ -32,7 +33,7 @@ def _deflate_raw(data: bytes) -> bytes:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         question = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["question"]
         self.server.accepted.append(self.headers.get("Accept-Encoding", ""))  # type: ignore[attr-defined]
         if question.startswith("endless"):
@@ -89,8 +90,7 @@ def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return {r["test_case_id"]: r for r in map(json.loads, lines)}
 
 
-def test_a_bomb_or_an_endless_body_from_the_rag_is_that_cases_error_naming_the_limit(
-        pytester: pytest.Pytester, hostile_rag: LoopbackServer) -> None:
+def test_a_bomb_or_an_endless_body_from_the_rag_is_that_cases_error_naming_the_limit(pytester: pytest.Pytester, hostile_rag: LoopbackServer) -> None:
     write_set(pytester, ["bomb?", "endless?", "brotli?", "gzip fine?", "deflate fine?"])
     url = f"http://127.0.0.1:{hostile_rag.server_address[1]}/ask"
     result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider")
@@ -118,13 +118,21 @@ def test_a_bomb_from_the_judge_is_that_cases_judge_error_naming_the_limit(pytest
 
     with OpenAIServer(respond) as judge:
         (pytester.path / "eval_sets" / "s.jsonl").write_text(
-            json.dumps({"id": "bomb", "question": "bomb the judge?", "reference_answer": "5 euros",
-                        "gold_supports": [{"rel_path": "a.md"}]}) + "\n"
-            + json.dumps({"id": "fine", "question": "What is the fee?", "reference_answer": "5 euros",
-                          "gold_supports": [{"rel_path": "a.md"}]}) + "\n")
-        result = pytester.runpytest("--rageval", "--rageval-target=rag:ask", "--rageval-judge=openai",
-                                    "--rageval-judge-model=m", f"--rageval-judge-base-url={judge.base_url}",
-                                    "--rageval-no-cache", "-p", "no:cacheprovider")
+            json.dumps({"id": "bomb", "question": "bomb the judge?", "reference_answer": "5 euros", "gold_supports": [{"rel_path": "a.md"}]})
+            + "\n"
+            + json.dumps({"id": "fine", "question": "What is the fee?", "reference_answer": "5 euros", "gold_supports": [{"rel_path": "a.md"}]})
+            + "\n"
+        )
+        result = pytester.runpytest(
+            "--rageval",
+            "--rageval-target=rag:ask",
+            "--rageval-judge=openai",
+            "--rageval-judge-model=m",
+            f"--rageval-judge-base-url={judge.base_url}",
+            "--rageval-no-cache",
+            "-p",
+            "no:cacheprovider",
+        )
         bomb_metrics = [metric_of(r["body"]) for r in judge.requests if "bomb the judge" in json.dumps(r["body"])]
     out = result.stdout.str()
     assert "Traceback" not in out
@@ -137,10 +145,12 @@ def test_a_bomb_from_the_judge_is_that_cases_judge_error_naming_the_limit(pytest
 
 def test_the_limit_is_a_whole_number_of_bytes(pytester: pytest.Pytester) -> None:
     write_set(pytester, ["q?"])
-    for bad, message in (("nan", "must be a whole number of bytes, got 'nan'"), ("1" * 400, "must be a whole number of bytes"),
-                         ("100", "must be at least 1024 bytes, got 100")):
+    for bad, message in (
+        ("nan", "must be a whole number of bytes, got 'nan'"),
+        ("1" * 400, "must be a whole number of bytes"),
+        ("100", "must be at least 1024 bytes, got 100"),
+    ):
         pytester.makeini(f"[pytest]\nrageval_max_response_bytes = {bad}\n")
         result = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         assert message in result.stdout.str() + result.stderr.str()
-

@@ -20,10 +20,7 @@ from openai_server import OpenAIServer, verdicts
 
 from pytest_rageval.judges.cache import DB_NAME
 
-RAG = (
-    "def ask(question, params):\n"
-    "    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n"
-)
+RAG = "def ask(question, params):\n    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n"
 GOOD = [{"id": f"good{i}", "question": f"What is the fee {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(3)]
 
 
@@ -52,17 +49,21 @@ def no_traceback(result: pytest.RunResult) -> None:
 # --------------------------------------------------------------------------- hostile JSON in a line
 
 HOSTILE = {
-    "deep nesting": ('{"id": "deep", "question": "q?", "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
-                     "field 'metadata.x[0][0][0][0]...': nested deeper than 64 levels"),
-    "long integer": ('{"id": "long", "question": "q?", "params": {"n": ' + "7" * 5000 + "}}",
-                     "field 'params.n': a number of 5000 characters (at most 100)"),
+    "deep nesting": (
+        '{"id": "deep", "question": "q?", "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+        "field 'metadata.x[0][0][0][0]...': nested deeper than 64 levels",
+    ),
+    "long integer": (
+        '{"id": "long", "question": "q?", "params": {"n": ' + "7" * 5000 + "}}",
+        "field 'params.n': a number of 5000 characters (at most 100)",
+    ),
     "nan": ('{"id": "nan", "question": "q?", "params": {"t": NaN}}', "field 'params.t': NaN is not valid JSON"),
-    "infinity": ('{"id": "inf", "question": "q?", "thresholds": {"mrr": -Infinity}}',
-                 "field 'thresholds.mrr': -Infinity is not valid JSON"),
-    "lone surrogate": ('{"id": "sur", "question": "q?", "metadata": {"k": "x\\ud800"}}',
-                       "field 'metadata.k': a lone surrogate (\\ud800) is not valid Unicode text"),
-    "duplicate key": ('{"id": "dup", "question": "q?", "question": "again?"}',
-                      "field 'question': key 'question' is given twice in one object"),
+    "infinity": ('{"id": "inf", "question": "q?", "thresholds": {"mrr": -Infinity}}', "field 'thresholds.mrr': -Infinity is not valid JSON"),
+    "lone surrogate": (
+        '{"id": "sur", "question": "q?", "metadata": {"k": "x\\ud800"}}',
+        "field 'metadata.k': a lone surrogate (\\ud800) is not valid Unicode text",
+    ),
+    "duplicate key": ('{"id": "dup", "question": "q?", "question": "again?"}', "field 'question': key 'question' is given twice in one object"),
 }
 
 
@@ -144,10 +145,12 @@ def test_dangling_symlink_and_loop_are_one_error_item_each(pytester: pytest.Pyte
         no_traceback(result)
         return
     result.assert_outcomes(passed=len(GOOD), errors=2)
-    result.stdout.fnmatch_lines_random([
-        "*eval_sets/dangling.jsonl:0: cannot read eval set: broken symlink to *gone.jsonl* (No such file or directory)*",
-        "*eval_sets/loop.jsonl:0: cannot read eval set: broken symlink to 'loop.jsonl' (Too many levels of symbolic links)*",
-    ])
+    result.stdout.fnmatch_lines_random(
+        [
+            "*eval_sets/dangling.jsonl:0: cannot read eval set: broken symlink to *gone.jsonl* (No such file or directory)*",
+            "*eval_sets/loop.jsonl:0: cannot read eval set: broken symlink to 'loop.jsonl' (Too many levels of symbolic links)*",
+        ]
+    )
     no_traceback(result)
     assert latest_metrics(pytester.path)["invalid_lines"] == 2
 
@@ -192,28 +195,24 @@ def test_null_on_one_side_is_said_not_silent(pytester: pytest.Pytester) -> None:
 def test_history_shows_a_non_number_aggregate_as_unknown(tmp_path: Path) -> None:
     for name, mrr in (("r1", '"high"'), ("r2", "0.5"), ("r3", "1" + "0" * 400)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "metrics.json").write_text(
-            f'{{"run_id": "{name}", "timestamp": "{name}", "aggregate_metrics": {{"mrr_avg": {mrr}}}}}'
-        )
-    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)],
-                            capture_output=True, text=True, timeout=60)
+        (tmp_path / name / "metrics.json").write_text(f'{{"run_id": "{name}", "timestamp": "{name}", "aggregate_metrics": {{"mrr_avg": {mrr}}}}}')
+    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert [line.split()[2] for line in lines[2:4]] == ["?", "0.500"]
     assert f"? {tmp_path / 'r1' / 'metrics.json'}: mrr_avg not a number" in lines
     # a number beyond float range is no value at all: the run is left out, with a note
-    assert f"note: an older run left out of the history: {tmp_path / 'r3' / 'metrics.json'}: " \
-           "aggregate_metrics.mrr_avg: a number beyond float range" in lines
+    assert (
+        f"note: an older run left out of the history: {tmp_path / 'r3' / 'metrics.json'}: "
+        "aggregate_metrics.mrr_avg: a number beyond float range" in lines
+    )
 
 
 def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     (tmp_path / "r1").mkdir()
     hostile = json.dumps("r1\x1b[2J\x1b]0;pwned\x07")
-    (tmp_path / "r1" / "metrics.json").write_text(
-        f'{{"run_id": {hostile}, "timestamp": "t", "aggregate_metrics": {{"mrr_avg": 0.5}}}}'
-    )
-    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)],
-                            capture_output=True, text=True, timeout=60)
+    (tmp_path / "r1" / "metrics.json").write_text(f'{{"run_id": {hostile}, "timestamp": "t", "aggregate_metrics": {{"mrr_avg": 0.5}}}}')
+    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert "r1\\x1b[2J\\x1b]0;pwned\\x07" in result.stdout
@@ -228,8 +227,7 @@ def _garbage(db: Path) -> None:
 
 def _truncated(db: Path) -> None:
     conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, "
-                 "prompt_version TEXT, created_at TEXT)")
+    conn.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, prompt_version TEXT, created_at TEXT)")
     conn.executemany("INSERT INTO verdicts VALUES (?, ?, 'm', 'g', '1', 't')", [(str(i), "x" * 300) for i in range(400)])
     conn.commit()
     conn.close()
@@ -263,8 +261,14 @@ def judged(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest
 
 def run_judged(pytester: pytest.Pytester, url: str, *extra: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "--rageval", "--rageval-target=rag:ask", "--rageval-judge=openai", "--rageval-judge-model=m",
-        f"--rageval-judge-base-url={url}", "-p", "no:cacheprovider", *extra,
+        "--rageval",
+        "--rageval-target=rag:ask",
+        "--rageval-judge=openai",
+        "--rageval-judge-model=m",
+        f"--rageval-judge-base-url={url}",
+        "-p",
+        "no:cacheprovider",
+        *extra,
     )
 
 

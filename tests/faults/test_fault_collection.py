@@ -30,8 +30,7 @@ FOLDER_ARG = pytest.mark.parametrize("args", [[], ["eval_sets"]], ids=["globs", 
 
 
 def cases(prefix: str, count: int) -> list[dict[str, Any]]:
-    return [{"id": f"{prefix}{i}", "question": f"What is {prefix} {i}?", "gold_supports": [{"rel_path": "a.md"}]}
-            for i in range(count)]
+    return [{"id": f"{prefix}{i}", "question": f"What is {prefix} {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(count)]
 
 
 def write_set(root: Path, name: str, lines: list[dict[str, Any]]) -> None:
@@ -82,8 +81,7 @@ ALL_QUESTIONS = sorted(c["question"] for c in cases("ids", 3) + cases("more", 1)
 
 
 @FOLDER_ARG
-def test_a_folder_link_back_up_is_one_error_item_and_every_case_runs_once(
-        pytester: pytest.Pytester, xdist: list[str], args: list[str]) -> None:
+def test_a_folder_link_back_up_is_one_error_item_and_every_case_runs_once(pytester: pytest.Pytester, xdist: list[str], args: list[str]) -> None:
     sets = project(pytester)
     os.symlink(".", sets / "self")
     result = run(pytester, *xdist, *args)
@@ -96,7 +94,11 @@ def test_a_folder_link_back_up_is_one_error_item_and_every_case_runs_once(
     assert metrics["passed"] == 4 and metrics["invalid_lines"] == 1 and metrics["cases_in_eval_set"] == 4
     assert sorted(metrics["eval_set_files"]) == ["eval_sets/ids.jsonl", "eval_sets/sub/more.jsonl"]
     assert sorted(r["key"] for r in records if not r.get("invalid_line")) == [
-        "eval_sets/ids.jsonl::ids0", "eval_sets/ids.jsonl::ids1", "eval_sets/ids.jsonl::ids2", "eval_sets/sub/more.jsonl::more0"]
+        "eval_sets/ids.jsonl::ids0",
+        "eval_sets/ids.jsonl::ids1",
+        "eval_sets/ids.jsonl::ids2",
+        "eval_sets/sub/more.jsonl::more0",
+    ]
 
 
 @FOLDER_ARG
@@ -108,17 +110,18 @@ def test_collection_with_two_links_back_up_ends(pytester: pytest.Pytester, args:
     result = pytester.runpytest_subprocess(*OPTIONS, *args, timeout=60)
     result.assert_outcomes(passed=4, errors=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines_random([
-        "*eval_sets/self: a link back to a folder already collected (eval_sets); not followed*",
-        "*eval_sets/sub/up: a link back to a folder already collected (eval_sets); not followed*",
-    ])
+    result.stdout.fnmatch_lines_random(
+        [
+            "*eval_sets/self: a link back to a folder already collected (eval_sets); not followed*",
+            "*eval_sets/sub/up: a link back to a folder already collected (eval_sets); not followed*",
+        ]
+    )
     no_traceback(result)
     assert calls(pytester.path) == ALL_QUESTIONS
 
 
 @FOLDER_ARG
-def test_a_link_to_a_folder_outside_is_followed_and_a_file_reached_twice_runs_once(
-        pytester: pytest.Pytester, args: list[str]) -> None:
+def test_a_link_to_a_folder_outside_is_followed_and_a_file_reached_twice_runs_once(pytester: pytest.Pytester, args: list[str]) -> None:
     sets = project(pytester)
     write_set(pytester.path, "shared/x.jsonl", cases("x", 2))
     os.symlink(pytester.path / "shared", sets / "ext")  # eval_sets/ext/x.jsonl
@@ -140,7 +143,8 @@ def test_a_link_to_a_folder_outside_is_followed_and_a_file_reached_twice_runs_on
 
 
 def test_a_dangling_sibling_plays_no_part_in_a_run_of_named_files(
-        pytester: pytest.Pytester, xdist: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    pytester: pytest.Pytester, xdist: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     sets = project(pytester)
     run(pytester, "eval_sets/ids.jsonl").assert_outcomes(passed=3)
     clean_hash = latest(pytester.path)[0]["eval_set_hash"]
@@ -172,8 +176,7 @@ def test_a_dangling_link_the_globs_match_is_one_error_item_outside_the_eval_set_
         result = run(pytester, *extra)
         result.assert_outcomes(passed=4, errors=1)
         assert result.ret == pytest.ExitCode.TESTS_FAILED
-        result.stdout.fnmatch_lines(["*eval_sets/old.jsonl:0: cannot read eval set: broken symlink to 'gone.jsonl' "
-                                     "(No such file or directory)*"])
+        result.stdout.fnmatch_lines(["*eval_sets/old.jsonl:0: cannot read eval set: broken symlink to 'gone.jsonl' (No such file or directory)*"])
         no_traceback(result)
         assert calls(pytester.path) == ALL_QUESTIONS
         metrics, records = latest(pytester.path)
@@ -187,9 +190,19 @@ def test_a_dangling_link_the_globs_match_is_one_error_item_outside_the_eval_set_
 # --------------------------------------------------------------------------- the globs
 
 
-GLOBS = ["eval_sets/**/*.jsonl", "eval_sets/*.jsonl", "eval_sets/*/*.jsonl", "eval_sets/**", "**/*.jsonl",
-         "eval_sets/.hidden/*.jsonl", "eval_sets/.*", "eval_sets/[ab]?.jsonl", "eval_sets/sub/deep/x.jsonl",
-         "eval_sets/nothing/*.jsonl", "eval_sets/**/deep/*.jsonl"]
+GLOBS = [
+    "eval_sets/**/*.jsonl",
+    "eval_sets/*.jsonl",
+    "eval_sets/*/*.jsonl",
+    "eval_sets/**",
+    "**/*.jsonl",
+    "eval_sets/.hidden/*.jsonl",
+    "eval_sets/.*",
+    "eval_sets/[ab]?.jsonl",
+    "eval_sets/sub/deep/x.jsonl",
+    "eval_sets/nothing/*.jsonl",
+    "eval_sets/**/deep/*.jsonl",
+]
 
 
 @pytest.mark.parametrize("pattern", GLOBS)
@@ -198,8 +211,18 @@ def test_without_links_the_globs_match_what_glob_matches(tmp_path: Path, pattern
 
     from pytest_rageval.evaluation.evalpaths import expand_globs
 
-    for name in ["a1.jsonl", "b2.jsonl", "c.jsonl", ".dot.jsonl", "notes.txt", "sub/x.jsonl", "sub/deep/x.jsonl",
-                 ".hidden/h.jsonl", "sub/.hidden/h.jsonl", "top.jsonl"]:
+    for name in [
+        "a1.jsonl",
+        "b2.jsonl",
+        "c.jsonl",
+        ".dot.jsonl",
+        "notes.txt",
+        "sub/x.jsonl",
+        "sub/deep/x.jsonl",
+        ".hidden/h.jsonl",
+        "sub/.hidden/h.jsonl",
+        "top.jsonl",
+    ]:
         where = tmp_path / ("" if name == "top.jsonl" else "eval_sets") / name
         where.parent.mkdir(parents=True, exist_ok=True)
         where.write_text("{}\n")

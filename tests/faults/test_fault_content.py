@@ -60,10 +60,12 @@ def project(pytester: pytest.Pytester, fault: str, target: str) -> None:
     cases = [{"id": name, "question": name, "gold_supports": [GOLD]} for name in ("c1", "bad", "c3")]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
     if target == "callable":
-        pytester.makepyfile(myrag=(
-            f"import sys\nsys.path.insert(0, {str(HERE)!r})\nfrom fault_content_payloads import call\n\n"
-            f"def ask(question, params):\n    return call({fault!r}, question)\n"
-        ))
+        pytester.makepyfile(
+            myrag=(
+                f"import sys\nsys.path.insert(0, {str(HERE)!r})\nfrom fault_content_payloads import call\n\n"
+                f"def ask(question, params):\n    return call({fault!r}, question)\n"
+            )
+        )
 
 
 def check_run(pytester: pytest.Pytester, result: pytest.RunResult, fault: str) -> dict[str, Any]:
@@ -139,8 +141,7 @@ def test_note_is_shown_in_the_failure_message_and_the_cap_is_configurable(pytest
     cases = [{"id": "bad", "question": "bad", "gold_supports": [{"rel_path": "docs/elsewhere.md"}]}]
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps(cases[0]) + "\n"})
     with AskServer(lambda body: http_reply("big_answer", "bad")) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider",
-                                    f"--rageval-target={server.url}")
+        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", f"--rageval-target={server.url}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*notes:*", "*answer cut from 52,428,800 to 1,000 characters*"])
     assert len(records(pytester.path)["bad"]["answer"]) == 1000
@@ -154,9 +155,7 @@ def test_bad_cap_setting_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*rageval_max_answer_chars: must be a whole number of characters, got 'lots'*"])
 
 
-def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", "sk-test")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     pytester.makeini("[pytest]\nrageval_max_reasoning_chars = 200\n")
@@ -172,8 +171,15 @@ def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(
     with AskServer(lambda body: http_reply("none", body.get("question"))) as rag, OpenAIServer(judge) as srv:
         # In a subprocess: an in-process run would drop the openai SDK's lazily imported modules afterwards,
         # breaking later tests' exception mapping (see tests/conftest.py).
-        result = pytester.runpytest_subprocess("--rageval", f"--rageval-target={rag.url}", "--rageval-judge=openai",
-                                    "--rageval-judge-model=m", f"--rageval-judge-base-url={srv.base_url}", "-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess(
+            "--rageval",
+            f"--rageval-target={rag.url}",
+            "--rageval-judge=openai",
+            "--rageval-judge-model=m",
+            f"--rageval-judge-base-url={srv.base_url}",
+            "-p",
+            "no:cacheprovider",
+        )
     out = result.stdout.str()
     assert "\x1b" not in out and "\x07" not in out and "Traceback" not in out
     result.assert_outcomes(passed=2, failed=1)
@@ -186,28 +192,27 @@ def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(
 def test_an_exception_in_setup_is_recorded_by_type_and_message_and_shown_escaped(pytester: pytest.Pytester) -> None:
     """A client fixture that raises: the record says what was raised (not ``conftest.py:N``), the terminal shows it escaped."""
     project(pytester, "none", "callable")
-    pytester.makeconftest(
-        "import pytest\n\n@pytest.fixture\ndef rageval_client():\n"
-        f"    raise RuntimeError({'health check said: ' + ANSI!r})\n"
-    )
+    pytester.makeconftest(f"import pytest\n\n@pytest.fixture\ndef rageval_client():\n    raise RuntimeError({'health check said: ' + ANSI!r})\n")
     result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider")
     out = result.stdout.str()
     assert "\x1b" not in out and "\x07" not in out
     result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines([r"E *RuntimeError: health check said: \x1b[[]2J*",
-                                 r"ERROR eval_sets/s.jsonl::bad - RuntimeError: health check said: \x1b[[]2J*"])
+    result.stdout.fnmatch_lines(
+        [r"E *RuntimeError: health check said: \x1b[[]2J*", r"ERROR eval_sets/s.jsonl::bad - RuntimeError: health check said: \x1b[[]2J*"]
+    )
     error = records(pytester.path)["bad"]["error"]
     assert error == {"kind": "other", "message": f"RuntimeError: health check said: {' '.join(ANSI.split())}"}
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_lone_surrogate_in_an_eval_line_is_one_bad_line_and_the_others_run(
-    pytester: pytest.Pytester, workers: list[str]
-) -> None:
+def test_lone_surrogate_in_an_eval_line_is_one_bad_line_and_the_others_run(pytester: pytest.Pytester, workers: list[str]) -> None:
     """The eval-set loader refuses a lone surrogate (issue 8, w8-ids): one error item naming line and field."""
     project(pytester, "none", "callable")
-    cases = [{"id": "bad", "question": "bad", "gold_supports": [GOLD], "metadata": {"m": "x\ud800"}, "params": {"p": "\udc80"}},
-             {"id": "c1", "question": "c1", "gold_supports": [GOLD]}, {"id": "c3", "question": "c3", "gold_supports": [GOLD]}]
+    cases = [
+        {"id": "bad", "question": "bad", "gold_supports": [GOLD], "metadata": {"m": "x\ud800"}, "params": {"p": "\udc80"}},
+        {"id": "c1", "question": "c1", "gold_supports": [GOLD]},
+        {"id": "c3", "question": "c3", "gold_supports": [GOLD]},
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
     result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-target=myrag:ask", *workers)
     assert "INTERNALERROR" not in result.stdout.str()

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
 
 from pytest_rageval.evaluation.evalset import load_eval_file
 
@@ -25,8 +24,7 @@ FUZZ = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
-                           HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example, HealthCheck.function_scoped_fixture],
 )
 
 
@@ -37,7 +35,7 @@ class Line:
     raw: bytes
     kind: str  # "good", "bad" or "skip"
     expect: str = ""  # a bad line's message must contain this (the field, or the problem when there is no field)
-    case_id: Optional[str] = None
+    case_id: str | None = None
 
 
 # --------------------------------------------------------------------------- good lines
@@ -46,10 +44,8 @@ class Line:
 ID_TEXT = st.text(st.characters(categories=("L", "N", "P", "S"), exclude_characters="[]:"), max_size=12)
 #: Any valid Unicode text (no surrogates): control characters, NUL, RTL marks and emoji included.
 ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
-JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30),
-                      st.floats(allow_nan=False, allow_infinity=False), ANY_TEXT)
-JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                            st.dictionaries(ANY_TEXT, inner, max_size=3)), max_leaves=8)
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False), ANY_TEXT)
+JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(ANY_TEXT, inner, max_size=3)), max_leaves=8)
 
 
 @st.composite
@@ -104,8 +100,24 @@ def _bad(n: int, **fields: Any) -> dict[str, Any]:
 
 @st.composite
 def bad_line(draw: st.DrawFn, n: int) -> Line:
-    kind = draw(st.sampled_from(["wrong type", "bad id", "surrogate", "huge number", "deep", "nonfinite", "duplicate",
-                                 "missing", "syntax", "not object", "utf8", "unknown key"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "wrong type",
+                "bad id",
+                "surrogate",
+                "huge number",
+                "deep",
+                "nonfinite",
+                "duplicate",
+                "missing",
+                "syntax",
+                "not object",
+                "utf8",
+                "unknown key",
+            ]
+        )
+    )
     if kind == "wrong type":
         field = draw(st.sampled_from(sorted(WRONG)))
         return Line(json.dumps(_bad(n, **{field: draw(st.sampled_from(WRONG[field]))})).encode(), "bad", f"field '{field}")
@@ -115,8 +127,13 @@ def bad_line(draw: st.DrawFn, n: int) -> Line:
     if kind == "surrogate":
         field = draw(st.sampled_from(["metadata", "params", "question", "tags", "id"]))
         escape = f"\\u{draw(st.integers(0xD800, 0xDFFF)):04x}"
-        value = {"metadata": f'{{"k": "x{escape}"}}', "params": f'{{"{escape}": 1}}', "question": f'"q{escape}"',
-                 "tags": f'["{escape}"]', "id": f'"bad{n}{escape}"'}[field]
+        value = {
+            "metadata": f'{{"k": "x{escape}"}}',
+            "params": f'{{"{escape}": 1}}',
+            "question": f'"q{escape}"',
+            "tags": f'["{escape}"]',
+            "id": f'"bad{n}{escape}"',
+        }[field]
         rest = ", ".join(f'"{k}": {v}' for k, v in {"id": f'"bad{n}"', "question": '"q?"', field: value}.items())
         return Line(("{" + rest + "}").encode(), "bad", f"field '{field}")
     if kind == "huge number":

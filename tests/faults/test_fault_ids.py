@@ -23,11 +23,62 @@ COLLIDING = "a=p-b=q,p;b=r,q-b=r"
 #: Values that stress the id: separators of the id, of node ids and of the escaping itself, whitespace,
 #: control and bidi characters, and ordinary values that must stay readable.
 TRICKY: list[Any] = [
-    "p", "p-b=q", "q-b=r", "-", "=", "-b=", "a=", "=b", "b=r", "x-", "-x", "%", "%25", "%3D", "%3A", "%%",
-    "[", "]", "[x]", "x]-b=[y", ":", "::", ":::", "a::b", "a:b", "http://h:8080/x", "http://h::1/",
-    " ", "x y", " x", "x ", "\t", "\n", "\r\n", "\x00", "\x1b[31m", "\x7f", "\x85", "\u2028", "\u00a0",
-    "\u202e", "x\u202ey", "\u200b", "\ufeff", "\u00e9", "gpt-4o-mini", "x%20y", "x%2Dy",
-    0, 1, -1, 0.5, 1e-07, True, False, None,
+    "p",
+    "p-b=q",
+    "q-b=r",
+    "-",
+    "=",
+    "-b=",
+    "a=",
+    "=b",
+    "b=r",
+    "x-",
+    "-x",
+    "%",
+    "%25",
+    "%3D",
+    "%3A",
+    "%%",
+    "[",
+    "]",
+    "[x]",
+    "x]-b=[y",
+    ":",
+    "::",
+    ":::",
+    "a::b",
+    "a:b",
+    "http://h:8080/x",
+    "http://h::1/",
+    " ",
+    "x y",
+    " x",
+    "x ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\x00",
+    "\x1b[31m",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\u00a0",
+    "\u202e",
+    "x\u202ey",
+    "\u200b",
+    "\ufeff",
+    "\u00e9",
+    "gpt-4o-mini",
+    "x%20y",
+    "x%2Dy",
+    0,
+    1,
+    -1,
+    0.5,
+    1e-07,
+    True,
+    False,
+    None,
 ]
 
 
@@ -72,22 +123,25 @@ def test_ids_are_injective_and_read_back_over_tricky_values() -> None:
     assert len(seen) == len(values) + len(values) ** 2 + len(values) ** 2 * 12
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    ("gpt-4o-mini", "gpt-4o-mini"),
-    ("http://host:8080/x", "http://host:8080/x"),
-    (0.5, "0.5"),
-    ("x-y", "x-y"),
-    ("50%", "50%25"),
-    ("a=b", "a%3Db"),
-    ("[x]", "%5Bx%5D"),
-    ("a::b", "a%3A%3Ab"),
-    ("a:::b", "a%3A%3A%3Ab"),
-    ("x y", "x%20y"),
-    ("x\ty", "x%09y"),
-    ("\x00", "%00"),
-    ("x\u202ey", "x%E2%80%AEy"),
-    ("\u00e9t\u00e9", "\u00e9t\u00e9"),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("gpt-4o-mini", "gpt-4o-mini"),
+        ("http://host:8080/x", "http://host:8080/x"),
+        (0.5, "0.5"),
+        ("x-y", "x-y"),
+        ("50%", "50%25"),
+        ("a=b", "a%3Db"),
+        ("[x]", "%5Bx%5D"),
+        ("a::b", "a%3A%3Ab"),
+        ("a:::b", "a%3A%3A%3Ab"),
+        ("x y", "x%20y"),
+        ("x\ty", "x%09y"),
+        ("\x00", "%00"),
+        ("x\u202ey", "x%E2%80%AEy"),
+        ("\u00e9t\u00e9", "\u00e9t\u00e9"),
+    ],
+)
 def test_values_keep_their_readable_form_and_escape_what_is_unsafe(value: Any, shown: str) -> None:
     assert _config(model=value).id == f"model={shown}"
 
@@ -101,9 +155,25 @@ def test_no_id_holds_a_node_id_separator_or_an_unprintable_character() -> None:
         assert not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in config.id), config.id
 
 
-@pytest.mark.parametrize("name", [
-    "a-b", "a=b", "a[b", "a]", "a,b", "a;b", "a:b", "a b", "a\tb", "a\nb", "a\x00b", "a\u202eb", "a\u200bb", "-a",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a-b",
+        "a=b",
+        "a[b",
+        "a]",
+        "a,b",
+        "a;b",
+        "a:b",
+        "a b",
+        "a\tb",
+        "a\nb",
+        "a\x00b",
+        "a\u202eb",
+        "a\u200bb",
+        "-a",
+    ],
+)
 def test_an_axis_name_that_could_blur_an_id_is_refused_naming_it(name: str) -> None:
     with pytest.raises(MatrixError) as info:
         matrix_from_table({name: [1]})
@@ -116,8 +186,7 @@ def test_ordinary_axis_names_stay_valid(name: str) -> None:
     assert matrix is not None and [c.id for c in matrix.configs()] == [f"{name}=1", f"{name}=2"]
 
 
-@pytest.mark.parametrize("make", [lambda: parse_matrix_option("question=a,b"),
-                                  lambda: matrix_from_table({"question": ["a"], "top_k": [5]})])
+@pytest.mark.parametrize("make", [lambda: parse_matrix_option("question=a,b"), lambda: matrix_from_table({"question": ["a"], "top_k": [5]})])
 def test_a_question_axis_is_refused(make: Any) -> None:
     with pytest.raises(MatrixError) as info:
         make()
@@ -176,21 +245,24 @@ def test_node_id_lines_hold_no_separator_or_bidi_control_and_select_one_item(pyt
         for line in node_lines:
             assert line.count("::") == 1 and "\u202e" not in line, line
         assert "\u202e" not in result.stdout.str()
-        assert {"eval_sets/s.jsonl::c0[v=a%3A%3Ab]", "eval_sets/s.jsonl::c0[v=x%E2%80%AEy]"} <= {
-            line.split()[0] for line in node_lines}, result.stdout.str()
+        assert {"eval_sets/s.jsonl::c0[v=a%3A%3Ab]", "eval_sets/s.jsonl::c0[v=x%E2%80%AEy]"} <= {line.split()[0] for line in node_lines}, (
+            result.stdout.str()
+        )
         chosen = pytester.runpytest(*_args(server.url, "-v", "eval_sets/s.jsonl::c0[v=a%3A%3Ab]"))
     assert sent == ["a::b", "plain", "x\u202ey"]  # the values themselves reach the system unchanged
     passed = [line.partition(" PASSED")[0] for line in chosen.stdout.lines if " PASSED" in line]
     assert chosen.ret == 0 and passed == ["eval_sets/s.jsonl::c0[v=a%3A%3Ab]"], chosen.stdout.str()
 
 
-@pytest.mark.parametrize(("setting", "message"), [
-    (("--rageval-matrix", "question=a,b"), "ERROR: pytest-rageval: --rageval-matrix: axis 'question' is reserved"),
-    (("--rageval-matrix", "a:b=1"), "ERROR: pytest-rageval: --rageval-matrix: axis 'a:b': a name is"),
-    (("--rageval-matrix", "a-b=1"), "ERROR: pytest-rageval: --rageval-matrix: axis 'a-b': a name is"),
-])
-def test_a_reserved_or_blurring_axis_name_is_a_usage_error(pytester: pytest.Pytester, setting: tuple[str, str],
-                                                           message: str) -> None:
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (("--rageval-matrix", "question=a,b"), "ERROR: pytest-rageval: --rageval-matrix: axis 'question' is reserved"),
+        (("--rageval-matrix", "a:b=1"), "ERROR: pytest-rageval: --rageval-matrix: axis 'a:b': a name is"),
+        (("--rageval-matrix", "a-b=1"), "ERROR: pytest-rageval: --rageval-matrix: axis 'a-b': a name is"),
+    ],
+)
+def test_a_reserved_or_blurring_axis_name_is_a_usage_error(pytester: pytest.Pytester, setting: tuple[str, str], message: str) -> None:
     _eval_set(pytester, {"id": "c0"})
     with AskServer(_system) as server:
         result = pytester.runpytest(*_args(server.url, *setting))
@@ -198,15 +270,18 @@ def test_a_reserved_or_blurring_axis_name_is_a_usage_error(pytester: pytest.Pyte
     assert result.ret == pytest.ExitCode.USAGE_ERROR and asked == 0
     assert "Traceback" not in result.stderr.str() and "INTERNALERROR" not in result.stdout.str()
     assert [line for line in result.stderr.lines if line.startswith("ERROR:")] == [
-        next(line for line in result.stderr.lines if line.startswith(message))], result.stderr.str()
+        next(line for line in result.stderr.lines if line.startswith(message))
+    ], result.stderr.str()
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("question", "something else", "eval_sets/s.jsonl:2: field 'params.question': reserved"),
-    ("k", 2, "eval_sets/s.jsonl:2: field 'params.k': reserved"),
-])
-def test_a_line_whose_params_would_replace_the_question_or_k_is_invalid(pytester: pytest.Pytester, field: str,
-                                                                        value: Any, message: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("question", "something else", "eval_sets/s.jsonl:2: field 'params.question': reserved"),
+        ("k", 2, "eval_sets/s.jsonl:2: field 'params.k': reserved"),
+    ],
+)
+def test_a_line_whose_params_would_replace_the_question_or_k_is_invalid(pytester: pytest.Pytester, field: str, value: Any, message: str) -> None:
     """What the RAG was asked agrees with the record: the question and the k of every request are the
     question and the k results.jsonl holds for its item; the line that would make them differ is invalid."""
     _eval_set(pytester, {"id": "c0"}, {"id": "c1", "params": {field: value, "tenant": "t"}}, {"id": "c2"})
@@ -227,8 +302,7 @@ def test_a_line_whose_params_would_replace_the_question_or_k_is_invalid(pytester
 def test_each_k_of_a_k_axis_is_the_k_sent_and_recorded(pytester: pytest.Pytester) -> None:
     _eval_set(pytester, {"id": "c0", "params": {"tenant": "t"}})
     with AskServer(_system) as server:
-        result = pytester.runpytest(*_args(server.url, "--rageval-store-full-text", "--rageval-matrix", "k=2,4",
-                                           "-o", "rageval_slice_k=false"))
+        result = pytester.runpytest(*_args(server.url, "--rageval-store-full-text", "--rageval-matrix", "k=2,4", "-o", "rageval_slice_k=false"))
         sent = sorted(r["body"]["k"] for r in server.requests)
     assert result.ret == 0, result.stdout.str()
     recorded = sorted((r["config"]["k"], r["trace"]["k"], r["matrix"]["k"]) for r in _records(pytester))

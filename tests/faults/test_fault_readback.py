@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -38,7 +38,7 @@ HUGE = "1" + "0" * 309  # an integer beyond float range
 SURROGATE = '"\\ud800"'  # a lone surrogate, as a JSON escape
 
 
-def tamper(path: Path, field: tuple[Any, ...], raw: str, *, line: Optional[int] = None) -> None:
+def tamper(path: Path, field: tuple[Any, ...], raw: str, *, line: int | None = None) -> None:
     """Set ``field`` of the JSON file at ``path`` (of its ``line``-th line: results.jsonl) to the JSON text ``raw``."""
     lines = path.read_text(encoding="utf-8").splitlines()
     data = json.loads(lines[line - 1] if line else "\n".join(lines))
@@ -68,8 +68,16 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask",
-                                         "-p", "no:cacheprovider", "--rageval-summary-md=summary.md", *args, timeout=60)
+    return pytester.runpytest_subprocess(
+        "--rageval",
+        "--rageval-judge=none",
+        "--rageval-target=rag:ask",
+        "-p",
+        "no:cacheprovider",
+        "--rageval-summary-md=summary.md",
+        *args,
+        timeout=60,
+    )
 
 
 def latest(pytester: pytest.Pytester) -> Path:
@@ -86,15 +94,17 @@ def assert_new_run_written(pytester: pytest.Pytester, result: pytest.RunResult, 
     result.stdout.fnmatch_lines(["*rageval summary*"])
 
 
-@pytest.mark.parametrize(("field", "raw", "named"), [
-    (("cases", C0, "outcome"), SURROGATE,
-     f'cases["{C0}"].outcome: a lone surrogate (\\ud800) is not valid Unicode text'),
-    (("aggregate_metrics", "mrr_avg"), HUGE, "aggregate_metrics.mrr_avg: a number beyond float range"),
-    (("cases", C0, "metrics", "mrr"), HUGE, f'cases["{C0}"].metrics.mrr: a number beyond float range'),
-    (("cases", C0, "metrics"), '"abc"', f"cases[\"{C0}\"].metrics: expected an object, got 'abc'"),
-], ids=["outcome-surrogate", "aggregate-huge", "case-metric-huge", "case-metrics-string"])
-def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytester, field: tuple[Any, ...], raw: str,
-                                                          named: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "raw", "named"),
+    [
+        (("cases", C0, "outcome"), SURROGATE, f'cases["{C0}"].outcome: a lone surrogate (\\ud800) is not valid Unicode text'),
+        (("aggregate_metrics", "mrr_avg"), HUGE, "aggregate_metrics.mrr_avg: a number beyond float range"),
+        (("cases", C0, "metrics", "mrr"), HUGE, f'cases["{C0}"].metrics.mrr: a number beyond float range'),
+        (("cases", C0, "metrics"), '"abc"', f"cases[\"{C0}\"].metrics: expected an object, got 'abc'"),
+    ],
+    ids=["outcome-surrogate", "aggregate-huge", "case-metric-huge", "case-metrics-string"],
+)
+def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytester, field: tuple[Any, ...], raw: str, named: str) -> None:
     session(project, "--rageval-baseline=base", "--rageval-update-baseline").assert_outcomes(passed=len(CASES))
     base = project.path / "base" / "metrics.json"
     tamper(base, field, raw)
@@ -111,12 +121,15 @@ def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytest
     assert "gate FAILED" in summary and "baseline refused: " in summary and problem in summary, summary
 
 
-@pytest.mark.parametrize(("field", "raw", "named"), [
-    (("run_id",), SURROGATE, "run_id: a lone surrogate (\\ud800) is not valid Unicode text"),
-    (("aggregate_metrics", "mrr_avg"), HUGE, "aggregate_metrics.mrr_avg: a number beyond float range"),
-], ids=["run-id-surrogate", "aggregate-huge"])
-def test_a_tampered_older_run_is_left_out_of_the_history_with_a_note(project: pytest.Pytester, field: tuple[Any, ...],
-                                                                     raw: str, named: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "raw", "named"),
+    [
+        (("run_id",), SURROGATE, "run_id: a lone surrogate (\\ud800) is not valid Unicode text"),
+        (("aggregate_metrics", "mrr_avg"), HUGE, "aggregate_metrics.mrr_avg: a number beyond float range"),
+    ],
+    ids=["run-id-surrogate", "aggregate-huge"],
+)
+def test_a_tampered_older_run_is_left_out_of_the_history_with_a_note(project: pytest.Pytester, field: tuple[Any, ...], raw: str, named: str) -> None:
     session(project).assert_outcomes(passed=len(CASES))
     older = latest(project)
     tamper(older / "metrics.json", field, raw)
@@ -143,12 +156,27 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     (root / "eval_sets").mkdir()
     (root / "eval_sets" / "s.jsonl").write_text("\n".join(json.dumps(c) for c in CASES) + "\n", encoding="utf-8")
-    common = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=lexical", "--rageval-target=rag:ask",
-              "--rageval-store-full-text", "-p", "no:cacheprovider", "-p", "no:xdist", "-q"]
+    common = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--rageval",
+        "--rageval-judge=lexical",
+        "--rageval-target=rag:ask",
+        "--rageval-store-full-text",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-q",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    for extra in (["--rageval-baseline=base", "--rageval-update-baseline"], ["--rageval-baseline=base"],
-                  ["--rageval-output=mx", "--rageval-matrix=top_k=1,2"], ["--rageval-output=mx", "--rageval-matrix=top_k=1,2",
-                                                                          "--rageval-baseline=mx"]):
+    for extra in (
+        ["--rageval-baseline=base", "--rageval-update-baseline"],
+        ["--rageval-baseline=base"],
+        ["--rageval-output=mx", "--rageval-matrix=top_k=1,2"],
+        ["--rageval-output=mx", "--rageval-matrix=top_k=1,2", "--rageval-baseline=mx"],
+    ):
         done = subprocess.run([*common, *extra], cwd=root, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
     return root
@@ -166,14 +194,16 @@ def first_run(root: Path) -> Path:
 
 def rageval(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``rageval`` command in a child process."""
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=root, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=root, capture_output=True, text=True, timeout=120, check=False)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` but the reports a command may rebuild, by path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != "report.html" and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "report.html" and "__pycache__" not in p.parts
+    }
 
 
 RUN, OLDER, MX, BASE = "RUN", "OLDER", "MX", "BASE"  # which folder a case damages: resolved in the test
@@ -183,57 +213,122 @@ RUN, OLDER, MX, BASE = "RUN", "OLDER", "MX", "BASE"  # which folder a case damag
 COMMAND_FAULTS = [
     # rageval rescore RUN
     (["rescore", RUN], RUN, "results.jsonl", 1, ("trace", "k"), '"abc"', "trace.k: expected an integer, got 'abc'"),
-    (["rescore", RUN], RUN, "results.jsonl", 1, ("metrics", "latency_ms"), '"slow"',
-     "metrics.latency_ms: expected a number or true/false, got 'slow'"),
+    (
+        ["rescore", RUN],
+        RUN,
+        "results.jsonl",
+        1,
+        ("metrics", "latency_ms"),
+        '"slow"',
+        "metrics.latency_ms: expected a number or true/false, got 'slow'",
+    ),
     (["rescore", RUN], RUN, "results.jsonl", 1, ("judge",), '"x"', "judge: expected an object, got 'x'"),
     (["rescore", RUN], RUN, "results.jsonl", 1, ("thresholds",), "[1]", "thresholds: expected an object, got a list"),
-    (["rescore", RUN], RUN, "config.json", None, ("config", "judge_metrics"), "5",
-     "config.judge_metrics: expected a list, got 5"),
-    (["rescore", RUN], RUN, "config.json", None, ("config", "thresholds", "cli"), '"abc"',
-     "config.thresholds.cli: expected an object, got 'abc'"),
-    (["rescore", RUN], RUN, "config.json", None, ("eval_set_files", "eval_sets/s.jsonl"), SURROGATE,
-     'eval_set_files["eval_sets/s.jsonl"]: a lone surrogate (\\ud800) is not valid Unicode text'),
+    (["rescore", RUN], RUN, "config.json", None, ("config", "judge_metrics"), "5", "config.judge_metrics: expected a list, got 5"),
+    (["rescore", RUN], RUN, "config.json", None, ("config", "thresholds", "cli"), '"abc"', "config.thresholds.cli: expected an object, got 'abc'"),
+    (
+        ["rescore", RUN],
+        RUN,
+        "config.json",
+        None,
+        ("eval_set_files", "eval_sets/s.jsonl"),
+        SURROGATE,
+        'eval_set_files["eval_sets/s.jsonl"]: a lone surrogate (\\ud800) is not valid Unicode text',
+    ),
     (["rescore", RUN], RUN, "metrics.json", None, ("judge",), '"x"', "judge: expected an object, got 'x'"),
-    (["rescore", RUN], RUN, "metrics.json", None, ("judge", "name"), SURROGATE,
-     "judge.name: a lone surrogate (\\ud800) is not valid Unicode text"),
-    (["rescore", RUN], RUN, "metrics.json", None, ("aggregate_metrics",), '"x"',
-     "aggregate_metrics: expected an object, got 'x'"),
+    (["rescore", RUN], RUN, "metrics.json", None, ("judge", "name"), SURROGATE, "judge.name: a lone surrogate (\\ud800) is not valid Unicode text"),
+    (["rescore", RUN], RUN, "metrics.json", None, ("aggregate_metrics",), '"x"', "aggregate_metrics: expected an object, got 'x'"),
     # rageval judge RUN
-    (["judge", RUN, "--judge", "lexical", "--no-cache"], RUN, "config.json", None, ("config", "judge_metrics"), "5",
-     "config.judge_metrics: expected a list, got 5"),
-    (["judge", RUN, "--judge", "lexical", "--no-cache"], RUN, "results.jsonl", 3, ("outcome",), '["passed"]',
-     "outcome: expected a string, got a list"),
-    (["judge", MX, "--judge", "lexical", "--no-cache"], MX, "metrics.json", None, ("config_ranking",), '"x"',
-     "config_ranking: expected an object, got 'x'"),
-    (["judge", MX, "--judge", "lexical", "--no-cache"], MX, "metrics.json", None, ("config_ranking", "metric"), "[1]",
-     "config_ranking.metric: expected a string, got a list"),
+    (
+        ["judge", RUN, "--judge", "lexical", "--no-cache"],
+        RUN,
+        "config.json",
+        None,
+        ("config", "judge_metrics"),
+        "5",
+        "config.judge_metrics: expected a list, got 5",
+    ),
+    (
+        ["judge", RUN, "--judge", "lexical", "--no-cache"],
+        RUN,
+        "results.jsonl",
+        3,
+        ("outcome",),
+        '["passed"]',
+        "outcome: expected a string, got a list",
+    ),
+    (
+        ["judge", MX, "--judge", "lexical", "--no-cache"],
+        MX,
+        "metrics.json",
+        None,
+        ("config_ranking",),
+        '"x"',
+        "config_ranking: expected an object, got 'x'",
+    ),
+    (
+        ["judge", MX, "--judge", "lexical", "--no-cache"],
+        MX,
+        "metrics.json",
+        None,
+        ("config_ranking", "metric"),
+        "[1]",
+        "config_ranking.metric: expected a string, got a list",
+    ),
     # rageval report RUN
-    (["report", RUN], RUN, "metrics.json", None, ("comparison", "flipped_to_fail"), "5",
-     "comparison.flipped_to_fail: expected a list, got 5"),
-    (["report", RUN], RUN, "metrics.json", None, ("repeats", "spread"), '"x"',
-     "repeats.spread: expected an object, got 'x'"),
-    (["report", RUN], RUN, "metrics.json", None, ("run_id",), SURROGATE,
-     "run_id: a lone surrogate (\\ud800) is not valid Unicode text"),
-    (["report", MX], MX, "metrics.json", None, ("config_ranking", "ranked", 0, "ci_low"), '"low"',
-     "config_ranking.ranked[0].ci_low: expected a number, got 'low'"),
+    (["report", RUN], RUN, "metrics.json", None, ("comparison", "flipped_to_fail"), "5", "comparison.flipped_to_fail: expected a list, got 5"),
+    (["report", RUN], RUN, "metrics.json", None, ("repeats", "spread"), '"x"', "repeats.spread: expected an object, got 'x'"),
+    (["report", RUN], RUN, "metrics.json", None, ("run_id",), SURROGATE, "run_id: a lone surrogate (\\ud800) is not valid Unicode text"),
+    (
+        ["report", MX],
+        MX,
+        "metrics.json",
+        None,
+        ("config_ranking", "ranked", 0, "ci_low"),
+        '"low"',
+        "config_ranking.ranked[0].ci_low: expected a number, got 'low'",
+    ),
     # rageval merge RUN RUN
-    (["merge", OLDER, RUN, "-o", "merged"], OLDER, "metrics.json", None, ("k",), '"abc"',
-     "k: expected an integer, got 'abc'"),
+    (["merge", OLDER, RUN, "-o", "merged"], OLDER, "metrics.json", None, ("k",), '"abc"', "k: expected an integer, got 'abc'"),
     # rageval compare BASE RUN
-    (["compare", BASE, RUN], BASE, "metrics.json", None, ("aggregate_metrics", "mrr_avg"), HUGE,
-     "aggregate_metrics.mrr_avg: a number beyond float range"),
-    (["compare", BASE, RUN], RUN, "metrics.json", None, ("aggregate_metrics", "judge_coverage"), "5",
-     "aggregate_metrics.judge_coverage: expected an object, got 5"),
-    (["compare", BASE, RUN], BASE, "metrics.json", None, ("cases", C0, "metrics"), '"abc"',
-     f"cases[\"{C0}\"].metrics: expected an object, got 'abc'"),
+    (
+        ["compare", BASE, RUN],
+        BASE,
+        "metrics.json",
+        None,
+        ("aggregate_metrics", "mrr_avg"),
+        HUGE,
+        "aggregate_metrics.mrr_avg: a number beyond float range",
+    ),
+    (
+        ["compare", BASE, RUN],
+        RUN,
+        "metrics.json",
+        None,
+        ("aggregate_metrics", "judge_coverage"),
+        "5",
+        "aggregate_metrics.judge_coverage: expected an object, got 5",
+    ),
+    (
+        ["compare", BASE, RUN],
+        BASE,
+        "metrics.json",
+        None,
+        ("cases", C0, "metrics"),
+        '"abc"',
+        f"cases[\"{C0}\"].metrics: expected an object, got 'abc'",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("argv", "which", "name", "line", "field", "raw", "named"), COMMAND_FAULTS,
-                         ids=[f"{argv[0]}-{name}-{'.'.join(map(str, field))}" for argv, _, name, _, field, *_ in COMMAND_FAULTS])
+@pytest.mark.parametrize(
+    ("argv", "which", "name", "line", "field", "raw", "named"),
+    COMMAND_FAULTS,
+    ids=[f"{argv[0]}-{name}-{'.'.join(map(str, field))}" for argv, _, name, _, field, *_ in COMMAND_FAULTS],
+)
 def test_a_tampered_run_folder_is_one_line_and_nothing_is_changed(
-        made: Path, tmp_path: Path, argv: list[str], which: str, name: str, line: Optional[int], field: tuple[Any, ...],
-        raw: str, named: str) -> None:
+    made: Path, tmp_path: Path, argv: list[str], which: str, name: str, line: int | None, field: tuple[Any, ...], raw: str, named: str
+) -> None:
     root = tmp_path / "project"
     shutil.copytree(made, root)
     folders = {RUN: run_of(root, "results"), OLDER: first_run(root), MX: run_of(root, "mx"), BASE: root / "base"}
@@ -258,19 +353,24 @@ def test_history_leaves_out_a_tampered_older_run_with_a_note(made: Path, tmp_pat
     no_traceback(done.stdout + done.stderr)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[-1] == (f"note: an older run left out of the history: {older / 'metrics.json'}: "
-                         "aggregate_metrics.mrr_avg: a number beyond float range")
+    assert lines[-1] == (
+        f"note: an older run left out of the history: {older / 'metrics.json'}: aggregate_metrics.mrr_avg: a number beyond float range"
+    )
     assert lines[0].endswith(": 1 run") and run_of(root, "results").name in lines[2] and older.name not in lines[2]
 
 
-@pytest.mark.parametrize(("argv", "which", "name", "line", "field", "raw"), [
-    (["report", RUN], RUN, "metrics.json", None, ("comparison", "deltas"), '[{"name": "x"}]'),
-    (["rescore", RUN], RUN, "config.json", None, ("config", "thresholds"), "null"),
-    (["judge", RUN, "--judge", "lexical", "--no-cache"], RUN, "results.jsonl", 1, ("test_case_id",), "null"),
-], ids=["report-delta-without-values", "rescore-null-thresholds", "judge-null-case-id"])
-def test_a_missing_or_null_field_is_read_as_not_recorded(made: Path, tmp_path: Path, argv: list[str], which: str,
-                                                         name: str, line: Optional[int], field: tuple[Any, ...],
-                                                         raw: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "which", "name", "line", "field", "raw"),
+    [
+        (["report", RUN], RUN, "metrics.json", None, ("comparison", "deltas"), '[{"name": "x"}]'),
+        (["rescore", RUN], RUN, "config.json", None, ("config", "thresholds"), "null"),
+        (["judge", RUN, "--judge", "lexical", "--no-cache"], RUN, "results.jsonl", 1, ("test_case_id",), "null"),
+    ],
+    ids=["report-delta-without-values", "rescore-null-thresholds", "judge-null-case-id"],
+)
+def test_a_missing_or_null_field_is_read_as_not_recorded(
+    made: Path, tmp_path: Path, argv: list[str], which: str, name: str, line: int | None, field: tuple[Any, ...], raw: str
+) -> None:
     root = tmp_path / "project"
     shutil.copytree(made, root)
     path = run_of(root, "results") / name

@@ -29,15 +29,16 @@ def respond(body: dict) -> Any:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    rows = [json.dumps({"id": f"c{i:03d}", "question": f"q{i}",
-                        "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]}) for i in range(CASES)]
+    rows = [
+        json.dumps({"id": f"c{i:03d}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]})
+        for i in range(CASES)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
     return pytester
 
 
 def rageval(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target={url}",
-                                         "-p", "no:cacheprovider", *args, timeout=60)
+    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", *args, timeout=60)
 
 
 def made_run(pytester: pytest.Pytester, url: str) -> Path:
@@ -66,9 +67,16 @@ def usage_error(result: pytest.RunResult) -> str:
     return line
 
 
-@pytest.mark.parametrize(("damage", "xdist"), [
-    ("torn", []), ("torn", ["-n", "2"]), ("no-newline", []), ("garbage-line", []),
-], ids=["torn-serial", "torn-xdist", "no-newline", "garbage-line"])
+@pytest.mark.parametrize(
+    ("damage", "xdist"),
+    [
+        ("torn", []),
+        ("torn", ["-n", "2"]),
+        ("no-newline", []),
+        ("garbage-line", []),
+    ],
+    ids=["torn-serial", "torn-xdist", "no-newline", "garbage-line"],
+)
 def test_resume_after_a_torn_last_line_is_exact(project: pytest.Pytester, xdist: list[str], damage: str) -> None:
     with AskServer(respond) as server:
         run_dir = made_run(project, server.url)
@@ -95,12 +103,16 @@ def test_resume_after_a_torn_last_line_is_exact(project: pytest.Pytester, xdist:
         assert "results.jsonl ended in a torn line" in output and f"{CASES - 1} records kept" in output
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["-k", "c001 or c002"], "-k: none in the run, 'c001 or c002' now"),
-    (["-m", "judge"], "-m: none in the run, 'judge' now"),
-    (["--rageval-k=3"], "k: 5 in the run, 3 now"),
-    (["--rageval-judge=lexical"], "judge: 'none' in the run, 'lexical' now"),
-], ids=["keyword", "marks", "k", "judge"])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["-k", "c001 or c002"], "-k: none in the run, 'c001 or c002' now"),
+        (["-m", "judge"], "-m: none in the run, 'judge' now"),
+        (["--rageval-k=3"], "k: 5 in the run, 3 now"),
+        (["--rageval-judge=lexical"], "judge: 'none' in the run, 'lexical' now"),
+    ],
+    ids=["keyword", "marks", "k", "judge"],
+)
 def test_resume_with_another_configuration_is_refused(project: pytest.Pytester, args: list[str], named: str) -> None:
     with AskServer(respond) as server:
         run_dir = made_run(project, server.url)
@@ -134,8 +146,17 @@ def test_a_second_resume_of_the_same_run_is_refused(project: pytest.Pytester) ->
         hold.set()
         data = (run_dir / "results.jsonl").read_bytes()
         (run_dir / "results.jsonl").write_bytes(data.rsplit(b"\n", 2)[0] + b"\n")
-        cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-               "-p", "no:cacheprovider", f"--rageval-resume={run_dir}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            f"--rageval-resume={run_dir}",
+        ]
         first = subprocess.Popen(cmd, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 60
@@ -156,10 +177,18 @@ def test_a_second_resume_of_the_same_run_is_refused(project: pytest.Pytester) ->
 def test_a_lock_left_by_a_killed_session_does_not_block_a_resume(project: pytest.Pytester) -> None:
     with AskServer(respond) as server:
         run_dir = made_run(project, server.url)
-        holder = subprocess.Popen([sys.executable, "-c", (
-            "import sys, time; from pathlib import Path; from pytest_rageval.runs.folder import RunLock\n"
-            f"RunLock(Path({str(run_dir)!r})).acquire(); print('locked', flush=True); time.sleep(600)")],
-            stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import sys, time; from pathlib import Path; from pytest_rageval.runs.folder import RunLock\n"
+                    f"RunLock(Path({str(run_dir)!r})).acquire(); print('locked', flush=True); time.sleep(600)"
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
@@ -240,8 +269,7 @@ def test_a_disk_that_fills_mid_run_stops_it_cleanly_and_the_resume_is_exact(proj
         resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))  # config.json fits; results.jsonl holds 2 records and a half
 
     with AskServer(respond) as server:
-        cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-               "-p", "no:cacheprovider"]
+        cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider"]
         full = subprocess.run(cmd, cwd=project.path, preexec_fn=small_files, capture_output=True, text=True, timeout=60)
         output = full.stdout + full.stderr
         assert "INTERNALERROR" not in output and "Traceback" not in output, output

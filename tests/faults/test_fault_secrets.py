@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -65,8 +66,7 @@ JUDGE = {
         f'"supported_claims": ["{escaped(KEY)}"], "unsupported_claims": ["no {escaped(KEY)}"]'
     ),
     # the key past character 190 of a long reasoning and of its claims
-    "j-long": lambda body: ok(json.dumps({"reasoning": PAD + KEY + " end.", "score": 4,
-                                          "supported_claims": [PAD + KEY], "unsupported_claims": []})),
+    "j-long": lambda body: ok(json.dumps({"reasoning": PAD + KEY + " end.", "score": 4, "supported_claims": [PAD + KEY], "unsupported_claims": []})),
     # an error body that echoes the key past character 190 (400: not retried, not a format refusal)
     "j-error": lambda body: error(400, PAD + KEY, type_="invalid_request_error"),
 }
@@ -95,9 +95,11 @@ RAG = {
         references=[chunk("docs/a.md", "# A", 1, text=f"ref {TOKEN} {URL_SECRET}")],
     ),
     # the same, \\u-escaped in the JSON text (the answer and the chunk text)
-    "r-escaped": lambda q: json.dumps(answer("ESC-ANSWER", [chunk("docs/a.md", "# A", 1, text="ESC-CHUNK")]))
-    .replace("ESC-ANSWER", f"Token {escaped(TOKEN)}, key {escaped(KEY)}")
-    .replace("ESC-CHUNK", PAD + escaped(TOKEN)),
+    "r-escaped": lambda q: (
+        json.dumps(answer("ESC-ANSWER", [chunk("docs/a.md", "# A", 1, text="ESC-CHUNK")]))
+        .replace("ESC-ANSWER", f"Token {escaped(TOKEN)}, key {escaped(KEY)}")
+        .replace("ESC-CHUNK", PAD + escaped(TOKEN))
+    ),
     # error bodies echoing the header token from character 190 (4xx: not retried), or \u-escaped (5xx: retried)
     "r-400": lambda q: (400, PAD + TOKEN),
     "r-503": lambda q: (503, '{"error": "' + escaped(TOKEN) + " " + URL_SECRET + '"}', {"Retry-After": "0"}),
@@ -120,9 +122,15 @@ ERRORS = {"j-refusal", "j-not-json", "j-error", "r-400", "r-503", "r-not-json"}
 
 def forms(secret: str) -> dict[str, str]:
     """The ways a secret can be written: as is, JSON-escaped, URL-encoded, and its first 8 characters."""
-    out = {"as is": secret, "json-escaped": escaped(secret), "JSON-escaped": escaped(secret).upper().replace("\\U", "\\u"),
-           "url-encoded": quote(secret, safe=""), "form-encoded": quote_plus(secret), "8-char prefix": secret[:8],
-           "json-escaped prefix": escaped(secret[:8])}
+    out = {
+        "as is": secret,
+        "json-escaped": escaped(secret),
+        "JSON-escaped": escaped(secret).upper().replace("\\U", "\\u"),
+        "url-encoded": quote(secret, safe=""),
+        "form-encoded": quote_plus(secret),
+        "8-char prefix": secret[:8],
+        "json-escaped prefix": escaped(secret[:8]),
+    }
     return {name: value for name, value in out.items() if value}
 
 
@@ -142,12 +150,11 @@ def leaks(root: Path, streams: dict[str, str]) -> list[str]:
             for form, value in forms(secret).items():
                 if value in text:
                     at = text.index(value)
-                    found.append(f"{place}: {label} ({form}) ...{text[max(0, at - 60):at + 20]!r}")
+                    found.append(f"{place}: {label} ({form}) ...{text[max(0, at - 60) : at + 20]!r}")
     return found
 
 
-def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                            xdist: list[str]) -> None:
+def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -155,10 +162,24 @@ def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypat
     with AskServer(rag_responder) as rag, OpenAIServer(judge_responder) as judge:
         target = rag.url.replace("http://", f"http://canary:{URL_SECRET}@") + f"?api_key={URL_SECRET}&lang=en"
         result = pytester.runpytest_subprocess(
-            "--rageval", f"--rageval-target={target}", "-o", f"rageval_headers=X-Auth: Bearer {TOKEN}",
-            "--rageval-judge=openai", "--rageval-judge-model=judge-model", f"--rageval-judge-base-url={judge.base_url}",
-            "--rageval-output=out", "--rageval-cache-dir=cache", "--junitxml=junit.xml",
-            "--html=report.html", "--self-contained-html", "-p", "no:cacheprovider", "-rA", "-o", "log_level=DEBUG", *xdist,
+            "--rageval",
+            f"--rageval-target={target}",
+            "-o",
+            f"rageval_headers=X-Auth: Bearer {TOKEN}",
+            "--rageval-judge=openai",
+            "--rageval-judge-model=judge-model",
+            f"--rageval-judge-base-url={judge.base_url}",
+            "--rageval-output=out",
+            "--rageval-cache-dir=cache",
+            "--junitxml=junit.xml",
+            "--html=report.html",
+            "--self-contained-html",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "-o",
+            "log_level=DEBUG",
+            *xdist,
         )
     assert len(rag.requests) >= len(CASES)
     assert all(r["headers"].get("X-Auth") == f"Bearer {TOKEN}" for r in rag.requests)  # the header was sent

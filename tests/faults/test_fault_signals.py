@@ -20,12 +20,13 @@ import pytest
 
 from pytest_rageval.plugin.signals import held
 
-RAG = ("def ask(question, params):\n"
-       "    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n")
-SIGTERM_AT_THE_END = ("import os, signal\n\n\n"
-                      "def pytest_sessionfinish(session):\n"
-                      "    if not hasattr(session.config, 'workerinput'):\n"
-                      "        os.kill(os.getpid(), signal.SIGTERM)\n")
+RAG = "def ask(question, params):\n    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n"
+SIGTERM_AT_THE_END = (
+    "import os, signal\n\n\n"
+    "def pytest_sessionfinish(session):\n"
+    "    if not hasattr(session.config, 'workerinput'):\n"
+    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+)
 
 
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -40,24 +41,26 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask",
-                                         "-p", "no:cacheprovider", *extra, timeout=300)
+    return pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *extra, timeout=300
+    )
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_sigterm_after_the_last_case_ends_with_the_summary_and_no_temp_folder(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
     tmp = project(pytester, monkeypatch)
     pytester.makeconftest(SIGTERM_AT_THE_END)
     result = run(pytester, *workers)
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]
-    result.stdout.fnmatch_lines(["*rageval summary*", "cases: 4 passed*", "run: *(metrics.json, results.jsonl, report.html)",
-                                 "rageval: SIGTERM arrived after the last case*"])
+    result.stdout.fnmatch_lines(
+        ["*rageval summary*", "cases: 4 passed*", "run: *(metrics.json, results.jsonl, report.html)", "rageval: SIGTERM arrived after the last case*"]
+    )
     assert not list(tmp.glob("rageval-*"))
 
 
-def test_the_temp_folder_of_a_session_killed_with_sigkill_is_removed_by_the_next(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_temp_folder_of_a_session_killed_with_sigkill_is_removed_by_the_next(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     tmp = project(pytester, monkeypatch)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid is free now

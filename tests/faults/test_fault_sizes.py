@@ -43,9 +43,17 @@ def test_a_judge_with_100000_unsupported_claims_is_cut_to_20_with_a_note(pyteste
     claims = [f"claim number {i} is not in the text" for i in range(100_000)]
     groundedness = {"reasoning": "Nothing is supported.", "supported_claims": [], "unsupported_claims": claims, "score": 0}
     with OpenAIServer(verdicts({"groundedness": groundedness})) as judge:
-        result = pytester.runpytest("--rageval", "--rageval-target=rag:ask", "--rageval-judge=openai",
-                                    "--rageval-judge-model=m", f"--rageval-judge-base-url={judge.base_url}",
-                                    "--rageval-no-cache", "--rageval-threshold=groundedness=4", "-p", "no:cacheprovider")
+        result = pytester.runpytest(
+            "--rageval",
+            "--rageval-target=rag:ask",
+            "--rageval-judge=openai",
+            "--rageval-judge-model=m",
+            f"--rageval-judge-base-url={judge.base_url}",
+            "--rageval-no-cache",
+            "--rageval-threshold=groundedness=4",
+            "-p",
+            "no:cacheprovider",
+        )
     result.assert_outcomes(failed=1)
     run = latest(pytester.path)
     (record,) = records(run)

@@ -32,7 +32,7 @@ REASONS = {
     "hang": "did not return within 1 s; the call was abandoned",
 }
 
-TARGET = '''
+TARGET = """
 import argparse, asyncio, sys, time
 from pathlib import Path
 
@@ -58,13 +58,15 @@ def ask(question, params):
 async def aask(question, params):
     await asyncio.sleep(0)
     return ask(question, params)
-'''
+"""
 
 
 def project(pytester: pytest.Pytester, faults: dict[str, str]) -> None:
     """An eval set of CASES cases (c000: q0, ...) and the target module ``myrag`` doing ``faults``."""
-    rows = [json.dumps({"id": f"c{i:03d}", "question": f"q{i}",
-                        "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]}) for i in range(CASES)]
+    rows = [
+        json.dumps({"id": f"c{i:03d}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]})
+        for i in range(CASES)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
     pytester.makepyfile(myrag=f"FAULTS = {faults!r}\n" + TARGET)
 
@@ -97,24 +99,25 @@ def assert_errors_rest_ran(pytester: pytest.Pytester, result: pytest.RunResult, 
 def test_a_base_exception_of_the_target_is_that_cases_error(pytester: pytest.Pytester, fn: str) -> None:
     faults = FAULTS if fn == "aask" else {q: k for q, k in FAULTS.items() if k != "cancelled"}
     project(pytester, faults)
-    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target=myrag:{fn}",
-                                           "-p", "no:cacheprovider", timeout=60)
+    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target=myrag:{fn}", "-p", "no:cacheprovider", timeout=60)
     assert_errors_rest_ran(pytester, result, faults)
 
 
 def test_a_base_exception_under_xdist_is_that_cases_error(pytester: pytest.Pytester) -> None:
     faults = {"q1": "systemexit", "q2": "keyboardinterrupt"}
     project(pytester, faults)
-    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask",
-                                           "-p", "no:cacheprovider", "-n", "2", timeout=60)
+    result = pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask", "-p", "no:cacheprovider", "-n", "2", timeout=60
+    )
     assert_errors_rest_ran(pytester, result, faults)
 
 
 def test_a_sync_target_past_its_timeout_is_abandoned_and_pytest_exits(pytester: pytest.Pytester, xdist: list[str]) -> None:
     project(pytester, {"q3": "hang"})
     start = time.monotonic()
-    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask",
-                                           "-p", "no:cacheprovider", "-o", "rageval_timeout=1", *xdist, timeout=60)
+    result = pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask", "-p", "no:cacheprovider", "-o", "rageval_timeout=1", *xdist, timeout=60
+    )
     took = time.monotonic() - start
     assert (pytester.path / "hung.flag").exists()  # the target did hang, for 600 s
     assert took < 30, f"pytest took {took:.1f} s to exit"
@@ -201,8 +204,19 @@ def assert_kept_and_incomplete(root: Path, proc: subprocess.Popen, took: float) 
 
 def test_sigterm_ends_the_run_while_a_sync_target_hangs(pytester: pytest.Pytester) -> None:
     project(pytester, {f"q{LAST}": "hang"})
-    cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask",
-           "-p", "no:cacheprovider", "-o", "rageval_timeout=600", "--rageval-concurrency=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--rageval",
+        "--rageval-judge=none",
+        "--rageval-target=myrag:ask",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "rageval_timeout=600",
+        "--rageval-concurrency=1",
+    ]
     root = pytester.path
     proc, took = run_until(cmd, root, lambda: (root / "hung.flag").exists() and finished_lines(root) == CASES - 1)
     assert_kept_and_incomplete(root, proc, took)
@@ -219,8 +233,20 @@ def test_sigterm_ends_the_run_while_an_http_request_hangs(pytester: pytest.Pytes
 
     root = pytester.path
     with AskServer(respond) as server:
-        cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}",
-               "-p", "no:cacheprovider", "-o", "rageval_timeout=600", "--rageval-concurrency=1", *xdist]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "rageval_timeout=600",
+            "--rageval-concurrency=1",
+            *xdist,
+        ]
         try:
             proc, took = run_until(cmd, root, lambda: f"q{LAST}" in server.questions() and finished_lines(root) == CASES - 1)
         finally:

@@ -1,14 +1,13 @@
 """A LangChain app: MarkdownHeaderTextSplitter + BM25Retriever, an LCEL retrieval chain with a fake LLM,
 and a LangGraph graph over the same retriever."""
 
-from typing_extensions import TypedDict
-
 from langchain_community.retrievers import BM25Retriever
 from langchain_core.language_models import FakeListLLM
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import RunnableParallel, RunnablePassthrough
 from langchain_text_splitters import MarkdownHeaderTextSplitter
+from typing_extensions import TypedDict
 
 from .corpus import FILES
 

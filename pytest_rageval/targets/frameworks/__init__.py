@@ -9,7 +9,7 @@ through the response map and makes each ``rel_path`` relative to ``docs_root``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .common import Adapter
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["recognise"]
 
 
-def recognise(obj: Any) -> Optional["Adapter"]:
+def recognise(obj: Any) -> Adapter | None:
     """The adapter of a framework object (or of the object a bound method such as ``query_engine.query``
     belongs to), or None when it is none of the frameworks'."""
     from . import haystack, langchain, llamaindex

@@ -3,11 +3,13 @@ async-only object), with the callable client's timeout, error and normalisation 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from pytest_rageval.evaluation.docpaths import relative_path
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
+
 from ..client import CallableClient, RagCallError, RagReply, ResponseMap, _raised
 from .common import Adapter
 
@@ -19,7 +21,7 @@ TOP_K_PARAMS = ("top_k", "k")
 ParamsHook = Callable[[Any, dict[str, Any]], Any]
 
 
-def _top_k(params: Mapping[str, Any]) -> Optional[int]:
+def _top_k(params: Mapping[str, Any]) -> int | None:
     for name in TOP_K_PARAMS:
         value = params.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -36,14 +38,21 @@ class FrameworkClient(CallableClient):
     set, returns the object to ask for each call's params.
     """
 
-    def __init__(self, adapter: Adapter, *, name: str, response_map: Optional[ResponseMap] = None,
-                 timeout: Optional[float] = None, abandon_limit: int = 8, docs_root: Optional[Path] = None,
-                 params_hook: Optional[ParamsHook] = None) -> None:
+    def __init__(
+        self,
+        adapter: Adapter,
+        *,
+        name: str,
+        response_map: ResponseMap | None = None,
+        timeout: float | None = None,
+        abandon_limit: int = 8,
+        docs_root: Path | None = None,
+        params_hook: ParamsHook | None = None,
+    ) -> None:
         self.adapter = adapter
         self.params_hook = params_hook
         fn = self._acall if adapter.is_async else self._call_sync
-        super().__init__(fn, name=name, response_map=response_map, timeout=timeout, abandon_limit=abandon_limit,
-                         docs_root=docs_root)
+        super().__init__(fn, name=name, response_map=response_map, timeout=timeout, abandon_limit=abandon_limit, docs_root=docs_root)
         self.name = name
 
     def __repr__(self) -> str:
@@ -58,8 +67,9 @@ class FrameworkClient(CallableClient):
         response, notes = super()._normalise(result)
 
         def relative(chunks: list[Chunk]) -> list[Chunk]:
-            return [chunk.model_copy(update={"rel_path": relative_path(chunk.rel_path, self.docs_root)}) if chunk.rel_path else chunk
-                    for chunk in chunks]
+            return [
+                chunk.model_copy(update={"rel_path": relative_path(chunk.rel_path, self.docs_root)}) if chunk.rel_path else chunk for chunk in chunks
+            ]
 
         update = {"retrieved_chunks": relative(response.retrieved_chunks), "references": relative(response.references)}
         return response.model_copy(update=update), notes
@@ -79,7 +89,7 @@ class FrameworkClient(CallableClient):
             return self._adapter_for(params).call(question, _top_k(explicit), params)
         except RagCallError:
             raise
-        except Exception as exc:  # noqa: BLE001 - whatever the framework or the user's code in it raised
+        except Exception as exc:
             raise self._raised(exc) from exc
 
     async def _acall(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +98,7 @@ class FrameworkClient(CallableClient):
             return await self._adapter_for(params).acall(question, _top_k(explicit), params)
         except RagCallError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._raised(exc) from exc
 
     def _raised(self, exc: Exception) -> RagCallError:
@@ -98,4 +108,3 @@ class FrameworkClient(CallableClient):
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         """As the callable client; the case's and the matrix's own params (not the run's K) choose top_k."""
         return await super().aask(question, k=k, params={**(params or {}), "_explicit": dict(params or {})})
-

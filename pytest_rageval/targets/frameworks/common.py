@@ -3,10 +3,12 @@ and what an adapter is."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from pytest_rageval.evaluation.docpaths import PATH_KEYS, heading_path
+
 from ..client import RagCallError
 
 __all__ = ["Adapter", "FrameworkError", "chunk", "json_safe", "shape_error"]
@@ -44,10 +46,10 @@ class Adapter:
     def label(self) -> str:
         return f"{self.framework} {self.kind}"
 
-    def call(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def acall(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    async def acall(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
 

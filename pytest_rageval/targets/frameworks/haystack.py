@@ -12,7 +12,8 @@ only by an object without ``run``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .common import Adapter, chunk, shape_error
 from .detect import has_base
@@ -31,7 +32,7 @@ def _order(pipeline: Any) -> list[str]:
         import networkx  # a dependency of Haystack, imported by it already
 
         return list(networkx.topological_sort(graph))
-    except Exception:  # noqa: BLE001 - a cycle (loops are allowed) or another graph: insertion order
+    except Exception:
         return names
 
 
@@ -40,7 +41,7 @@ class _Pipeline(Adapter):
         super().__init__("Haystack", kind, obj)
         self.is_async = not callable(getattr(obj, "run", None))  # an AsyncPipeline of a release without a sync run
 
-    def _data(self, question: str, top_k: Optional[int]) -> dict[str, dict[str, Any]]:
+    def _data(self, question: str, top_k: int | None) -> dict[str, dict[str, Any]]:
         data: dict[str, dict[str, Any]] = {}
         inputs = self.obj.inputs()
         for component, sockets in inputs.items():
@@ -51,19 +52,17 @@ class _Pipeline(Adapter):
                 data[component] = given
         if not any(name in _QUESTION_INPUTS for sockets in data.values() for name in sockets):
             open_inputs = ", ".join(f"{c}.{n}" for c, sockets in inputs.items() for n in sockets) or "none"
-            raise shape_error(self.framework, self.kind, f"no component has an open query or question input "
-                                                         f"(its open inputs: {open_inputs})")
+            raise shape_error(self.framework, self.kind, f"no component has an open query or question input (its open inputs: {open_inputs})")
         if top_k is not None and not any("top_k" in given for given in data.values()):
-            raise shape_error(self.framework, self.kind, f"top_k={top_k} reaches no component with an open top_k "
-                                                         "input (use rageval_params_hook)")
+            raise shape_error(self.framework, self.kind, f"top_k={top_k} reaches no component with an open top_k input (use rageval_params_hook)")
         return data
 
-    def call(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         order = _order(self.obj)
         result = self.obj.run(self._data(question, top_k), include_outputs_from=set(order))
         return self.read(result, order)
 
-    async def acall(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    async def acall(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         order = _order(self.obj)
         result = await self.obj.run_async(self._data(question, top_k), include_outputs_from=set(order))
         return self.read(result, order)
@@ -87,8 +86,11 @@ class _Pipeline(Adapter):
                     break
         documents = next((output["documents"] for _, output in reversed(outputs) if isinstance(output.get("documents"), list)), None)
         if answer is None and documents is None:
-            raise shape_error(self.framework, self.kind, "its outputs hold no answers, replies or documents (outputs of "
-                                                         f"{', '.join(name for name, _ in outputs) or 'no component'})")
+            raise shape_error(
+                self.framework,
+                self.kind,
+                f"its outputs hold no answers, replies or documents (outputs of {', '.join(name for name, _ in outputs) or 'no component'})",
+            )
         return {"answer": "" if answer is None else str(answer), "debug": {"retrieved_chunks": self._chunks(documents or [])}}
 
     def _chunks(self, documents: list[Any]) -> list[dict[str, Any]]:
@@ -96,13 +98,20 @@ class _Pipeline(Adapter):
         for rank, document in enumerate(documents, start=1):
             if not hasattr(document, "content"):
                 raise shape_error(self.framework, self.kind, f"documents[{rank - 1}] is a {type(document).__name__}, not a Document")
-            out.append(chunk(text=document.content, score=getattr(document, "score", None), metadata=getattr(document, "meta", None),
-                             rank=rank, chunk_id=getattr(document, "id", None),
-                             doc_id=(getattr(document, "meta", None) or {}).get("source_id") or getattr(document, "id", None)))
+            out.append(
+                chunk(
+                    text=document.content,
+                    score=getattr(document, "score", None),
+                    metadata=getattr(document, "meta", None),
+                    rank=rank,
+                    chunk_id=getattr(document, "id", None),
+                    doc_id=(getattr(document, "meta", None) or {}).get("source_id") or getattr(document, "id", None),
+                )
+            )
         return out
 
 
-def recognise(obj: Any) -> Optional[Adapter]:
+def recognise(obj: Any) -> Adapter | None:
     """The adapter of a Haystack pipeline, or None when ``obj`` is none."""
     if has_base(obj, _ROOTS, "AsyncPipeline"):
         return _Pipeline("AsyncPipeline", obj)

@@ -13,7 +13,8 @@ itself when it is text) and ``context``/``documents`` (a list of Documents).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .common import Adapter, chunk, shape_error
 from .detect import has_base
@@ -27,7 +28,7 @@ _ANSWER_KEYS = ("answer", "output", "result", "response")
 _CONTEXT_KEYS = ("context", "documents", "source_documents", "docs")
 
 
-def _set_k(value: Any, k: int) -> Optional[Any]:
+def _set_k(value: Any, k: int) -> Any | None:
     if not has_base(value, _ROOTS, "BaseRetriever"):
         return None
     fields = getattr(type(value), "model_fields", {})
@@ -38,14 +39,14 @@ def _set_k(value: Any, k: int) -> Optional[Any]:
     return None
 
 
-def _input_keys(obj: Any) -> Optional[list[str]]:
+def _input_keys(obj: Any) -> list[str] | None:
     """The property names of the input schema, or None when it takes a plain value (or says nothing)."""
     try:
         schema = obj.get_input_jsonschema()
-    except Exception:  # noqa: BLE001 - a schema the framework cannot build (a typing.TypedDict state)
+    except Exception:
         try:
             schema = obj.get_input_schema().model_json_schema()
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     return list(properties) if isinstance(properties, Mapping) and properties else None
@@ -65,16 +66,18 @@ class _LangChain(Adapter):
             return {key: question}
         if "messages" in self._keys:
             return {"messages": [{"role": "user", "content": question}]}
-        raise shape_error(self.framework, self.kind, f"its input has no question, input, query or messages key "
-                                                     f"(it takes {', '.join(self._keys)})")
+        raise shape_error(self.framework, self.kind, f"its input has no question, input, query or messages key (it takes {', '.join(self._keys)})")
 
-    def call(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         target = self.obj
         if top_k is not None:
             target, count = self._variants.get(top_k)
             if not count:
-                raise shape_error(self.framework, self.kind, f"top_k={top_k} reaches no retriever with a k or "
-                                                             "search_kwargs among its steps (use rageval_params_hook)")
+                raise shape_error(
+                    self.framework,
+                    self.kind,
+                    f"top_k={top_k} reaches no retriever with a k or search_kwargs among its steps (use rageval_params_hook)",
+                )
         return self.read(target.invoke(self._input(question)))
 
     def read(self, result: Any) -> dict[str, Any]:
@@ -86,16 +89,14 @@ class _LangChain(Adapter):
             content = getattr(result, "content", None)
             if isinstance(content, str):
                 return {"answer": content}
-            raise shape_error(self.framework, self.kind, f"returned {type(result).__name__}; expected a dict with "
-                                                         "answer and context, or text")
+            raise shape_error(self.framework, self.kind, f"returned {type(result).__name__}; expected a dict with answer and context, or text")
         answer = next((result[key] for key in _ANSWER_KEYS if key in result), None)
         if answer is None and isinstance(result.get("messages"), list) and result["messages"]:
             answer = getattr(result["messages"][-1], "content", None)
             if answer is None and isinstance(result["messages"][-1], Mapping):
                 answer = result["messages"][-1].get("content")
         if answer is None:
-            raise shape_error(self.framework, self.kind, f"its output has no answer or messages (it has "
-                                                         f"{', '.join(map(str, result)) or 'no keys'})")
+            raise shape_error(self.framework, self.kind, f"its output has no answer or messages (it has {', '.join(map(str, result)) or 'no keys'})")
         answer = getattr(answer, "content", answer)
         context_key = next((key for key in _CONTEXT_KEYS if key in result), None)
         chunks = self._chunks(result[context_key], f"its {context_key!r}") if context_key else []
@@ -115,7 +116,7 @@ class _LangChain(Adapter):
         return out
 
 
-def recognise(obj: Any) -> Optional[Adapter]:
+def recognise(obj: Any) -> Adapter | None:
     """The adapter of a LangChain or LangGraph object, or None when ``obj`` is none."""
     if has_base(obj, _ROOTS, "Pregel", "CompiledGraph", "CompiledStateGraph"):
         return _LangChain("LangGraph", "graph", obj)

@@ -9,7 +9,8 @@ entry point (``run``), awaited on the session's loop.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .common import Adapter, chunk, shape_error
 from .detect import has_base
@@ -21,7 +22,7 @@ _ROOTS = ("llama_index", "workflows")
 _K_ATTRIBUTES = ("similarity_top_k", "_similarity_top_k")
 
 
-def _set_k(value: Any, k: int) -> Optional[Any]:
+def _set_k(value: Any, k: int) -> Any | None:
     if not has_base(value, _ROOTS, "BaseRetriever"):
         return None
     import copy
@@ -40,16 +41,19 @@ class _LlamaIndex(Adapter):
         super().__init__("LlamaIndex", kind, obj)
         self._variants = TopKVariants(obj, _set_k)
 
-    def _target(self, top_k: Optional[int]) -> Any:
+    def _target(self, top_k: int | None) -> Any:
         if top_k is None:
             return self.obj
         variant, count = self._variants.get(top_k)
         if not count:
-            raise shape_error(self.framework, self.kind, f"top_k={top_k} reaches no retriever with a similarity_top_k "
-                                                         "(set it in the object, or use rageval_params_hook)")
+            raise shape_error(
+                self.framework,
+                self.kind,
+                f"top_k={top_k} reaches no retriever with a similarity_top_k (set it in the object, or use rageval_params_hook)",
+            )
         return variant
 
-    def call(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         target = self._target(top_k)
         if self.kind == "retriever":
             return {"answer": "", "debug": {"retrieved_chunks": self._chunks(target.retrieve(question))}}
@@ -65,8 +69,7 @@ class _LlamaIndex(Adapter):
             answer = getattr(result.get_response(), "response", None)
         if answer is None and hasattr(result, "response_gen"):
             answer = "".join(str(part) for part in result.response_gen)
-        return {"answer": "" if answer is None else str(answer),
-                "debug": {"retrieved_chunks": self._chunks(result.source_nodes)}}
+        return {"answer": "" if answer is None else str(answer), "debug": {"retrieved_chunks": self._chunks(result.source_nodes)}}
 
     def _chunks(self, nodes: Any) -> list[dict[str, Any]]:
         if not isinstance(nodes, (list, tuple)):
@@ -77,9 +80,16 @@ class _LlamaIndex(Adapter):
             if not hasattr(node, "metadata"):
                 raise shape_error(self.framework, self.kind, f"retrieved node {rank} is a {type(node).__name__} without metadata")
             text = node.get_content() if callable(getattr(node, "get_content", None)) else getattr(node, "text", None)
-            out.append(chunk(text=text, score=getattr(item, "score", None), metadata=node.metadata, rank=rank,
-                             chunk_id=getattr(node, "node_id", None),
-                             doc_id=getattr(node, "ref_doc_id", None) or getattr(node, "node_id", None)))
+            out.append(
+                chunk(
+                    text=text,
+                    score=getattr(item, "score", None),
+                    metadata=node.metadata,
+                    rank=rank,
+                    chunk_id=getattr(node, "node_id", None),
+                    doc_id=getattr(node, "ref_doc_id", None) or getattr(node, "node_id", None),
+                )
+            )
         return out
 
 
@@ -89,7 +99,7 @@ class _Workflow(_LlamaIndex):
     def __init__(self, obj: Any) -> None:
         super().__init__("workflow", obj)
 
-    async def acall(self, question: str, top_k: Optional[int], params: Mapping[str, Any]) -> dict[str, Any]:
+    async def acall(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         result = await self.obj.run(query=question, question=question, **({"top_k": top_k} if top_k else {}))
         if isinstance(result, str):
             return {"answer": result}
@@ -98,7 +108,7 @@ class _Workflow(_LlamaIndex):
         return self.read(result)
 
 
-def recognise(obj: Any) -> Optional[Adapter]:
+def recognise(obj: Any) -> Adapter | None:
     """The adapter of a LlamaIndex object, or None when ``obj`` is none."""
     if has_base(obj, _ROOTS, "Workflow"):
         return _Workflow(obj)

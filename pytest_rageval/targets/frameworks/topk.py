@@ -11,16 +11,16 @@ from __future__ import annotations
 import copy
 import threading
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["TopKVariants"]
 
 _DEPTH = 5  # attribute levels searched below the target
 _LONGEST = 64  # longer lists and dicts are data, not parts of a pipeline: not searched
-_LEAVES = (str, bytes, int, float, bool, type(None), types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-           types.MethodType, type)
+_LEAVES = (str, bytes, int, float, bool, type(None), types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
 
-SetK = Callable[[Any, int], Optional[Any]]  # a copy of the retriever with k set, or None when it is not a retriever
+SetK = Callable[[Any, int], Any | None]  # a copy of the retriever with k set, or None when it is not a retriever
 
 
 class TopKVariants:
@@ -76,7 +76,7 @@ def _rebuild(value: Any, k: int, set_k: SetK, depth: int, seen: set[int]) -> tup
     try:
         clone = copy.copy(value)
         clone.__dict__.update(changes)
-    except Exception:  # noqa: BLE001 - an object that refuses a copy keeps its own retrievers
+    except Exception:
         return value, 0
     return clone, count
 
