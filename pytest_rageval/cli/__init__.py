@@ -35,7 +35,7 @@ def _usage_error(message: str) -> SystemExit:
     return SystemExit(2)
 
 
-def _load(path: str) -> dict:
+def _load(path: str) -> dict[str, Any]:
     from pytest_rageval.gate.compare import load_baseline
 
     try:
@@ -89,7 +89,7 @@ def _compare(args: argparse.Namespace) -> int:
     return _compare_configs(base, new, gate, args, verdict.exit_code)
 
 
-def _compare_configs(base: dict, new: dict, gate: dict[str, float], args: argparse.Namespace, exit_code: int) -> int:
+def _compare_configs(base: dict[str, Any], new: dict[str, Any], gate: dict[str, float], args: argparse.Namespace, exit_code: int) -> int:
     """Matrix runs: each config gated against the same config of the baseline, and the new run's configs ranked."""
     from pytest_rageval.gate.configs import gate_configs, rank_configs
     from pytest_rageval.report.configs import ranking_lines

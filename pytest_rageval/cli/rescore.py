@@ -274,7 +274,7 @@ def _run_k(records: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Any], ol
     for value in (snapshot.get("k"), old_metrics.get("k")):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-    stored = [r["trace"]["k"] for r in records if isinstance(r.get("trace"), dict) and isinstance(r["trace"].get("k"), int)]
+    stored: list[int] = [r["trace"]["k"] for r in records if isinstance(r.get("trace"), dict) and isinstance(r["trace"].get("k"), int)]
     if not stored:
         raise RescoreError(f"the run stored no K ({FULL_TEXT_HINT})")
     return max(stored)

@@ -151,7 +151,8 @@ def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> SessionCl
     client): tests still get this session client around it. Its ``evaluate`` judges with the ``rageval_judge``
     fixture, so a conftest override of that one counts in hand-written tests as it does for eval-set cases.
     """
-    return _runner(pytestconfig).session_client(judge=rageval_judge)
+    client: SessionClient = _runner(pytestconfig).session_client(judge=rageval_judge)
+    return client
 
 
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
@@ -164,4 +165,5 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
 @pytest.fixture(scope="session")
 def rageval_judge(pytestconfig: pytest.Config) -> SessionJudge | None:
     """The judge in use (None without one); ``rageval_judge.judge(metric, question=..., answer=..., contexts=[...])``."""
-    return _runner(pytestconfig).session_judge()
+    judge: SessionJudge | None = _runner(pytestconfig).session_judge()
+    return judge

@@ -40,7 +40,7 @@ from .schedule import NOTHING, Lookahead, cached_fixture, is_own_fixture, runs_c
 if TYPE_CHECKING:
     from .collect import EvalCollection
 
-handwritten_key = pytest.StashKey[list]()
+handwritten_key = pytest.StashKey[list[CaseRecord]]()
 
 
 @dataclass
@@ -194,7 +194,8 @@ class CaseRunner:
         progress = self._live_progress(item.session)
         if progress is not None:  # say the cases that finish while this one is awaited
             progress.wait(item.nodeid, future, self._started)
-        return self.evaluate(future)
+        record: CaseRecord = self.evaluate(future)
+        return record
 
     def _live_progress(self, session: pytest.Session) -> LiveProgress | None:
         if self._progress_due:

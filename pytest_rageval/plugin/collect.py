@@ -92,7 +92,7 @@ class EvalSetFile(pytest.File):
 
 def _relative(path: Any, root: Any) -> str:
     try:
-        return path.relative_to(root).as_posix()
+        return str(path.relative_to(root).as_posix())
     except ValueError:
         return str(path)
 
@@ -161,7 +161,7 @@ WARNINGS = {
         "'references.rel_path = <your field>', or write the gold as gold_doc_ids (matched by doc_id)"
     ),
 }
-warned_key = pytest.StashKey[set]()
+warned_key = pytest.StashKey[set[str]]()
 
 
 def warn_once(config: pytest.Config, record: Mapping[str, Any]) -> None:
@@ -355,7 +355,8 @@ class EvalCollection:
             return BrokenEvalSet.from_parent(parent, path=path, problem=loop_problem(target, self.settings.rootdir), folder=True)
         if (path / "__init__.py").is_file():
             return None
-        return EvalSetDir.from_parent(parent, path=path)
+        folder: EvalSetDir = EvalSetDir.from_parent(parent, path=path)
+        return folder
 
     def first_path_of_file(self, path: Path) -> bool:
         """Whether ``path`` is the first path this session collects its file under (two links to one file count once)."""

@@ -87,4 +87,5 @@ class SessionJudge:
     ) -> Verdict:
         """Score one metric of one answer."""
         inp = JudgeInput(question, answer, tuple(contexts), reference_answer=reference_answer, key_facts=tuple(key_facts))
-        return self._run(self.setup.judge.judge(metric, inp))
+        verdict: Verdict = self._run(self.setup.judge.judge(metric, inp))
+        return verdict

@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import EvalCase
-from pytest_rageval.evaluation.thresholds import Threshold, resolve_thresholds
+from pytest_rageval.evaluation.thresholds import resolve_thresholds
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
 from pytest_rageval.targets.resolve import client_of, load_target

@@ -26,8 +26,9 @@ from pytest_rageval.evaluation.anchors import GoldMatcher, doc_item_id, normaliz
 from pytest_rageval.evaluation.anchors import top_k as _top_k
 from pytest_rageval.evaluation.metrics import gold_marks, score_case, unmatchable_supports
 from pytest_rageval.evaluation.record import CaseError, CaseRecord, ErrorKind, error
+from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse, definition_hash
-from pytest_rageval.evaluation.thresholds import Threshold, find_misses, judge_metrics
+from pytest_rageval.evaluation.thresholds import find_misses, judge_metrics
 from pytest_rageval.judges import spotcheck
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput, Verdict
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, judge_input, verdict_dict
@@ -166,11 +167,12 @@ class RunOptions:
 
 def as_rag_client(obj: Any) -> RagClient:
     """Accept what a user's ``rageval_client`` fixture may return."""
-    inner = getattr(obj, "rag_client", None)
+    inner: RagClient | None = getattr(obj, "rag_client", None)
     if inner is not None:
         return inner
     if hasattr(obj, "aask"):
-        return obj
+        client: RagClient = obj
+        return client
     if callable(obj):
         return CallableClient(obj)
     raise TypeError(

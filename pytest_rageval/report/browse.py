@@ -229,7 +229,7 @@ def _word(text: Any) -> str:
     return quote(str(text), safe="")
 
 
-def card_data(record: dict, label: str) -> Html:
+def card_data(record: dict[str, Any], label: str) -> Html:
     """A card's ``data-*`` attributes the script filters and sorts on: outcome, category, tags (percent-encoded
     words), metric values (``name=value`` words, numbers only), id. Escaped like any attribute."""
     outcome = record.get("outcome")

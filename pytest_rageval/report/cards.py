@@ -59,7 +59,7 @@ DETAIL_LIMIT = 500
 TO_FAIL, TO_PASS, FAILING, OTHER = "to_fail", "to_pass", "failing", "other"
 
 
-def _case_label(record: dict) -> str:
+def _case_label(record: dict[str, Any]) -> str:
     return str(record.get("key") or record.get("test_case_id") or "(unnamed case)")
 
 
@@ -80,7 +80,7 @@ class CaseAnchors:
         self.first = 0
         self.rest = 0
 
-    def place(self, record: dict) -> tuple[str, str | None]:
+    def place(self, record: dict[str, Any]) -> tuple[str, str | None]:
         """(the section of ``record``: TO_FAIL, TO_PASS, FAILING or OTHER; its element id or None)."""
         key = record.get("key")
         if isinstance(key, str) and (key in self.to_fail or key in self.to_pass):
@@ -93,7 +93,9 @@ class CaseAnchors:
         return OTHER, f"case-r{self.rest - 1}" if self.rest <= DETAIL_LIMIT else None
 
 
-def case_anchors(records: Iterable[dict], keys: Collection[str], *, to_fail: Collection[str] = (), to_pass: Collection[str] = ()) -> dict[str, str]:
+def case_anchors(
+    records: Iterable[dict[str, Any]], keys: Collection[str], *, to_fail: Collection[str] = (), to_pass: Collection[str] = ()
+) -> dict[str, str]:
     """The element id in report.html of each case named in ``keys`` (node ids) that has one.
 
     ``to_fail``/``to_pass``: the flipped cases, as given to :func:`render_cases` (the gate's comparison).
@@ -119,7 +121,7 @@ class CaseSections:
     others: Html
 
 
-def render_since_for(record: dict, baseline: BaselineCases | None) -> Html:
+def render_since_for(record: dict[str, Any], baseline: BaselineCases | None) -> Html:
     """The "Since baseline" section of ``record``'s card (nothing without a baseline or without the case in it)."""
     if baseline is None:
         return EMPTY
@@ -131,7 +133,7 @@ def render_since_for(record: dict, baseline: BaselineCases | None) -> Html:
 
 
 def render_cases(
-    records: Iterable[dict], *, to_fail: Collection[str] = (), to_pass: Collection[str] = (), baseline: BaselineCases | None = None
+    records: Iterable[dict[str, Any]], *, to_fail: Collection[str] = (), to_pass: Collection[str] = (), baseline: BaselineCases | None = None
 ) -> CaseSections:
     """Flipped cases, then the other failed and errored ones, then the rest; rendered while reading, so
     records are not all kept. ``baseline`` adds each card's "Since baseline" section."""
@@ -178,7 +180,7 @@ def _render_index(entries: list[tuple[str, str, str]]) -> Html:
     return Html('<ul class="index">{}</ul>').format(items)
 
 
-def _render_case(record: dict, anchor: str, *, open_: bool, since: Html = EMPTY) -> Html:
+def _render_case(record: dict[str, Any], anchor: str, *, open_: bool, since: Html = EMPTY) -> Html:
     cls = outcome_class(record.get("outcome"))
     attr = Html(" open") if open_ else EMPTY
     return Html('<details class="case o-{}" id="{}"{}{}><summary>{}</summary><div>{}</div></details>').format(
@@ -186,7 +188,7 @@ def _render_case(record: dict, anchor: str, *, open_: bool, since: Html = EMPTY)
     )
 
 
-def _render_light_case(record: dict) -> Html:
+def _render_light_case(record: dict[str, Any]) -> Html:
     """A case beyond DETAIL_LIMIT: a closed card with question, answer and metric values (filterable like the rest)."""
     cls = outcome_class(record.get("outcome"))
     values = _field(record, "metrics", dict)
@@ -200,7 +202,7 @@ def _render_light_case(record: dict) -> Html:
     )
 
 
-def render_case_body(record: dict, *, since: Html = EMPTY) -> Html:
+def render_case_body(record: dict[str, Any], *, since: Html = EMPTY) -> Html:
     """A case's detail: texts, error, the repeated runs, misses, metric table, what changed since the baseline
     (``since``: :func:`render_since_for`), chunks (gold marked), judge verdicts."""
     body = [
@@ -219,7 +221,7 @@ def render_case_body(record: dict, *, since: Html = EMPTY) -> Html:
     return join(body)
 
 
-def _render_summary(record: dict) -> Html:
+def _render_summary(record: dict[str, Any]) -> Html:
     outcome = record.get("outcome")
     parts = [badge(str(outcome or "unknown"), outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
     if record.get("invalid_line"):
@@ -241,7 +243,7 @@ def _text_block(label: str, value: Any, *, search: bool = False) -> Html:
     return Html('<h4>{}</h4><div class="text"{}>{}</div>').format(label, attr, escape(value))
 
 
-def _render_case_text(record: dict, *, light: bool = False) -> Html:
+def _render_case_text(record: dict[str, Any], *, light: bool = False) -> Html:
     """Where the case is from, its question, expected answer, key facts, answer; ``light``: question and answer only."""
     parts: list[Html] = []
     if light:
@@ -270,7 +272,7 @@ def _render_case_text(record: dict, *, light: bool = False) -> Html:
     return join(parts)
 
 
-def _render_error(record: dict) -> Html:
+def _render_error(record: dict[str, Any]) -> Html:
     error = record.get("error")
     if not error:
         return EMPTY
@@ -305,13 +307,13 @@ def _default_op(metric: str, threshold: Any) -> str:
     return "==" if isinstance(threshold, bool) else op_for(metric)
 
 
-def _field(record: dict, name: str, kind: type[T]) -> T:
+def _field(record: dict[str, Any], name: str, kind: type[T]) -> T:
     """``record[name]`` when it is a ``kind`` (a record from a file may hold anything), else an empty one."""
     value = record.get(name)
     return value if isinstance(value, kind) else kind()
 
 
-def _render_case_metrics(record: dict) -> Html:
+def _render_case_metrics(record: dict[str, Any]) -> Html:
     values = _field(record, "metrics", dict)
     thresholds = _field(record, "thresholds", dict)
     misses = _field(record, "misses", list)
@@ -323,7 +325,7 @@ def _render_case_metrics(record: dict) -> Html:
     return Html("<h4>{}</h4>").format(repeat_heading(record, "Metrics")) + table(["metric", "value", "op", "threshold", "status"], rows)
 
 
-def _case_metric_row(name: str, value: Any, threshold: Any, miss: dict | None) -> Html:
+def _case_metric_row(name: str, value: Any, threshold: Any, miss: dict[str, Any] | None) -> Html:
     has_threshold = threshold is not None
     op = (miss or {}).get("op") or (_default_op(name, threshold) if has_threshold else "")
     if miss is not None:
@@ -348,7 +350,7 @@ def _render_chunks(label: str, chunks: Any) -> Html:
     return Html("<h4>{} ({})</h4>").format(label, len(rows)) + table(headers, rows, "chunks")
 
 
-def _chunk_row(chunk: dict, position: int) -> Html:
+def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
     gold = chunk.get("gold") is True
     rank = chunk.get("rank") if chunk.get("rank") is not None else position
     gold_cell = badge("gold", "gold") if gold else EMPTY
@@ -423,7 +425,7 @@ def _is_zero(value: Any) -> bool:
     return is_number(value) and value == 0
 
 
-def _render_case_extras(record: dict) -> Html:
+def _render_case_extras(record: dict[str, Any]) -> Html:
     pairs: list[tuple[str, Any]] = []
     for key in ("params", "difficulty", "runs", "latency", "cost", "judge_cache"):
         value = record.get(key)

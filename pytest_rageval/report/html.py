@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pytest_rageval.runs import readback
 from pytest_rageval.runs.folder import read_checked, write_text_atomic
@@ -91,7 +92,7 @@ tr.changed td{background:#fff8c5}.mv-up{color:#1a7f37}.mv-down,.mv-dropped{color
 )
 
 
-def _render_nav(flipped: bool, metrics: dict) -> Html:
+def _render_nav(flipped: bool, metrics: dict[str, Any]) -> Html:
     """Links to the page's parts, in page order (repeated cases and configs when the run has them)."""
     repeats = metrics.get("repeats")
     links = (
@@ -109,16 +110,16 @@ def _render_nav(flipped: bool, metrics: dict) -> Html:
 
 
 def render_report(
-    metrics: dict,
-    records: Iterable[dict],
+    metrics: dict[str, Any],
+    records: Iterable[dict[str, Any]],
     *,
-    deltas: list[dict] | None = None,
-    history: list[dict] | None = None,
+    deltas: list[dict[str, Any]] | None = None,
+    history: list[dict[str, Any]] | None = None,
     title: str = "pytest-rageval report",
     outcome: GateOutcome | None = None,
     baseline_cases: BaselineCases | None = None,
-    baseline: dict | None = None,
-    config: dict | None = None,
+    baseline: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> str:
     """The whole standalone HTML page of one run, regression first.
 
@@ -161,16 +162,16 @@ def render_report(
 
 def write_report(
     path: Path,
-    metrics: dict,
-    records: Iterable[dict],
+    metrics: dict[str, Any],
+    records: Iterable[dict[str, Any]],
     *,
-    deltas: list[dict] | None = None,
-    history: list[dict] | None = None,
+    deltas: list[dict[str, Any]] | None = None,
+    history: list[dict[str, Any]] | None = None,
     title: str = "pytest-rageval report",
     outcome: GateOutcome | None = None,
     baseline_cases: BaselineCases | None = None,
-    baseline: dict | None = None,
-    config: dict | None = None,
+    baseline: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> None:
     """Render and write the page atomically (temp file in the same folder, then ``os.replace``).
 

@@ -38,7 +38,7 @@ class _OverBudget(Exception):
     pass
 
 
-class _BudgetedMatcher(difflib.SequenceMatcher):
+class _BudgetedMatcher(difflib.SequenceMatcher[str]):
     """A SequenceMatcher that gives up (``_OverBudget``) once its matching would cost more than ``budget`` steps."""
 
     def __init__(self, a: list[str], b: list[str], *, autojunk: bool, budget: int) -> None:
@@ -177,7 +177,7 @@ def _outcome_line(old_outcome: Any, new_outcome: Any) -> Html:
     return Html('<p class="since-outcome">outcome {} &rarr; {}</p>').format(old_badge, new_badge)
 
 
-def _answers(old: dict | None, record: Mapping[str, Any]) -> Html:
+def _answers(old: dict[str, Any] | None, record: Mapping[str, Any]) -> Html:
     old_answer, new_answer = old.get("answer") if old else None, record.get("answer")
     old_text = old_answer if isinstance(old_answer, str) else ""
     new_text = new_answer if isinstance(new_answer, str) else ""
@@ -195,7 +195,7 @@ def _answers(old: dict | None, record: Mapping[str, Any]) -> Html:
     ).format(old_html, new_html, note)
 
 
-def _retrieval(old: dict | None, record: Mapping[str, Any]) -> Html:
+def _retrieval(old: dict[str, Any] | None, record: Mapping[str, Any]) -> Html:
     rows = []
     for now, before, move, chunk, gold in chunk_moves(old.get("retrieved_chunks") if old else None, record.get("retrieved_chunks")):
         kind = {"new": "mv-new", "dropped": "mv-dropped", "same": "mv-same"}.get(move, "mv-up" if move.startswith("up") else "mv-down")
@@ -223,7 +223,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def render_since(record: Mapping[str, Any], old_case: Mapping[str, Any] | None, old_record: dict | None, records_missing: str = "") -> Html:
+def render_since(record: Mapping[str, Any], old_case: Mapping[str, Any] | None, old_record: dict[str, Any] | None, records_missing: str = "") -> Html:
     """The section, or nothing when the baseline has no such case.
 
     ``old_case`` is the baseline metrics.json's ``cases`` entry, ``old_record`` its results.jsonl record (None:

@@ -33,7 +33,7 @@ _COUNT_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def _judge_info(metrics: dict) -> tuple[str | None, bool]:
+def _judge_info(metrics: dict[str, Any]) -> tuple[str | None, bool]:
     """The judge's name and whether it is heuristic."""
     judge = metrics.get("judge")
     if isinstance(judge, dict):
@@ -43,7 +43,7 @@ def _judge_info(metrics: dict) -> tuple[str | None, bool]:
     return None, False
 
 
-def render_header(metrics: dict, title: str, verdict: Html = EMPTY) -> Html:
+def render_header(metrics: dict[str, Any], title: str, verdict: Html = EMPTY) -> Html:
     """The title, ``verdict`` right under it (html.py: the gate's verdict block), the run's facts and counts."""
     parts = [Html("<h1>{}</h1>").format(title), verdict, Html('<div class="meta">')]
     parts.append(Html("<span>run <code>{}</code></span>").format(metrics.get("run_id") or DASH))
@@ -74,7 +74,7 @@ def render_header(metrics: dict, title: str, verdict: Html = EMPTY) -> Html:
     return join(parts)
 
 
-def _render_counts(metrics: dict) -> Html:
+def _render_counts(metrics: dict[str, Any]) -> Html:
     keys: tuple[str, ...] = ("total_tests", "passed", "failed", "errors", "skipped")
     keys += (*tuple(name for name in ("xfailed", "xpassed") if metrics.get(name)), "invalid_lines")
     labels = tuple("total" if k == "total_tests" else k.replace("_", " ") for k in keys)
@@ -96,7 +96,7 @@ def _flatten(values: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def _delta_map(deltas: list[dict] | None) -> dict[str, dict]:
+def _delta_map(deltas: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
     return {str(d.get("name")): d for d in deltas or [] if isinstance(d, dict)}
 
 
@@ -104,7 +104,7 @@ def _is_zero(value: Any) -> bool:
     return value is None or (is_number(value) and value == 0)
 
 
-def _aggregate_values(metrics: dict) -> list[tuple[str, Any]]:
+def _aggregate_values(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
     """Each aggregate once, under the name the gate's deltas use (``latency_p95_ms``, ``error_rate``); the cost
     and judge-cache rows only when there is something to say (a heuristic judge spends nothing)."""
     agg = metrics.get("aggregate_metrics")
@@ -135,7 +135,7 @@ def _aggregate_values(metrics: dict) -> list[tuple[str, Any]]:
     return rows
 
 
-def _thresholds(config: dict | None) -> dict[str, tuple[str, Any, bool]]:
+def _thresholds(config: dict[str, Any] | None) -> dict[str, tuple[str, Any, bool]]:
     """Each aggregate's per-case threshold: (op, value, whether some category sets its own), from the run's
     config (``--rageval-threshold`` over ``[tool.rageval.thresholds]``) or the registry's default."""
     table = (config or {}).get("thresholds")
@@ -166,7 +166,7 @@ def _threshold_cell(threshold: tuple[str, Any, bool] | None) -> Html:
     return Html('<td class="num">{} {}{}</td>').format(op, shown, note)
 
 
-def render_aggregates(metrics: dict, deltas: list[dict] | None, config: dict | None = None) -> Html:
+def render_aggregates(metrics: dict[str, Any], deltas: list[dict[str, Any]] | None, config: dict[str, Any] | None = None) -> Html:
     """Each metric that applies (non-null in this run or the baseline) once: value, per-case threshold, and
     with a baseline its value there, the delta, the 95% interval, the gate's tolerance and status."""
     by_name = _delta_map(deltas)
@@ -185,7 +185,7 @@ def render_aggregates(metrics: dict, deltas: list[dict] | None, config: dict | N
     return Html('<h2 id="aggregate">Aggregate metrics</h2>') + table(headers, rows, "aggregate")
 
 
-def _aggregate_row(name: str, value: Any, threshold: tuple[str, Any, bool] | None, delta: dict | None, with_deltas: bool) -> Html:
+def _aggregate_row(name: str, value: Any, threshold: tuple[str, Any, bool] | None, delta: dict[str, Any] | None, with_deltas: bool) -> Html:
     cells = Html("<td><code>{}</code></td>{}{}").format(name, num_td(value), _threshold_cell(threshold))
     if not with_deltas:
         return Html("<tr>{}</tr>").format(cells)
@@ -204,7 +204,7 @@ def _aggregate_row(name: str, value: Any, threshold: tuple[str, Any, bool] | Non
     return Html("<tr{}>{}</tr>").format(cls, cells)
 
 
-def _group_count(stats: dict, aliases: tuple[str, ...]) -> Any:
+def _group_count(stats: dict[str, Any], aliases: tuple[str, ...]) -> Any:
     for alias in aliases:
         if alias in stats:
             return stats[alias]
@@ -215,7 +215,7 @@ def _is_rate_column(key: str) -> bool:
     return "_avg" in key or "_rate" in key or "accuracy" in key
 
 
-def _rate_columns(groups: dict) -> list[str]:
+def _rate_columns(groups: dict[str, Any]) -> list[str]:
     """The *_avg/*_rate/accuracy columns that are non-null in any group, first-seen order."""
     columns: dict[str, None] = {}
     for stats in groups.values():
@@ -242,7 +242,7 @@ def _render_breakdown(label: str, anchor: str, groups: Any) -> Html:
     return head + table(headers, rows, "breakdown")
 
 
-def render_breakdowns(metrics: dict) -> Html:
+def render_breakdowns(metrics: dict[str, Any]) -> Html:
     return (
         Html('<h2 id="breakdown">Breakdown</h2>')
         + _render_breakdown("category", "by-category", metrics.get("by_category"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pytest_rageval import safejson
 from pytest_rageval.evaluation import registry
@@ -26,7 +26,7 @@ def trend_metrics() -> tuple[str, ...]:
     return registry.headline_aggregates()
 
 
-def _trend_runs(metrics: dict, history: list[dict] | None) -> tuple[list[dict], list[str]]:
+def _trend_runs(metrics: dict[str, Any], history: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], list[str]]:
     """Whole earlier runs of this run's eval set, then this run if whole; and what was left out, said in words.
 
     A run of another eval set (``eval_set_hash``), a partial, all-error or
@@ -35,7 +35,7 @@ def _trend_runs(metrics: dict, history: list[dict] | None) -> tuple[list[dict], 
     from pytest_rageval.evaluation.selection import not_whole
 
     current, eval_set = metrics.get("run_id"), chart_eval_set(metrics, history)
-    runs: list[dict] = []
+    runs: list[dict[str, Any]] = []
     left_out: dict[str, int] = {}
     for run in [h for h in history or [] if isinstance(h, dict) and (current is None or h.get("run_id") != current)]:
         reason = "of other eval sets" if eval_set and run.get("eval_set_hash") not in (None, eval_set) else not_whole(run)
@@ -55,7 +55,7 @@ def _trend_runs(metrics: dict, history: list[dict] | None) -> tuple[list[dict], 
     return runs, notes
 
 
-def chart_eval_set(metrics: dict, history: list[dict] | None) -> str | None:
+def chart_eval_set(metrics: dict[str, Any], history: list[dict[str, Any]] | None) -> str | None:
     """The eval set charted: this run's, else (no hash recorded) the newest earlier run's."""
     if metrics.get("eval_set_hash"):
         return str(metrics["eval_set_hash"])
@@ -63,7 +63,7 @@ def chart_eval_set(metrics: dict, history: list[dict] | None) -> str | None:
     return str(hashes[-1]) if hashes else None
 
 
-def run_moment(run: dict) -> datetime | None:
+def run_moment(run: dict[str, Any]) -> datetime | None:
     """When a run was made (its ``timestamp``, in UTC), or None when that is missing or no ISO date-time."""
     stamp = run.get("timestamp")
     if not isinstance(stamp, str):
@@ -75,7 +75,7 @@ def run_moment(run: dict) -> datetime | None:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
-def run_label(run: dict) -> str:
+def run_label(run: dict[str, Any]) -> str:
     """``2024-01-02 14:05 abc1234``: a run's UTC date and time and short commit, as far as recorded."""
     moment = run_moment(run)
     parts = [f"{moment:%Y-%m-%d %H:%M}"] if moment else []
@@ -85,7 +85,7 @@ def run_label(run: dict) -> str:
 
 class _Point(NamedTuple):
     position: int  # the run's place among the charted runs
-    run: dict
+    run: dict[str, Any]
     value: float
 
 
@@ -93,7 +93,7 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and is_number(value) and math.isfinite(value) else None
 
 
-def _series(runs: list[dict], metric: str) -> list[_Point]:
+def _series(runs: list[dict[str, Any]], metric: str) -> list[_Point]:
     """The runs with a number for ``metric``, each with its place among the charted runs."""
     points = []
     for i, run in enumerate(runs):
@@ -104,12 +104,12 @@ def _series(runs: list[dict], metric: str) -> list[_Point]:
     return points
 
 
-def _baseline_value(baseline: dict | None, metric: str) -> float | None:
+def _baseline_value(baseline: dict[str, Any] | None, metric: str) -> float | None:
     aggregates = baseline.get("aggregate_metrics") if isinstance(baseline, dict) else None
     return _number(aggregates.get(metric)) if isinstance(aggregates, dict) else None
 
 
-def render_trends(metrics: dict, history: list[dict] | None, baseline: dict | None = None) -> Html:
+def render_trends(metrics: dict[str, Any], history: list[dict[str, Any]] | None, baseline: dict[str, Any] | None = None) -> Html:
     """The Trends section: a chart per headline aggregate with 2 or more points, and what was left out."""
     runs, left_out = _trend_runs(metrics, history)
     eval_set = chart_eval_set(metrics, history)
@@ -156,7 +156,7 @@ def _x_labelled(n_runs: int, room: int) -> list[int]:
     return sorted({round(i * (n_runs - 1) / (shown - 1)) for i in range(shown)})
 
 
-def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: float | None, baseline: dict | None) -> Html:
+def _svg_chart(metric: str, points: list[_Point], runs: list[dict[str, Any]], base: float | None, baseline: dict[str, Any] | None) -> Html:
     """An inline SVG line chart of one metric over runs (no script): fixed scale, gridlines, dated runs, baseline."""
     plot_w, plot_h, n_runs = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM, len(runs)
     low, high, ticks = _axis(metric, [p.value for p in points] + ([base] if base is not None else []))
@@ -223,13 +223,13 @@ def _svg_chart(metric: str, points: list[_Point], runs: list[dict], base: float 
     )
 
 
-def _when(run: dict) -> str:
+def _when(run: dict[str, Any]) -> str:
     """A point's date and commit: ``2024-01-02 14:05 UTC, commit abc1234``."""
     moment, commit = run_moment(run), short_commit(run.get("git_commit"))
     return ", ".join(filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""]))
 
 
-def _read_metrics(path: Path, skipped: list[str] | None) -> dict | None:
+def _read_metrics(path: Path, skipped: list[str] | None) -> dict[str, Any] | None:
     """An older run's metrics.json, checked (readback.HISTORY_ENTRY); None, with a note in ``skipped``, when it
     cannot be read or holds a value the history cannot use."""
     try:
@@ -238,11 +238,12 @@ def _read_metrics(path: Path, skipped: list[str] | None) -> dict | None:
         if skipped is not None:
             skipped.append(f"an older run left out of the history: {exc}")
         return None
-    data.setdefault("run_id", path.parent.name)
-    return data
+    entry: dict[str, Any] = data
+    entry.setdefault("run_id", path.parent.name)
+    return entry
 
 
-def load_history(output_dir: Path, *, limit: int | None = 30, skipped: list[str] | None = None) -> list[dict]:
+def load_history(output_dir: Path, *, limit: int | None = 30, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """metrics.json of the runs in ``output_dir`` (``*/metrics.json``), oldest first.
 
     Sorted by timestamp then run id; a file that cannot be read, is no object or

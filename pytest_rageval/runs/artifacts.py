@@ -55,7 +55,8 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
 def portable_record(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` as it will be written (writable_record, then through JSON): plain JSON values, no NaN, no lone
     surrogate, so it can also cross to another process (xdist's execnet refuses strings that are not valid UTF-8)."""
-    return json.loads(safejson.dumps(writable_record(record)))
+    written: dict[str, Any] = json.loads(safejson.dumps(writable_record(record)))
+    return written
 
 
 def case_config(*, k: int | None, config_hash: str | None, judge: Mapping[str, Any]) -> dict[str, Any]:

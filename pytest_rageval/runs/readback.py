@@ -50,7 +50,7 @@ LIST = Kind("a list", lambda v: isinstance(v, list))
 
 #: A leaf (:class:`Kind`), an object (field -> shape; :data:`EACH` for every field not named) or a list
 #: (``[item shape]``).
-Shape = Kind | Mapping[str, Any] | list
+Shape = Kind | Mapping[str, Any] | list[Any]
 #: The key of an object shape that applies to every field it does not name (cases by key, metrics by name).
 EACH = "*"
 #: Most problems one check reports (a file of 10,000 bad values gets a count, not 10,000 lines).

@@ -200,7 +200,7 @@ class ResponseMap:
         return out
 
     def is_default(self, target: str) -> bool:
-        return getattr(self, target) == getattr(_DEFAULT_MAP, target)
+        return bool(getattr(self, target) == getattr(_DEFAULT_MAP, target))
 
 
 _DEFAULT_MAP = ResponseMap()

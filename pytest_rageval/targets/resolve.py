@@ -49,7 +49,8 @@ def client_of(obj: Any, *, name: str, concurrency: int = 8, **http_options: Any)
     """A client for an object a conftest ``rageval_client`` fixture returns: a client (it has ``aask``), a framework
     object, or a callable (RagConfigError when it cannot be called as targets are). ``name`` names it in messages."""
     if hasattr(obj, "aask"):
-        return obj
+        client: RagClient = obj
+        return client
     adapter = recognise(obj)
     if adapter is not None:
         from .frameworks.client import FrameworkClient

@@ -25,7 +25,7 @@ def recognise(obj: Any) -> Adapter | None:
     owner = getattr(obj, "__self__", None)
     for candidate in (obj, owner) if owner is not None else (obj,):
         for module in (llamaindex, langchain, haystack):
-            adapter = module.recognise(candidate)
+            adapter: Adapter | None = module.recognise(candidate)
             if adapter is not None:
                 return adapter
     return None
