@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below
+    from pytest_rageval.errors import BaselineError, ConfigError, DataError, RagevalError, RagevalWarning
     from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
     from pytest_rageval.plugin.handwritten import (
         CaseResult,
@@ -36,6 +37,11 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "RagevalError": "pytest_rageval.errors",
+    "ConfigError": "pytest_rageval.errors",
+    "DataError": "pytest_rageval.errors",
+    "BaselineError": "pytest_rageval.errors",
+    "RagevalWarning": "pytest_rageval.errors",
     "assert_metrics": "pytest_rageval.plugin.handwritten",
     "assert_abstained": "pytest_rageval.plugin.handwritten",
     "assert_answered": "pytest_rageval.plugin.handwritten",
@@ -53,15 +59,20 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "BaselineError",
     "CallableClient",
     "CaseResult",
     "Chunk",
+    "ConfigError",
+    "DataError",
     "EvalCase",
     "EvaluateError",
     "GoldSupport",
     "HttpClient",
     "RagCallError",
     "RagResponse",
+    "RagevalError",
+    "RagevalWarning",
     "SessionClient",
     "__version__",
     "assert_abstained",

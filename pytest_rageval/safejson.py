@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
+from pytest_rageval.errors import DataError
+
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file", "read_text"]
 
 #: Deepest nesting accepted (objects and arrays); eval lines and RAG responses need far less.
@@ -36,7 +38,7 @@ _MAYBE_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
 Policy = Literal["refuse", "repair"]
 
 
-class JsonLimitError(ValueError):
+class JsonLimitError(DataError, ValueError):
     """JSON that is valid text but breaks a bound; ``str()`` is one readable line naming the JSON path.
 
     ``path`` is the JSON path of the offending value (keys and list indices; empty
@@ -301,7 +303,7 @@ def dumps(value: Any, **kwargs: Any) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-class JsonFileError(ValueError):
+class JsonFileError(DataError, ValueError):
     """A JSON file that cannot be read (``unreadable``: missing, a folder, not UTF-8) or is not JSON.
 
     ``detail`` is the cause (the OS error or the parser's message) so a caller

@@ -11,7 +11,8 @@ import pytest
 from browser import dump_dom, without_own_script
 
 from pytest_rageval.report.cards import DETAIL_LIMIT
-from pytest_rageval.report.html import load_history, render_report, write_report
+from pytest_rageval.report.html import render_report, write_report
+from pytest_rageval.runs.store import RunStore
 
 PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -292,7 +293,7 @@ def test_many_cases_render(metrics: dict) -> None:
     assert page.count('<details class="case o-passed light"') == 5000 - failed - 500
 
 
-def test_load_history(tmp_path: Path) -> None:
+def test_run_store_history(tmp_path: Path) -> None:
     for name, ts in (("run-b", "2024-01-02T00:00:00Z"), ("run-a", "2024-01-01T00:00:00Z"), ("run-c", "2024-01-02T00:00:00Z")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.json").write_text(json.dumps({"run_id": name, "timestamp": ts, "aggregate_metrics": {}}), encoding="utf-8")
@@ -303,10 +304,10 @@ def test_load_history(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "latest").write_text("run-c", encoding="utf-8")
 
-    runs = load_history(tmp_path)
+    runs = RunStore(tmp_path).history()
     assert [r["run_id"] for r in runs] == ["run-a", "run-b", "run-c"]
-    assert [r["run_id"] for r in load_history(tmp_path, limit=2)] == ["run-b", "run-c"]
-    assert load_history(tmp_path / "missing") == []
+    assert [r["run_id"] for r in RunStore(tmp_path).history(limit=2)] == ["run-b", "run-c"]
+    assert RunStore(tmp_path / "missing").history() == []
 
 
 def test_write_report_is_atomic(tmp_path: Path, metrics: dict, records: list[dict]) -> None:

@@ -115,31 +115,31 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_rageval.report.html import write_report
     from pytest_rageval.runs.folder import RunFolder
 
-    run_dir = Path(args.run)
+    run = RunFolder(Path(args.run))
     metrics = _load(args.run)
-    history = _earlier_runs(run_dir.parent, metrics.get("run_id"))
+    history = _earlier_runs(run.output_dir, metrics.get("run_id"))
     outcome, cases = _report_baseline(metrics, getattr(args, "baseline", None), getattr(args, "pyproject", None))
     deltas = [dataclasses.asdict(d) for d in outcome.comparison.deltas] if outcome.comparison is not None else None
     write_report(
-        run_dir / "report.html",
+        run.report_path,
         metrics,
-        RunFolder(run_dir).records(),
+        run.records(),
         history=history,
         deltas=deltas,
         outcome=outcome,
         baseline_cases=cases,
         baseline=cases.metrics if cases is not None else None,
     )
-    say(run_dir / "report.html")
+    say(run.report_path)
     return 0
 
 
 def _earlier_runs(output_dir: Path, run_id: Any) -> list[dict[str, Any]]:
     """The runs in ``output_dir`` but ``run_id``, as a rebuilt report charts them; each one left out is a note."""
-    from pytest_rageval.report.html import load_history
+    from pytest_rageval.runs.store import RunStore
 
     skipped: list[str] = []
-    history = [m for m in load_history(output_dir, skipped=skipped) if m.get("run_id") != run_id]
+    history = [m for m in RunStore(output_dir).history(skipped=skipped) if m.get("run_id") != run_id]
     for note in skipped:
         say(f"note: {note}")
     return history
@@ -183,9 +183,10 @@ def _history(args: argparse.Namespace) -> int:
     """Key metrics per run, grouped by eval set (oldest first); partial, shard, all-error and incomplete runs marked."""
     from pytest_rageval.evaluation import registry
     from pytest_rageval.evaluation.selection import run_scope_notes
-    from pytest_rageval.report.html import load_history, trend_metrics
+    from pytest_rageval.report.html import trend_metrics
     from pytest_rageval.report.sparkline import aggregate_key, scale_of, sparkline
     from pytest_rageval.report.trends import run_label
+    from pytest_rageval.runs.store import RunStore
     from pytest_rageval.sanitize import terminal_safe
     from pytest_rageval.suggest import did_you_mean
 
@@ -199,7 +200,7 @@ def _history(args: argparse.Namespace) -> int:
     width = max(16, *(len(n) + 2 for n in names))
     groups: dict[str, list[dict[str, Any]]] = {}
     skipped: list[str] = []
-    for metrics in load_history(Path(args.dir), limit=args.limit, skipped=skipped):
+    for metrics in RunStore(args.dir).history(limit=args.limit, skipped=skipped):
         groups.setdefault(str(metrics.get("eval_set_hash") or "unknown"), []).append(metrics)
     for number, (eval_set, runs) in enumerate(groups.items()):
         files = runs[-1].get("eval_set_files")
@@ -222,7 +223,7 @@ def _history(args: argparse.Namespace) -> int:
             say(terminal_safe(f"{metrics.get('run_id')!s:<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(notes)}".rstrip()))
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
             if bad:
-                where = Path(args.dir) / str(metrics.get("run_id")) / "metrics.json"
+                where = RunStore(args.dir).run(str(metrics.get("run_id"))).metrics_path
                 odd.append(f"? {where}: {', '.join(bad)} not a number")
         for line in odd:
             say(line)
@@ -283,7 +284,7 @@ def _merge(args: argparse.Namespace) -> int:
         run_dir, metrics, notes = merge_runs([Path(r) for r in args.runs], Path(args.output))
     except MergeError as exc:
         raise _usage_error(str(exc)) from None
-    write_report(run_dir / "report.html", metrics, RunFolder(run_dir).records())
+    write_report(RunFolder(run_dir).report_path, metrics, RunFolder(run_dir).records())
     for note in notes:
         say(note)
     say(
@@ -528,7 +529,8 @@ def _judge_settings(args: argparse.Namespace) -> Any:
     if args.pyproject is not None and not Path(args.pyproject).is_file():
         raise _usage_error(f"calibrate: --pyproject {args.pyproject}: no such file")
     pyproject = Path(args.pyproject) if args.pyproject else _nearest_pyproject()
-    from pytest_rageval.plugin.config import ConfigError, read_tool_tables
+    from pytest_rageval.errors import ConfigError
+    from pytest_rageval.plugin.config import read_tool_tables
 
     try:
         ini = read_tool_tables(pyproject)[0] if pyproject is not None else {}
@@ -581,7 +583,8 @@ def _rescore(args: argparse.Namespace) -> int:
         raise _usage_error(str(exc)) from None
     run_id = result.metrics.get("run_id")
     history = _earlier_runs(result.run_dir.parent, run_id)
-    write_report(result.run_dir / "report.html", result.metrics, RunFolder(result.run_dir).records(), history=history)
+    run = RunFolder(result.run_dir)
+    write_report(run.report_path, result.metrics, run.records(), history=history)
     for line in result.lines:
         say(line)
     return 0

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.anchors import normalize_heading_path
 from pytest_rageval.evaluation.evalset import load_eval_file
 from pytest_rageval.evaluation.reach import Unreachable, shape_problems, unreachable_gold
@@ -16,7 +17,7 @@ from pytest_rageval.targets.client import RagCallError, RagClient
 __all__ = ["InspectError", "inspect_target"]
 
 
-class InspectError(Exception):
+class InspectError(RagevalError):
     """The call failed or the eval set cannot be read: the message says which and why."""
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.evalset import EvalFile, LoadedCase
 from pytest_rageval.evaluation.label_edit import CHOICE_HELP, Choice, ChoiceError, EvalSetText, LabelEditError, labelled_line, parse_choice
@@ -40,7 +41,7 @@ EXCERPT_CHARS = 160
 ANSWER_CHARS = 200
 
 
-class LabelError(Exception):
+class LabelError(RagevalError):
     """Labelling cannot go on; the message says why on one line (no traceback is shown for it)."""
 
 
@@ -127,7 +128,8 @@ def project_client(path: Path | None) -> ProjectClient:
     plugin reads them; LabelError for a file that cannot be read or a timeout that is not a number."""
     if path is None:
         return ProjectClient()
-    from pytest_rageval.plugin.config import ConfigError, read_tool_tables
+    from pytest_rageval.errors import ConfigError
+    from pytest_rageval.plugin.config import read_tool_tables
 
     try:
         ini, table = read_tool_tables(path)

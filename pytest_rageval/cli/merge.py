@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import safejson
+from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation.selection import merged_selection
 from pytest_rageval.gate.aggregate import Aggregator
 from pytest_rageval.gate.configs import add_ranking
@@ -16,7 +17,7 @@ from pytest_rageval.runs.artifacts import compose_metrics, new_run_id, what_ran
 from pytest_rageval.runs.folder import RunFolder
 
 
-class MergeError(ValueError):
+class MergeError(DataError, ValueError):
     """A run folder cannot be merged; the message names it."""
 
 
@@ -36,7 +37,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
     if not run_dirs:
         raise MergeError("name at least one run folder")
     notes: list[str] = []
-    metrics = [_read_json(d / "metrics.json", readback.METRICS) for d in run_dirs]
+    metrics = [_read_json(RunFolder(d).metrics_path, readback.METRICS) for d in run_dirs]
     configs = [_read_json(d / "config.json", readback.CONFIG) for d in run_dirs]
     if len({m.get("config_hash") for m in metrics}) > 1:
         notes.append("warning: the runs were made with different configurations (config_hash differs)")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import defaults
+from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation import thresholds as _thresholds
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse
@@ -60,7 +61,7 @@ _SELECTION_FIELDS = ("partial", "cases_in_eval_set", "cases_selected", "shard")
 FULL_TEXT_HINT = "re-run it with --rageval-store-full-text to rescore it"
 
 
-class RescoreError(ValueError):
+class RescoreError(DataError, ValueError):
     """The run cannot be rescored as asked; the message says why on one line."""
 
 

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from pytest_rageval import safejson
 from pytest_rageval.atomic import write_bytes_atomic
+from pytest_rageval.errors import RagevalError
 
 from .anchors import normalize_heading_path, support_matches
 from .evalset import EvalFile, _load_lines
@@ -73,11 +74,11 @@ _MIN_SNIPPET = 8
 _SNIPPET_WINDOW = 2000
 
 
-class ChoiceError(ValueError):
+class ChoiceError(RagevalError, ValueError):
     """An answer that does not follow the protocol; the message says why, on one line."""
 
 
-class LabelEditError(Exception):
+class LabelEditError(RagevalError):
     """The eval set cannot be read or written as asked; the message names the file (and line)."""
 
 

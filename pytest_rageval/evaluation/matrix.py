@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_rageval.errors import ConfigError
 from pytest_rageval.redact import public_url
 
 __all__ = [
@@ -56,7 +57,7 @@ SENT_BY_THE_PLUGIN = {"question": "the question sent is each case's own 'questio
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class MatrixError(ValueError):
+class MatrixError(ConfigError):
     """The matrix is wrong; the message names the option or key and the problem."""
 
 

@@ -24,6 +24,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
+from pytest_rageval.errors import ConfigError
+
 from .record import Stability
 from .schema import MAX_REPEAT, EvalCase
 
@@ -48,7 +50,7 @@ SPREAD_MEASURE = "mean_range"
 _UNSCORED = ("error", "skipped")
 
 
-class RepeatError(ValueError):
+class RepeatError(ConfigError):
     """``--rageval-repeat`` / ``rageval_repeat`` is not a whole number from 1 to MAX_REPEAT."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_rageval.errors import ConfigError
 from pytest_rageval.sanitize import terminal_safe
 
 from . import registry
@@ -31,7 +32,7 @@ def judge_metrics() -> frozenset[str]:
     return frozenset(registry.metric_names("judge"))
 
 
-class ThresholdError(ValueError):
+class ThresholdError(ConfigError):
     """A threshold names an unknown metric or has a value of the wrong type."""
 
 

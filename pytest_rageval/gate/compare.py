@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import defaults, safejson
+from pytest_rageval.errors import BaselineError
 from pytest_rageval.evaluation import registry
 from pytest_rageval.runs import readback
+from pytest_rageval.runs.store import metrics_file
 
 from .aggregate import as_number, percentile
 
@@ -33,7 +35,6 @@ __all__ = [
     "Comparison",
     "GateVerdict",
     "MetricDelta",
-    "baseline_metrics_path",
     "bootstrap_interval",
     "check_invariants",
     "compare",
@@ -237,23 +238,6 @@ def _s(n: int | None) -> str:
 # --------------------------------------------------------------------------- loading
 
 
-def baseline_metrics_path(path: str | Path) -> Path:
-    """The metrics.json a baseline path names: the file itself, ``metrics.json`` in a run folder, or that of the
-    run an output folder's ``latest`` names (ValueError when ``latest`` cannot be read)."""
-    path = Path(path)
-    if not path.is_dir():
-        return path
-    candidate = path / "metrics.json"
-    latest = path / "latest"
-    if not candidate.is_file() and latest.is_file():
-        try:
-            run_id = latest.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ValueError(f"{latest}: cannot read: {exc}") from exc
-        candidate = path / run_id / "metrics.json" if run_id else candidate
-    return candidate
-
-
 def load_baseline(path: str | Path) -> dict[str, Any] | None:
     """Read a baseline: a metrics.json file, a run directory, or an output folder with ``latest``.
 
@@ -261,20 +245,20 @@ def load_baseline(path: str | Path) -> dict[str, Any] | None:
     the file is not valid JSON or not a metrics.json, and naming the field too when
     a value is not what a metrics.json holds (readback.METRICS).
     """
-    path = baseline_metrics_path(path)
+    path = metrics_file(path)
     if not path.is_file():
         return None
     try:
         data = safejson.read_file(path)
     except safejson.JsonFileError as exc:
         if exc.unreadable:
-            raise ValueError(f"{path}: cannot read baseline: {exc.detail}") from None
-        raise ValueError(f"{path}: baseline is not valid JSON ({exc.detail})") from None
+            raise BaselineError(f"{path}: cannot read baseline: {exc.detail}") from None
+        raise BaselineError(f"{path}: baseline is not valid JSON ({exc.detail})") from None
     if not isinstance(data, dict) or not isinstance(data.get("aggregate_metrics"), dict):
-        raise ValueError(f"{path}: not a metrics.json (no aggregate_metrics object)")
+        raise BaselineError(f"{path}: not a metrics.json (no aggregate_metrics object)")
     problems = non_numbers(data)
     if problems:
-        raise ValueError(f"{path}: " + "; ".join(problems) + " (a gated value must be a number or null)")
+        raise BaselineError(f"{path}: " + "; ".join(problems) + " (a gated value must be a number or null)")
     found = readback.problems(data, readback.METRICS)
     if found:
         raise readback.ReadbackError(readback.file_problem(path, found))

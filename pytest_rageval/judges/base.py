@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation import registry
 
 #: Judge metrics with a numeric scale (low, high) as stored in metrics: the metric registry's judge entries
@@ -58,7 +59,7 @@ class Verdict(BaseModel):
     attempts: int = 1
 
 
-class JudgeError(Exception):
+class JudgeError(RagevalError):
     """A judge call failed after retries and re-asks; that case becomes an error."""
 
     def __init__(self, metric: str, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0, cost_usd: float = 0.0) -> None:

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from pytest_rageval.errors import DataError
 from pytest_rageval.retry import backoff_delay
 
 from .base import Judge, JudgeInput, Verdict
@@ -58,7 +59,7 @@ _SCHEMA = (
 T = TypeVar("T")
 
 
-class JudgeCacheError(RuntimeError):
+class JudgeCacheError(DataError, RuntimeError):
     """The cache file is corrupt or unreadable; the message names it and the fix."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation import registry
 
 from .base import Judge, JudgeError, JudgeInput, Verdict
@@ -45,7 +46,7 @@ SHIPPED_SET = Path(__file__).resolve().parent / "labelled.jsonl"
 _KEYS = ("id", "question", "contexts", "answer", "reference_answer", "expected_key_facts", "labels", "kind")
 
 
-class CalibrationError(ValueError):
+class CalibrationError(DataError, ValueError):
     """A labelled set that cannot be read: the message names the file, the line and the field."""
 
 

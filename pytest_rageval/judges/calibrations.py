@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval.atomic import write_bytes_atomic
+from pytest_rageval.errors import RagevalError
 
 __all__ = ["CALIBRATION_DIR", "FILE", "CalibrationRefused", "judge_identity", "required_calibration", "write_calibration"]
 
@@ -22,7 +23,7 @@ CALIBRATION_DIR = "calibration"
 FILE = "calibration.json"
 
 
-class CalibrationRefused(Exception):
+class CalibrationRefused(RagevalError):
     """No stored calibration of the configured judge reaches ``rageval_min_judge_agreement``: why, in one line."""
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from pytest_rageval.errors import RagevalWarning
 from pytest_rageval.evaluation.evalpaths import expand_globs, loop_problem, loop_target, real_path
 from pytest_rageval.evaluation.evalset import load_eval_file
 from pytest_rageval.evaluation.matrix import MatrixConfig, rewrite_keyword_expression
@@ -146,10 +147,6 @@ class CaseItem(pytest.Function):
     def reportinfo(self) -> tuple[Any, int, str]:
         # pytest shows the domain after the file, reading dots as "::": keep it the bare id.
         return self.path, self.line - 1, self.case.id if self.matrix_config is None else f"{self.case.id}[{self.matrix_config.id}]"
-
-
-class RagevalWarning(UserWarning):
-    """A configuration that runs but cannot measure what the eval set asks (``-W error::...`` to fail on it)."""
 
 
 #: What each ``record["warnings"]`` code means for the user, and what to change.

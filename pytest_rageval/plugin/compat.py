@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from pytest_rageval.errors import RagevalWarning
+
 __all__ = [
     "NOTHING",
     "CompatWarning",
@@ -52,7 +54,7 @@ _warned_key = pytest.StashKey[set[str]]()
 _frozen_key = pytest.StashKey[bool]()  # present once armed; True while this session's freeze is in force
 
 
-class CompatWarning(pytest.PytestWarning):
+class CompatWarning(RagevalWarning, pytest.PytestWarning):
     """pytest-rageval fell back because a pytest or pytest-xdist internal it relies on is missing."""
 
 

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_rageval.defaults import INI_KEYS
+from pytest_rageval.errors import ConfigError
 from pytest_rageval.evaluation.evalset import json_kind
 from pytest_rageval.suggest import closest
 
@@ -39,10 +40,6 @@ __all__ = ["ConfigError", "JudgeConfig", "RagevalConfig", "key_line", "read_conf
 
 #: (key path below ``[tool.rageval]``, problem): one mistake in the table.
 Problem = tuple[tuple[str, ...], str]
-
-
-class ConfigError(ValueError):
-    """A configuration value is wrong; the message names the file or setting, the key and the problem."""
 
 
 class _Table(BaseModel):

@@ -119,7 +119,7 @@ class RunController:
     @property
     def report_path(self) -> Path | None:
         """Where report.html is written (None before the run folder is known)."""
-        return self.writer.run_dir / "report.html" if self.writer is not None else None
+        return self.writer.report_path if self.writer is not None else None
 
     @property
     def selection(self) -> Selection:
@@ -608,15 +608,16 @@ class RunController:
         return None if s.baseline is None or s.update_baseline else BaselineCases.load(s.baseline)
 
     def write_html(self) -> None:
-        from pytest_rageval.report.html import load_history, write_report
+        from pytest_rageval.report.html import write_report
+        from pytest_rageval.runs.store import RunStore
 
         assert self.writer is not None and self.metrics is not None
         skipped: list[str] = []
-        history = [m for m in load_history(self.settings.output_dir, skipped=skipped) if m.get("run_id") != self.writer.run_id]
+        history = [m for m in RunStore(self.settings.output_dir).history(skipped=skipped) if m.get("run_id") != self.writer.run_id]
         self.gate_notes.extend(self._public(note) for note in skipped)
         compared = self.comparison is not None and not self.comparison.refused
         write_report(
-            self.writer.run_dir / "report.html",
+            self.writer.report_path,
             self.metrics,
             read_records(self.writer.run_dir),
             deltas=[dataclasses.asdict(d) for d in self.comparison.deltas] if self.comparison else None,
@@ -652,7 +653,7 @@ class RunController:
         except (RunFolderError, OSError):
             anchors = {}  # the report was not written either (a note says why): cases are listed without links
         public = self._public
-        report = self.writer.run_dir / "report.html"
+        report = self.writer.report_path
         cwd = Path(str(self.config.invocation_params.dir))
         for path, append in targets:
             text = summary_markdown(
@@ -686,7 +687,7 @@ class RunController:
             return
         # A folder, or a new path not naming a .json file, gets metrics.json inside.
         is_folder = s.baseline.is_dir() or (not s.baseline.exists() and s.baseline.suffix != ".json")
-        target = s.baseline / "metrics.json" if is_folder else s.baseline
+        target = RunFolder(s.baseline).metrics_path if is_folder else s.baseline
         if s.update_baseline:
             write_json_atomic(target, self.metrics)
             self.gate_notes.append(f"baseline updated: {target}")

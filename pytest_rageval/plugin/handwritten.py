@@ -25,6 +25,7 @@ from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.record import CaseError, CaseRecord
 from pytest_rageval.evaluation.schema import EvalCase, RagResponse
 from pytest_rageval.evaluation.thresholds import ThresholdError, coerce_threshold, find_misses, shorten
@@ -136,7 +137,7 @@ def question_id(question: Any) -> str:
     return "q-" + hashlib.sha256(str(question).encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
-class EvaluateError(Exception):
+class EvaluateError(RagevalError):
     """The RAG or judge call of ``evaluate`` failed: the test is reported as an error (E) with the case's reason."""
 
     def __init__(self, record: CaseRecord) -> None:

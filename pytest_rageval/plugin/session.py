@@ -21,7 +21,7 @@ import pytest
 
 from pytest_rageval.judges.cache import JudgeCacheError
 from pytest_rageval.judges.calibrations import CalibrationRefused
-from pytest_rageval.runs.folder import read_records
+from pytest_rageval.runs.folder import RunFolder, read_records
 from pytest_rageval.targets.client import RagConfigError
 
 from . import compat
@@ -138,7 +138,7 @@ def _settings(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
-    if settings.resume is not None and not (settings.resume / "results.jsonl").is_file():
+    if settings.resume is not None and not RunFolder(settings.resume).results_path.is_file():
         raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
     return settings
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import defaults
+from pytest_rageval.errors import ConfigError
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.matrix import Matrix, MatrixError, matrix_from_table, parse_matrix_option
 from pytest_rageval.evaluation.stability import RepeatError, parse_repeat
@@ -31,7 +32,7 @@ from pytest_rageval.redact import Redactor, environment_secrets, header_secrets,
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
 
-from .config import ConfigError, Problem, RagevalConfig, read_config
+from .config import Problem, RagevalConfig, read_config
 
 #: A configuration value is wrong; the message names the setting (one error type for every configuration mistake).
 SettingsError = ConfigError

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import defaults
-from pytest_rageval.gate.compare import Comparison, MetricDelta, baseline_metrics_path, load_baseline
+from pytest_rageval.gate.compare import Comparison, MetricDelta, load_baseline
 from pytest_rageval.runs.folder import RecordIndex, RunFolder
+from pytest_rageval.runs.store import metrics_file
 from pytest_rageval.sanitize import cap
 
 __all__ = ["BaselineCases", "GateOutcome", "comparison_from_dict", "outcome_from_metrics", "verdict_kind"]
@@ -128,7 +129,7 @@ class BaselineCases:
     def load(cls, path: str | Path) -> BaselineCases | None:
         """From a baseline path as ``--rageval-baseline`` takes it; None when there is no usable metrics.json."""
         try:
-            metrics_path = baseline_metrics_path(path)
+            metrics_path = metrics_file(path)
             metrics = load_baseline(metrics_path)
         except (ValueError, OSError):
             return None

@@ -4,8 +4,7 @@ No network references: the page renders offline, and its Content-Security-Policy
 every script but browse.py's own (the filter bar; by its hash). The parts, regression first: the header with
 the gate's verdict (verdict.py), the filter bar (browse.py), the flipped cases, the other failed and errored
 ones (cards.py), the aggregates and breakdowns (tables.py), the trends (trends.py), then the other cases; all
-built of markup.Html fragments. Only :func:`write_report` touches files (and
-trends.load_history); :func:`render_report` is pure.
+built of markup.Html fragments. Only :func:`write_report` touches files; :func:`render_report` is pure.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from .configs import failed_configs, render_configs
 from .markup import Html, escape, join
 from .repeats import render_section as render_repeat_section
 from .tables import render_aggregates, render_breakdowns, render_header
-from .trends import load_history, render_trends, trend_metrics
+from .trends import render_trends, trend_metrics
 from .verdict import render_verdict
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "Html",
     "case_anchors",
     "escape",
-    "load_history",
     "render_aggregates",
     "render_case_body",
     "render_report",

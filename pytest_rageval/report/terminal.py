@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.thresholds import Miss, describe_runs, shorten
 from pytest_rageval.gate.aggregate import xfail_counts
+from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import terminal_safe
 
 from .configs import ranking_lines
@@ -236,7 +237,7 @@ def styled_summary_lines(
     return [(terminal_safe(line, multiline=False), markup) for line, markup in lines]
 
 
-RUN_FILES = ("metrics.json", "results.jsonl", "report.html")
+RUN_FILES = (RunFolder.METRICS, RunFolder.RESULTS, RunFolder.REPORT)
 
 
 def run_line(run_dir: Path) -> tuple[str, Markup]:

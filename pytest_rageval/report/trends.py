@@ -1,24 +1,21 @@
 """report.html's trend charts: aggregate metrics over earlier whole runs of the same eval set, as inline SVG.
 
-Only :func:`load_history` reads files.
+Pure: the history comes from runs.store.RunStore.history.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, NamedTuple
 
-from pytest_rageval import safejson
 from pytest_rageval.evaluation import registry
-from pytest_rageval.runs import readback
 from pytest_rageval.runs.commit import short_commit
 
 from .markup import EMPTY, Html, fmt, is_number, join
 from .sparkline import scale_of
 
-__all__ = ["chart_eval_set", "load_history", "render_trends", "run_label", "run_moment", "trend_metrics"]
+__all__ = ["chart_eval_set", "render_trends", "run_label", "run_moment", "trend_metrics"]
 
 
 def trend_metrics() -> tuple[str, ...]:
@@ -227,35 +224,3 @@ def _when(run: dict[str, Any]) -> str:
     """A point's date and commit: ``2024-01-02 14:05 UTC, commit abc1234``."""
     moment, commit = run_moment(run), short_commit(run.get("git_commit"))
     return ", ".join(filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""]))
-
-
-def _read_metrics(path: Path, skipped: list[str] | None) -> dict[str, Any] | None:
-    """An older run's metrics.json, checked (readback.HISTORY_ENTRY); None, with a note in ``skipped``, when it
-    cannot be read or holds a value the history cannot use."""
-    try:
-        data = readback.read_json(path, readback.HISTORY_ENTRY)
-    except (safejson.JsonFileError, readback.ReadbackError) as exc:
-        if skipped is not None:
-            skipped.append(f"an older run left out of the history: {exc}")
-        return None
-    entry: dict[str, Any] = data
-    entry.setdefault("run_id", path.parent.name)
-    return entry
-
-
-def load_history(output_dir: Path, *, limit: int | None = 30, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """metrics.json of the runs in ``output_dir`` (``*/metrics.json``), oldest first.
-
-    Sorted by timestamp then run id; a file that cannot be read, is no object or
-    holds a value the history cannot use is left out, with one line naming it
-    (file, field, problem) added to ``skipped``; only the newest ``limit`` runs
-    are kept (all when ``limit`` is None).
-    """
-    output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return []
-    runs = [m for m in (_read_metrics(p, skipped) for p in sorted(output_dir.glob("*/metrics.json"))) if m is not None]
-    runs.sort(key=lambda m: (str(m.get("timestamp") or ""), str(m.get("run_id") or "")))
-    if limit is None:
-        return runs
-    return runs[-limit:] if limit > 0 else []

@@ -1,4 +1,5 @@
-"""runs: run storage: the run folder and its lock (folder), what a run folder holds (artifacts), artifacts read
+"""runs: run storage: the run folder and its lock (folder), the output folder of runs, its ``latest`` and history
+(store), what a run folder holds (artifacts), artifacts read
 back checked (readback), what a resume must share with its run (resume) and the run's source commit (commit).
 
 Imports the foundations and evaluation; no pytest.

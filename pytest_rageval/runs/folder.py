@@ -26,6 +26,7 @@ import jsonlines
 
 from pytest_rageval import safejson
 from pytest_rageval.atomic import write_bytes_atomic
+from pytest_rageval.errors import DataError
 
 from . import readback
 
@@ -53,7 +54,7 @@ __all__ = [
 RECORD_MAX_DEPTH = safejson.MAX_DEPTH + 8
 
 
-class RunFolderError(Exception):
+class RunFolderError(DataError):
     """A run folder cannot be written or resumed; the message says why, on one line."""
 
 
@@ -198,7 +199,7 @@ def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterator[dict[str,
     otherwise (commands that write what they read, which must not drop it); any
     other unreadable line is always refused, naming the file and line.
     """
-    path = run_dir / "results.jsonl"
+    path = run_dir / RunFolder.RESULTS
     for line in _lines(path):
         if line.record is not None:
             found = record_problems(line.record)
@@ -230,7 +231,7 @@ def repair_results(run_dir: Path) -> Repair:
     newline gets one. A bad line before the last, or two records of one key,
     is a RunFolderError naming the line: such a run cannot be resumed exactly.
     """
-    path = run_dir / "results.jsonl"
+    path = run_dir / RunFolder.RESULTS
     size = path.stat().st_size
     records: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -269,6 +270,7 @@ class RunFolder:
     RESULTS = "results.jsonl"
     METRICS = "metrics.json"
     CONFIG = "config.json"
+    REPORT = "report.html"
     LATEST = "latest"
 
     def __init__(self, run_dir: Path, *, config: Callable[[], dict[str, Any]] | None = None) -> None:
@@ -295,6 +297,10 @@ class RunFolder:
     @property
     def config_path(self) -> Path:
         return self.run_dir / self.CONFIG
+
+    @property
+    def report_path(self) -> Path:
+        return self.run_dir / self.REPORT
 
     # -- writing
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import safejson
+from pytest_rageval.errors import DataError
 
 __all__ = ["CONFIG", "HISTORY_ENTRY", "METRICS", "RECORD", "ReadbackError", "file_problem", "problems", "read_json"]
 
@@ -57,7 +58,7 @@ EACH = "*"
 MAX_PROBLEMS = 20
 
 
-class ReadbackError(ValueError):
+class ReadbackError(DataError, ValueError):
     """A file read back holds a value the code cannot use; ``str()`` is one line naming file, field and problem."""
 
 

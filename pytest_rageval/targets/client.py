@@ -69,6 +69,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import bounded_http, defaults, safejson
+from pytest_rageval.errors import ConfigError, RagevalError
 from pytest_rageval.evaluation.record import CALL_ERROR_KINDS, CallErrorKind
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
 from pytest_rageval.redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
@@ -102,11 +103,11 @@ _MISSING: Any = object()
 # --------------------------------------------------------------------------- errors
 
 
-class RagConfigError(ValueError):
+class RagConfigError(ConfigError):
     """Bad configuration; the message names the setting."""
 
 
-class RagCallError(Exception):
+class RagCallError(RagevalError):
     """A call to the system under test failed; ``kind`` classifies it."""
 
     def __init__(self, kind: CallErrorKind, message: str, *, status: int | None = None, attempts: int = 1) -> None:
