@@ -1,5 +1,7 @@
 """cli: the ``rageval`` command: schema, compare, report, history, judge, merge, rescore, label, inspect, calibrate.
 
+Every command first registers the metrics of the installed ``pytest_rageval.metrics`` entry points.
+
 ``main`` and the argument parser live here; the larger commands in their own modules (merge, rescore, rejudge,
 label, inspect_target). The top layer: may import every other subpackage; nothing imports it.
 """
@@ -786,10 +788,22 @@ def _add_inspect_parser(sub: Any) -> None:
     p.set_defaults(func=_inspect)
 
 
+def _load_metric_entry_points() -> None:
+    """The metrics of the installed ``pytest_rageval.metrics`` entry points, before any command: a merged, rescored
+    or re-judged run aggregates them as ``pytest --rageval`` does (a conftest.py is not read here)."""
+    from pytest_rageval.evaluation.metric_plugins import MetricPluginError, load_entry_points
+
+    try:
+        load_entry_points()
+    except MetricPluginError as exc:
+        raise _usage_error(str(exc)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from pytest_rageval.runs.folder import RunFolderError
 
     args = build_parser().parse_args(argv)
+    _load_metric_entry_points()
     try:
         return int(args.func(args))
     except RunFolderError as exc:  # e.g. a results.jsonl line that cannot be read: never dropped, never rewritten

@@ -2,8 +2,9 @@
 
 Layer 0: imports only :mod:`.schema`. Everything that lists or classifies
 metrics derives from :data:`METRICS` through the functions below, at call time
-(so a metric added with :func:`register` from a conftest or plugin module is
-scored, thresholded, aggregated, gated and reported like a built-in one):
+(so a metric added with :func:`register`, which the ``pytest_rageval_metrics`` hook and the
+``pytest_rageval.metrics`` entry points go through, is scored, thresholded, aggregated,
+gated and reported like a built-in one):
 
 - metrics.score_case calls each deterministic entry's ``score`` with one
   :class:`ScoreContext` (K, the gold matches of the top-K chunks and of the
@@ -29,6 +30,7 @@ from typing import Literal
 from .schema import EvalCase, RagResponse
 
 __all__ = [
+    "BUILT_IN",
     "CLASSIFIERS",
     "Metric",
     "MetricValue",
@@ -304,9 +306,14 @@ METRICS: list[Metric] = [
     Metric("reasoning_quality", "judge", _UNIT, "higher", "answered", "avg"),
 ]
 
+#: The names of the package's own metrics (those :func:`register` and plugins add are not among them).
+BUILT_IN: frozenset[str] = frozenset(m.name for m in METRICS)
+
 
 def register(metric: Metric) -> Metric:
-    """Add a deterministic metric (from a conftest.py or a plugin module, once, at import).
+    """Add a deterministic metric now (the lower-level call under the ``pytest_rageval_metrics`` hook and the
+    ``pytest_rageval.metrics`` entry points, which :mod:`.metric_plugins` registers through; a conftest.py may
+    still call it at import).
 
     It is scored for every case from then on and appears in results.jsonl,
     metrics.json (its aggregate), the terminal summary, report.html and JUnit

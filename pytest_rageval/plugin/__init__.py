@@ -4,9 +4,11 @@ its modules hold the session's plugin objects, the case runner, the settings and
 May import everything below it (foundations, evaluation, targets, judges, gate, runs, report); only cli/ imports it.
 
 Every pytest run imports this module wherever the plugin is installed, so it
-imports nothing heavy. Without ``--rageval`` it only registers options and
-markers; with it, ``pytest_configure`` registers the plugin objects of this
-process's part (session.py decides which).
+imports nothing heavy. Without ``--rageval`` it only registers options, markers
+and the ``pytest_rageval_metrics`` hook (hookspecs.py); with it,
+``pytest_configure`` registers the metrics of the entry points and of that hook
+(plugin_metrics.py), then the plugin objects of this process's part (session.py
+decides which).
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
     from .judge_factory import SessionJudge
 
 IniType = Literal["string", "linelist", "bool"]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The plugin's own hooks (``pytest_rageval_metrics``), as pytest-xdist and pytest-html add theirs."""
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -120,9 +129,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rageval"):
         return
     from .compat import arm_gc_freeze
+    from .plugin_metrics import register_plugin_metrics
     from .session import start_session
 
     arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups
+    register_plugin_metrics(config)  # before the settings: thresholds and gate tolerances may name the metrics
     start_session(config, INI_KEYS)
 
 
