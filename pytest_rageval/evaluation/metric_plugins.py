@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 
+from pytest_rageval.errors import ConfigError
 from pytest_rageval.sanitize import error_message
 
 from . import registry
@@ -31,7 +32,7 @@ ENTRY_POINT_GROUP = "pytest_rageval.metrics"
 _ORIGINS: dict[str, str] = {}
 
 
-class MetricPluginError(ValueError):
+class MetricPluginError(ConfigError):
     """A plugin's metrics cannot be used; the message is one line naming the plugin."""
 
 

@@ -24,7 +24,7 @@ def register_plugin_metrics(config: pytest.Config) -> None:
     try:
         load_entry_points()
         for impl in reversed(getattr(config.hook, HOOK).get_hookimpls()):  # pluggy calls the last registered first
-            if impl.hookwrapper or impl.wrapper:
+            if impl.hookwrapper or getattr(impl, "wrapper", False):  # (pluggy < 1.1 has no new-style wrappers)
                 continue
             source = f"{_source(impl.plugin, impl.plugin_name, config.rootpath)}: {HOOK}"
             try:
