@@ -44,12 +44,14 @@ def lines_of(folder: RunFolder) -> list[str]:
 
 def test_files_are_written_as_before_and_read_back(tmp_path: Path) -> None:
     folder = written(tmp_path)
-    # byte for byte what the writers before RunFolder made: one safejson line a record, JSON files indented by 2
+    # byte for byte what the writers before RunFolder made: one safejson line a record, JSON files indented by 2,
+    # with the format they are written in first
     assert folder.results_path.read_text(encoding="utf-8") == "".join(safejson.dumps(r) + "\n" for r in RECORDS)
-    assert folder.metrics_path.read_text(encoding="utf-8") == json.dumps({"run_id": "run-1", "aggregate_metrics": {"mrr_avg": 0.75}}, indent=2) + "\n"
+    metrics = {"format_version": 1, "run_id": "run-1", "aggregate_metrics": {"mrr_avg": 0.75}}
+    assert folder.metrics_path.read_text(encoding="utf-8") == json.dumps(metrics, indent=2) + "\n"
     assert (tmp_path / "results" / "latest").read_text() == "run-1\n"
     assert list(folder.records()) == RECORDS == list(RunFolder(folder.run_dir).records(torn_tail=False))
-    assert folder.config() == {"run_id": "run-1", "k": 5} and folder.metrics()["aggregate_metrics"] == {"mrr_avg": 0.75}
+    assert folder.config() == {"format_version": 1, "run_id": "run-1", "k": 5} and folder.metrics()["aggregate_metrics"] == {"mrr_avg": 0.75}
     with jsonlines.open(folder.results_path) as reader:  # any jsonlines reader reads the file
         assert list(reader) == RECORDS
 
@@ -163,3 +165,39 @@ def test_no_command_drops_a_line_it_cannot_read(tmp_path: Path, command: str, da
         assert "results.jsonl:4: cannot read this record" in err, err
         assert not (tmp_path / "m").exists()
     assert folder.results_path.read_bytes() == before
+
+
+NEWER = "format_version: expected a format this pytest-rageval reads (1 to 1; a newer pytest-rageval wrote this file: upgrade to read it), got 2"
+
+
+@pytest.mark.parametrize("file", ["metrics.json", "config.json"])
+@pytest.mark.parametrize("command", ["judge", "merge", "compare"])
+def test_a_file_of_a_newer_format_is_refused_naming_the_field(
+    tmp_path: Path, file: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = written(tmp_path)
+    path = folder.run_dir / file
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"format_version": 2}), encoding="utf-8")
+    args = {
+        "judge": ["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")],
+        "merge": ["merge", str(folder.run_dir), "-o", str(tmp_path / "m")],
+        "compare": ["compare", str(folder.run_dir), str(folder.run_dir)],
+    }
+    if command == "compare" and file == "config.json":
+        assert cli.main(args[command]) == 0  # compare reads metrics.json only
+        return
+    with pytest.raises(SystemExit) as info:
+        cli.main(args[command])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"{path}: {NEWER}" in err and "Traceback" not in err, err
+
+
+def test_files_without_a_format_version_are_read_as_format_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs written before the field existed stay readable, and are stamped when a command rewrites them."""
+    folder = written(tmp_path)
+    for path in (folder.metrics_path, folder.config_path):
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "format_version"}), encoding="utf-8")
+    assert folder.metrics()["run_id"] == "run-1" and folder.config()["k"] == 5
+    assert cli.main(["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert json.loads(folder.metrics_path.read_text())["format_version"] == 1
+    assert next(iter(json.loads(folder.config_path.read_text()))) == "format_version"

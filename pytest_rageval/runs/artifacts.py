@@ -19,6 +19,8 @@ from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.record import error
 from pytest_rageval.sanitize import error_message
 
+from . import readback
+
 
 def new_run_id(now: datetime | None = None) -> str:
     """A sortable, unique run id: UTC timestamp plus a short random suffix."""
@@ -148,6 +150,7 @@ def compose_metrics(
     failed_to_run = int(aggregated.get("errors") or 0) + int(aggregated.get("invalid_lines") or 0)
     scope = dict(selection or {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": None})
     return {
+        "format_version": readback.FORMAT_VERSION,
         "run_id": run_id,
         # milliseconds: runs made within one second still sort in order (history, trends)
         "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),

@@ -92,6 +92,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, safejson.dumps(data, indent=2) + "\n")
 
 
+def stamped(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with this version's ``format_version`` as its first field: what is written now is of that format,
+    whatever format the run it was made from had."""
+    return {"format_version": readback.FORMAT_VERSION, **{k: v for k, v in data.items() if k != "format_version"}}
+
+
 def _jsonl_writer(fh: IO[str]) -> jsonlines.Writer:
     """A jsonlines writer of records as :func:`safejson.dumps` writes them (strict, valid UTF-8), flushed per line."""
     return jsonlines.Writer(fh, dumps=safejson.dumps, flush=True)
@@ -309,7 +315,7 @@ class RunFolder:
         if self._writer is None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             if self._config is not None and not self.config_path.exists():
-                write_json_atomic(self.config_path, self._config())
+                self.write_config(self._config())
             self._results = self.results_path.open("a", encoding="utf-8")
             self._writer = _jsonl_writer(self._results)
         self._writer.write(record)
@@ -322,10 +328,10 @@ class RunFolder:
         write_text_atomic(self.results_path, buffer.getvalue())
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
-        write_json_atomic(self.metrics_path, metrics)
+        write_json_atomic(self.metrics_path, stamped(metrics))
 
     def write_config(self, config: dict[str, Any]) -> None:
-        write_json_atomic(self.config_path, config)
+        write_json_atomic(self.config_path, stamped(config))
 
     def move_latest(self) -> None:
         """Point the output folder's ``latest`` at this run."""

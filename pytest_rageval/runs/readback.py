@@ -25,7 +25,7 @@ from typing import Any
 from pytest_rageval import safejson
 from pytest_rageval.errors import DataError
 
-__all__ = ["CONFIG", "HISTORY_ENTRY", "METRICS", "RECORD", "ReadbackError", "file_problem", "problems", "read_json"]
+__all__ = ["CONFIG", "FORMAT_VERSION", "HISTORY_ENTRY", "METRICS", "RECORD", "ReadbackError", "file_problem", "problems", "read_json"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,15 @@ FLAG = Kind("true or false", lambda v: isinstance(v, bool))
 SCORE = Kind("a number or true/false", lambda v: isinstance(v, (int, float)))
 OBJECT = Kind("an object", lambda v: isinstance(v, dict))
 LIST = Kind("a list", lambda v: isinstance(v, list))
+
+#: The format of metrics.json and config.json (and of the results.jsonl beside that config.json) this version
+#: writes: ``format_version``, their first field. A file without one is of format 1 (written before the field
+#: existed); one of a higher format was written by a newer pytest-rageval and is refused, naming the field.
+FORMAT_VERSION = 1
+FORMAT = Kind(
+    f"a format this pytest-rageval reads (1 to {FORMAT_VERSION}; a newer pytest-rageval wrote this file: upgrade to read it)",
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= FORMAT_VERSION,
+)
 
 #: A leaf (:class:`Kind`), an object (field -> shape; :data:`EACH` for every field not named) or a list
 #: (``[item shape]``).
@@ -151,6 +160,7 @@ _DELTA = {
 
 #: The fields of metrics.json that the history, the trend charts and `rageval history` read of an older run.
 HISTORY_ENTRY: dict[str, Any] = {
+    "format_version": FORMAT,
     "run_id": TEXT,
     "timestamp": TEXT,
     "git_commit": TEXT,
@@ -230,6 +240,7 @@ METRICS: dict[str, Any] = {
 
 #: config.json: what `rageval rescore`, `rageval judge`, `rageval merge` and the report read.
 CONFIG: dict[str, Any] = {
+    "format_version": FORMAT,
     "run_id": TEXT,
     "config_hash": TEXT,
     "eval_set_files": {EACH: TEXT},
