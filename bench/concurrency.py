@@ -12,8 +12,13 @@ judge requests in flight at once. The xdist run's (and every other run's)
 metrics.json aggregate_metrics is compared with the first run's, latency
 excluded (it is wall time, never identical); "identical: yes/no".
 
-    python bench/concurrency.py                       # N=300, rag 100 ms, judge 200 ms, C in 1,16, -n 2
+``auto`` as a C runs without --rageval-concurrency (each endpoint's limit adapts, up to
+rageval_max_concurrency, 64); its ideal is taken at 32 in flight. ``--refuse-above M`` makes both servers answer
+429 to a request that finds M in flight; the table counts those refusals.
+
+    python bench/concurrency.py                       # N=300, rag 100 ms, judge 200 ms, C in auto,1,16, -n 2
     python bench/concurrency.py --cases 100 --concurrency 1,8,16,32 --workers 0
+    python bench/concurrency.py --concurrency auto --refuse-above 4 --workers 4
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import child_env, load_note, python, run_timed, source_state, table
 from servers import JudgeServer, RagServer, eval_line
+
+#: the in-flight count an adaptive run's ideal is taken at (rageval_max_concurrency is 64)
+AUTO_SLOTS = 32
 
 #: aggregate_metrics keys that measure time and so differ between any two runs.
 TIMING_KEYS = ("latency",)
@@ -66,7 +74,8 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=300, help="N eval cases (300)")
     parser.add_argument("--rag-latency-ms", type=float, default=100.0)
     parser.add_argument("--judge-latency-ms", type=float, default=200.0)
-    parser.add_argument("--concurrency", default="1,16", help="comma-separated C values (1,16)")
+    parser.add_argument("--concurrency", default="auto,1,16", help="comma-separated C values, auto = adaptive (auto,1,16)")
+    parser.add_argument("--refuse-above", type=int, default=None, help="servers answer 429 above this many in flight")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the extra run (2; 0 = skip it)")
     parser.add_argument("--workers-concurrency", type=int, default=None, help="C of the xdist run (default: the largest C)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 2*ideal + 60)")
@@ -75,10 +84,11 @@ def main() -> int:
 
     n = args.cases
     rag_s, judge_s = args.rag_latency_ms / 1000, args.judge_latency_ms / 1000
-    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
-    runs: list[tuple[int, int]] = [(c, 0) for c in levels]
+    levels = [c.strip() for c in args.concurrency.split(",") if c.strip()]
+    runs: list[tuple[str, int]] = [(c, 0) for c in levels]
     if args.workers > 0:
-        runs.append((args.workers_concurrency or max(levels), args.workers))
+        numbers = [int(c) for c in levels if c != "auto"]
+        runs.append((str(args.workers_concurrency or (max(numbers) if numbers else "auto")), args.workers))
     budget = 4 * n * len(runs) + 100  # requests each server may answer in total
 
     rows: list[list[object]] = []
@@ -86,8 +96,8 @@ def main() -> int:
     notes: list[str] = []
     with (
         tempfile.TemporaryDirectory(prefix="rageval-bench-") as tmp,
-        RagServer(latency=rag_s, max_requests=budget) as rag,
-        JudgeServer(latency=judge_s, max_requests=budget) as judge,
+        RagServer(latency=rag_s, max_requests=budget, refuse_above=args.refuse_above) as rag,
+        JudgeServer(latency=judge_s, max_requests=budget, refuse_above=args.refuse_above) as judge,
     ):
         root = Path(tmp) / "project"
         print(
@@ -133,8 +143,7 @@ def main() -> int:
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                "--rageval-concurrency",
-                str(c),
+                *([] if c == "auto" else ["--rageval-concurrency", c]),
                 "--rageval-judge",
                 "openai",
                 "--rageval-judge-model",
@@ -145,7 +154,9 @@ def main() -> int:
             ]
             if workers:
                 cmd += ["-n", str(workers)]
-            slots = c * max(workers, 1)
+            slots = (AUTO_SLOTS if c == "auto" else int(c)) * max(workers, 1)
+            if c == "auto" and args.refuse_above:
+                slots = min(slots, args.refuse_above)
             ideal = n * (rag_s + 2 * judge_s) / slots
             floor = n * (rag_s + judge_s) / slots  # a case's two judge requests may overlap
             timeout = args.timeout or 2 * ideal + 60
@@ -187,6 +198,7 @@ def main() -> int:
                     f"{judge.judge_requests()}/{2 * n}",
                     f"{rag.kinds['ask']}/{n}",
                     judge.max_in_flight,
+                    f"{judge.refused + rag.refused}/{judge.count + rag.count + judge.refused + rag.refused}",
                     f"{cpu_pytest:.1f}",
                     f"{cpu_servers:.1f}",
                     res.returncode,
@@ -210,6 +222,7 @@ def main() -> int:
                 "judge req",
                 "rag req",
                 "judge in flight",
+                "429s",
                 "cpu pytest s",
                 "cpu servers s",
                 "exit",
@@ -219,6 +232,8 @@ def main() -> int:
         )
     )
     print(
+        "\nauto: no --rageval-concurrency, each endpoint's limit adapts; its ideal is at 32 in flight (at most "
+        "--refuse-above); 429s = requests the servers refused / all they received;"
         "\nideal = N*(rag + 2*judge)/(C*workers); bar = 1.5*ideal + 3 s; floor = N*(rag + judge)/(C*workers), "
         "the critical path when a case's two judge requests overlap; identical = metrics.json aggregate_metrics "
         "and per-case outcomes/metrics equal to the first run's, latency excluded; judge in flight = most judge requests "

@@ -60,9 +60,11 @@ class LoopbackServer:
 
     route = "/"
 
-    def __init__(self, *, latency: float = 0.0, max_requests: int = 200_000) -> None:
+    def __init__(self, *, latency: float = 0.0, max_requests: int = 200_000, refuse_above: int | None = None) -> None:
         self.latency = latency
         self.max_requests = max_requests
+        self.refuse_above = refuse_above  # answer 429 (no Retry-After) to a request that finds this many in flight
+        self.refused = 0
         self.count = 0
         self.kinds: Counter[str] = Counter()
         self.unknown: list[str] = []
@@ -89,10 +91,17 @@ class LoopbackServer:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with server._lock:
-                    server.count += 1
+                    busy = server.refuse_above is not None and server.in_flight >= server.refuse_above
+                    if busy:
+                        server.refused += 1
+                    else:
+                        server.count += 1
+                        server.in_flight += 1
+                        server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     over = server.count > server.max_requests
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                if busy:
+                    self._send(429, {}, {"error": {"message": "bench server: too many in flight", "type": "rate_limit_error"}})
+                    return
                 try:
                     if over:
                         self._send(503, {}, {"error": {"message": "bench server: request budget exhausted", "type": "server_error"}})
@@ -138,6 +147,7 @@ class LoopbackServer:
         """Forget the counts (between runs of one benchmark)."""
         with self._lock:
             self.count = 0
+            self.refused = 0
             self.kinds.clear()
             self.unknown.clear()
             self.max_in_flight = self.in_flight

@@ -22,7 +22,10 @@ OUTPUT_DIR = "results"  # relative to rootdir
 CACHE_DIR = ".rageval_cache"  # relative to rootdir
 #: the fewest unchanged cases a baseline must share with a run to be gated on (rageval_min_shared_cases)
 MIN_SHARED_CASES = 10
-CONCURRENCY = 8  # cases in flight at once in one process
+#: requests in flight to each endpoint (the RAG target, a judge) at the start of an adaptive run; with
+#: --rageval-concurrency N, the fixed number of cases in flight at once in one process instead
+CONCURRENCY = 8
+MAX_CONCURRENCY = 64  # rageval_max_concurrency: the most an adaptive limit rises to, and the cases in flight at once
 MAX_ANSWER_CHARS = 20_000  # answer and abstain reason (sanitize.Limits)
 MAX_CHUNK_CHARS = 20_000  # text of a retrieved chunk or reference field
 MAX_REASONING_CHARS = 4_000  # judge reasoning, claim or raw answer
@@ -62,6 +65,12 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ("rageval_cache_dir", f"judge cache folder (default {CACHE_DIR})", "string", ""),
     ("rageval_output", f"folder of run artifacts (default {OUTPUT_DIR})", "string", ""),
     ("rageval_baseline", "baseline metrics.json or run folder to gate against", "string", ""),
+    (
+        "rageval_max_concurrency",
+        "the most requests in flight to one endpoint an adaptive limit rises to, and the cases in flight at once (default 64)",
+        "string",
+        "",
+    ),
     (
         "rageval_target_concurrency",
         "calls of the target in flight at once, for a target that is not thread-safe (default: the run's concurrency)",

@@ -17,9 +17,9 @@ import pytest
 from ask_server import AskServer, answer, chunk
 from openai_server import OneSlot, OpenAIServer, error, ok, user_text
 
+from pytest_rageval.flow import CASE_ORDER, EndpointLimiter
 from pytest_rageval.judges.base import JudgeInput
 from pytest_rageval.judges.openai_judge import OpenAIJudge
-from pytest_rageval.judges.ratelimit import CASE_ORDER, EndpointLimiter
 
 VERDICT = json.dumps({"reasoning": "ok", "score": 4, "supported_claims": [], "unsupported_claims": []})
 

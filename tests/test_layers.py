@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 #: subpackage and every module in it; a top-level module is named one by one, so a new one must be placed.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 foundations: no pytest, used by everything
-    ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "atomic", "retry", "bounded_http", "errors"),
+    ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "atomic", "retry", "bounded_http", "errors", "flow"),
     # 1 the eval-set model and loader, metrics and thresholds; pure
     ("evaluation.*",),
     # 2 the system under test; the judges

@@ -172,9 +172,7 @@ NEWER = "format_version: expected a format this pytest-rageval reads (1 to 1; a 
 
 @pytest.mark.parametrize("file", ["metrics.json", "config.json"])
 @pytest.mark.parametrize("command", ["judge", "merge", "compare"])
-def test_a_file_of_a_newer_format_is_refused_naming_the_field(
-    tmp_path: Path, file: str, command: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_file_of_a_newer_format_is_refused_naming_the_field(tmp_path: Path, file: str, command: str, capsys: pytest.CaptureFixture[str]) -> None:
     folder = written(tmp_path)
     path = folder.run_dir / file
     path.write_text(json.dumps(json.loads(path.read_text()) | {"format_version": 2}), encoding="utf-8")

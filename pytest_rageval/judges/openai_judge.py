@@ -14,7 +14,7 @@ that honours ``Retry-After`` (seconds or HTTP date) and ``retry-after-ms``. A se
 format (formats.next_step: HTTP 400/422/500 naming response_format, json_schema or
 a schema keyword, or llama.cpp's 500 "Input should be 'text' or 'json_object'")
 gets the same request once more in the next format; the judge keeps that format
-for the rest of its life. The first request runs alone (ratelimit.Probe) until it
+for the rest of its life. The first request runs alone (probe.Probe) until it
 has decided the format, so such a server refuses one request per judge and
 process, not one per case in flight (``format_refusals`` counts them).
 
@@ -50,13 +50,14 @@ import openai  # imported here, not on the event-loop thread, where it stalled e
 from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import bounded_http, defaults, safejson
+from pytest_rageval.flow import EndpointLimiter
 from pytest_rageval.redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from pytest_rageval.retry import backoff_delay, retry_after_seconds
 
 from . import prompts
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from .formats import FORMATS, Format, first_step, next_step, request_fields
-from .ratelimit import EndpointLimiter, Probe
+from .probe import Probe
 
 __all__ = ["JSON_MODES", "OpenAIJudge", "parse_answer", "resolve_api_key", "retry_after_seconds"]
 
@@ -66,6 +67,8 @@ JSON_MODES = ("json_schema", "json_object", "text")
 PLACEHOLDER_KEY = "no-key"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUSES = frozenset({408, 409, 429})
+#: answers that say the endpoint has too much in flight: the adaptive limit falls (flow.Aimd)
+OVERLOADED = frozenset({429, 503})
 PER_METRIC = "per_metric"
 
 
@@ -409,7 +412,15 @@ class OpenAIJudge:
                         self.requests_sent += 1
                     request = self._request(metric, inp, turns, FORMATS[step])
                     sent = time.monotonic()
-                    completion = await self._client_now().chat.completions.create(**request)
+                    try:
+                        completion = await self._client_now().chat.completions.create(**request)
+                    except openai.APIStatusError as exc:
+                        if exc.status_code in OVERLOADED:
+                            ticket.refused()
+                        raise
+                    except openai.APITimeoutError:
+                        ticket.timed_out()
+                        raise
                     ticket.done(time.monotonic() - sent)
                 return _Attempt(completion, self._redactor)
             except openai.APIStatusError as exc:

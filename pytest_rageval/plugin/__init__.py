@@ -69,7 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         type=int,
         metavar="N",
-        help=f"cases in flight at once in this process, RAG and judge requests included (default {defaults.CONCURRENCY})",
+        help="cases in flight at once in this process, RAG and judge requests included (default: adaptive per endpoint, "
+        f"from {defaults.CONCURRENCY} up to ini rageval_max_concurrency, {defaults.MAX_CONCURRENCY})",
     )
     group.addoption(
         "--rageval-repeat",

@@ -32,6 +32,7 @@ from pytest_rageval.targets.target_gate import GatedClient, TargetMismatch
 from .collect import BadLineItem, CaseItem
 from .handwritten import EvaluateError, SessionClient, record_outcomes
 from .judge_factory import SessionJudge
+from .limits import target_limiter
 from .progress import LiveProgress
 from .run_setup import RunSetup
 from .runner import Engine, RunOptions, as_rag_client, base_record, evaluate_case
@@ -233,7 +234,7 @@ class CaseRunner:
             described = client.describe()
             name = str(described.get("callable") or described.get("url") or "the target")
             gate = self._gates[id(client)] = GatedClient(
-                client, limit=self.settings.target_concurrency, name=name, stop_on_mismatch=described.get("kind") == "callable"
+                client, limiter=target_limiter(self.settings), name=name, stop_on_mismatch=described.get("kind") == "callable"
             )
         return gate
 

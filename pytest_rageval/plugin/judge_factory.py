@@ -38,6 +38,8 @@ def build_judge(
     from pytest_rageval.judges.cache import CachedJudge, JudgeCache
     from pytest_rageval.judges.openai_judge import OpenAIJudge, resolve_api_key
 
+    from .limits import judge_limiter
+
     inner = OpenAIJudge(
         model=model or settings.judge_model or "",
         base_url=settings.judge_base_url,
@@ -47,7 +49,7 @@ def build_judge(
         max_response_bytes=settings.max_response_bytes,
         prices={**DEFAULT_PRICES, **settings.judge_prices},
         max_in_flight=settings.concurrency,
-        limiter=getattr(getattr(share_endpoint_with and share_endpoint_with.judge, "inner", None), "limiter", None),
+        limiter=getattr(getattr(share_endpoint_with and share_endpoint_with.judge, "inner", None), "limiter", None) or judge_limiter(settings),
     )
     cache = None if settings.no_cache else JudgeCache(settings.cache_dir)
     return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))

@@ -29,10 +29,10 @@ from pytest_rageval.evaluation.record import CaseError, CaseRecord, ErrorKind, e
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse, definition_hash
 from pytest_rageval.evaluation.thresholds import find_misses, judge_metrics
+from pytest_rageval.flow import CASE_ORDER
 from pytest_rageval.judges import spotcheck
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput, Verdict
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, judge_input, verdict_dict
-from pytest_rageval.judges.ratelimit import CASE_ORDER
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes
 from pytest_rageval.targets.client import CallableClient, RagCallError, RagClient
 from pytest_rageval.targets.target_gate import TargetMismatch

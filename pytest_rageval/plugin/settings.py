@@ -81,7 +81,8 @@ class Settings:
     max_judge_cost: float | None = None
     spot_check: int = 0
     spot_check_model: str | None = None
-    concurrency: int = defaults.CONCURRENCY
+    concurrency: int = defaults.CONCURRENCY  # cases in flight at once in this process
+    adaptive: bool = False  # no --rageval-concurrency: each endpoint's limit adapts (flow.Aimd) up to concurrency
     target_concurrency: int = defaults.CONCURRENCY  # rageval_target_concurrency: the target's calls in flight at once
     repeat: int | None = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
     shard: tuple[int, int] | None = None  # (index from 1, count); not part of the run's identity
@@ -352,8 +353,11 @@ def build_settings(
         max_judge_cost=_budget(option.rageval_max_judge_cost),
         spot_check=spot_check,
         spot_check_model=option.rageval_spot_check_model,
-        concurrency=_concurrency(option.rageval_concurrency),
-        target_concurrency=_target_concurrency(ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency)),
+        concurrency=_concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency")),
+        adaptive=option.rageval_concurrency is None,
+        target_concurrency=_target_concurrency(
+            ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency"))
+        ),
         repeat=_repeat(option, ini),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
@@ -522,9 +526,16 @@ def _target_concurrency(value: Any, concurrency: int) -> int:
     return int(text)
 
 
-def _concurrency(value: int | None) -> int:
+def _concurrency(value: int | None, ceiling: Any) -> int:
+    """Cases in flight at once: ``--rageval-concurrency N``, else ini ``rageval_max_concurrency`` (default 64), the
+    most an adaptive limit may rise to."""
     if value is None:
-        return defaults.CONCURRENCY
+        text = str(ceiling or "").strip()
+        if not text:
+            return defaults.MAX_CONCURRENCY
+        if not text.isdigit() or len(text) > 6 or int(text) < 1:
+            raise SettingsError(f"rageval_max_concurrency: must be a whole number of at least 1, got {text!r}")
+        return int(text)
     if value < 1:
         raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
     return value

@@ -60,7 +60,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -72,6 +73,7 @@ from pytest_rageval import bounded_http, defaults, safejson
 from pytest_rageval.errors import ConfigError, RagevalError
 from pytest_rageval.evaluation.record import CALL_ERROR_KINDS, CallErrorKind
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
+from pytest_rageval.flow import EndpointLimiter, Ticket
 from pytest_rageval.redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from pytest_rageval.retry import backoff_delay
 from pytest_rageval.suggest import did_you_mean
@@ -527,6 +529,8 @@ def _build_body(question: str, k: int, params: Mapping[str, Any], request_map: M
 # --------------------------------------------------------------------------- HTTP client
 
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+#: answers that say the endpoint has too much in flight (flow.Aimd backs off)
+OVERLOADED = frozenset({429, 503})
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
 _HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")  # a DNS name or an IPv4 address
 
@@ -602,6 +606,8 @@ class HttpClient:
         self.url = _public_url(self._url, with_query=False)  # for messages: no query, no userinfo
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: holds each attempt (retries included) to the endpoint's limit and hears how it went (target_gate sets it)
+        self.limiter: EndpointLimiter | None = None
 
     def __repr__(self) -> str:
         return f"HttpClient({_public_url(self._url, with_query=True)!r}, headers={sorted(self._header_names())!r})"
@@ -655,38 +661,43 @@ class HttpClient:
         failure: RagCallError | None = None
         for attempt in range(total):
             response: httpx.Response | None = None
-            start = time.perf_counter()
-            try:
-                response = await asyncio.wait_for(self._post(client, body), self.timeout)
-            except (httpx.TimeoutException, asyncio.TimeoutError):
-                failure = self._error(
-                    "timeout",
-                    f"no response from {self.url} within {self.timeout:g} s (tried {attempt + 1} times)",
-                    attempts=attempt + 1,
-                )
-            except (bounded_http.BodyRefused, httpx.DecodingError) as exc:  # not retried: it would come again
-                raise self._error("invalid_response", f"response from {self.url} refused: {exc}", attempts=attempt + 1) from None
-            except httpx.TransportError as exc:
-                detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
-                failure = self._error(
-                    "connection",
-                    f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}" + (f": {detail}" if detail else ""),
-                    attempts=attempt + 1,
-                )
-            else:
-                latency_ms = (time.perf_counter() - start) * 1000.0
-                status = response.status_code
-                if status in _RETRY_STATUS:
+            async with self.limiter.slot() if self.limiter is not None else _unlimited() as ticket:
+                start = time.perf_counter()
+                try:
+                    response = await asyncio.wait_for(self._post(client, body), self.timeout)
+                except (httpx.TimeoutException, asyncio.TimeoutError):
+                    if ticket is not None:
+                        ticket.timed_out()
                     failure = self._error(
-                        "http",
-                        f"HTTP {status} from {self.url} (retried {attempt} times): {self._body(response, 200)}",
-                        status=status,
+                        "timeout",
+                        f"no response from {self.url} within {self.timeout:g} s (tried {attempt + 1} times)",
                         attempts=attempt + 1,
                     )
-                elif not 200 <= status < 300:
-                    raise self._error("http", self._status_message(response), status=status, attempts=attempt + 1)
+                except (bounded_http.BodyRefused, httpx.DecodingError) as exc:  # not retried: it would come again
+                    raise self._error("invalid_response", f"response from {self.url} refused: {exc}", attempts=attempt + 1) from None
+                except httpx.TransportError as exc:
+                    detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
+                    failure = self._error(
+                        "connection",
+                        f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}" + (f": {detail}" if detail else ""),
+                        attempts=attempt + 1,
+                    )
                 else:
-                    return self._reply(response, latency_ms, attempt + 1)
+                    latency_ms = (time.perf_counter() - start) * 1000.0
+                    status = response.status_code
+                    if ticket is not None:
+                        ticket.refused() if status in OVERLOADED else ticket.done(latency_ms / 1000.0)
+                    if status in _RETRY_STATUS:
+                        failure = self._error(
+                            "http",
+                            f"HTTP {status} from {self.url} (retried {attempt} times): {self._body(response, 200)}",
+                            status=status,
+                            attempts=attempt + 1,
+                        )
+                    elif not 200 <= status < 300:
+                        raise self._error("http", self._status_message(response), status=status, attempts=attempt + 1)
+                    else:
+                        return self._reply(response, latency_ms, attempt + 1)
             if attempt + 1 < total:
                 headers = response.headers if response is not None else None
                 delay = backoff_delay(attempt, base=self.backoff, cap=self.max_backoff, headers=headers)
@@ -996,6 +1007,12 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
     if spec.lower().startswith(("http://", "https://")):
         return HttpClient(spec, **http_options)
     return callable_client(spec, resolve(spec, folders), concurrency=concurrency, **http_options)
+
+
+@asynccontextmanager
+async def _unlimited() -> AsyncIterator[Ticket | None]:
+    """No limiter: an attempt goes out at once and reports to no one."""
+    yield None
 
 
 def callable_client(spec: str, target: Any, *, concurrency: int = 8, **http_options: Any) -> CallableClient:

@@ -3,14 +3,17 @@
 The first case's call goes out alone: a target that builds its index lazily builds it once, not once per case
 that starts at the same time, and a callable that cannot be called the way targets are called (it raises
 TypeError, or returns no dict) stops the session with one usage error instead of failing every case. Every call
-then waits for a place among ``limit`` in flight (``rageval_target_concurrency``), for a target that is not
-thread-safe.
+then waits for a place at the target's endpoint limiter (flow.EndpointLimiter: a fixed number in flight, or an
+adaptive one that follows the target's latency and its 429/503 refusals; never more than
+``rageval_target_concurrency``, for a target that is not thread-safe).
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from pytest_rageval.flow import EndpointLimiter
 
 from .client import HOW_TARGETS_ARE_CALLED, RagCallError, RagClient, RagReply
 
@@ -32,20 +35,23 @@ def is_mismatch(error: RagCallError) -> bool:
 
 
 class GatedClient:
-    """``inner`` with its first call alone and at most ``limit`` calls in flight (made inside the engine's loop).
+    """``inner`` with its first call alone and its calls in flight held by ``limiter`` (inside the engine's loop).
 
     ``stop_on_mismatch``: a first call that shows a mismatch raises :class:`TargetMismatch` (a Python callable,
     whose signature and return value are the user's code; an HTTP service's odd answer stays that case's error).
     """
 
-    def __init__(self, inner: RagClient, *, limit: int, name: str, stop_on_mismatch: bool) -> None:
+    def __init__(self, inner: RagClient, *, limiter: EndpointLimiter, name: str, stop_on_mismatch: bool) -> None:
         self.inner = inner
-        self.limit = limit
+        self.limiter = limiter
+        # an HTTP client holds each attempt, retries included, to the limit itself (it hears every 429)
+        self._per_attempt = hasattr(inner, "limiter")
+        if self._per_attempt:
+            inner.limiter = limiter  # type: ignore[attr-defined]
         self.name = name
         self.stop_on_mismatch = stop_on_mismatch
         self.first_latency_ms: float | None = None  # the first call's, when it answered (the terminal summary shows it)
         self._first: asyncio.Event | None = None
-        self._slots: asyncio.Semaphore | None = None
         self._mismatch: str | None = None
 
     def describe(self) -> dict[str, Any]:
@@ -76,7 +82,14 @@ class GatedClient:
         return await self._call(question, k=k, params=params)
 
     async def _call(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.limit)
-        async with self._slots:
+        if self._per_attempt:
             return await self.inner.aask(question, k=k, params=params)
+        async with self.limiter.slot() as ticket:
+            try:
+                reply = await self.inner.aask(question, k=k, params=params)
+            except RagCallError as exc:
+                if exc.kind == "timeout":
+                    ticket.timed_out()
+                raise
+            ticket.done(reply.latency_ms / 1000.0)
+            return reply

@@ -1,0 +1,111 @@
+"""The adaptive limit on requests in flight (flow.Aimd) and the endpoint limiter that applies it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_rageval.flow import Aimd, EndpointLimiter
+
+
+def answered(aimd: Aimd, times: int, seconds: float = 0.1) -> None:
+    for _ in range(times):
+        aimd.answered(seconds, aimd.epoch())
+
+
+def test_the_limit_rises_by_one_an_answer_until_the_first_refusal_then_by_about_one_a_round() -> None:
+    aimd = Aimd(8, 64)
+    answered(aimd, 10)
+    assert aimd.allowed == 18
+    aimd.refused_now(aimd.epoch())
+    assert aimd.allowed == 9  # halved
+    answered(aimd, 10)  # a round of answers: about one more
+    assert aimd.allowed == 10
+
+
+def test_one_decrease_per_round_however_many_requests_of_it_are_refused() -> None:
+    aimd = Aimd(16, 64)
+    sent = [aimd.epoch() for _ in range(16)]
+    for epoch in sent[8:]:  # eight requests of the same round refused
+        aimd.refused_now(epoch)
+    assert aimd.allowed == 8
+    aimd.refused_now(aimd.epoch())  # a request sent after the decrease: a new round
+    assert aimd.allowed == 4
+
+
+def test_near_the_level_last_refused_the_limit_rises_slowly() -> None:
+    aimd = Aimd(5, 64)
+    aimd.refused_now(aimd.epoch())  # refused at 5: down to 2.5
+    answered(aimd, 2)
+    assert aimd.allowed == 3
+    answered(aimd, 3)
+    assert aimd.allowed == 4  # below the refused level: about one a round
+    answered(aimd, 4 * 8)
+    assert aimd.allowed == 4  # the next step would pass 5: sixteen times slower
+    answered(aimd, 4 * 16)
+    assert aimd.allowed == 5
+
+
+def test_latency_that_climbs_holds_then_eases_the_limit() -> None:
+    aimd = Aimd(10, 64)
+    aimd.refused_now(aimd.epoch())  # out of slow start at 5
+    answered(aimd, 20, seconds=0.1)
+    held = aimd.limit
+    answered(aimd, 1, seconds=0.5)  # smoothed latency 0.22 s: more than twice the best, less than four times
+    assert aimd.limit == held
+    answered(aimd, 10, seconds=2.0)  # now far above: eases off, once per round
+    assert aimd.allowed < int(held)
+
+
+@pytest.mark.parametrize("start, ceiling", [(8, 64), (1, 1), (100, 4)])
+def test_the_limit_stays_between_one_and_the_ceiling(start: int, ceiling: int) -> None:
+    aimd = Aimd(start, ceiling)
+    answered(aimd, 500)
+    assert aimd.allowed == ceiling
+    for _ in range(20):
+        aimd.timed_out(aimd.epoch())
+    assert aimd.allowed == 1
+
+
+def test_without_an_adaptive_limit_the_limiter_keeps_its_number() -> None:
+    limiter = EndpointLimiter(3)
+    assert limiter.cap == 3 and not limiter.stats().adaptive
+
+
+async def _against(capacity: int, requests: int = 400) -> tuple[int, int, EndpointLimiter]:
+    """``requests`` sent through an adaptive limiter to an endpoint that refuses any request finding ``capacity``
+    in flight; each refused one is sent again. Returns (refused, most in flight at the endpoint, the limiter)."""
+    limiter = EndpointLimiter(64, aimd=Aimd(8, 64))
+    state = {"in": 0, "most": 0, "refused": 0}
+
+    async def one() -> None:
+        while True:
+            async with limiter.slot() as ticket:
+                if state["in"] >= capacity:
+                    state["refused"] += 1
+                    ticket.refused()
+                    continue
+                state["in"] += 1
+                state["most"] = max(state["most"], state["in"])
+                await asyncio.sleep(0.002)
+                state["in"] -= 1
+                ticket.done(0.002)
+                return
+
+    await asyncio.gather(*(one() for _ in range(requests)))
+    return state["refused"], state["most"], limiter
+
+
+@pytest.mark.parametrize("capacity", [4, 16])
+def test_against_an_endpoint_that_refuses_above_its_capacity_few_requests_are_refused(capacity: int) -> None:
+    refused, most, limiter = asyncio.run(_against(capacity))
+    stats = limiter.stats()
+    assert refused == stats.refused and stats.requests == 400 + refused
+    assert refused < 0.05 * stats.requests, stats
+    assert most == capacity  # and it used what the endpoint allows
+
+
+def test_against_an_endpoint_that_refuses_nothing_the_limit_reaches_the_ceiling() -> None:
+    refused, most, limiter = asyncio.run(_against(10_000))
+    assert refused == 0 and most == 64 and limiter.stats().limit == 64
