@@ -1,5 +1,6 @@
 """plugin: the pytest surface. This module is the ``pytest11`` entry point (options, ini keys, markers and fixtures);
-its modules hold the session's plugin objects, the case runner, the settings and the judge factory.
+its modules hold the session's plugin objects, the case runner, the run controller and the parts it orchestrates
+(run folder setup, preflight, intake, spot check, gating, writing, the xdist link), the settings and the judge factory.
 
 May import everything below it (foundations, evaluation, targets, judges, gate, runs, report); only cli/ imports it.
 

@@ -28,10 +28,11 @@ from . import compat
 from .case_runner import CaseRunner, WorkerLink
 from .cmdline import root_moved_by
 from .collect import EvalCollection, collection_key, runner_key
-from .controller import RunController, XdistControllerLink, controller_key
+from .controller import RunController, controller_key
 from .run_setup import RunSetup
 from .schedule import Lookahead, WorkerLookahead
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
+from .xdist_link import XdistControllerLink
 
 
 def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any]]) -> None:

@@ -1,4 +1,5 @@
-"""The session's signals: SIGTERM treated like Ctrl-C, and both held while a record is written and counted.
+"""The session's signals: SIGTERM treated like Ctrl-C (only noted once the run is being written), and both held
+while a record is written and counted.
 
 Python raises a signal handler's exception between any two bytecodes of the main thread, so a Ctrl-C could
 land after a record reached results.jsonl and before metrics.json counted it; :func:`held` closes that gap.
@@ -28,6 +29,15 @@ def interrupt_on_sigterm(on_signal: Callable[[], None]) -> Any:
         raise KeyboardInterrupt("SIGTERM: stopping; finished cases are kept")
 
     return signal.signal(signal.SIGTERM, interrupt)
+
+
+def note_sigterm(on_signal: Callable[[], None]) -> None:
+    """From now on SIGTERM only calls ``on_signal``: what the session is finishing is finished first."""
+
+    def note(signum: int, frame: Any) -> None:
+        on_signal()
+
+    signal.signal(signal.SIGTERM, note)
 
 
 def restore_sigterm(previous: Any) -> None:
