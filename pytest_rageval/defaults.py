@@ -17,7 +17,6 @@ JUDGE = "auto"  # openai with a judge model, else lexical
 JUDGE_CHOICES = ("auto", "openai", "lexical", "none")
 JUDGE_JSON_MODE = "json_schema"
 JUDGE_JSON_MODES = ("json_schema", "json_object", "text")
-JUDGE_METRICS: tuple[str, ...] = ("groundedness", "correctness")  # [tool.rageval.judge] metrics
 OUTPUT_DIR = "results"  # relative to rootdir
 CACHE_DIR = ".rageval_cache"  # relative to rootdir
 #: the fewest unchanged cases a baseline must share with a run to be gated on (rageval_min_shared_cases)

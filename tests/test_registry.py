@@ -136,6 +136,97 @@ def test_register_refuses_a_taken_name_and_judge_metrics() -> None:
     with pytest.raises(ValueError, match="needs a score function"):
         Metric("nothing", "deterministic", (0.0, 1.0), "higher", "all")
     assert registry.METRICS == before
+    with pytest.raises(ValueError, match="only a judge metric has a judge spec"):
+        Metric("spec", "deterministic", (0.0, 1.0), "higher", "all", judge=registry.JudgeSpec("v1", "PassingAnswer", None), score=lambda c, r, x: 1)
+
+
+# --------------------------------------------------------------------------- judge verdicts: facts here, code in judges/
+
+
+def test_every_verdict_has_its_facts_here_and_its_code_in_judges() -> None:
+    """Each judge metric (and classifier) carries its prompt version, answer model, lexical scorer and default;
+    judges/ finds the prompt text, answer model and scorer the spec names, and derives its tables from it."""
+    from pytest_rageval.judges import answers, base, lexical, prompts
+
+    specs = registry.judge_specs()
+    assert tuple(specs) == (*registry.metric_names("judge"), "abstention", "conflict_ack") == base.ALL_METRICS
+    assert all(isinstance(m.judge, registry.JudgeSpec) for m in registry.metrics("judge"))
+    assert prompts.PROMPT_VERSIONS == {verdict: f"{verdict}/v2" for verdict in specs}  # a changed version empties every cache
+    assert set(prompts._PROMPTS) == set(specs)
+    assert {verdict: model.__name__ for verdict, model in answers.ANSWER_MODELS.items()} == {v: s.answer for v, s in specs.items()}
+    assert lexical.LEXICAL_METRICS == tuple(v for v, s in specs.items() if s.lexical is not None)
+    judge = lexical.LexicalJudge()
+    assert [v for v in specs if judge.supports(v)] == list(lexical.LEXICAL_METRICS) and not judge.supports("reasoning_quality")
+    assert registry.default_judge_metrics() == ("groundedness", "correctness")
+
+
+def test_default_judge_metrics_are_the_registrys_everywhere() -> None:
+    from pytest_rageval.cli import build_parser
+    from pytest_rageval.plugin.settings import Settings
+
+    assert Settings(rootdir=Path(".")).judge_metrics == registry.default_judge_metrics()
+    judge_help = build_parser()._subparsers._group_actions[0].choices["judge"].format_help()  # type: ignore[union-attr]
+    assert "else groundedness,correctness" in " ".join(judge_help.split())
+
+
+@pytest.mark.parametrize(
+    ("fields", "abstained", "asked"),
+    [
+        ({}, None, {"abstention", "groundedness", "correctness"}),
+        ({}, False, {"groundedness", "correctness"}),
+        ({}, True, {"correctness"}),
+        ({"answerable": False}, True, set()),
+        ({"gold_supports": [GOLD, GOLD], "recency_conflict_rule": "acknowledge_both"}, False, {"groundedness", "correctness", "conflict_ack"}),
+        ({"gold_supports": [GOLD, GOLD], "recency_conflict_rule": "cite_both"}, False, {"groundedness", "correctness"}),
+    ],
+)
+def test_which_verdicts_a_case_asks_for(fields: dict[str, Any], abstained: bool | None, asked: set[str]) -> None:
+    from pytest_rageval.evaluation.schema import EvalCase
+
+    case = EvalCase.model_validate({"id": "a", "question": "q", **fields})
+    wanted = ("abstention", "groundedness", "correctness", "conflict_ack", "recall_at_k", "abstained", "nothing")
+    assert {v for v in wanted if registry.asks(v, case, abstained)} == asked
+
+
+# --------------------------------------------------------------------------- aggregates: one per-case definition
+
+
+def test_run_aggregates_and_gate_pairs_share_one_per_case_definition() -> None:
+    """Every metric aggregate is the mean of its registry per-case value over the scored cases (aggregate.py), and
+    the gate pairs the same values (compare.py); false_abstention_rate alone counts an answerable case of unknown
+    abstention as not abstained in the run, where the gate leaves it out."""
+    from pytest_rageval.gate.aggregate import aggregate
+    from pytest_rageval.gate.compare import per_case_getters
+
+    metric_values: list[dict[str, Any]] = [
+        {"abstained": True, "false_abstention": 1, "mrr": 0.5, "groundedness": 4.0},
+        {"abstained": False, "false_abstention": 0, "mrr": 1.0, "conflict_rule": 1},
+        {"abstained": None, "false_abstention": None, "mrr": 0.0, "scope_miss": 0},
+        {"false_abstention": 1},
+    ]
+    records = [
+        {"key": f"s::{i}-{a}-{outcome}", "answerable": a, "outcome": outcome, "metrics": m}
+        for i, m in enumerate(metric_values)
+        for a in (True, False)
+        for outcome in ("passed", "error")
+    ]
+    result = aggregate(records)
+    getters = per_case_getters()
+    means = registry.case_means()
+    assert tuple(means) == registry.metric_aggregates() == tuple(k for k in result["aggregate_metrics"] if k in means)
+    scored = [r for r in records if r["outcome"] == "passed"]
+    for key, mean in means.items():
+        counted = [v for r in scored if (v := mean.run_value(r["answerable"], r["metrics"])) is not None]
+        assert result["aggregate_metrics"][key] == (sum(counted) / len(counted) if counted else None), key
+        paired = [getters[key](result["cases"][r["key"]]) for r in records]
+        assert paired == [mean.paired(r["answerable"], r["metrics"]) if r["outcome"] == "passed" else None for r in records], key
+    agg = result["aggregate_metrics"]
+    assert (agg["abstention_accuracy"], agg["hallucination_rate_unanswerable"]) == (0.5, 0.5)  # unanswerable, known: True, False
+    assert agg["false_abstention_rate"] == 0.5  # answerable: True, False, unknown (counts 0), false_abstention 1
+    unknown = {"abstained": None, "false_abstention": None}
+    assert means["false_abstention_rate"].run_value(True, unknown) == 0.0 and means["false_abstention_rate"].paired(True, unknown) is None
+    assert registry.aggregate_direction("hallucination_rate_unanswerable") == "lower"
+    assert registry.aggregate_direction("abstention_accuracy") == "higher"
 
 
 # --------------------------------------------------------------------------- a metric added through the registry alone

@@ -14,6 +14,8 @@ import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
 
 from pytest_rageval.cli.rejudge import RejudgeResult, rejudge_run
+from pytest_rageval.evaluation.schema import EvalCase
+from pytest_rageval.evaluation.thresholds import ThresholdConfig, resolve_thresholds
 from pytest_rageval.gate.aggregate import aggregate
 from pytest_rageval.judges.base import JudgeAuthError
 from pytest_rageval.judges.cache import CachedJudge, JudgeCache
@@ -21,7 +23,9 @@ from pytest_rageval.judges.calibration import CALIBRATION_CASES
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.judges.openai_judge import OpenAIJudge
+from pytest_rageval.plugin.runner import RunOptions, evaluate_case
 from pytest_rageval.runs.folder import read_records, write_json_atomic
+from pytest_rageval.targets.client import CallableClient
 
 STIP = CALIBRATION_CASES[0]
 METRICS = ("groundedness", "correctness")
@@ -250,6 +254,90 @@ def test_abstention_classifier_runs_when_the_rag_gave_no_flag(tmp_path: Path) ->
     assert rec["outcome"] == "passed" and rec["misses"] == []
     agg = metrics_json(run)["aggregate_metrics"]
     assert agg["abstention_accuracy"] == 1.0 and agg["groundedness_avg"] is None
+
+
+# --------------------------------------------------------------------------- the live run's scoring
+
+
+OLD, NEW = {"rel_path": "notes/2023.md", "heading_path": "# Rollout"}, {"rel_path": "notes/2024.md", "heading_path": "# Rollout"}
+ACKNOWLEDGING = "The rollout now takes 14 days; an earlier note said 10 days, which was updated."
+SILENT = "The rollout takes 14 days."
+
+
+def conflict_case(**changes: Any) -> EvalCase:
+    fields: dict[str, Any] = {"id": "conflict-001", "question": "How long does the rollout take?", "gold_supports": [NEW, OLD]}
+    return EvalCase.model_validate({**fields, "recency_conflict_rule": "acknowledge_both", **changes})
+
+
+def live_record(case: EvalCase, reply: dict[str, Any], judge: JudgeSetup | None) -> dict[str, Any]:
+    """The record a run writes for ``case`` (full text stored), with or without a judge; the thresholds are those of
+    a run with a judge either way (a run without one stores none for the judge metrics, and re-judging keeps them)."""
+
+    async def run() -> dict[str, Any]:
+        thresholds = resolve_thresholds(case, ThresholdConfig.empty(), judge=True)
+        opts = RunOptions(k=3, store_full_text=True)
+        client = CallableClient(lambda question, params: copy.deepcopy(reply))
+        rec = await evaluate_case(case, client, opts, thresholds, key=f"eval_sets/c.jsonl::{case.id}", file="eval_sets/c.jsonl", line=1, judge=judge)
+        return {**rec, "outcome": "failed" if rec["misses"] else "passed"}
+
+    return asyncio.run(run())
+
+
+def rag_reply(answer: str, cited: list[dict[str, str]]) -> dict[str, Any]:
+    """A RAG answer without an ``abstained`` flag (the judge classifies it) whose references are ``cited``."""
+    chunks = [{**NEW, "text": "The rollout takes 14 days."}, {**OLD, "text": "The rollout takes 10 days."}]
+    return {"answer": answer, "retrieved_chunks": chunks, "references": [{**c, "text": "..."} for c in cited]}
+
+
+@pytest.mark.parametrize("answer", [ACKNOWLEDGING, SILENT, "I don't know; the notes do not say."])
+@pytest.mark.parametrize("cited", [[NEW, OLD], [NEW]], ids=["both-cited", "one-cited"])
+@pytest.mark.parametrize("answerable", [True, False])
+def test_rejudging_a_run_without_a_judge_scores_as_a_run_with_the_judge(
+    tmp_path: Path, answer: str, cited: list[dict[str, str]], answerable: bool
+) -> None:
+    """Re-judged, a record holds the metrics the run would have had with that judge: the verdict-fed ones
+    (abstained, false_abstention, conflict_rule) scored by the same registry functions."""
+    case = conflict_case(answerable=answerable)
+    reply = rag_reply(answer, cited)
+    without = live_record(case, reply, None)
+    assert without["metrics"]["abstained"] is None and without["judge"] == {}
+    run = make_run(tmp_path, [without])
+    rejudge(run, JudgeSetup(LexicalJudge(), METRICS))
+    (rejudged,) = read_records(run)
+    judged = live_record(case, reply, JudgeSetup(LexicalJudge(), METRICS))
+    assert rejudged["metrics"]["abstained"] is not None and rejudged["metrics"]["conflict_rule"] is not None
+
+    def scored(metrics: dict[str, Any]) -> dict[str, Any]:  # a run also lists the judge metrics that did not apply, as null
+        return {k: v for k, v in metrics.items() if k != "latency_ms" and v is not None}
+
+    assert scored(rejudged["metrics"]) == scored(judged["metrics"])
+    assert (rejudged["abstained"], rejudged["outcome"], rejudged["misses"]) == (judged["abstained"], judged["outcome"], judged["misses"])
+    assert rejudged["judge_attempted"] == judged["judge_attempted"] and rejudged["judge"].keys() == judged["judge"].keys()
+
+
+def test_a_new_acknowledgement_decides_conflict_rule_of_cited_sources(tmp_path: Path) -> None:
+    """acknowledge_both: the stored conflict_rule says whether the sources were cited; the new conflict_ack verdict
+    then decides (a record keeps no gold, so one whose sources went uncited stays at 0)."""
+    case = conflict_case()
+    records = [
+        live_record(case.model_copy(update={"id": "cited-silent"}), rag_reply(SILENT, [NEW, OLD]), None),
+        live_record(case.model_copy(update={"id": "cited-acknowledging"}), rag_reply(ACKNOWLEDGING, [NEW, OLD]), None),
+        live_record(case.model_copy(update={"id": "uncited-acknowledging"}), rag_reply(ACKNOWLEDGING, [NEW]), None),
+    ]
+    assert [r["metrics"]["conflict_rule"] for r in records] == [1, 1, 0]  # no judge: citations alone decide
+    run = make_run(tmp_path, records)
+    rejudge(run, JudgeSetup(LexicalJudge(), METRICS))
+    after = {r["test_case_id"]: r for r in read_records(run)}
+    assert {name: r["judge"]["conflict_ack"]["label"] for name, r in after.items()} == {
+        "cited-silent": False,
+        "cited-acknowledging": True,
+        "uncited-acknowledging": True,
+    }
+    conflict_rule = {name: r["metrics"]["conflict_rule"] for name, r in after.items()}
+    assert conflict_rule == {"cited-silent": 0, "cited-acknowledging": 1, "uncited-acknowledging": 0}
+    missed = {name: [m["metric"] for m in r["misses"]] for name, r in after.items()}
+    assert "conflict_rule" in missed["cited-silent"] and "conflict_rule" not in missed["cited-acknowledging"]
+    assert metrics_json(run)["aggregate_metrics"]["conflict_rule_rate"] == pytest.approx(1 / 3)
 
 
 # --------------------------------------------------------------------------- OpenAI judge over the loopback server

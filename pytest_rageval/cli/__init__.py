@@ -300,6 +300,7 @@ def _judge(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from pytest_rageval.evaluation import registry
     from pytest_rageval.judges.base import JudgeAuthError
     from pytest_rageval.plugin.judge_factory import build_judge
     from pytest_rageval.plugin.settings import Settings
@@ -324,7 +325,7 @@ def _judge(args: argparse.Namespace) -> int:
         judge_model=model,
         judge_base_url=args.base_url or (used_judge.get("base_url") if same else None) or os.environ.get("OPENAI_BASE_URL"),
         judge_json_mode=args.json_mode or (used_judge.get("json_mode") if same else None) or "json_schema",
-        judge_metrics=tuple(args.metrics.split(",")) if args.metrics else tuple(run_metrics or ("groundedness", "correctness")),
+        judge_metrics=tuple(args.metrics.split(",")) if args.metrics else tuple(run_metrics or registry.default_judge_metrics()),
         cache_dir=Path(args.cache_dir),
         no_cache=args.no_cache,
     )
@@ -593,6 +594,8 @@ def _rescore(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pytest_rageval.evaluation import registry
+
     parser = argparse.ArgumentParser(prog="rageval", description="pytest-rageval helper commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schema", help="print the JSON Schema of an eval-set line").set_defaults(func=_schema)
@@ -627,7 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--json-mode", choices=("json_schema", "json_object", "text"), help="how the judge is asked to answer (default: the run's, else json_schema)"
     )
-    p.add_argument("--metrics", help="comma-separated judge metrics (default: the run's, else groundedness,correctness)")
+    p.add_argument("--metrics", help=f"comma-separated judge metrics (default: the run's, else {','.join(registry.default_judge_metrics())})")
     p.add_argument("--cache-dir", default=".rageval_cache", help="the judge cache (default .rageval_cache)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the judge cache")
     p.add_argument("--k", type=int, default=None, help="judge only the first K stored contexts")

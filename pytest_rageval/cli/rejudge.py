@@ -3,8 +3,10 @@
 Every record of ``RUN/results.jsonl`` that carries ``judge_input``, has no
 error but a judge failure and is neither skipped nor an invalid line is judged again with
 ``judging.judge_case``, exactly as ``runner.evaluate_case`` judges a case: the
-verdicts go to ``record["judge"]``, the scale scores to ``record["metrics"]``,
-the attempted metrics to ``record["judge_attempted"]``, tokens, cost and cache
+verdicts go to ``record["judge"]``, the scale scores to ``record["metrics"]``, the
+deterministic metrics a new verdict feeds (abstained, false_abstention,
+conflict_rule) are scored again by their registry scoring functions
+(``metrics.score_verdict_fed``), the attempted metrics to ``record["judge_attempted"]``, tokens, cost and cache
 hits to ``record["cost"]`` / ``record["judge_cache"]`` (they describe this
 judging, replacing the old numbers); misses and the pass/fail outcome are
 recomputed against the thresholds stored in the record. A record whose judging
@@ -28,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.metrics import score_verdict_fed
 from pytest_rageval.evaluation.record import error
+from pytest_rageval.evaluation.registry import ScoreContext
 from pytest_rageval.evaluation.schema import EvalCase, RagResponse, id_problem
 from pytest_rageval.evaluation.thresholds import find_misses
 from pytest_rageval.gate.aggregate import Aggregator
@@ -166,17 +170,11 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
         record["outcome"] = "error"
         record["misses"] = []
         return
-    if outcome.abstained is not None:  # the classifier ran: abstention metrics follow it (metrics.score_case)
-        metrics["abstained"] = outcome.abstained
-        if job.case.answerable:
-            metrics["false_abstention"] = 1 if outcome.abstained else 0
-        record["abstained"] = outcome.abstained
-    ack = outcome.verdicts.get("conflict_ack")
-    if ack is not None and ack.label is False and metrics.get("conflict_rule") is not None:
-        metrics["conflict_rule"] = 0  # acknowledge_both needs the acknowledgement
-    judged = registry.metric_names("judge")
-    metrics.update({m: v.score for m, v in outcome.verdicts.items() if m in judged})
+    metrics.update(score_verdict_fed(outcome.verdicts, job.case, job.response, _stored_context(job, outcome, metrics)))
+    metrics.update(outcome.scores())
     record["metrics"] = metrics
+    if outcome.abstained is not None:  # the classifier ran: the record's abstention is its answer, as in a run
+        record["abstained"] = metrics.get("abstained")
     record["error"] = None
     misses = find_misses(metrics, record.get("thresholds") or {})
     record["misses"] = [m.as_dict() for m in misses]
@@ -185,6 +183,28 @@ def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
         record["outcome"] = "failed" if misses else "passed"
     elif old in ("xfailed", "xpassed"):
         record["outcome"] = "xfailed" if misses else "xpassed"
+
+
+#: The gold item that stands for the recency rule's sources in :func:`_stored_context`.
+_SOURCES = "sources"
+
+
+def _stored_context(job: _Job, outcome: CaseVerdicts, metrics: Mapping[str, Any]) -> ScoreContext:
+    """What the record tells the scoring functions of the metrics the new verdicts feed.
+
+    The new abstention (the classifier's, else the RAG's own flag) and conflict acknowledgement, and whether
+    the references cited the recency rule's sources: a record keeps no gold, so that is its stored
+    conflict_rule (a 0 that an earlier judge's missing acknowledgement made stays a 0: the record does not
+    say whether the sources were cited).
+    """
+    cited = frozenset({_SOURCES}) if metrics.get("conflict_rule") == 1 else frozenset()
+    return ScoreContext(
+        k=max(len(job.inp.contexts), 1),
+        cited=cited,
+        items=(_SOURCES,),
+        abstained=job.response.abstained if outcome.abstained is None else outcome.abstained,
+        acknowledges_conflict=outcome.acknowledges_conflict,
+    )
 
 
 def _single_judgement(record: dict[str, Any]) -> None:

@@ -36,8 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_rageval import defaults
 from pytest_rageval.errors import DataError
+from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation import thresholds as _thresholds
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse
@@ -178,7 +178,7 @@ def rescore_run(
     overrides = dict(thresholds or {})
     judge_desc = config.get("judge") if isinstance(config.get("judge"), dict) else None
     judge_name = (judge_desc or {}).get("name") or (old_metrics.get("judge") or {}).get("name") or "none"
-    judge_metrics = tuple(snapshot.get("judge_metrics") or defaults.JUDGE_METRICS)
+    judge_metrics = tuple(snapshot.get("judge_metrics") or registry.default_judge_metrics())
     limits = Limits(**snapshot["limits"]) if isinstance(snapshot.get("limits"), dict) else Limits()
 
     jobs: list[_Job] = []

@@ -9,7 +9,7 @@ Binary metrics are ints (0/1), ``mrr``/``precision_at_k``/``ndcg_at_k`` floats,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from . import registry
@@ -24,6 +24,7 @@ __all__ = [
     "lower_is_better",
     "retrieval_metrics",
     "score_case",
+    "score_verdict_fed",
     "unmatchable_supports",
 ]
 
@@ -99,11 +100,21 @@ def score_case(
         require_snippets,
         ScoreContext(k=k, abstained=response.abstained if abstained is None else abstained, acknowledges_conflict=acknowledges_conflict),
     )
-    out: dict[str, MetricValue] = {}
-    for metric in registry.metrics("deterministic"):
-        assert metric.score is not None  # Metric checks it
-        out[metric.name] = metric.score(case, response, ctx) if registry.applies(metric.applies_to, case, ctx.abstained) else None
-    return out
+    return {metric.name: _score(metric, case, response, ctx) for metric in registry.metrics("deterministic")}
+
+
+def score_verdict_fed(verdicts: Iterable[str], case: EvalCase, response: RagResponse, ctx: ScoreContext) -> dict[str, MetricValue]:
+    """The deterministic metrics the judge verdicts ``verdicts`` feed (``abstention``: abstained and
+    false_abstention; ``conflict_ack``: conflict_rule) that apply to ``case``, scored from ``ctx`` as
+    :func:`score_case` scores them."""
+    fed = [m for m in registry.fed_by(verdicts) if registry.applies(m.applies_to, case, ctx.abstained)]
+    return {metric.name: _score(metric, case, response, ctx) for metric in fed}
+
+
+def _score(metric: registry.Metric, case: EvalCase, response: RagResponse, ctx: ScoreContext) -> MetricValue:
+    """One deterministic metric: the entry's score where it applies (with ``ctx.abstained``), else null."""
+    assert metric.score is not None  # Metric checks it
+    return metric.score(case, response, ctx) if registry.applies(metric.applies_to, case, ctx.abstained) else None
 
 
 def unmatchable_supports(case: EvalCase, response: RagResponse) -> bool:

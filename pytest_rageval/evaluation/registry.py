@@ -13,25 +13,36 @@ gated and reported like a built-in one):
 - aggregate: each entry's aggregate key (``<name>_avg`` or ``<name>_rate``) in metrics.json;
 - gate: default tolerances and which aggregates are better lower;
 - the terminal summary, pytest-html's summary and report.html's trend charts;
-- judges: the judge metrics' scales, which verdict feeds which metric, where a judge metric applies.
+- aggregate and gate: each aggregate's per-case value (:func:`case_means`): the run's aggregate
+  averages it, the gate's paired delta and bootstrap resample it;
+- judges: every verdict a judge is asked for (the judge metrics, then the :data:`CLASSIFIERS`) with
+  its :class:`JudgeSpec` (prompt version, answer model, lexical scorer, whether it is on by default),
+  the cases it is asked for (:func:`asks`), the judge metrics' scales, which verdict feeds which metric.
+  The specs are plain data: judges/ holds the prompt texts, answer models and lexical scorers
+  they name, and looks them up by those names (evaluation/ never imports judges/).
 
 Adding a deterministic metric is one :class:`Metric` entry in :data:`METRICS`
 (or one :func:`register` call) plus its scoring function; docs/internals.md has
-the worked example.
+the worked example, and the few more steps of a judge metric.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from math import log2
-from typing import Literal
+from typing import Any, Literal
 
 from .schema import EvalCase, RagResponse
 
 __all__ = [
     "BUILT_IN",
     "CLASSIFIERS",
+    "CaseMean",
+    "CaseValue",
+    "Classifier",
+    "JudgeSpec",
     "Metric",
     "MetricValue",
     "ScoreContext",
@@ -39,13 +50,23 @@ __all__ = [
     "abstention_aggregates",
     "aggregate_direction",
     "applies",
+    "as_number",
+    "asks",
+    "case_means",
+    "default_judge_metrics",
     "default_tolerances",
+    "fed_by",
     "get",
     "headline_aggregates",
+    "judge_specs",
+    "lexical_scorers",
+    "metric_aggregates",
     "metric_names",
     "metrics",
+    "prompt_version",
     "register",
     "scales",
+    "stored_abstention",
     "summary_aggregates",
     "verdict_metrics",
 ]
@@ -56,14 +77,11 @@ Threshold = bool | float
 Kind = Literal["deterministic", "judge", "measured"]
 #: ``higher``/``lower``: which way is better (threshold op ``>=``/``<=``); ``equal``: a flag (``==``)
 Direction = Literal["higher", "lower", "equal"]
-#: which cases a metric is defined for (elsewhere it is null, never 0); see :func:`applies`
-Scope = Literal["all", "answerable", "unanswerable", "gold", "rule", "answered"]
+#: which cases a metric is defined for (elsewhere it is null, never 0), or a classifier asked for; see :func:`applies`
+Scope = Literal["all", "answerable", "unanswerable", "gold", "rule", "acknowledge_both", "answered", "abstention_unknown"]
 #: ``avg``: the mean of the non-null values (``<name>_avg``); ``rate``: the same for a 0/1 metric
-#: (``<name>_rate``); ``abstention``: aggregate.py's own formula (abstention_accuracy, false_abstention_rate)
+#: (``<name>_rate``); ``abstention``: the mean of the entry's ``case_mean`` (abstention_accuracy, false_abstention_rate)
 AggregateKind = Literal["avg", "rate", "abstention"]
-
-#: Judge verdicts that classify (``Verdict.label``, no score) and feed a deterministic metric.
-CLASSIFIERS: tuple[str, ...] = ("abstention", "conflict_ack")
 
 #: The complement of abstention_accuracy (unanswerable cases that answered): no metric of its own.
 HALLUCINATION_RATE = "hallucination_rate_unanswerable"
@@ -95,6 +113,59 @@ class ScoreContext:
 
 Scorer = Callable[[EvalCase, RagResponse, ScoreContext], MetricValue]
 
+#: A stored case's value behind one aggregate: (answerable, the case's ``metrics``) -> value; None: the case does not count.
+CaseValue = Callable[[bool, Mapping[str, Any]], float | None]
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """How a judge is asked for one verdict, as plain data: judges/ holds the code these names point to.
+
+    ``prompt`` is the version of the verdict's prompt and answer schema: ``<verdict>/<prompt>`` is part
+    of every judge cache key and of config.json, so it changes (and only then) when judges/prompts.py
+    changes the prompt's text or the answer model changes. ``answer`` names the answer model's class in
+    judges/answers.py, ``lexical`` the lexical judge's scorer in judges/lexical.py (None: the lexical
+    judge does not score the verdict). ``default_on``: a judge metric scored when
+    ``[tool.rageval.judge] metrics`` is not set.
+    """
+
+    prompt: str
+    answer: str
+    lexical: str | None
+    default_on: bool = False
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """A judge verdict that classifies (``Verdict.label``, no score) and feeds the deterministic metrics whose
+    ``verdict`` names it. A judge is asked for it on the cases of ``asked_for`` (see :func:`asks`)."""
+
+    name: str
+    asked_for: Scope
+    judge: JudgeSpec
+
+    def __post_init__(self) -> None:
+        if self.judge.default_on:
+            raise ValueError(f"classifier {self.name!r}: only a judge metric is on by default")
+
+
+@dataclass(frozen=True)
+class CaseMean:
+    """One aggregate as a mean over a run's scored cases, defined once per case for the run and the gate.
+
+    ``paired`` is the per-case value the gate pairs and resamples (gate/compare.py); ``counted`` the one
+    the run's aggregate averages over the cases where it is not None (gate/aggregate.py), ``paired``
+    unless set. ``complement``: the key of 1 - this mean, listed right after it.
+    """
+
+    paired: CaseValue
+    counted: CaseValue | None = None
+    complement: str | None = None
+
+    def run_value(self, answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+        """The value the run's aggregate averages for one case."""
+        return (self.counted or self.paired)(answerable, metrics)
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -109,7 +180,10 @@ class Metric:
     lower-is-better metric) of the aggregate. ``verdict`` names the judge verdict
     that feeds the metric (a judge metric's own name; ``abstention`` for
     ``abstained``). ``headline`` metrics are charted in report.html and listed by
-    ``rageval history``.
+    ``rageval history``. ``judge`` (a judge metric of the package) says how a judge is
+    asked for it; the judge is asked where the metric applies. ``case_mean`` (the
+    ``abstention`` aggregate kind) defines the aggregate per case; an ``avg`` or
+    ``rate`` aggregate is the mean of the metric's own values.
     """
 
     name: str
@@ -125,8 +199,12 @@ class Metric:
     verdict: str | None = None
     score: Scorer | None = field(default=None, compare=False, repr=False)
     headline: bool = False
+    judge: JudgeSpec | None = None
+    case_mean: CaseMean | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.judge is not None and self.kind != "judge":
+            raise ValueError(f"metric {self.name!r}: only a judge metric has a judge spec")
         if self.aggregate is None and self.aggregate_kind in ("avg", "rate"):
             object.__setattr__(self, "aggregate", f"{self.name}_{self.aggregate_kind}")
         if (self.kind == "deterministic") != (self.score is not None):
@@ -143,11 +221,13 @@ class Metric:
 
 
 def applies(scope: Scope, case: EvalCase, abstained: bool | None = None) -> bool:
-    """Whether a metric of ``scope`` is defined for ``case``.
+    """Whether a metric of ``scope`` is defined for ``case`` (a classifier of ``scope`` asked for).
 
     ``gold``: answerable with gold supports or doc ids; ``rule``: with a
-    recency_conflict_rule; ``answered``: the response did not abstain (before a
-    response, with ``abstained`` None, every case).
+    recency_conflict_rule; ``acknowledge_both``: with the rule ``acknowledge_both``;
+    ``answered``: the response did not abstain (before a response, with
+    ``abstained`` None, every case); ``abstention_unknown``: whether it abstained
+    is not known (``abstained`` None).
     """
     if scope == "answerable":
         return case.answerable
@@ -157,8 +237,12 @@ def applies(scope: Scope, case: EvalCase, abstained: bool | None = None) -> bool
         return case.answerable and case.has_gold
     if scope == "rule":
         return case.recency_conflict_rule is not None
+    if scope == "acknowledge_both":
+        return case.recency_conflict_rule == "acknowledge_both"
     if scope == "answered":
         return abstained is not True
+    if scope == "abstention_unknown":
+        return abstained is None
     return True
 
 
@@ -254,6 +338,65 @@ def false_abstention(case: EvalCase, response: RagResponse, ctx: ScoreContext) -
     return None if ctx.abstained is None else int(ctx.abstained)
 
 
+# --------------------------------------------------------------------------- per-case values of the aggregates
+
+
+def as_number(value: Any) -> float | None:
+    """A finite stored metric value as float (bools as 1/0); None for null or non-numbers."""
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return None
+
+
+def stored_abstention(answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+    """Whether a stored case abstained, 1.0 or 0.0: its ``abstained``, else (answerable) its
+    ``false_abstention``; None when unknown."""
+    value = as_number(metrics.get("abstained"))
+    if answerable and value is None:
+        value = as_number(metrics.get("false_abstention"))
+    return None if value is None else float(bool(value))
+
+
+def _abstained_unanswerable(answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+    """abstention_accuracy: an unanswerable case of known abstention, 1.0 when it abstained."""
+    return None if answerable else stored_abstention(False, metrics)
+
+
+def _abstained_answerable(answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+    """false_abstention_rate, as the gate pairs it: an answerable case of known abstention, 1.0 when it abstained."""
+    return stored_abstention(True, metrics) if answerable else None
+
+
+def _abstained_answerable_counted(answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+    """false_abstention_rate, as the run counts it: abstained answerable cases / answerable cases (that did
+    not error), so a case of unknown abstention counts as not abstained."""
+    return (stored_abstention(True, metrics) or 0.0) if answerable else None
+
+
+def _complement(value: CaseValue) -> CaseValue:
+    """1 - ``value`` where it is not None."""
+
+    def get(answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+        found = value(answerable, metrics)
+        return None if found is None else 1.0 - found
+
+    return get
+
+
+def _own_value(name: str) -> CaseValue:
+    """A metric's own stored value."""
+
+    def get(answerable: bool, metrics: Mapping[str, Any]) -> float | None:
+        return as_number(metrics.get(name))
+
+    return get
+
+
 # --------------------------------------------------------------------------- the registry
 
 _UNIT = (0.0, 1.0)
@@ -283,6 +426,7 @@ METRICS: list[Metric] = [
         verdict="abstention",
         score=abstained,
         headline=True,
+        case_mean=CaseMean(_abstained_unanswerable, complement=HALLUCINATION_RATE),
     ),
     Metric(
         "false_abstention",
@@ -296,15 +440,49 @@ METRICS: list[Metric] = [
         tolerance=0.05,
         verdict="abstention",
         score=false_abstention,
+        case_mean=CaseMean(_abstained_answerable, _abstained_answerable_counted),
     ),
     Metric("latency_ms", "measured", (0.0, float("inf")), "lower", "all"),
-    Metric("groundedness", "judge", _FIVE, "higher", "answered", "avg", default_threshold=3.0, default_for="all", tolerance=0.5, headline=True),
-    Metric("correctness", "judge", _FIVE, "higher", "answerable", "avg", default_threshold=3.0, tolerance=0.5, headline=True),
-    Metric("faithfulness", "judge", _UNIT, "higher", "answered", "avg"),
-    Metric("relevancy", "judge", _UNIT, "higher", "answered", "avg"),
-    Metric("completeness", "judge", _UNIT, "higher", "answerable", "avg"),
-    Metric("reasoning_quality", "judge", _UNIT, "higher", "answered", "avg"),
+    Metric(
+        "groundedness",
+        "judge",
+        _FIVE,
+        "higher",
+        "answered",
+        "avg",
+        default_threshold=3.0,
+        default_for="all",
+        tolerance=0.5,
+        headline=True,
+        judge=JudgeSpec("v2", "GroundednessAnswer", "groundedness", default_on=True),
+    ),
+    Metric(
+        "correctness",
+        "judge",
+        _FIVE,
+        "higher",
+        "answerable",
+        "avg",
+        default_threshold=3.0,
+        tolerance=0.5,
+        headline=True,
+        judge=JudgeSpec("v2", "FivePointAnswer", "correctness", default_on=True),
+    ),
+    Metric("faithfulness", "judge", _UNIT, "higher", "answered", "avg", judge=JudgeSpec("v2", "PassingAnswer", "faithfulness")),
+    Metric("relevancy", "judge", _UNIT, "higher", "answered", "avg", judge=JudgeSpec("v2", "PassingAnswer", "relevancy")),
+    Metric("completeness", "judge", _UNIT, "higher", "answerable", "avg", judge=JudgeSpec("v2", "UnitScoreAnswer", "completeness")),
+    # the lexical judge does not score reasoning_quality: clarity and logic are not visible in token overlap
+    Metric("reasoning_quality", "judge", _UNIT, "higher", "answered", "avg", judge=JudgeSpec("v2", "UnitScoreAnswer", None)),
 ]
+
+#: The judge verdicts that classify, in prompt-version order (after the judge metrics): abstention, asked
+#: first and only when the response does not say whether it abstained, and the ``acknowledge_both`` check.
+CLASSIFIER_VERDICTS: tuple[Classifier, ...] = (
+    Classifier("abstention", "abstention_unknown", JudgeSpec("v2", "AbstentionAnswer", "abstention")),
+    Classifier("conflict_ack", "acknowledge_both", JudgeSpec("v2", "ConflictAnswer", "conflict_ack")),
+)
+#: Their names.
+CLASSIFIERS: tuple[str, ...] = tuple(c.name for c in CLASSIFIER_VERDICTS)
 
 #: The names of the package's own metrics (those :func:`register` and plugins add are not among them).
 BUILT_IN: frozenset[str] = frozenset(m.name for m in METRICS)
@@ -375,10 +553,41 @@ def aggregates(kind: AggregateKind) -> dict[str, str]:
     return {m.aggregate: m.name for m in METRICS if m.aggregate_kind == kind and m.aggregate is not None}
 
 
+def case_means() -> dict[str, CaseMean]:
+    """Aggregate key -> its per-case definition, in metrics.json order: the ``avg`` means, the ``rate`` ones,
+    then the abstention aggregates (each followed by its complement).
+
+    The run's aggregate is the mean of ``run_value`` over the scored cases where it is not None
+    (gate/aggregate.py); the gate pairs and resamples ``paired`` (gate/compare.py).
+    """
+    out: dict[str, CaseMean] = {}
+    for kind in ("avg", "rate"):
+        out.update((m.aggregate, CaseMean(_own_value(m.name))) for m in METRICS if m.aggregate_kind == kind and m.aggregate is not None)
+    for m in METRICS:
+        mean = m.case_mean
+        if m.aggregate_kind != "abstention" or m.aggregate is None or mean is None:
+            continue
+        out[m.aggregate] = mean
+        if mean.complement is not None:
+            counted = mean.counted
+            out[mean.complement] = CaseMean(_complement(mean.paired), None if counted is None else _complement(counted))
+    return out
+
+
+def metric_aggregates() -> tuple[str, ...]:
+    """Every metric aggregate key, in metrics.json order (:func:`case_means`)."""
+    return tuple(case_means())
+
+
 def abstention_aggregates() -> tuple[str, ...]:
     """The abstention aggregates, in metrics.json order: abstention_accuracy, its complement, false_abstention_rate."""
-    keys = list(aggregates("abstention"))
-    return (*keys[:1], HALLUCINATION_RATE, *keys[1:])
+    means = {**aggregates("avg"), **aggregates("rate")}
+    return tuple(key for key in case_means() if key not in means)
+
+
+def _complements() -> dict[str, str]:
+    """Complement aggregate key -> the aggregate it is 1 - of."""
+    return {m.case_mean.complement: m.aggregate for m in METRICS if m.case_mean is not None and m.case_mean.complement and m.aggregate}
 
 
 def summary_aggregates() -> tuple[str, ...]:
@@ -402,10 +611,52 @@ def default_tolerances() -> dict[str, float]:
 
 
 def aggregate_direction(key: str) -> Direction | None:
-    """``lower`` or ``higher`` for a metric's aggregate key (and hallucination_rate_unanswerable); None otherwise."""
-    if key == HALLUCINATION_RATE:
-        return "lower"
+    """``lower`` or ``higher`` for a metric's aggregate key (a complement the other way round); None otherwise."""
+    of = _complements().get(key)
+    if of is not None:
+        return "higher" if aggregate_direction(of) == "lower" else "lower"
     metric = next((m for m in METRICS if m.aggregate == key), None)
     if metric is None:
         return None
     return "lower" if metric.direction == "lower" else "higher"
+
+
+# --------------------------------------------------------------------------- judge verdicts (read at call time)
+
+
+def judge_specs() -> dict[str, JudgeSpec]:
+    """Every verdict a judge can be asked for -> its spec: the judge metrics, then the classifiers (the
+    order of the prompt versions, part of the config hash)."""
+    specs = {m.name: m.judge for m in METRICS if m.kind == "judge" and m.judge is not None}
+    return {**specs, **{c.name: c.judge for c in CLASSIFIER_VERDICTS}}
+
+
+def prompt_version(verdict: str) -> str:
+    """``<verdict>/<prompt>``: the version of a verdict's prompt and answer schema (KeyError for no verdict)."""
+    return f"{verdict}/{judge_specs()[verdict].prompt}"
+
+
+def lexical_scorers() -> dict[str, str]:
+    """Verdict -> the lexical judge's scorer for it, for the verdicts the lexical judge scores."""
+    return {verdict: spec.lexical for verdict, spec in judge_specs().items() if spec.lexical is not None}
+
+
+def default_judge_metrics() -> tuple[str, ...]:
+    """The judge metrics scored when ``[tool.rageval.judge] metrics`` is not set."""
+    return tuple(verdict for verdict, spec in judge_specs().items() if spec.default_on)
+
+
+def asks(verdict: str, case: EvalCase, abstained: bool | None) -> bool:
+    """Whether a judge is asked for ``verdict`` on ``case`` whose abstention so far is ``abstained``: a judge
+    metric where it applies, a classifier on the cases of its ``asked_for``; never for another name."""
+    metric = get(verdict)
+    if metric is not None:
+        return metric.kind == "judge" and applies(metric.applies_to, case, abstained)
+    classifier = next((c for c in CLASSIFIER_VERDICTS if c.name == verdict), None)
+    return classifier is not None and applies(classifier.asked_for, case, abstained)
+
+
+def fed_by(verdicts: Iterable[str]) -> tuple[Metric, ...]:
+    """The deterministic metrics the given judge verdicts feed, in registry order."""
+    names = set(verdicts)
+    return tuple(m for m in METRICS if m.kind == "deterministic" and m.verdict in names)

@@ -6,9 +6,9 @@ sums are kept exactly (Shewchuk partials, rounded once at the end) and the
 latency list is sorted before taking percentiles.
 
 Scored records are those neither invalid, errored nor skipped; averages and
-latency use only them. Which metric is averaged under which key comes from the
-metric registry (``avg`` and ``rate`` entries; the ``abstention`` ones have
-their own formula here). Judge coverage counts each attempted verdict under the
+latency use only them. Every metric aggregate is the mean of a per-case value
+the metric registry defines (:func:`registry.case_means`, which the gate's
+paired comparison resamples too). Judge coverage counts each attempted verdict under the
 metric it feeds (:func:`registry.coverage_metric`): a repeated case counts once,
 attempted when any run attempted it and scored when its combined metric is not
 null. Records with ``invalid_line`` count only in
@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.registry import CaseMean, as_number
 from pytest_rageval.evaluation.stability import RepeatTally
 
 __all__ = [
@@ -53,18 +54,6 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     if frac == 0 or a == b:
         return float(a)
     return a + (b - a) * frac
-
-
-def as_number(value: Any) -> float | None:
-    """A finite metric value as float (bools as 1/0); None for null or non-numbers."""
-    if value is None or isinstance(value, str):
-        return None
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, (int, float)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    return None
 
 
 class _ExactSum:
@@ -112,19 +101,6 @@ class _Mean:
         return self.total.value() / self.n if self.n else None
 
 
-class _Ratio:
-    """Numerator / denominator counts; None when the denominator is 0."""
-
-    __slots__ = ("den", "num")
-
-    def __init__(self) -> None:
-        self.num = 0
-        self.den = 0
-
-    def result(self) -> float | None:
-        return self.num / self.den if self.den else None
-
-
 def _outcome(record: Mapping[str, Any]) -> str:
     outcome = record.get("outcome")
     # anything unknown is treated as an error: it is not a result we can score
@@ -136,26 +112,18 @@ def _answerable(record: Mapping[str, Any]) -> bool:
     return True if value is None else bool(value)
 
 
-#: a scored record's values: ((aggregate key, value), ...) for the non-null means, and abstained
-_Values = tuple[tuple[tuple[str, float], ...], float | None]
+#: a scored record's values: (aggregate key, value) of every aggregate the record counts in
+_Values = tuple[tuple[str, float], ...]
 
 
-def _mean_metrics() -> tuple[tuple[str, str], ...]:
-    """(aggregate key, metric) of every metric aggregated as a plain mean: ``avg`` entries, then ``rate`` ones."""
-    return (*registry.aggregates("avg").items(), *registry.aggregates("rate").items())
-
-
-def _values(answerable: bool, metrics: Mapping[str, Any], mean_metrics: tuple[tuple[str, str], ...]) -> _Values:
-    """The per-case values the groups average, computed once per record."""
-    means = []
-    for key, metric in mean_metrics:
-        value = as_number(metrics.get(metric))
+def _values(answerable: bool, metrics: Mapping[str, Any], means: Mapping[str, CaseMean]) -> _Values:
+    """The per-case values the groups average (registry.case_means), computed once per record."""
+    out = []
+    for key, mean in means.items():
+        value = mean.run_value(answerable, metrics)
         if value is not None:
-            means.append((key, value))
-    abstained = as_number(metrics.get("abstained"))
-    if answerable and abstained is None:
-        abstained = as_number(metrics.get("false_abstention"))
-    return tuple(means), abstained
+            out.append((key, value))
+    return tuple(out)
 
 
 def _tags(record: Mapping[str, Any]) -> list[str]:
@@ -179,10 +147,8 @@ class _Group:
         self.xfailed = 0
         self.xpassed = 0
         self.means: dict[str, _Mean] = {key: _Mean() for key in keys}
-        self.abstention = _Ratio()  # unanswerable, scored, abstained not null
-        self.false_abstention = _Ratio()  # answerable, scored
 
-    def add(self, outcome: str, answerable: bool, values: _Values | None) -> None:
+    def add(self, outcome: str, values: _Values | None) -> None:
         """Add one non-invalid, non-skipped record; ``values`` is None for an unscored one."""
         self.n += 1
         if outcome == "passed":
@@ -197,26 +163,12 @@ class _Group:
             self.errors += 1
         if values is None:
             return
-        means, abstained = values
-        for key, value in means:
+        for key, value in values:
             self.means[key].add(value)
-        if answerable:
-            self.false_abstention.den += 1
-            if abstained:
-                self.false_abstention.num += 1
-        elif abstained is not None:
-            self.abstention.den += 1
-            if abstained:
-                self.abstention.num += 1
 
     def scalars(self) -> dict[str, float | None]:
-        """The ``*_avg`` / ``*_rate`` metrics, abstention and false abstention."""
-        out: dict[str, float | None] = {key: mean.result() for key, mean in self.means.items()}
-        out["abstention_accuracy"] = self.abstention.result()
-        den = self.abstention.den
-        out["hallucination_rate_unanswerable"] = (den - self.abstention.num) / den if den else None
-        out["false_abstention_rate"] = self.false_abstention.result()
-        return out
+        """Every metric aggregate (``*_avg``, ``*_rate``, the abstention ones), in metrics.json order."""
+        return {key: mean.result() for key, mean in self.means.items()}
 
     def summary(self) -> dict[str, Any]:
         """A by_tag / by_category / by_answerable entry."""
@@ -234,7 +186,7 @@ class Aggregator:
     """
 
     def __init__(self) -> None:
-        self._mean_metrics = _mean_metrics()  # the registry as it is when aggregation starts
+        self._case_means = registry.case_means()  # the registry as it is when aggregation starts
         self._all = self._new_group()
         self._by_tag: dict[str, _Group] = {}
         self._by_category: dict[str, _Group] = {}
@@ -301,13 +253,13 @@ class Aggregator:
         if record.get("empty_response"):
             self._empty += 1
 
-        values = None if outcome in _UNSCORED else _values(answerable, metrics, self._mean_metrics)
+        values = None if outcome in _UNSCORED else _values(answerable, metrics, self._case_means)
         groups = [self._all, self._by_answerable["answerable" if answerable else "unanswerable"]]
         groups.append(self._group(self._by_category, record.get("category") or _NO_CATEGORY))
         for tag in dict.fromkeys(_tags(record)):  # a tag listed twice counts once
             groups.append(self._group(self._by_tag, tag))
         for group in groups:
-            group.add(outcome, answerable, values)
+            group.add(outcome, values)
 
         self._add_judge_coverage(record, outcome, metrics)
         if outcome not in _UNSCORED:
@@ -344,7 +296,7 @@ class Aggregator:
         return {"by_config": out} if out else {}
 
     def _new_group(self) -> _Group:
-        return _Group(key for key, _ in self._mean_metrics)
+        return _Group(self._case_means)
 
     def _group(self, groups: dict[str, _Group], name: Any) -> _Group:
         name = str(name)

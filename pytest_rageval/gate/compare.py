@@ -66,13 +66,12 @@ def default_tolerances() -> dict[str, float]:
 
 def lower_is_better() -> frozenset[str]:
     """Compared names where a rise is the bad direction (everything else: a drop is)."""
-    metric_keys = [*registry.aggregates("avg"), *registry.aggregates("rate"), *registry.abstention_aggregates()]
-    return frozenset(k for k in metric_keys if registry.aggregate_direction(k) == "lower") | _OPERATIONAL_LOWER
+    return frozenset(k for k in registry.metric_aggregates() if registry.aggregate_direction(k) == "lower") | _OPERATIONAL_LOWER
 
 
 def _order() -> tuple[str, ...]:
     """Order of the deltas (the metrics' aggregates, then operational ones); other numeric scalars follow, sorted."""
-    return (*registry.aggregates("avg"), *registry.aggregates("rate"), *registry.abstention_aggregates(), *_OPERATIONAL)
+    return (*registry.metric_aggregates(), *_OPERATIONAL)
 
 
 _PASS = ("passed", "xpassed")
@@ -407,10 +406,6 @@ def bootstrap_interval(diffs: Sequence[float], *, samples: int = 1000, seed: int
 Getter = Callable[[Mapping[str, Any]], float | None]
 
 
-def _unanswerable(case: Mapping[str, Any]) -> bool:
-    return case.get("answerable") is False
-
-
 def _scored(case: Mapping[str, Any]) -> bool:
     return case.get("outcome") not in _UNSCORED
 
@@ -425,22 +420,15 @@ def _metric_getter(metric: str) -> Getter:
     return get
 
 
-def _abstained_unanswerable(case: Mapping[str, Any]) -> float | None:
-    if not _unanswerable(case):
-        return None
-    return _metric_getter("abstained")(case)
+def _paired_getter(mean: registry.CaseMean) -> Getter:
+    """A scored case's value behind one metric aggregate, as the registry defines it (``mean.paired``)."""
 
+    def get(case: Mapping[str, Any]) -> float | None:
+        if not _scored(case):
+            return None
+        return mean.paired(case.get("answerable") is not False, case.get("metrics") or {})
 
-def _answered_unanswerable(case: Mapping[str, Any]) -> float | None:
-    value = _abstained_unanswerable(case)
-    return None if value is None else 1.0 - value
-
-
-def _false_abstention(case: Mapping[str, Any]) -> float | None:
-    if _unanswerable(case):
-        return None
-    value = _metric_getter("abstained")(case)
-    return _metric_getter("false_abstention")(case) if value is None else value
+    return get
 
 
 def _operational(test: Callable[[Mapping[str, Any]], bool]) -> Getter:
@@ -454,11 +442,8 @@ def _operational(test: Callable[[Mapping[str, Any]], bool]) -> Getter:
     return get
 
 
-#: aggregates with a formula of their own (aggregate.py's abstention ones, operational rates) -> per-case value
-_SPECIAL_PER_CASE: dict[str, Getter] = {
-    "abstention_accuracy": _abstained_unanswerable,
-    "hallucination_rate_unanswerable": _answered_unanswerable,
-    "false_abstention_rate": _false_abstention,
+#: the operational rates (no metric's aggregate) -> per-case value
+_OPERATIONAL_PER_CASE: dict[str, Getter] = {
     "error_rate": _operational(lambda c: c.get("outcome") == "error"),
     "timeout_rate": _operational(lambda c: c.get("outcome") == "error" and c.get("error_kind") == "timeout"),
     "empty_response_rate": _operational(lambda c: bool(c.get("empty_response"))),
@@ -467,8 +452,7 @@ _SPECIAL_PER_CASE: dict[str, Getter] = {
 
 def per_case_getters() -> dict[str, Getter]:
     """Aggregate metric -> per-case value; the paired delta and bootstrap are over these."""
-    means = {**registry.aggregates("avg"), **registry.aggregates("rate")}
-    return {**{key: _metric_getter(metric) for key, metric in means.items()}, **_SPECIAL_PER_CASE}
+    return {**{key: _paired_getter(mean) for key, mean in registry.case_means().items()}, **_OPERATIONAL_PER_CASE}
 
 
 #: latency percentiles, compared over the latencies of the paired cases (no interval)

@@ -105,7 +105,7 @@ def _params_order(params: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _known() -> frozenset[str]:
-    return frozenset([*registry.aggregates("avg"), *registry.aggregates("rate"), *registry.abstention_aggregates()])
+    return frozenset(registry.metric_aggregates())
 
 
 # --------------------------------------------------------------------------- gate per config

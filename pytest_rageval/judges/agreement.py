@@ -7,7 +7,8 @@ afterwards and never tuned on), ``kind`` (``paraphrase``, ``wrong-number``, ``ne
 ``question``, ``contexts``, ``reference_answer``, ``key_facts`` and ``answer``.
 The judge's verdict on an item is the verdict of a case with those fields under
 the default thresholds and nothing configured (``thresholds.default_thresholds``):
-abstention (``false_abstention <= 0``), groundedness and correctness.
+abstention (``false_abstention <= 0``, scored by the registry from the abstention
+classifier) and the default judge metrics that apply (groundedness and correctness).
 
 Agreement treats "fail" as the positive class, since catching bad answers is a
 gate's job: *precision* is the share of the judge's fails that humans fail too
@@ -23,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_rageval.evaluation.schema import EvalCase
+from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.metrics import score_verdict_fed
+from pytest_rageval.evaluation.registry import ScoreContext
+from pytest_rageval.evaluation.schema import EvalCase, RagResponse
 from pytest_rageval.evaluation.thresholds import ThresholdConfig, find_misses, resolve_thresholds
 
 from .base import Judge, JudgeInput
@@ -106,10 +110,11 @@ async def _judge_one(judge: Judge, item: LabelledItem) -> JudgedItem:
     )
     inp = JudgeInput(item.question, item.answer, item.contexts, reference_answer=item.reference_answer, key_facts=item.key_facts)
     abstained = bool((await judge.judge("abstention", inp)).label)
-    metrics: dict[str, Any] = {"abstained": abstained, "false_abstention": int(abstained)}
-    if not abstained:
-        metrics["groundedness"] = (await judge.judge("groundedness", inp)).score
-    metrics["correctness"] = (await judge.judge("correctness", inp)).score
+    ctx = ScoreContext(k=max(len(item.contexts), 1), abstained=abstained)
+    metrics: dict[str, Any] = dict(score_verdict_fed(["abstention"], case, RagResponse(answer=item.answer), ctx))
+    for metric in registry.default_judge_metrics():
+        if registry.asks(metric, case, abstained):
+            metrics[metric] = (await judge.judge(metric, inp)).score
     thresholds = resolve_thresholds(case, ThresholdConfig.empty(), judge=True)
     return JudgedItem(item, metrics, tuple(m.describe() for m in find_misses(metrics, thresholds)))
 

@@ -16,12 +16,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from pytest_rageval.evaluation import registry
+
 __all__ = [
     "ANSWER_MODELS",
     "CLAIM_CHARS",
     "MAX_CLAIMS",
     "REASONING_CHARS",
     "RESPONSE_SCHEMAS",
+    "AbstentionAnswer",
+    "ConflictAnswer",
+    "FivePointAnswer",
+    "GroundednessAnswer",
+    "PassingAnswer",
+    "UnitScoreAnswer",
     "strict_schema",
 ]
 
@@ -99,17 +107,13 @@ class ConflictAnswer(_Reasoned):
     acknowledges_conflict: bool
 
 
-#: Pydantic model that reads each metric's parsed JSON answer.
-ANSWER_MODELS: dict[str, type[BaseModel]] = {
-    "groundedness": GroundednessAnswer,
-    "correctness": FivePointAnswer,
-    "faithfulness": PassingAnswer,
-    "relevancy": PassingAnswer,
-    "completeness": UnitScoreAnswer,
-    "reasoning_quality": UnitScoreAnswer,
-    "abstention": AbstentionAnswer,
-    "conflict_ack": ConflictAnswer,
+#: The answer models by class name, as the registry's judge specs name them (``JudgeSpec.answer``).
+_BY_NAME: dict[str, type[_Answer]] = {
+    model.__name__: model for model in (GroundednessAnswer, FivePointAnswer, UnitScoreAnswer, PassingAnswer, AbstentionAnswer, ConflictAnswer)
 }
+
+#: Pydantic model that reads each verdict's parsed JSON answer, in the registry's verdict order.
+ANSWER_MODELS: dict[str, type[BaseModel]] = {verdict: _BY_NAME[spec.answer] for verdict, spec in registry.judge_specs().items()}
 
 #: Keys pydantic writes that a strict response format does not take (or that say nothing to the model).
 _DROPPED = frozenset({"title", "default"})

@@ -22,8 +22,8 @@ from pytest_rageval.evaluation import registry
 SCALES: dict[str, tuple[float, float]] = registry.scales()
 #: Judge classifications: ``Verdict.label`` carries the answer; each feeds a deterministic metric (registry).
 CLASSIFIERS = registry.CLASSIFIERS
-DEFAULT_METRICS = ("groundedness", "correctness")
-ALL_METRICS = (*SCALES, *CLASSIFIERS)
+#: Every verdict a judge can be asked for, in the registry's order: the judge metrics, then the classifiers.
+ALL_METRICS: tuple[str, ...] = tuple(registry.judge_specs())
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """The ``--rageval-dry-run`` plan: requests, tokens and cost a run would make.
 
-Pure: nothing is sent. RAG requests are one per case run. Judge requests follow
-``judging.applicable`` with abstention assumed from the eval set (answerable ->
-not abstained, unanswerable -> abstained), plus ``conflict_ack`` for
-``acknowledge_both`` cases; the abstention classifier is not counted (it runs
-only when the RAG gives no ``abstained`` field, which a dry run cannot know).
+Pure: nothing is sent. RAG requests are one per case run. Judge requests are
+``judging.requests`` with abstention assumed from the eval set (answerable ->
+not abstained, unanswerable -> abstained): the judge metrics that apply, plus
+``conflict_ack`` for ``acknowledge_both`` cases; the abstention classifier is not
+counted (it runs only when the RAG gives no ``abstained`` field, which a dry run cannot know).
 Prompt tokens are ``len(prompt text) / 4`` of the real prompt built around a
 placeholder answer and K placeholder chunks; completions are ~150 tokens each.
 """
@@ -15,11 +15,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.schema import EvalCase
 
 from . import prompts
 from .base import JudgeInput
-from .judging import applicable
+from .judging import requests
 
 __all__ = ["CHARS_PER_TOKEN", "COMPLETION_TOKENS", "Plan", "plan", "usd"]
 
@@ -69,15 +70,8 @@ def usd(cost: float) -> str:
 
 def _judge_metrics(case: EvalCase, metrics: Sequence[str], lexical: bool) -> list[str]:
     """The judge requests of one run of ``case`` (abstention assumed from ``answerable``)."""
-    abstained = not case.answerable
-    wanted = [m for m in dict.fromkeys(metrics) if applicable(m, case, abstained)]
-    if lexical:
-        from .lexical import LEXICAL_METRICS
-
-        wanted = [m for m in wanted if m in LEXICAL_METRICS]
-    if case.recency_conflict_rule == "acknowledge_both":
-        wanted.append("conflict_ack")
-    return wanted
+    scored = registry.lexical_scorers() if lexical else None  # what the lexical judge scores (judges/lexical.py)
+    return requests(dict.fromkeys(metrics), case, not case.answerable, lambda m: scored is None or m in scored)
 
 
 def plan(

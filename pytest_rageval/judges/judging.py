@@ -1,14 +1,16 @@
 """Judge one case: which judge metrics apply, one request each, verdicts into the record.
 
 Pure apart from the judge it is given: no pytest. Exactly one judge call per
-judge metric per case, whatever K is; the abstention classifier runs only when
-the response has no ``abstained`` field.
+judge metric per case, whatever K is. Which verdicts a case asks for is the
+metric registry's (:func:`registry.asks`): the abstention classifier, first and
+only when the response has no ``abstained`` field, then the configured judge
+metrics that apply, then the other classifiers (the ``acknowledge_both`` check).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,17 @@ class CaseVerdicts:
             hits, misses = hits + hit, misses + (not hit)
         return {"judge_tokens": tokens, "judge_cost_usd": usd, "hits": hits if cached else 0, "misses": misses if cached else 0}
 
+    def scores(self) -> dict[str, float | None]:
+        """The judge metrics' scores, as a record's ``metrics`` holds them (classifications feed other metrics)."""
+        judged = registry.metric_names("judge")
+        return {metric: verdict.score for metric, verdict in self.verdicts.items() if metric in judged}
+
+    @property
+    def acknowledges_conflict(self) -> bool | None:
+        """The conflict_ack verdict's answer; None when it was not asked."""
+        ack = self.verdicts.get("conflict_ack")
+        return ack.label if ack is not None else None
+
 
 def judge_input(case: EvalCase, response: RagResponse, top: Sequence[Chunk]) -> JudgeInput:
     """The judge's view of a case: question, answer, top-K texts in rank order, reference, key facts."""
@@ -83,6 +96,18 @@ def applicable(metric: str, case: EvalCase, abstained: bool | None) -> bool:
     """Whether a judge metric applies: its registry entry's ``applies_to``."""
     entry = registry.get(metric)
     return entry is not None and entry.kind == "judge" and registry.applies(entry.applies_to, case, abstained)
+
+
+def requests(metrics: Iterable[str], case: EvalCase, abstained: bool | None, supports: Callable[[str], bool]) -> list[str]:
+    """The verdicts asked for on ``case`` whose abstention is ``abstained``: the configured judge metrics that
+    apply, then the classifiers asked for on it, each where ``supports`` says the judge scores it. With
+    ``abstained`` known the abstention classifier is not among them (:func:`judge_case` asks it first)."""
+    wanted = [m for m in metrics if applicable(m, case, abstained) and supports(m)]
+    return wanted + [c for c in registry.CLASSIFIERS if registry.asks(c, case, abstained) and supports(c)]
+
+
+#: The classifier whose answer is the case's abstention: asked before any other verdict, as its answer decides where they apply.
+_ABSTENTION = "abstention"
 
 
 async def judge_case(
@@ -112,14 +137,12 @@ async def judge_case(
 
     abstained = response.abstained
     try:
-        if abstained is None and judge.supports("abstention"):
-            out.attempted.append("abstention")
-            verdict = await one("abstention")
-            out.verdicts["abstention"] = verdict
+        if registry.asks(_ABSTENTION, case, abstained) and judge.supports(_ABSTENTION):
+            out.attempted.append(_ABSTENTION)
+            verdict = await one(_ABSTENTION)
+            out.verdicts[_ABSTENTION] = verdict
             abstained = out.abstained = bool(verdict.label)
-        wanted = [m for m in metrics if applicable(m, case, abstained) and judge.supports(m)]
-        if case.recency_conflict_rule == "acknowledge_both" and judge.supports("conflict_ack"):
-            wanted.append("conflict_ack")
+        wanted = requests(metrics, case, abstained, judge.supports)
         out.attempted.extend(wanted)
         results = await asyncio.gather(*(one(m) for m in wanted), return_exceptions=True)
     except JudgeError as exc:

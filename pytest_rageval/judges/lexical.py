@@ -62,6 +62,8 @@ from dataclasses import dataclass
 from re import Pattern
 from typing import Any
 
+from pytest_rageval.evaluation import registry
+
 from .base import JudgeError, JudgeInput, Verdict
 from .lexical_rules import (
     answer_polarity,
@@ -120,16 +122,9 @@ FAITHFUL_MIN = 4.0
 #: relevancy passes when the answer covers this share of the question's content tokens.
 RELEVANCY_MIN = 0.5
 
-#: What the lexical judge scores; reasoning_quality needs a reader, not token overlap.
-LEXICAL_METRICS: tuple[str, ...] = (
-    "groundedness",
-    "correctness",
-    "faithfulness",
-    "relevancy",
-    "completeness",
-    "abstention",
-    "conflict_ack",
-)
+#: What the lexical judge scores: the verdicts the registry gives a lexical scorer (reasoning_quality, which
+#: needs a reader, not token overlap, has none).
+LEXICAL_METRICS: tuple[str, ...] = tuple(registry.lexical_scorers())
 
 _SUFFIX = " (heuristic)"
 
@@ -602,7 +597,8 @@ class LexicalJudge:
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())
         self._citations = compile_citation_patterns(self.citation_patterns)
-        self._scorers: dict[str, Callable[[JudgeInput], Verdict]] = {
+        # the scorers by the names the registry's judge specs give them (JudgeSpec.lexical)
+        by_name: dict[str, Callable[[JudgeInput], Verdict]] = {
             "groundedness": self._groundedness,
             "correctness": self._correctness,
             "faithfulness": self._faithfulness,
@@ -611,6 +607,7 @@ class LexicalJudge:
             "abstention": self._abstention,
             "conflict_ack": self._conflict_ack,
         }
+        self._scorers = {verdict: by_name[scorer] for verdict, scorer in registry.lexical_scorers().items()}
 
     def describe(self) -> dict[str, Any]:
         """What config.json records about this judge."""

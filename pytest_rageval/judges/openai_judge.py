@@ -55,6 +55,7 @@ from pytest_rageval.redact import MASK, Redactor, environment_secrets, guard_htt
 from pytest_rageval.retry import backoff_delay, retry_after_seconds
 
 from . import prompts
+from .answers import AbstentionAnswer, ConflictAnswer, PassingAnswer
 from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .probe import Probe
@@ -136,22 +137,23 @@ def _problems(exc: ValidationError) -> str:
 
 
 def _verdict(metric: str, answer: BaseModel, raw: str) -> Verdict:
+    """The Verdict an answer gives, read by its answer model's shape (the registry names each verdict's model)."""
     values = answer.model_dump()
     verdict = Verdict(metric=metric, raw=raw, reasoning=str(values.get("reasoning") or ""))
-    if metric in ("faithfulness", "relevancy"):
+    if isinstance(answer, PassingAnswer):
         verdict.label = bool(values["passing"])
         verdict.score = 1.0 if verdict.label else 0.0
-    elif metric in SCALES:
-        verdict.score = _normalise(metric, "score", float(values["score"]), SCALES[metric][1])
-        verdict.supported_claims = list(values.get("supported_claims") or [])
-        verdict.unsupported_claims = list(values.get("unsupported_claims") or [])
-    elif metric == "abstention":
+    elif isinstance(answer, AbstentionAnswer):
         verdict.label = bool(values["abstained"])
         if values.get("confidence") is not None:
             confidence = _normalise(metric, "confidence", float(values["confidence"]), 1.0)
             verdict.reasoning = f"confidence {confidence:g}"
-    elif metric == "conflict_ack":
+    elif isinstance(answer, ConflictAnswer):
         verdict.label = bool(values["acknowledges_conflict"])
+    elif metric in SCALES:  # a scored answer: GroundednessAnswer, FivePointAnswer, UnitScoreAnswer
+        verdict.score = _normalise(metric, "score", float(values["score"]), SCALES[metric][1])
+        verdict.supported_claims = list(values.get("supported_claims") or [])
+        verdict.unsupported_claims = list(values.get("unsupported_claims") or [])
     return verdict
 
 

@@ -10,8 +10,9 @@ its own ``<context id="N">`` block inside ``<retrieved_context>``. Any of these
 delimiter tags found inside the data is escaped (``<`` -> ``&lt;``), so a chunk
 can neither close its block nor open a new one.
 
-Bump a metric's version in ``PROMPT_VERSIONS`` whenever its prompt or schema
-changes: the version is part of the judge cache key and of config.json.
+Bump a verdict's prompt version (``JudgeSpec.prompt`` in the metric registry) whenever
+its prompt or schema changes: ``PROMPT_VERSIONS`` is made from the registry, and the
+version is part of the judge cache key and of config.json.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_rageval.evaluation import registry
 
 from .answers import ANSWER_MODELS, RESPONSE_SCHEMAS
 from .base import ALL_METRICS, JudgeInput
@@ -39,9 +42,9 @@ __all__ = [
     "reask_message",
 ]
 
-#: Version of each metric's prompt (and answer schema). v2: bounded schemas (maxLength, maxItems), the
-#: schema stated in the prompt where the server may not receive it, limits in the OUTPUT form.
-PROMPT_VERSIONS: dict[str, str] = {metric: f"{metric}/v2" for metric in ALL_METRICS}
+#: Version of each verdict's prompt (and answer schema), from the registry. v2: bounded schemas (maxLength,
+#: maxItems), the schema stated in the prompt where the server may not receive it, limits in the OUTPUT form.
+PROMPT_VERSIONS: dict[str, str] = {verdict: registry.prompt_version(verdict) for verdict in ALL_METRICS}
 
 #: The delimiter tags of the user message; their occurrences inside data are escaped.
 TAGS = ("question", "answer", "reference_answer", "key_facts", "retrieved_context", "context")

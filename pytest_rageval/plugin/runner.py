@@ -423,10 +423,8 @@ async def _evaluate(
                 return
             run_verdicts = outcome.verdicts
             classified = outcome.abstained
-            ack = outcome.verdicts.get("conflict_ack")
-            acknowledges = ack.label if ack is not None else None
-            judged = registry.metric_names("judge")
-            scores = {m: v.score for m, v in outcome.verdicts.items() if m in judged}
+            acknowledges = outcome.acknowledges_conflict
+            scores = outcome.scores()
         step.at("invalid_response", "scoring the RAG response")
         metrics = score_case(
             case, response, k=opts.k, require_snippets=opts.require_snippets, abstained=classified, acknowledges_conflict=acknowledges

@@ -70,7 +70,7 @@ class Settings:
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_json_mode: str = defaults.JUDGE_JSON_MODE
-    judge_metrics: tuple[str, ...] = defaults.JUDGE_METRICS
+    judge_metrics: tuple[str, ...] = registry.default_judge_metrics()  # the registry's default-on judge metrics
     judge_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     citation_patterns: tuple[str, ...] = ()  # extra citation regexes of the lexical judge
     cache_dir: Path = Path(defaults.CACHE_DIR)
@@ -542,9 +542,9 @@ def _concurrency(value: int | None, ceiling: Any) -> int:
 
 
 def _judge_metrics(value: Any) -> tuple[str, ...]:
-    """``[tool.rageval.judge] metrics``: which judge metrics to score (default groundedness, correctness)."""
+    """``[tool.rageval.judge] metrics``: which judge metrics to score (default: the registry's default-on ones)."""
     if value is None:
-        return defaults.JUDGE_METRICS
+        return registry.default_judge_metrics()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SettingsError("[tool.rageval.judge] metrics: must be a list of metric names")
     judged = registry.metric_names("judge")
