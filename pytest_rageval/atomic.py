@@ -7,16 +7,21 @@ fixed the same mkstemp trap). An interrupt leaves the old file as it was and no 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["write_bytes_atomic"]
+__all__ = ["open_atomic", "write_bytes_atomic"]
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None, fsync: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically; ``mode``: the file's permission bits (default: a new file's);
-    ``fsync``: flush to the disk before the rename (a file the user wrote, not a rebuildable artifact)."""
+@contextlib.contextmanager
+def open_atomic(path: Path, *, mode: int | None = None, fsync: bool = False) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new content into, piece by piece; it replaces ``path`` when the block
+    ends, and is removed instead when the block raises. ``mode``: the file's permission bits (default: a new
+    file's); ``fsync``: flush to the disk before the rename (a file the user wrote, not a rebuildable artifact)."""
     while True:
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
         try:
@@ -26,7 +31,7 @@ def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None, fsyn
         break
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             if fsync:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -36,3 +41,9 @@ def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None, fsyn
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None, fsync: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically (:func:`open_atomic`)."""
+    with open_atomic(path, mode=mode, fsync=fsync) as fh:
+        fh.write(data)

@@ -18,12 +18,12 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, BinaryIO, Literal
 
 from pytest_rageval.errors import DataError
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dumps", "loads", "read_file", "read_text"]
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dump", "dumps", "loads", "read_file", "read_text"]
 
 #: Deepest nesting accepted (objects and arrays); eval lines and RAG responses need far less.
 MAX_DEPTH = 64
@@ -291,16 +291,83 @@ def dumps(value: Any, **kwargs: Any) -> str:
     non-finite float) is the value cleaned first (NaN/Infinity become null),
     and lone surrogates in the text become U+FFFD. Raises ``JsonLimitError``
     for a value nested past :data:`MAX_DEPTH`. Extra keyword arguments go to
-    ``json.dumps``; ``ensure_ascii`` defaults to False and ``default`` to ``str``.
+    ``json.dumps``; ``ensure_ascii`` defaults to False and ``default`` to a mapping
+    that is no dict written as an object, anything else as its ``str``.
     """
     kwargs.setdefault("ensure_ascii", False)
-    kwargs.setdefault("default", str)
+    kwargs.setdefault("default", _as_dict_or_str)
     try:
         text = json.dumps(value, allow_nan=False, **kwargs)
     except (ValueError, RecursionError):
         value, _ = clean(value)
         text = json.dumps(value, allow_nan=False, **kwargs)
     return _SURROGATE.sub("\ufffd", text)
+
+
+#: Characters of JSON text :func:`dump` gathers before it writes them.
+_DUMP_BUFFER = 1 << 16
+
+
+def dump(value: Any, fh: BinaryIO, **kwargs: Any) -> None:
+    """Write ``dumps(value, **kwargs)`` to ``fh`` (binary, seekable) as UTF-8, a piece at a time.
+
+    The same bytes as ``dumps(value, **kwargs).encode()``, without the whole text in memory at once (a
+    metrics.json of 100,000 cases: its text, the pieces it is joined from and its bytes). When the strict
+    pass fails (a non-finite float), what it wrote is cut off and the cleaned value written instead.
+    """
+    kwargs.setdefault("ensure_ascii", False)
+    kwargs.setdefault("default", _as_object_or_str)
+    start = fh.tell()
+    try:
+        _write_pieces(fh, json.JSONEncoder(allow_nan=False, **kwargs).iterencode(value))
+    except (ValueError, RecursionError):
+        fh.seek(start)
+        fh.truncate()
+        value, _ = clean(value)
+        _write_pieces(fh, json.JSONEncoder(allow_nan=False, **kwargs).iterencode(value))
+
+
+def _as_dict_or_str(value: Any) -> Any:
+    """How :func:`dumps` writes a value JSON has no type for: a mapping as an object, anything else as text."""
+    return dict(value) if isinstance(value, Mapping) else str(value)
+
+
+def _as_object_or_str(value: Any) -> Any:
+    """How :func:`dump` writes a value JSON has no type for: a mapping as an object whose entries are read one at
+    a time as they are written (a table that makes each entry when asked is never whole), anything else as text."""
+    return _ItemsAsRead(value) if isinstance(value, Mapping) else str(value)
+
+
+class _ItemsAsRead(dict):  # type: ignore[type-arg]
+    """A mapping that is no dict, as the pure-Python JSON encoder reads a dict (its length, then its items);
+    holds no entries of its own. Only :func:`dump` uses it: that encoder is the one it always runs."""
+
+    __slots__ = ("_mapping",)
+
+    def __init__(self, mapping: Mapping[Any, Any]) -> None:
+        super().__init__()
+        self._mapping = mapping
+
+    def __len__(self) -> int:
+        return len(self._mapping)
+
+    def items(self) -> Any:
+        return self._mapping.items()
+
+
+def _write_pieces(fh: BinaryIO, pieces: Iterable[str]) -> None:
+    """The JSON text's pieces, lone surrogates replaced as :func:`dumps` does (a surrogate is one character, so
+    pieces can be joined anywhere), written in blocks of about :data:`_DUMP_BUFFER` characters."""
+    block: list[str] = []
+    size = 0
+    for piece in pieces:
+        block.append(piece)
+        size += len(piece)
+        if size >= _DUMP_BUFFER:
+            fh.write(_SURROGATE.sub("\ufffd", "".join(block)).encode("utf-8"))
+            block.clear()
+            size = 0
+    fh.write(_SURROGATE.sub("\ufffd", "".join(block)).encode("utf-8"))
 
 
 class JsonFileError(DataError, ValueError):

@@ -6,6 +6,7 @@ import math
 import random
 from typing import Any
 
+from pytest_rageval import safejson
 from pytest_rageval.evaluation import registry
 from pytest_rageval.gate.aggregate import Aggregator, aggregate, percentile
 
@@ -586,3 +587,18 @@ def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
     coverage = result["judge_coverage"]
     assert coverage["groundedness"] == coverage["abstained"] == {"scored": 1, "attempted": 1, "coverage": 1.0}
     assert coverage["faithfulness"] == {"scored": 0, "attempted": 1, "coverage": 0.0}
+
+
+def test_cases_are_read_as_new_dicts_equal_to_what_metrics_json_holds() -> None:
+    result = aggregate(records())
+    cases = result["cases"]
+    first = cases["s.jsonl::a1"]
+    first["metrics"]["mrr"] = -1.0  # a reader's change stays with what it read
+    first["tags"].append("changed")
+    again = cases["s.jsonl::a1"]
+    assert again["metrics"]["mrr"] != -1.0 and "changed" not in again["tags"]
+    plain = {key: cases[key] for key in cases}
+    assert cases == plain and plain == cases and len(cases) == len(plain)
+    # written to metrics.json as a plain object, the same text as the dicts give
+    assert safejson.dumps({**result, "cases": cases}, indent=2) == safejson.dumps({**result, "cases": plain}, indent=2)
+

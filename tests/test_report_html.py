@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import itertools
 import json
 import os
 import re
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from browser import dump_dom, without_own_script
 
-from pytest_rageval.report.cards import DETAIL_LIMIT
+from pytest_rageval.report import html
+from pytest_rageval.report.cards import DETAIL_LIMIT, joined, render_cases
 from pytest_rageval.report.html import render_report, write_report
 from pytest_rageval.runs.store import RunStore
 
@@ -363,3 +369,55 @@ def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict, reco
     assert "Retrieved chunks" not in card and "<table" not in card
     assert page.count('<details class="case o-failed"') == 1
     assert page.index('<details class="case o-failed"') < page.index('<details class="case o-passed"')
+
+
+def test_write_report_spools_the_cards_and_writes_the_bytes_of_render_report(
+    tmp_path: Path, metrics: dict, records: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(html, "_SPOOL_IN_MEMORY", 4096)  # every section's cards go to a temporary file
+
+    def many() -> Iterator[dict]:
+        for i in range(DETAIL_LIMIT + 3000):
+            yield _record(f"c{i:04d}", "failed" if i % 9 == 0 else "error" if i % 13 == 0 else "passed", question=f"Q{i} ü {PAYLOAD}")
+
+    target = tmp_path / "report.html"
+    tracemalloc.start()
+    try:
+        write_report(target, metrics, itertools.chain(records, many()), history=_history(2))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    page = target.read_bytes()
+    assert page == render_report(metrics, [*records, *many()], history=_history(2)).encode("utf-8")
+    assert os.listdir(tmp_path) == ["report.html"]
+    assert peak < len(page) / 4, f"peak {peak:,} bytes for a page of {len(page):,}"  # never the whole page in memory
+
+
+def test_flipped_sections_from_spooled_cards_equal_the_listed_ones() -> None:
+    records = [_record(f"c{i}", "failed" if i % 2 else "passed") for i in range(40)]
+    flips = {"to_fail": [f"eval_sets/demo.jsonl::c{i}" for i in (1, 3)], "to_pass": ["eval_sets/demo.jsonl::c4"]}
+    listed = render_cases(records, **flips)
+    with contextlib.ExitStack() as stack:
+        spooled = render_cases(records, **flips, store=lambda: html.SpooledCards(stack))
+        for section in ("flipped", "failing", "others"):
+            out = io.BytesIO()
+            for piece in getattr(spooled, section):
+                piece.copy_to(out) if isinstance(piece, html.SpooledCards) else out.write(str(piece).encode("utf-8"))
+            assert out.getvalue().decode("utf-8") == str(joined(getattr(listed, section)))
+    assert "Flipped since the baseline (3)" in str(joined(listed.flipped))
+
+
+def test_history_leaves_out_each_runs_cases_and_takes_known_runs_as_given(tmp_path: Path) -> None:
+    for name, ts in (("run-a", "2024-01-01T00:00:00Z"), ("run-b", "2024-01-02T00:00:00Z")):
+        (tmp_path / name).mkdir()
+        data = {"run_id": name, "timestamp": ts, "aggregate_metrics": {"mrr_avg": 0.5}, "cases": {"s.jsonl::a": {"outcome": "passed"}}}
+        (tmp_path / name / "metrics.json").write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "run-c").mkdir()
+    (tmp_path / "run-c" / "metrics.json").write_text("{being written", encoding="utf-8")  # not read: it is known
+    known = {"run_id": "run-c", "timestamp": "2024-01-03T00:00:00Z", "aggregate_metrics": {"mrr_avg": 0.7}, "cases": {"x": {}}}
+    skipped: list[str] = []
+    runs = RunStore(tmp_path).history(skipped=skipped, known={"run-c": known})
+    assert [r["run_id"] for r in runs] == ["run-a", "run-b", "run-c"] and skipped == []
+    assert all("cases" not in r for r in runs) and runs[-1]["aggregate_metrics"] == {"mrr_avg": 0.7}
+    assert "cases" in known  # what was given is left as it is
+    assert [r["run_id"] for r in RunStore(tmp_path).history(skipped=skipped)] == ["run-a", "run-b"] and len(skipped) == 1

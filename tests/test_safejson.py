@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
+import tracemalloc
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_rageval.safejson import MAX_DEPTH, JsonLimitError, clean, dumps, loads
+from pytest_rageval.safejson import MAX_DEPTH, JsonLimitError, clean, dump, dumps, loads
 
 
 def test_plain_json_passes_unchanged() -> None:
@@ -91,3 +96,63 @@ def test_a_deep_path_is_shown_shortened() -> None:
     with pytest.raises(JsonLimitError) as info:
         clean({"debug": {"meta": deep}})
     assert str(info.value) == "nested deeper than 64 levels (at debug.meta[0][0][0][0][0][0]...(54 more)...[0][0])"
+
+
+# -- dump: the bytes of dumps, written piece by piece ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, "x", None, True], "b": {"c": "\U0001f600 ü"}, "t": (1, 2)},
+        {"lone": "a\ud800b", "\udfffkey": ["\udc00"]},  # lone surrogates: U+FFFD, as dumps writes them
+        {"nan": float("nan"), "deep": {"inf": [float("-inf")]}, "ok": 1.5},  # the strict pass fails: cleaned, rewritten
+        {"big": ["x" * 5000] * 40},  # longer than one block
+        "top-level text",
+    ],
+    ids=["plain", "surrogates", "non-finite", "blocks", "string"],
+)
+def test_dump_writes_the_bytes_of_dumps(tmp_path: Path, value: Any) -> None:
+    path = tmp_path / "out.json"
+    with path.open("wb") as fh:
+        fh.write(b"kept:")  # dump starts where the file is (and cuts back only to there)
+        dump(value, fh, indent=2)
+    assert path.read_bytes() == b"kept:" + dumps(value, indent=2).encode("utf-8")
+
+
+class _Table(Mapping[str, dict[str, Any]]):
+    """A mapping that is no dict and makes each entry when it is read (as the aggregates' case table does)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return {"key": key, "text": "t" * 200, "values": [1.0, 2.0, 3.0]}
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"case-{i}" for i in range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_a_mapping_that_is_no_dict_is_written_as_an_object() -> None:
+    value = {"cases": _Table(3), "empty": _Table(0)}
+    expected = {"cases": {f"case-{i}": _Table(3)[f"case-{i}"] for i in range(3)}, "empty": {}}
+    assert dumps(value, indent=2) == json.dumps(expected, indent=2)
+    fh = io.BytesIO()
+    dump(value, fh, indent=2)
+    assert fh.getvalue().decode("utf-8") == json.dumps(expected, indent=2)
+
+
+def test_dump_never_holds_the_whole_text_nor_the_whole_mapping(tmp_path: Path) -> None:
+    table = _Table(20_000)  # ~6.7 MB of JSON, ~10 MB of entries if they were all made at once
+    tracemalloc.start()
+    try:
+        with (tmp_path / "big.json").open("wb") as fh:
+            dump({"cases": table}, fh, indent=2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "big.json").stat().st_size > 6_000_000
+    assert peak < 2_000_000, f"peak {peak:,} bytes"

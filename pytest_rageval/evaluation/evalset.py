@@ -14,11 +14,13 @@ pytest import.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import functools
 import gc
 import json
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -30,7 +32,7 @@ from pytest_rageval.suggest import closest
 
 from .schema import EvalCase, id_problem
 
-__all__ = ["BadLine", "EvalFile", "LoadedCase", "line_json_schema", "load_eval_file"]
+__all__ = ["BadLine", "EvalFile", "LoadedCase", "gc_paused", "iter_eval_file", "line_json_schema", "load_eval_file", "parse_line"]
 
 #: The JSON Schema file shipped at the package's top level (kept equal to line_json_schema() by a test).
 SCHEMA_PATH = Path(__file__).parents[1] / "eval_case.schema.json"
@@ -38,10 +40,18 @@ SCHEMA_PATH = Path(__file__).parents[1] / "eval_case.schema.json"
 
 @dataclass(frozen=True)
 class LoadedCase:
-    """A line that validated: the case and its 1-based line number."""
+    """A line that validated: the case, its 1-based line number and the line as read (``source``:
+    :func:`parse_line` makes the case of it again, for a caller that keeps the line rather than the case)."""
 
     case: EvalCase
     line: int
+    source: bytes = b""
+
+
+def parse_line(source: bytes) -> EvalCase:
+    """The case of a line that validated when its file was loaded (``LoadedCase.source``), parsed again."""
+    obj, _ = safejson.loads(source.decode("utf-8"), surrogates="refuse", duplicate_keys="refuse")
+    return EvalCase.model_validate(obj)
 
 
 @dataclass(frozen=True)
@@ -71,36 +81,64 @@ class EvalFile:
 def load_eval_file(path: Path, display: str | None = None) -> EvalFile:
     """Load one eval-set file; ``display`` is the path shown in messages (default ``str(path)``)."""
     display = str(path) if display is None else display
+    # The loop allocates many objects and frees none of them, which makes the cyclic
+    # garbage collector rescan an ever larger heap (about 2/3 of the time on 50,000
+    # lines). Nothing here creates reference cycles, so pause it for the loop.
+    with gc_paused():
+        return _listed(display, iter_eval_file(path, display))
+
+
+def _load_lines(data: bytes, display: str) -> EvalFile:
+    """The cases and bad lines of an eval set's bytes."""
+    return _listed(display, _iter_lines(data, display))
+
+
+def _listed(display: str, entries: Iterator[LoadedCase | BadLine]) -> EvalFile:
+    cases: list[LoadedCase] = []
+    bad: list[BadLine] = []
+    for entry in entries:
+        if isinstance(entry, LoadedCase):
+            cases.append(entry)
+        else:
+            bad.append(entry)
+    return EvalFile(display, cases, bad)
+
+
+def iter_eval_file(path: Path, display: str | None = None) -> Iterator[LoadedCase | BadLine]:
+    """The good cases and bad lines of one eval-set file in file order, each made as its line is read (what
+    :func:`load_eval_file` lists), so a caller that keeps only what it needs of each case holds one at a time."""
+    display = str(path) if display is None else display
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        return EvalFile(display, [], [BadLine(0, f"{display}:0: cannot read eval set: {reason}", None)])
+        yield BadLine(0, f"{display}:0: cannot read eval set: {reason}", None)
+        return
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
+    yield from _iter_lines(data, display)
 
-    # The loop allocates many objects and frees none of them, which makes the cyclic
-    # garbage collector rescan an ever larger heap (about 2/3 of the time on 50,000
-    # lines). Nothing here creates reference cycles, so pause it for the loop.
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (as it was before, after it)."""
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load_lines(data, display)
+        yield
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _load_lines(data: bytes, display: str) -> EvalFile:
+def _iter_lines(data: bytes, display: str) -> Iterator[LoadedCase | BadLine]:
     """Split, decode, parse and validate each line; ids are claimed by the first line using them."""
-    cases: list[LoadedCase] = []
-    bad: list[BadLine] = []
     first_line_of_id: dict[str, int] = {}
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            bad.append(BadLine(lineno, f"{display}:{lineno}: {_decode_problem(exc)}", None))
+            yield BadLine(lineno, f"{display}:{lineno}: {_decode_problem(exc)}", None)
             continue
         stripped = text.strip()
         if not stripped or stripped.startswith("//"):
@@ -108,14 +146,14 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
         try:
             obj, _ = safejson.loads(text, surrogates="refuse", duplicate_keys="refuse")
         except json.JSONDecodeError as exc:
-            bad.append(BadLine(lineno, f"{display}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})", None))
+            yield BadLine(lineno, f"{display}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})", None)
             continue
         except safejson.JsonLimitError as exc:
-            bad.append(BadLine(lineno, f"{display}:{lineno}: {_limit_problem(exc)}", None))
+            yield BadLine(lineno, f"{display}:{lineno}: {_limit_problem(exc)}", None)
             continue
         if not isinstance(obj, dict):
             message = f"{display}:{lineno}: expected a JSON object, got {json_kind(obj)}"
-            bad.append(BadLine(lineno, message, None))
+            yield BadLine(lineno, message, None)
             continue
 
         problems: list[str] = []
@@ -134,10 +172,9 @@ def _load_lines(data: bytes, display: str) -> EvalFile:
             problems.extend(_validation_problems(exc))
         else:
             if not problems:
-                cases.append(LoadedCase(case, lineno))
+                yield LoadedCase(case, lineno, raw)
                 continue
-        bad.append(BadLine(lineno, f"{display}:{lineno}: " + "; ".join(problems), case_id))
-    return EvalFile(display, cases, bad)
+        yield BadLine(lineno, f"{display}:{lineno}: " + "; ".join(problems), case_id)
 
 
 def line_json_schema() -> dict[str, Any]:

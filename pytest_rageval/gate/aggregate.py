@@ -19,7 +19,7 @@ means answerable; a missing category groups under "uncategorized".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pytest_rageval.evaluation import registry
@@ -28,6 +28,7 @@ from pytest_rageval.evaluation.stability import RepeatTally
 
 __all__ = [
     "Aggregator",
+    "CaseTable",
     "aggregate",
     "as_number",
     "percentile",
@@ -178,14 +179,97 @@ class _Group:
         return out
 
 
+#: A row of :class:`CaseTable`: outcome, metric names (shared), metric values, category, tags (shared), answerable,
+#: test case id, definition (None: absent), and the optional fields after it ((name, value) pairs, or None).
+_Row = tuple[str, tuple[str, ...], tuple[Any, ...], Any, tuple[str, ...], bool, Any, Any, Any]
+_OUTCOME_NAMES = {name: name for name in _OUTCOMES}
+
+
+class CaseTable(Mapping[str, dict[str, Any]]):
+    """metrics.json's ``cases``: per case key the small entry the gate pairs cases with (outcome, metrics,
+    category, tags, answerable, test case id, and definition, error kind, empty response, config id when set).
+
+    Kept as one tuple per case, its metric names, tags and category shared with the cases that have the same
+    (a run of 100,000 cases would otherwise keep 100,000 dicts of dicts); each read makes the case's dict anew,
+    as metrics.json holds it, so a reader may change what it gets without changing the table.
+    """
+
+    __slots__ = ("_rows", "_shared")
+
+    def __init__(self, rows: dict[str, _Row] | None = None, shared: dict[Any, Any] | None = None) -> None:
+        self._rows: dict[str, _Row] = {} if rows is None else rows
+        self._shared: dict[Any, Any] = {} if shared is None else shared
+
+    def add(self, key: str, record: Mapping[str, Any], outcome: str, metrics: Mapping[str, Any]) -> None:
+        """The entry of ``record`` (one CaseRecord) under ``key``, replacing the one there."""
+        definition = record.get("definition")
+        extras: list[tuple[str, Any]] = []
+        error = record.get("error")
+        if outcome == "error" and isinstance(error, Mapping) and error.get("kind"):
+            extras.append(("error_kind", str(error["kind"])))  # the gate pairs timeout rates per case
+        if record.get("empty_response"):
+            extras.append(("empty_response", True))
+        if record.get("config_id"):
+            extras.append(("config_id", str(record["config_id"])))  # the config matrix: by_config, its ranking and gate
+        category = record.get("category")
+        self._rows[key] = (
+            _OUTCOME_NAMES[outcome],
+            self._share(tuple(metrics)),
+            tuple(metrics.values()),
+            self._share(category) if isinstance(category, str) else category,
+            self._share(tuple(_tags(record))),
+            _answerable(record),
+            record.get("test_case_id"),
+            definition if isinstance(definition, str) else None,  # the gate compares a case only while its definition holds
+            self._share(tuple(extras)) if extras else None,
+        )
+
+    def _share(self, value: Any) -> Any:
+        """An equal value seen before (names, tags, texts repeat from case to case), else ``value``, kept for the next."""
+        return self._shared.setdefault(value, value)
+
+    def sorted(self) -> CaseTable:
+        """The same entries in key order."""
+        return CaseTable({key: self._rows[key] for key in sorted(self._rows)}, self._shared)
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        outcome, names, values, category, tags, answerable, test_case_id, definition, extras = self._rows[key]
+        case: dict[str, Any] = {
+            "outcome": outcome,
+            "metrics": dict(zip(names, values)),
+            "category": category,
+            "tags": list(tags),
+            "answerable": answerable,
+            "test_case_id": test_case_id,
+        }
+        if definition is not None:
+            case["definition"] = definition
+        if extras:
+            case.update(extras)
+        return case
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def __repr__(self) -> str:
+        return f"CaseTable({len(self._rows)} cases)"
+
+
 class Aggregator:
     """Accumulates CaseRecords (docs/internals.md) into metrics.json aggregates.
 
-    Memory: running sums per group and metric; per case only a small ``cases``
-    entry and one latency value are kept.
+    Memory: running sums per group and metric; per case only a compact row of
+    ``cases`` (:class:`CaseTable`) and one latency value are kept. ``keep_cases``:
+    False for an aggregator whose ``cases`` nobody reads (a config's, in ``by_config``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_cases: bool = True) -> None:
         self._case_means = registry.case_means()  # the registry as it is when aggregation starts
         self._all = self._new_group()
         self._by_tag: dict[str, _Group] = {}
@@ -206,7 +290,8 @@ class Aggregator:
         self._cache_hits = 0
         self._cache_misses = 0
         self._coverage: dict[str, list[int]] = {}  # metric -> [scored, attempted]
-        self._cases: dict[str, dict[str, Any]] = {}
+        self._keep_cases = keep_cases
+        self._cases = CaseTable()
         self._by_config: dict[str, tuple[dict[str, Any], Aggregator]] = {}  # config id -> (params, its records' aggregator)
 
     def add(self, record: Mapping[str, Any]) -> None:
@@ -218,24 +303,9 @@ class Aggregator:
         outcome = _outcome(record)
         metrics = record.get("metrics") or {}
         self._counts[outcome] += 1
-        case: dict[str, Any] = {
-            "outcome": outcome,
-            "metrics": dict(metrics),
-            "category": record.get("category"),
-            "tags": _tags(record),
-            "answerable": _answerable(record),
-            "test_case_id": record.get("test_case_id"),
-        }
-        if isinstance(record.get("definition"), str):
-            case["definition"] = record["definition"]  # the gate compares a case only while its definition holds
         error = record.get("error")
-        if outcome == "error" and isinstance(error, Mapping) and error.get("kind"):
-            case["error_kind"] = str(error["kind"])  # the gate pairs timeout rates per case
-        if record.get("empty_response"):
-            case["empty_response"] = True
-        if record.get("config_id"):
-            case["config_id"] = str(record["config_id"])  # the config matrix: by_config, its ranking and gate
-        self._cases[_record_key(record)] = case
+        if self._keep_cases:
+            self._cases.add(_record_key(record), record, outcome, metrics)
         if record.get("flaky"):
             self._flaky += 1
         self._repeats.add(_record_key(record), record, outcome)
@@ -280,7 +350,7 @@ class Aggregator:
         params = record.get("matrix")
         entry = self._by_config.get(str(config_id))
         if entry is None:
-            entry = self._by_config[str(config_id)] = (dict(params) if isinstance(params, Mapping) else {}, Aggregator())
+            entry = self._by_config[str(config_id)] = (dict(params) if isinstance(params, Mapping) else {}, Aggregator(keep_cases=False))
         entry[1].add({k: v for k, v in record.items() if k != "config_id"})
 
     def _config_results(self) -> dict[str, Any]:
@@ -393,7 +463,7 @@ class Aggregator:
             "flaky": self._flaky,
             "repeats": self._repeats.result(),
             "judge_coverage": aggregate_metrics["judge_coverage"],  # documented at the top level too
-            "cases": {key: self._cases[key] for key in sorted(self._cases)},
+            "cases": self._cases.sorted(),
             **self._config_results(),
         }
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import json
 import logging
 import os
@@ -46,7 +47,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import openai  # imported here, not on the event-loop thread, where it stalled every case in flight
 from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import bounded_http, defaults, safejson
@@ -359,8 +359,8 @@ class OpenAIJudge:
 
     # ------------------------------------------------------------------ transport
 
-    def _client_now(self) -> Any:
-        """The AsyncOpenAI client of the running loop, created on first use there."""
+    def _client_now(self, openai: Any) -> Any:
+        """The AsyncOpenAI client of the running loop, created on first use there (``openai``: the package)."""
         loop = _running_loop()
         if self._client is None or self._client_loop is not loop:
             self._client = openai.AsyncOpenAI(
@@ -404,6 +404,7 @@ class OpenAIJudge:
 
     async def _ask(self, metric: str, inp: JudgeInput, turns: list[dict[str, str]]) -> _Attempt:
         """One chat completion, with retries of transient failures and response-format fallback."""
+        openai = await _openai()
         retries = 0
         step = self._step
         while True:
@@ -415,7 +416,7 @@ class OpenAIJudge:
                     request = self._request(metric, inp, turns, FORMATS[step])
                     sent = time.monotonic()
                     try:
-                        completion = await self._client_now().chat.completions.create(**request)
+                        completion = await self._client_now(openai).chat.completions.create(**request)
                     except openai.APIStatusError as exc:
                         if exc.status_code in OVERLOADED:
                             ticket.refused()
@@ -471,6 +472,21 @@ class OpenAIJudge:
                 self.limiter.pause(delay)  # every request to this endpoint waits, not just this one
             else:
                 await asyncio.sleep(delay)
+
+
+#: The openai package once a request has needed it (:func:`_openai`). A process whose verdicts all come from the
+#: judge cache, or that only describes the judge (the pytest-xdist controller), never imports it: about 1 s and
+#: 20 MiB of memory a process.
+_OPENAI: Any = None
+
+
+async def _openai() -> Any:
+    """The ``openai`` package, imported the first time a request needs it, on a thread of the loop's executor:
+    the loop goes on running the other cases meanwhile (an import on its own thread stalled every case in flight)."""
+    global _OPENAI
+    if _OPENAI is None:
+        _OPENAI = await asyncio.to_thread(importlib.import_module, "openai")
+    return _OPENAI
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -78,7 +78,9 @@ class CaseRunner:
         self._session_client: SessionClient | None = None
         self._around: dict[int, tuple[Any, SessionClient]] = {}  # a conftest fixture's target -> (it, its session client)
         self._started: dict[str, concurrent.futures.Future[CaseRecord]] = {}
-        self._done: set[str] = set()
+        self._done = bytearray()  # per place in the session's list: 1 once that item's protocol finished
+        self._done_elsewhere: set[str] = set()  # node ids of finished items that are not in the list
+        self._done_count = 0
         self._lookahead: Lookahead | None = None
         self._progress: LiveProgress | None = None
         self._progress_due = live_progress  # made at the first case; never on an xdist worker (no terminal of its own)
@@ -93,7 +95,7 @@ class CaseRunner:
 
     def totals(self) -> RunnerTotals:
         first = tuple((gate.name, gate.first_latency_ms) for gate in self._gates.values() if gate.first_latency_ms is not None)
-        return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=len(self._done), first_calls=first)
+        return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=self._done_count, first_calls=first)
 
     # -- clients and judge -------------------------------------------------
 
@@ -219,8 +221,23 @@ class CaseRunner:
 
     def _case_order(self, item: pytest.Item) -> int:
         """The item's collection index: judge requests of earlier cases are served first."""
+        return self._lookahead_for(item.session).order(item)
+
+    def _is_done(self, place: int, item: pytest.Item) -> bool:
+        return bool(self._done[place]) if place < len(self._done) else item.nodeid in self._done_elsewhere
+
+    def _mark_done(self, item: pytest.Item) -> None:
         lookahead = self._lookahead_for(item.session)
-        return lookahead.position.get(id(item), len(lookahead.items))
+        place = lookahead.index(item)
+        if len(self._done) != len(lookahead.items):
+            self._done = bytearray(len(lookahead.items))
+        if place is None:
+            if item.nodeid not in self._done_elsewhere:
+                self._done_elsewhere.add(item.nodeid)
+                self._done_count += 1
+        elif not self._done[place]:
+            self._done[place] = 1
+            self._done_count += 1
 
     def _lookahead_for(self, session: pytest.Session) -> Lookahead:
         if self._lookahead is None:
@@ -252,7 +269,7 @@ class CaseRunner:
             file=item.nodeid.partition("::")[0],
             line=item.line,
             judge=None if item.case.judge is False else judge,
-            spot_input=self.setup.spot_setup is not None and item.case.judge is not False,
+            spot_input=self.setup.spot_checked and item.case.judge is not False,
             repeat=self.settings.repeat,
             params=params,
         )
@@ -303,11 +320,11 @@ class CaseRunner:
         """Start the cases of the next ``2 x concurrency`` items (the engine runs ``concurrency`` at a time)."""
         if self.settings.concurrency <= 1:
             return
-        for upcoming in self._lookahead_for(session).upcoming(item, nextitem, 2 * self.settings.concurrency):
+        for place, upcoming in self._lookahead_for(session).upcoming(item, nextitem, 2 * self.settings.concurrency):
             if (
                 not isinstance(upcoming, CaseItem)
                 or upcoming.nodeid in self._started
-                or upcoming.nodeid in self._done
+                or self._is_done(place, upcoming)
                 or upcoming.nodeid in self.in_order
             ):
                 continue
@@ -319,7 +336,7 @@ class CaseRunner:
             fixtures = self._early_fixtures(upcoming)
             if fixtures is None:
                 continue
-            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures), order=self._case_order(upcoming))
+            self._started[upcoming.nodeid] = self.engine.submit(self._case_coro(upcoming, *fixtures), order=place)
 
     # -- hooks ------------------------------------------------------------------
 
@@ -334,7 +351,7 @@ class CaseRunner:
             yield
         finally:
             self.current_item = None
-            self._done.add(item.nodeid)
+            self._mark_done(item)
             if self._progress is not None and isinstance(item, CaseItem):
                 self._progress.done(item.nodeid)
 
@@ -355,7 +372,7 @@ class CaseRunner:
             if report.failed:  # a traceback's text may come from outside too (an exception quoting a server)
                 report.longrepr = escape_longrepr(report.longrepr)
             report.rageval_case = record  # type: ignore[attr-defined]
-            item.record = None  # the report carries it from here on
+            item.release()  # the report carries the record from here on, and the record what the run needs of the case
             if self.config.getoption("xmlpath", None):  # JUnit XML asked for: metrics as properties
                 item.user_properties.extend((f"rageval.{n}", v) for n, v in record["metrics"].items() if v is not None)
         elif isinstance(item, BadLineItem):

@@ -10,6 +10,7 @@ quality miss is a failure (F).
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from pytest_rageval.errors import RagevalWarning
 from pytest_rageval.evaluation.evalpaths import expand_globs, loop_problem, loop_target, real_path
-from pytest_rageval.evaluation.evalset import load_eval_file
+from pytest_rageval.evaluation.evalset import BadLine, gc_paused, iter_eval_file, parse_line
 from pytest_rageval.evaluation.matrix import MatrixConfig, rewrite_keyword_expression
 from pytest_rageval.evaluation.record import CaseRecord
 from pytest_rageval.evaluation.schema import EvalCase, definition_hash
@@ -47,6 +48,10 @@ collection_key: pytest.StashKey[EvalCollection] = pytest.StashKey()
 runner_key: pytest.StashKey[CaseRunning] = pytest.StashKey()
 
 
+#: The marker of every eval-set item: one object that all of them share (a mark is immutable).
+RAGEVAL_MARK = pytest.mark.rageval
+
+
 def _case_function(rageval_client: Any, rageval_judge: Any) -> None:
     """Stands in for a test function so the item requests the plugin's fixtures."""
 
@@ -54,41 +59,42 @@ def _case_function(rageval_client: Any, rageval_judge: Any) -> None:
 class EvalSetFile(pytest.File):
     """A ``.jsonl`` eval set: one item per line, in file order."""
 
-    def collect(self) -> Iterator[pytest.Item]:
+    def collect(self) -> list[pytest.Item]:
         collection = self.config.stash.get(collection_key, None)
         if collection is not None and not collection.first_path_of_file(self.path):
-            return  # the same file reached by another path (a link) earlier: its cases are collected there
+            return []  # the same file reached by another path (a link) earlier: its cases are collected there
         display = _relative(self.path, self.config.rootpath)
-        loaded = load_eval_file(self.path, display=display)
         # One fixture closure serves every case of the file (as pytest does for a parametrized function).
         fixtureinfo = compat.shared_fixtureinfo(self, _case_function)
-        entries: list[tuple[int, pytest.Item]] = []
-        for bad in loaded.bad:
-            entries.append((bad.line, BadLineItem.from_parent(self, name=f"line{bad.line}", message=bad.message, line=bad.line)))
-        for good in loaded.cases:
-            problem = _threshold_problem(good.case, display, good.line)
-            if problem:
-                item: pytest.Item = BadLineItem.from_parent(self, name=f"line{good.line}", message=problem, line=good.line)
-            else:
-                configs: Sequence[MatrixConfig | None] = collection.configs if collection is not None else [None]
+        configs: Sequence[MatrixConfig | None] = collection.configs if collection is not None else [None]
+        items: list[pytest.Item] = []
+        # Each line's case is parsed, made into items (which keep the line, not the case) and let go before the
+        # next, in file order. Items are kept, nothing is freed: the cyclic GC would only rescan them.
+        with gc_paused():
+            for entry in iter_eval_file(self.path, display=display):
+                if isinstance(entry, BadLine):
+                    items.append(BadLineItem.from_parent(self, name=f"line{entry.line}", message=entry.message, line=entry.line))
+                    continue
+                problem = _threshold_problem(entry.case, display, entry.line)
+                if problem:
+                    items.append(BadLineItem.from_parent(self, name=f"line{entry.line}", message=problem, line=entry.line))
+                    continue
+                marks = collection.mark_decorators(entry.case) if collection is not None else ()
                 for config in configs:
                     item = CaseItem.from_parent(
                         self,
-                        name=good.case.id if config is None else f"{good.case.id}[{config.id}]",
+                        name=entry.case.id if config is None else f"{entry.case.id}[{config.id}]",
                         callobj=_case_function,
                         fixtureinfo=fixtureinfo,
-                        case=good.case,
-                        line=good.line,
+                        case=entry.case,
+                        line=entry.line,
+                        source=entry.source,
                         matrix_config=config,
                     )
-                    for mark in collection.marks_for(good.case) if collection is not None else ():
+                    for mark in marks:
                         item.add_marker(mark)
-                    entries.append((good.line, item))
-                continue
-            entries.append((good.line, item))
-        entries.sort(key=lambda pair: pair[0])
-        for _, item in entries:
-            yield item
+                    items.append(item)
+        return items
 
 
 def _relative(path: Any, root: Any) -> str:
@@ -110,23 +116,45 @@ def _threshold_problem(case: EvalCase, display: str, line: int) -> str | None:
 
 
 class CaseItem(pytest.Function):
-    """One eval case as a test item."""
+    """One eval case as a test item.
 
-    def __init__(self, *, case: EvalCase, line: int, matrix_config: MatrixConfig | None = None, **kwargs: Any) -> None:
+    With its line's text (``source``) it keeps that, not the parsed case: ``case`` parses the line again when
+    the item runs, and ``release`` lets go of it once the record is made (a run of 100,000 cases would
+    otherwise hold 100,000 parsed cases from collection to the end). ``release`` lets go of the record too.
+    """
+
+    def __init__(self, *, case: EvalCase, line: int, source: bytes | None = None, matrix_config: MatrixConfig | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.case = case
+        self._source = source or None
+        self._case: EvalCase | None = None if self._source is not None else case
         self.line = line
         self.matrix_config = matrix_config  # the matrix's combination this item runs under (None without a matrix)
         self.record: CaseRecord | None = None
-        self.add_marker(pytest.mark.rageval)
+        self.add_marker(RAGEVAL_MARK)
         if case.skip is not None:
             self.add_marker(pytest.mark.skip(reason=case.skip))
         if case.xfail is not None:
             self.add_marker(pytest.mark.xfail(reason=case.xfail, strict=False))
-        self.extra_keyword_matches.update(case.tags)
-        self.extra_keyword_matches.add(case.category)
+        # tags and categories repeat from case to case: one string each, not one per item
+        self.extra_keyword_matches.update(sys.intern(tag) for tag in case.tags)
+        self.extra_keyword_matches.add(sys.intern(case.category))
         if matrix_config is not None:
             self.extra_keyword_matches.update(matrix_config.keywords())  # -k 'top_k=10', rewritten (matrix.py)
+
+    @property
+    def case(self) -> EvalCase:
+        """The item's eval case (parsed again from its line when it was let go)."""
+        if self._case is None:
+            assert self._source is not None
+            self._case = parse_line(self._source)
+        return self._case
+
+    def release(self) -> None:
+        """Let go of the record (its report carries it now) and of the parsed case (``case`` parses the line again
+        if asked; kept when there is no line)."""
+        self.record = None
+        if self._source is not None:
+            self._case = None
 
     def setup(self) -> None:
         super().setup()
@@ -146,7 +174,7 @@ class CaseItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Any, int, str]:
         # pytest shows the domain after the file, reading dots as "::": keep it the bare id.
-        return self.path, self.line - 1, self.case.id if self.matrix_config is None else f"{self.case.id}[{self.matrix_config.id}]"
+        return self.path, self.line - 1, self.name  # the case id, and its config in brackets
 
 
 #: What each ``record["warnings"]`` code means for the user, and what to change.
@@ -242,7 +270,7 @@ class BadLineItem(pytest.Item):
         super().__init__(**kwargs)
         self.message = message
         self.line = line
-        self.add_marker(pytest.mark.rageval)
+        self.add_marker(RAGEVAL_MARK)
 
     def setup(self) -> None:
         from pytest_rageval.sanitize import terminal_safe
@@ -271,6 +299,7 @@ class EvalCollection:
         # keys of the cases a resumed run has finished already, each with the definition hash it ran under
         self.resumed: Mapping[str, str | None] = resumed or {}
         self._registered_marks: set[str] = set()  # markers of lines and [tool.rageval.marks], registered once
+        self._decorators: dict[str, pytest.MarkDecorator] = {}  # each marker's one object, by name
         self.broken_sets: list[tuple[Path, str]] = []  # eval-set globs' matches that are broken symlinks or loops
         self._first_paths: dict[Path, Path] = {}  # an eval-set file's real path -> the path it is collected under
         self.selection = Selection()
@@ -303,6 +332,10 @@ class EvalCollection:
                 self.config.addinivalue_line("markers", f"{name}: added by an eval-set line or [tool.rageval.marks]")
                 self._registered_marks.add(name)
         return list(dict.fromkeys(names))
+
+    def mark_decorators(self, case: EvalCase) -> list[pytest.MarkDecorator]:
+        """The markers of :meth:`marks_for`, each one object that the items carrying it share."""
+        return [self._decorators.get(name) or self._decorators.setdefault(name, getattr(pytest.mark, name)) for name in self.marks_for(case)]
 
     def choose_default_args(self) -> None:
         """``pytest --rageval`` without paths runs the eval sets of ``rageval_eval_sets``."""

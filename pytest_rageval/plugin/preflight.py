@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rageval.evaluation.evalset import load_eval_file
+from pytest_rageval.evaluation.evalset import LoadedCase, iter_eval_file
 from pytest_rageval.evaluation.reach import unreachable_gold
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.judges.base import JudgeAuthError
@@ -165,5 +165,6 @@ def _eval_cases(args: list[str], rootdir: Path) -> Iterator[tuple[str, int, Eval
             display = file.resolve().relative_to(rootdir.resolve()).as_posix()
         except ValueError:
             display = str(file)
-        for loaded in load_eval_file(file, display=display).cases:
-            yield display, loaded.line, loaded.case
+        for loaded in iter_eval_file(file, display=display):  # one parsed case at a time
+            if isinstance(loaded, LoadedCase):
+                yield display, loaded.line, loaded.case

@@ -45,14 +45,21 @@ class RunSetup:
         self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir)
 
     @classmethod
-    def build(cls, settings: Settings) -> RunSetup:
+    def build(cls, settings: Settings, *, spot_judge: bool = True) -> RunSetup:
+        """``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges
+        after the run, where results are kept)."""
         judge_setup = build_judge(settings, os.environ)
         spot_setup = (
             build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=judge_setup)
-            if settings.spot_check and judge_setup is not None
+            if spot_judge and settings.spot_check and judge_setup is not None
             else None
         )
         return cls(settings, judge_setup, spot_setup)
+
+    @property
+    def spot_checked(self) -> bool:
+        """Whether the run spot-checks its judge (its judged cases keep what the spot check re-judges)."""
+        return bool(self.settings.spot_check) and self.judge_setup is not None
 
     def target_client(self) -> RagClient:
         """The client for the configured target (made once); ``RagConfigError`` when there is none."""

@@ -60,32 +60,57 @@ def is_own_fixture(item: pytest.Item, name: str) -> bool:
 
 
 class Lookahead:
-    """A serial session: the items after the current one in the session's list."""
+    """A serial session: the items after the current one in the session's list.
+
+    Where an item is in that list is found next to the item looked up last (a session runs its items in list
+    order), not from a table of every item: that table is made only the first time an item is not found
+    there (an xdist worker's items come in the order the controller sends them).
+    """
 
     def __init__(self, config: pytest.Config, items: Sequence[pytest.Item]) -> None:
         self.config = config
         self.items = items
-        self.position = {id(item): i for i, item in enumerate(items)}
+        self._last = 0  # the place of the item looked up last
+        self._position: dict[int, int] | None = None  # id(item) -> its place, made only when needed
 
-    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[pytest.Item]:
-        """``item``, then up to ``window`` items this process will run after it."""
-        yield item
-        start = self.position.get(id(item))
+    def index(self, item: pytest.Item) -> int | None:
+        """``item``'s place in the session's list; None when it is not in it."""
+        items, last = self.items, self._last
+        for place in range(last, min(last + 2, len(items))):
+            if items[place] is item:
+                self._last = place
+                return place
+        if self._position is None:
+            self._position = {id(each): place for place, each in enumerate(items)}
+        found = self._position.get(id(item))
+        if found is not None:
+            self._last = found
+        return found
+
+    def order(self, item: pytest.Item) -> int:
+        """``item``'s place, to serve the judge requests of earlier cases first (past the end when not listed)."""
+        found = self.index(item)
+        return len(self.items) if found is None else found
+
+    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[tuple[int, pytest.Item]]:
+        """``item``, then up to ``window`` items this process will run after it, each with its place (:meth:`order`)."""
+        start = self.index(item)
+        yield (len(self.items) if start is None else start), item
         if start is not None:
-            yield from self.items[start + 1 : start + 1 + window]
+            yield from enumerate(self.items[start + 1 : start + 1 + window], start + 1)
 
 
 class WorkerLookahead(Lookahead):
     """An xdist worker: the next item, then those the controller has sent this worker but it has not started."""
 
-    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[pytest.Item]:
-        yield item
+    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[tuple[int, pytest.Item]]:
+        yield self.order(item), item
         if nextitem is not None:
-            yield nextitem
+            yield self.order(nextitem), nextitem
         pending = compat.xdist_pending(self.config) or []
         for index in pending[: max(0, window - 1)]:
             if 0 <= index < len(self.items):
-                yield self.items[index]
+                yield index, self.items[index]
 
 
 def in_shard(nodeid: str, index: int, count: int) -> bool:

@@ -42,8 +42,8 @@ def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any,
     moved = root_moved_by(list(config.invocation_params.args), [p for p in named if p.exists()] or [invocation], config.rootpath)
     if moved is not None:
         raise pytest.UsageError(f"pytest-rageval: {moved}")
-    setup = RunSetup.build(_settings(config, ini_keys))
     worker = compat.is_xdist_worker(config)
+    setup = RunSetup.build(_settings(config, ini_keys), spot_judge=not worker)  # a worker never spot-checks
     collection = EvalCollection(config, setup)
     controller = None if worker else _controller(config, setup, collection)
     runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)

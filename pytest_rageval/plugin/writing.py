@@ -121,7 +121,7 @@ def write_report_html(
     from pytest_rageval.runs.store import RunStore
 
     skipped: list[str] = []
-    history = [m for m in RunStore(output_dir).history(skipped=skipped) if m.get("run_id") != writer.run_id]
+    history = [m for m in RunStore(output_dir).history(skipped=skipped, known={writer.run_id: metrics}) if m.get("run_id") != writer.run_id]
     notes.extend(public(note) for note in skipped)
     compared = comparison is not None and not comparison.refused
     write_report(

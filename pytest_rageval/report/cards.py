@@ -9,9 +9,9 @@ rest. :class:`CaseAnchors` fixes each card's element id; the CI summary links th
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from pytest_rageval.evaluation.thresholds import op_for
 
@@ -40,9 +40,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DETAIL_LIMIT",
+    "CardStore",
     "CaseAnchors",
     "CaseSections",
+    "Piece",
     "case_anchors",
+    "joined",
     "render_case_body",
     "render_cases",
     "render_since_for",
@@ -112,13 +115,31 @@ def case_anchors(
     return out
 
 
+class CardStore(Protocol):
+    """Where one section's cards go as they are rendered: a list, or report.html's spooled file (html.py)."""
+
+    def append(self, card: Html, /) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+#: A part of a section in page order: a fragment, or the store of the section's cards.
+Piece = Html | CardStore
+
+
 @dataclass(frozen=True)
 class CaseSections:
-    """The cases as the page places them: ``flipped`` and ``failing`` before the tables, ``others`` after."""
+    """The cases as the page places them: ``flipped`` and ``failing`` before the tables, ``others`` after; each
+    section its pieces in page order (:func:`joined` makes one fragment of them)."""
 
-    flipped: Html
-    failing: Html
-    others: Html
+    flipped: tuple[Piece, ...]
+    failing: tuple[Piece, ...]
+    others: tuple[Piece, ...]
+
+
+def joined(pieces: Iterable[Piece]) -> Html:
+    """Pieces whose card stores are lists, as one fragment."""
+    return join(piece if isinstance(piece, Html) else join(cast("list[Html]", piece)) for piece in pieces)
 
 
 def render_since_for(record: dict[str, Any], baseline: BaselineCases | None) -> Html:
@@ -133,11 +154,17 @@ def render_since_for(record: dict[str, Any], baseline: BaselineCases | None) -> 
 
 
 def render_cases(
-    records: Iterable[dict[str, Any]], *, to_fail: Collection[str] = (), to_pass: Collection[str] = (), baseline: BaselineCases | None = None
+    records: Iterable[dict[str, Any]],
+    *,
+    to_fail: Collection[str] = (),
+    to_pass: Collection[str] = (),
+    baseline: BaselineCases | None = None,
+    store: Callable[[], CardStore] = list,
 ) -> CaseSections:
     """Flipped cases, then the other failed and errored ones, then the rest; rendered while reading, so
-    records are not all kept. ``baseline`` adds each card's "Since baseline" section."""
-    sections: dict[str, list[Html]] = {TO_FAIL: [], TO_PASS: [], FAILING: [], OTHER: []}
+    records are not all kept (nor, with a ``store`` that writes them away, their cards). ``baseline`` adds each
+    card's "Since baseline" section."""
+    sections: dict[str, CardStore] = {TO_FAIL: store(), TO_PASS: store(), FAILING: store(), OTHER: store()}
     index: dict[str, list[tuple[str, str, str]]] = {TO_FAIL: [], TO_PASS: [], FAILING: []}
     anchors = CaseAnchors(to_fail, to_pass)
     for record in records:
@@ -151,25 +178,30 @@ def render_cases(
             index[section].append((str(record.get("outcome")), _case_label(record), anchor))
         since = render_since_for(record, baseline)
         sections[section].append(_render_case(record, anchor, open_=section in (TO_FAIL, FAILING), since=since))
-    flipped = EMPTY
+    none = Html('<p class="muted">None.</p>')
+    flipped: list[Piece] = []
     if to_fail or to_pass:
         n = len(sections[TO_FAIL]) + len(sections[TO_PASS])
-        flipped = Html('<h2 id="flipped">Flipped since the baseline ({})</h2>').format(n)
+        flipped.append(Html('<h2 id="flipped">Flipped since the baseline ({})</h2>').format(n))
         for section, title in ((TO_FAIL, "pass &rarr; fail"), (TO_PASS, "fail &rarr; pass")):
-            flipped += Html('<h3 id="flipped-{}">{} ({})</h3>').format(section.replace("_", "-"), Html(title), len(sections[section]))
-            flipped += _render_index(index[section]) + join(sections[section]) if sections[section] else Html('<p class="muted">None.</p>')
-    failing = Html('<h2 id="failing">{} ({})</h2>').format(
-        "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases", len(sections[FAILING])
-    )
-    failing += _render_index(index[FAILING]) + join(sections[FAILING]) if sections[FAILING] else Html('<p class="muted">None.</p>')
+            flipped.append(Html('<h3 id="flipped-{}">{} ({})</h3>').format(section.replace("_", "-"), Html(title), len(sections[section])))
+            flipped.extend((_render_index(index[section]), sections[section]) if len(sections[section]) else (none,))
+    failing: list[Piece] = [
+        Html('<h2 id="failing">{} ({})</h2>').format(
+            "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases", len(sections[FAILING])
+        )
+    ]
+    failing.extend((_render_index(index[FAILING]), sections[FAILING]) if len(sections[FAILING]) else (none,))
     rest = sections[OTHER]
-    others = Html('<h2 id="others">Other cases ({})</h2>').format(len(rest))
+    others: list[Piece] = [Html('<h2 id="others">Other cases ({})</h2>').format(len(rest))]
     if len(rest) > DETAIL_LIMIT:
-        others += Html(
-            '<p class="muted">The first {} in full; the rest show question, answer and metrics (results.jsonl has every detail).</p>'
-        ).format(DETAIL_LIMIT)
-    others += join(rest)
-    return CaseSections(flipped=flipped, failing=failing, others=others)
+        others.append(
+            Html('<p class="muted">The first {} in full; the rest show question, answer and metrics (results.jsonl has every detail).</p>').format(
+                DETAIL_LIMIT
+            )
+        )
+    others.append(rest)
+    return CaseSections(flipped=tuple(flipped), failing=tuple(failing), others=tuple(others))
 
 
 def _render_index(entries: list[tuple[str, str, str]]) -> Html:

@@ -25,7 +25,7 @@ from typing import IO, Any
 import jsonlines
 
 from pytest_rageval import safejson
-from pytest_rageval.atomic import write_bytes_atomic
+from pytest_rageval.atomic import open_atomic, write_bytes_atomic
 from pytest_rageval.errors import DataError
 
 from . import readback
@@ -88,8 +88,13 @@ def append_to_regular_file(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """A JSON artifact (metrics.json, config.json, a baseline): indented by 2, one newline at the end, atomic."""
-    write_text_atomic(path, safejson.dumps(data, indent=2) + "\n")
+    """A JSON artifact (metrics.json, config.json, a baseline): indented by 2, one newline at the end, atomic.
+
+    Written as it is encoded (safejson.dump), so a metrics.json of many cases is never whole in memory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_atomic(path) as fh:
+        safejson.dump(data, fh, indent=2)
+        fh.write(b"\n")
 
 
 def stamped(data: Mapping[str, Any]) -> dict[str, Any]:

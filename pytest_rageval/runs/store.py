@@ -8,6 +8,7 @@ report.html goes, which earlier runs make the history).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,24 @@ class RunStore:
             raise ValueError(f"{self.latest_path}: cannot read: {exc}") from exc
         return run_id or None
 
-    def history(self, *, limit: int | None = 30, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-        """The metrics.json of every run here, oldest first (sorted by timestamp, then run id).
+    def history(
+        self, *, limit: int | None = 30, skipped: list[str] | None = None, known: Mapping[str, dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """The metrics.json of every run here, oldest first (sorted by timestamp, then run id), each without its
+        ``cases`` (what the history and the trends read is the run's own fields: a run of 100,000 cases would
+        otherwise be kept whole, for each run).
 
         A file that cannot be read, is no object or holds a value the history cannot use is left out, with one line
         naming it (file, field, problem) added to ``skipped``; only the newest ``limit`` runs are kept (all when
-        ``limit`` is None).
+        ``limit`` is None). ``known``: metrics.json of runs at hand already, by run folder name, taken as they are
+        instead of reading the file again (the run being written).
         """
         if not self.output_dir.is_dir():
             return []
         paths = sorted(self.output_dir.glob(f"*/{RunFolder.METRICS}"))
-        runs = [m for m in (_history_entry(p, skipped) for p in paths) if m is not None]
+        known = known or {}
+        entries = (_without_cases(known[p.parent.name]) if p.parent.name in known else _history_entry(p, skipped) for p in paths)
+        runs = [m for m in entries if m is not None]
         runs.sort(key=lambda m: (str(m.get("timestamp") or ""), str(m.get("run_id") or "")))
         if limit is None:
             return runs
@@ -84,6 +92,11 @@ def _history_entry(path: Path, skipped: list[str] | None) -> dict[str, Any] | No
         if skipped is not None:
             skipped.append(f"an older run left out of the history: {exc}")
         return None
+    data.pop("cases", None)
     entry: dict[str, Any] = data
     entry.setdefault("run_id", path.parent.name)
     return entry
+
+
+def _without_cases(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in metrics.items() if key != "cases"}
