@@ -42,8 +42,9 @@ def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any,
     moved = root_moved_by(list(config.invocation_params.args), [p for p in named if p.exists()] or [invocation], config.rootpath)
     if moved is not None:
         raise pytest.UsageError(f"pytest-rageval: {moved}")
-    setup = RunSetup.build(_settings(config, ini_keys))
     worker = compat.is_xdist_worker(config)
+    shared = config.workerinput.get("rageval_flow") if worker else None  # type: ignore[attr-defined]
+    setup = RunSetup.build(_settings(config, ini_keys), shared_limits=Path(shared) if shared else None)
     collection = EvalCollection(config, setup)
     controller = None if worker else _controller(config, setup, collection)
     runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)
