@@ -13,7 +13,7 @@ servers.py for how it answers each tool's prompts):
   configures the same class). Run with `deepeval test run FILE` (serial, its
   default) and `deepeval test run FILE -n 3` (pytest-xdist).
 - pytest-rageval (this python): `python -m pytest --rageval -q -p no:cacheprovider`
-  with the openai judge at the same endpoint, default concurrency (8) and
+  with the openai judge at the same endpoint, default concurrency (adaptive) and
   default judge metrics (groundedness + correctness: two requests per case),
   `--rageval-no-cache`.
 

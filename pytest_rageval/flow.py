@@ -22,11 +22,12 @@ import itertools
 import math
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["CASE_ORDER", "Aimd", "EndpointLimiter", "FlowStats", "Ticket"]
+__all__ = ["CASE_ORDER", "Aimd", "EndpointLimiter", "FlowStats", "Limiter", "SlotTicket", "Ticket"]
 
 #: The collection index of the case whose work runs in this context (set where cases are started);
 #: -1 outside a case (a hand-written test, the calibration check, ``rageval judge``), served first.
@@ -44,6 +45,26 @@ class FlowStats:
     timeouts: int
     requests: int
     adaptive: bool
+
+
+class SlotTicket(Protocol):
+    """A held slot, through which a request reports how it went."""
+
+    def done(self, seconds: float) -> None: ...
+
+    def refused(self) -> None: ...
+
+    def timed_out(self) -> None: ...
+
+
+class Limiter(Protocol):
+    """What a client needs of its endpoint's limiter (:class:`EndpointLimiter`, or one shared between processes)."""
+
+    def slot(self, order: int | None = None) -> AbstractAsyncContextManager[SlotTicket]: ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    def stats(self) -> FlowStats: ...
 
 
 class Aimd:

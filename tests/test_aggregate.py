@@ -601,4 +601,3 @@ def test_cases_are_read_as_new_dicts_equal_to_what_metrics_json_holds() -> None:
     assert cases == plain and plain == cases and len(cases) == len(plain)
     # written to metrics.json as a plain object, the same text as the dicts give
     assert safejson.dumps({**result, "cases": cases}, indent=2) == safejson.dumps({**result, "cases": plain}, indent=2)
-

@@ -81,7 +81,9 @@ def test_lookahead_finds_items_next_to_the_last_one_and_out_of_order_too() -> No
 
 def test_a_bad_line_still_errors_after_the_good_ones_are_let_go(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makepyfile(rag=TARGET)
-    pytester.makefile(".jsonl", **{"eval_sets/s": eval_set(3) + '{"id": "bad", "question": ""}\n' + eval_set(1, question="z").replace('"c0"', '"d0"')})
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": eval_set(3) + '{"id": "bad", "question": ""}\n' + eval_set(1, question="z").replace('"c0"', '"d0"')}
+    )
     result = pytester.runpytest("--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "-v")
     result.assert_outcomes(passed=4, errors=1)
     order = [line.split("::")[1].split()[0] for line in result.stdout.lines if line.startswith("eval_sets/s.jsonl::")]

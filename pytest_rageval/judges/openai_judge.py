@@ -50,7 +50,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from pytest_rageval import bounded_http, defaults, safejson
-from pytest_rageval.flow import EndpointLimiter
+from pytest_rageval.flow import EndpointLimiter, Limiter
 from pytest_rageval.redact import MASK, Redactor, environment_secrets, guard_http_logs, public_url, url_secrets
 from pytest_rageval.retry import backoff_delay, retry_after_seconds
 
@@ -209,7 +209,7 @@ class OpenAIJudge:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_in_flight: int = 8,
-        limiter: EndpointLimiter | None = None,
+        limiter: Limiter | None = None,
         max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
     ) -> None:
         if not model:
@@ -246,7 +246,7 @@ class OpenAIJudge:
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         # Shared by judges of one endpoint (spot checks); keeps what is in flight answerable within the timeout.
-        self.limiter = limiter or EndpointLimiter(max_in_flight, timeout=self.timeout)
+        self.limiter: Limiter = limiter or EndpointLimiter(max_in_flight, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, base_url={self._shown_url!r}, json_mode={self.json_mode_in_use!r})"

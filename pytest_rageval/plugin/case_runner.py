@@ -32,7 +32,6 @@ from pytest_rageval.targets.target_gate import GatedClient, TargetMismatch
 from .collect import BadLineItem, CaseItem
 from .handwritten import EvaluateError, SessionClient, record_outcomes
 from .judge_factory import SessionJudge
-from .limits import target_limiter
 from .progress import LiveProgress
 from .run_setup import RunSetup
 from .runner import Engine, RunOptions, as_rag_client, base_record, evaluate_case
@@ -251,7 +250,7 @@ class CaseRunner:
             described = client.describe()
             name = str(described.get("callable") or described.get("url") or "the target")
             gate = self._gates[id(client)] = GatedClient(
-                client, limiter=target_limiter(self.settings), name=name, stop_on_mismatch=described.get("kind") == "callable"
+                client, limiter=self.setup.limits.target(name), name=name, stop_on_mismatch=described.get("kind") == "callable"
             )
         return gate
 
@@ -450,6 +449,8 @@ class WorkerLink:
         if totals.stop_message:
             output["rageval_stop"] = totals.stop_message
         output["rageval_selection"] = self.collection.selection.as_dict()
+        # what this worker's own limiters did (a shared limit's figures are the controller's already)
+        output["rageval_flow"] = [[name, dataclasses.asdict(stats)] for name, stats in self.runner.setup.limits.own_stats()]
 
 
 def _config_fields(record: CaseRecord, item: CaseItem) -> CaseRecord:

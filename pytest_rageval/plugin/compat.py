@@ -51,7 +51,10 @@ __all__ = [
 NOTHING: Any = object()
 
 _warned_key = pytest.StashKey[set[str]]()
-_frozen_key = pytest.StashKey[bool]()  # present once armed; True while this session's freeze is in force
+#: a config attribute, present once armed, True while this session's freeze is in force. Not a StashKey: a key is
+#: one module object's, and pytester's in-process runs can leave two copies of this module in one process
+#: (one imported before a run's module snapshot, one re-imported in it), each with a key of its own.
+_FROZEN = "_rageval_gc_frozen"
 
 
 class CompatWarning(RagevalWarning, pytest.PytestWarning):
@@ -164,7 +167,7 @@ def arm_gc_freeze(config: pytest.Config) -> None:
     scan every item: 2.6x the collection time of 50,000 parametrized tests for a 50,000-line eval set. The
     interpreter's last collection at exit would scan and free them all too: an exit handler freezes again.
     """
-    config.stash[_frozen_key] = False
+    setattr(config, _FROZEN, False)
     config.add_cleanup(lambda: _unfreeze(config))
 
 
@@ -172,10 +175,10 @@ def freeze_collected(config: pytest.Config) -> None:
     """Move every object tracked now (the collected items above all) out of the cyclic GC's reach until
     the end of the session (``gc.freeze``). Only when armed and when nothing else has frozen objects, so
     the unfreeze gives back exactly what this session froze."""
-    if config.stash.get(_frozen_key, True) or gc.get_freeze_count():
+    if getattr(config, _FROZEN, True) or gc.get_freeze_count():
         return
     gc.freeze()
-    config.stash[_frozen_key] = True
+    setattr(config, _FROZEN, True)
 
 
 #: Whether an exit handler freezes everything again: at interpreter exit nothing needs freeing, and the
@@ -187,8 +190,8 @@ def _unfreeze(config: pytest.Config) -> None:
     """Give this session's frozen objects back to the cyclic GC (a later session in this process, pytester's
     in-process runs among them, may collect them)."""
     global _refreeze_at_exit
-    if config.stash.get(_frozen_key, False):
-        config.stash[_frozen_key] = False
+    if getattr(config, _FROZEN, False):
+        setattr(config, _FROZEN, False)
         gc.unfreeze()
         if not _refreeze_at_exit:
             _refreeze_at_exit = True

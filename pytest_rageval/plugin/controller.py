@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_rageval.evaluation.selection import Selection
+from pytest_rageval.flow import FlowStats
 from pytest_rageval.gate.configs import add_ranking
 from pytest_rageval.redact import public_url, scrub_urls
 from pytest_rageval.runs.artifacts import case_config, config_hash, file_digests, new_run_id, why_not_latest
@@ -32,6 +33,7 @@ from pytest_rageval.runs.folder import RunFolder, RunFolderError
 from . import compat, signals
 from .gating import gate_run
 from .intake import Intake
+from .limits import flow_notes
 from .preflight import check_judge, dry_run_lines, header_lines, unreachable_gold_lines, what_serves
 from .run_folder_setup import PreparedRunFolder, prepare_run_folder, run_identity
 from .run_setup import RunSetup
@@ -74,6 +76,8 @@ class RunController:
         self.stop_message: str | None = None  # why the session stopped (a worker's refused judge key, a full disk)
         self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
         self.first_calls: list[tuple[str, float]] = []  # (target, ms) of each process's first call of a target
+        #: what each endpoint's limit did: the xdist workers' shared limits (xdist_link), else this process's own
+        self.flow_stats: Callable[[], list[tuple[str, FlowStats]]] = setup.limits.stats
         self.session: pytest.Session | None = None
         self.prepared = PreparedRunFolder()  # the run folder as checked before any case (a resume's records, lock)
         self._previous_sigterm: Any = None
@@ -166,6 +170,7 @@ class RunController:
         in_order = (totals.in_order if totals is not None else 0) + self.in_order_elsewhere
         first_calls = self.first_calls + list(totals.first_calls if totals is not None else ())
         self.gate_notes.extend(runner_notes(first_calls, in_order))
+        self.gate_notes.extend(self._public(line) for line in flow_notes(self.flow_stats()))
         if self.stop_message:  # the same exit status as a serial run that stopped on it
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         if not self.intake.accepted and self.settings.resume is None:

@@ -9,6 +9,7 @@ from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import Budget, JudgeSetup
 
 if TYPE_CHECKING:
+    from .limits import Limits
     from .settings import Settings
 
 #: USD per 1M (prompt, completion) tokens; ``[tool.rageval.judge.prices]`` adds or overrides.
@@ -21,13 +22,11 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-def build_judge(
-    settings: Settings, environ: Mapping[str, str], *, model: str | None = None, share_endpoint_with: JudgeSetup | None = None
-) -> JudgeSetup | None:
+def build_judge(settings: Settings, environ: Mapping[str, str], *, model: str | None = None, limits: Limits | None = None) -> JudgeSetup | None:
     """The judge in use (None without one); ``model`` overrides the configured one (spot checks).
 
-    ``share_endpoint_with``: a judge of the same endpoint whose limiter this one shares, so both
-    count against one in-flight cap and pause together on a 429.
+    ``limits``: the process's endpoint limiters; judges of one endpoint (the spot check's second model) take the
+    same limiter from it, so both count against one limit and pause together on a 429.
     """
     if not settings.judge_enabled:
         return None
@@ -38,7 +37,7 @@ def build_judge(
     from pytest_rageval.judges.cache import CachedJudge, JudgeCache
     from pytest_rageval.judges.openai_judge import OpenAIJudge, resolve_api_key
 
-    from .limits import judge_limiter
+    from .limits import Limits
 
     inner = OpenAIJudge(
         model=model or settings.judge_model or "",
@@ -49,7 +48,7 @@ def build_judge(
         max_response_bytes=settings.max_response_bytes,
         prices={**DEFAULT_PRICES, **settings.judge_prices},
         max_in_flight=settings.concurrency,
-        limiter=getattr(getattr(share_endpoint_with and share_endpoint_with.judge, "inner", None), "limiter", None) or judge_limiter(settings),
+        limiter=(limits or Limits(settings)).judge(settings.judge_base_url),
     )
     cache = None if settings.no_cache else JudgeCache(settings.cache_dir)
     return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))

@@ -1,28 +1,86 @@
-"""The endpoint limiters of a run: how many requests may be in flight to the target and to the judge.
+"""The endpoint limiters of one process: how many requests may be in flight to the target and to the judge.
 
 With ``--rageval-concurrency N`` each endpoint gets N (the target at most ``rageval_target_concurrency``); without
-it each limit adapts (flow.Aimd), starting at 8 and rising no higher than ``rageval_max_concurrency`` (64).
+it each limit adapts (flow.Aimd), starting at 8 and rising no higher than ``rageval_max_concurrency`` (64), and
+under pytest-xdist a worker's limiters take their places from the controller's flow_share.FlowServer, so the
+workers share one limit per endpoint (a fixed N stays each worker's own).
 """
 
 from __future__ import annotations
 
-from pytest_rageval import defaults
-from pytest_rageval.flow import Aimd, EndpointLimiter
+from pathlib import Path
 
+from pytest_rageval import defaults
+from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter
+from pytest_rageval.redact import scrub_urls
+
+from .flow_share import SharedLimiter, SharedSpec, link_to
 from .settings import Settings
 
-__all__ = ["judge_limiter", "target_limiter"]
+__all__ = ["Limits", "combined", "flow_notes"]
 
 
-def judge_limiter(settings: Settings) -> EndpointLimiter:
-    """The judge endpoint's limiter (bounded, too, by what the endpoint answers within the timeout)."""
-    ceiling = settings.concurrency
-    aimd = Aimd(defaults.CONCURRENCY, ceiling) if settings.adaptive else None
-    return EndpointLimiter(ceiling, timeout=settings.timeout, aimd=aimd)
+class Limits:
+    """One limiter per endpoint (made on first use): the judge's by base URL, the target's by name."""
+
+    def __init__(self, settings: Settings, *, shared: Path | None = None) -> None:
+        self.settings = settings
+        self._link = link_to(shared) if shared is not None else None
+        self._limiters: dict[str, Limiter] = {}
+
+    def judge(self, base_url: str | None) -> Limiter:
+        """The limiter of the judge endpoint at ``base_url`` (bounded, too, by what it answers within the timeout)."""
+        s = self.settings
+        return self._get(f"judge {scrub_urls(base_url or 'the default endpoint')}", s.concurrency, timeout=s.timeout)
+
+    def target(self, name: str) -> Limiter:
+        """The limiter of the target ``name``: never more than ``rageval_target_concurrency`` in flight."""
+        return self._get(f"target {name}", min(self.settings.concurrency, self.settings.target_concurrency), timeout=None)
+
+    def stats(self) -> list[tuple[str, FlowStats]]:
+        """What each endpoint's limiter in this process did, by name (the sent requests of a shared one only)."""
+        return sorted((name, limiter.stats()) for name, limiter in self._limiters.items())
+
+    def own_stats(self) -> list[tuple[str, FlowStats]]:
+        """:meth:`stats` of the limiters this process holds alone (not those shared with other workers)."""
+        return [(name, stats) for name, stats in self.stats() if not isinstance(self._limiters[name], SharedLimiter)]
+
+    def _get(self, name: str, ceiling: int, *, timeout: float | None) -> Limiter:
+        if name not in self._limiters:
+            adaptive = self.settings.adaptive
+            start = min(defaults.CONCURRENCY, ceiling)
+            if self._link is not None and adaptive:  # a fixed N is each worker's own, as --rageval-concurrency says
+                local = EndpointLimiter(ceiling, timeout=timeout)
+                self._limiters[name] = SharedLimiter(self._link, name, SharedSpec(ceiling, adaptive, start), local)
+            else:
+                self._limiters[name] = EndpointLimiter(ceiling, timeout=timeout, aimd=Aimd(start, ceiling) if adaptive else None)
+        return self._limiters[name]
 
 
-def target_limiter(settings: Settings) -> EndpointLimiter:
-    """The target's limiter: never more than ``rageval_target_concurrency`` in flight."""
-    ceiling = min(settings.concurrency, settings.target_concurrency)
-    aimd = Aimd(min(defaults.CONCURRENCY, ceiling), ceiling) if settings.adaptive else None
-    return EndpointLimiter(ceiling, aimd=aimd)
+def combined(stats: list[tuple[str, FlowStats]]) -> list[tuple[str, FlowStats]]:
+    """Each endpoint's figures over every process that reported them: requests, refusals and timeouts summed; the
+    limit and the most in flight the highest of any one process."""
+    merged: dict[str, FlowStats] = {}
+    for name, s in stats:
+        m = merged.get(name)
+        merged[name] = (
+            s
+            if m is None
+            else FlowStats(
+                max(m.limit, s.limit), max(m.peak, s.peak), m.refused + s.refused, m.timeouts + s.timeouts, m.requests + s.requests, m.adaptive
+            )
+        )
+    return sorted(merged.items())
+
+
+def flow_notes(stats: list[tuple[str, FlowStats]]) -> list[str]:
+    """One line per endpoint that was sent requests: where its limit settled, the most in flight, what it refused."""
+    lines = []
+    for name, s in stats:
+        if not s.requests:
+            continue
+        limit = f"adaptive limit settled at {s.limit}" if s.adaptive else f"limit {s.limit}"
+        refused = f", {s.refused} refused (429/503)" if s.refused else ", none refused"
+        timeouts = f", {s.timeouts} timed out" if s.timeouts else ""
+        lines.append(f"{name}: {limit} (most at once: {s.peak}); {s.requests} requests{refused}{timeouts}")
+    return lines

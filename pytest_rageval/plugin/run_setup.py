@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_rageval.evaluation.registry import Threshold
@@ -19,6 +20,7 @@ from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps,
 from pytest_rageval.targets.resolve import client_of, load_target
 
 from .judge_factory import build_judge, judge_info
+from .limits import Limits
 from .settings import Settings
 
 
@@ -32,6 +34,14 @@ class RunSetup:
     _target_client: RagClient | None = field(default=None, repr=False)
     _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
     calibration: dict[str, Any] | None = None  # the stored calibration rageval_min_judge_agreement found
+    _limits: Limits | None = field(default=None, repr=False)
+
+    @property
+    def limits(self) -> Limits:
+        """This process's endpoint limiters (the judge's and the target's)."""
+        if self._limits is None:
+            self._limits = Limits(self.settings)
+        return self._limits
 
     def check_calibration(self) -> None:
         """With ``rageval_min_judge_agreement`` and a judge: find a sufficient calibration of that judge
@@ -45,16 +55,18 @@ class RunSetup:
         self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir)
 
     @classmethod
-    def build(cls, settings: Settings, *, spot_judge: bool = True) -> RunSetup:
-        """``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges
-        after the run, where results are kept)."""
-        judge_setup = build_judge(settings, os.environ)
+    def build(cls, settings: Settings, *, shared_limits: Path | None = None, spot_judge: bool = True) -> RunSetup:
+        """``shared_limits``: the socket of the xdist controller's shared endpoint limits (on a worker);
+        ``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges after
+        the run, where results are kept)."""
+        limits = Limits(settings, shared=shared_limits)
+        judge_setup = build_judge(settings, os.environ, limits=limits)
         spot_setup = (
-            build_judge(settings, os.environ, model=settings.spot_check_model, share_endpoint_with=judge_setup)
+            build_judge(settings, os.environ, model=settings.spot_check_model, limits=limits)
             if spot_judge and settings.spot_check and judge_setup is not None
             else None
         )
-        return cls(settings, judge_setup, spot_setup)
+        return cls(settings, judge_setup, spot_setup, _limits=limits)
 
     @property
     def spot_checked(self) -> bool:

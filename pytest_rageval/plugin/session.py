@@ -43,7 +43,9 @@ def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any,
     if moved is not None:
         raise pytest.UsageError(f"pytest-rageval: {moved}")
     worker = compat.is_xdist_worker(config)
-    setup = RunSetup.build(_settings(config, ini_keys), spot_judge=not worker)  # a worker never spot-checks
+    shared = config.workerinput.get("rageval_flow") if worker else None  # type: ignore[attr-defined]
+    # a worker never spot-checks: the controller re-judges after the run
+    setup = RunSetup.build(_settings(config, ini_keys), shared_limits=Path(shared) if shared else None, spot_judge=not worker)
     collection = EvalCollection(config, setup)
     controller = None if worker else _controller(config, setup, collection)
     runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)

@@ -73,7 +73,7 @@ from pytest_rageval import bounded_http, defaults, safejson
 from pytest_rageval.errors import ConfigError, RagevalError
 from pytest_rageval.evaluation.record import CALL_ERROR_KINDS, CallErrorKind
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
-from pytest_rageval.flow import EndpointLimiter, Ticket
+from pytest_rageval.flow import Limiter, SlotTicket
 from pytest_rageval.redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
 from pytest_rageval.retry import backoff_delay
 from pytest_rageval.suggest import did_you_mean
@@ -607,7 +607,7 @@ class HttpClient:
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         #: holds each attempt (retries included) to the endpoint's limit and hears how it went (target_gate sets it)
-        self.limiter: EndpointLimiter | None = None
+        self.limiter: Limiter | None = None
 
     def __repr__(self) -> str:
         return f"HttpClient({_public_url(self._url, with_query=True)!r}, headers={sorted(self._header_names())!r})"
@@ -1010,7 +1010,7 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
 
 
 @asynccontextmanager
-async def _unlimited() -> AsyncIterator[Ticket | None]:
+async def _unlimited() -> AsyncIterator[SlotTicket | None]:
     """No limiter: an attempt goes out at once and reports to no one."""
     yield None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pytest_rageval.flow import EndpointLimiter
+from pytest_rageval.flow import Limiter
 
 from .client import HOW_TARGETS_ARE_CALLED, RagCallError, RagClient, RagReply
 
@@ -41,7 +41,7 @@ class GatedClient:
     whose signature and return value are the user's code; an HTTP service's odd answer stays that case's error).
     """
 
-    def __init__(self, inner: RagClient, *, limiter: EndpointLimiter, name: str, stop_on_mismatch: bool) -> None:
+    def __init__(self, inner: RagClient, *, limiter: Limiter, name: str, stop_on_mismatch: bool) -> None:
         self.inner = inner
         self.limiter = limiter
         # an HTTP client holds each attempt, retries included, to the limit itself (it hears every 429)

@@ -1,0 +1,130 @@
+"""``rageval calibrate``: how far the configured judge agrees with a labelled set, per metric (the work is
+judges/calibrate.py's); writes calibration.json."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..common import nearest_pyproject, say, usage_error
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="how far the configured judge agrees with a labelled set, per metric",
+        description="Run the judge configured as for `pytest --rageval` (the project's ini keys and "
+        "[tool.rageval.judge]; the options below override them) over a labelled set and print, "
+        "per metric: n, accuracy, balanced accuracy, Cohen's kappa, the confusion table (tp fp tn "
+        "fn; positive = passes), judge errors, requests and cost. Writes calibration.json, which "
+        "rageval_min_judge_agreement reads. The judge cache serves re-runs.",
+    )
+    p.add_argument(
+        "--set",
+        help="a labelled .jsonl set: one answer a line, {id, question, contexts, answer, "
+        "reference_answer?, expected_key_facts?, labels: {metric: true|false}} (default: the set "
+        "shipped with the package)",
+    )
+    p.add_argument("--metric", action="append", help="a judge metric to calibrate (repeatable; default: the judge metrics the project runs)")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="folder of calibration.json (default: <output>/calibration/<id>/, where <output> is the project's rageval_output, else results)",
+    )
+    p.add_argument("--judge", choices=["lexical", "openai"], help="the judge (default: the project's)")
+    p.add_argument("--judge-model", help="the OpenAI-compatible judge's model (default: the project's)")
+    p.add_argument("--judge-base-url", help="the OpenAI-compatible judge's base URL (default: the project's, else env OPENAI_BASE_URL)")
+    p.add_argument("--concurrency", type=int, default=None, help="judge requests in flight at once (default 8)")
+    p.add_argument("--no-cache", action="store_true", help="ask the judge again for every answer")
+    p.add_argument("--pyproject", help="the project's pyproject.toml (default: the nearest one above the current folder)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``rageval calibrate``: the configured judge's agreement with a labelled set, per metric (judges/calibrate.py)."""
+    import asyncio
+    import os
+
+    from pytest_rageval.judges.base import JudgeAuthError
+    from pytest_rageval.judges.calibrate import SHIPPED_SET, CalibrationError, calibrate, format_figures, load_set, set_hash
+    from pytest_rageval.judges.calibrations import CALIBRATION_DIR, judge_identity, write_calibration
+    from pytest_rageval.plugin.judge_factory import build_judge, judge_info
+    from pytest_rageval.plugin.settings import SettingsError
+    from pytest_rageval.runs.artifacts import new_run_id
+
+    path = Path(args.set) if args.set else SHIPPED_SET
+    try:
+        items = load_set(path)
+        settings = _judge_settings(args)
+    except (CalibrationError, SettingsError) as exc:
+        raise usage_error(f"calibrate: {exc}") from None
+    setup = build_judge(settings, os.environ)
+    if setup is None:
+        raise usage_error("calibrate: rageval_judge is none: there is no judge to calibrate")
+    metrics = tuple(args.metric or settings.judge_metrics)
+    unknown = [m for m in metrics if not setup.judge.supports(m)]
+    if unknown:
+        raise usage_error(f"calibrate: the {setup.judge.name} judge does not score {', '.join(unknown)}")
+
+    async def measure() -> Any:
+        try:
+            return await calibrate(setup.judge, items, metrics, concurrency=settings.concurrency)
+        finally:
+            await setup.judge.aclose()
+
+    try:
+        figures = asyncio.run(measure())
+    except JudgeAuthError as exc:
+        raise usage_error(f"calibrate: {exc.message}") from None
+    identity = judge_identity(setup.judge.describe(), judge_info(setup.judge))
+    folder = Path(args.output) if args.output else settings.output_dir / CALIBRATION_DIR / new_run_id()
+    written = write_calibration(
+        folder, identity, "shipped" if args.set is None else str(path), set_hash(path), {m: f.as_dict() for m, f in figures.items()}
+    )
+    say(
+        f"judge: {identity['kind']} {identity['model']} (prompt {identity['prompt_version']}); set {path} "
+        f"({len(items)} labelled answers, hash {set_hash(path)})"
+    )
+    for line in format_figures(figures):
+        say(line)
+    say(f"wrote {written}")
+    return 0
+
+
+class _NoOptions(argparse.Namespace):
+    """pytest's ``config.option`` as ``build_settings`` reads it, outside pytest: every option unset."""
+
+    def __getattr__(self, name: str) -> Any:
+        return None
+
+
+def _judge_settings(args: argparse.Namespace) -> Any:
+    """The judge settings of the project (``[tool.pytest.ini_options]`` ini keys, ``[tool.rageval]``, the
+    environment), as ``pytest --rageval`` resolves them, with ``--judge``, ``--judge-model`` and
+    ``--judge-base-url`` over them."""
+    import os
+
+    from pytest_rageval.errors import ConfigError
+    from pytest_rageval.plugin.config import read_tool_tables
+    from pytest_rageval.plugin.settings import build_settings, read_pyproject_table
+
+    if args.pyproject is not None and not Path(args.pyproject).is_file():
+        raise usage_error(f"calibrate: --pyproject {args.pyproject}: no such file")
+    pyproject = Path(args.pyproject) if args.pyproject else nearest_pyproject()
+    try:
+        ini = read_tool_tables(pyproject)[0] if pyproject is not None else {}
+    except ConfigError as exc:
+        raise usage_error(f"calibrate: {exc}") from None
+    option = _NoOptions(
+        rageval_judge=args.judge,
+        rageval_judge_model=args.judge_model,
+        rageval_judge_base_url=args.judge_base_url,
+        rageval_threshold=[],
+        rageval_concurrency=args.concurrency,
+        rageval_no_cache=args.no_cache,
+    )
+    rootdir = pyproject.parent if pyproject is not None else Path.cwd()
+    return build_settings(
+        rootdir=rootdir, invocation_dir=Path.cwd(), option=option, ini=ini, pyproject=read_pyproject_table(pyproject), environ=os.environ
+    )
