@@ -76,6 +76,8 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
         "string",
         "",
     ),
+    ("rageval_judge_rate", "judge requests started at most this fast, e.g. 10/min, 2/s, 500/h; one budget for all xdist workers", "string", ""),
+    ("rageval_target_rate", "target calls started at most this fast, e.g. 60/min; one budget for all xdist workers", "string", ""),
     (
         "rageval_min_shared_cases",
         f"the gate refuses a baseline that shares fewer unchanged cases with the run (default "

@@ -8,7 +8,8 @@ per round: answers to requests sent before the last decrease say nothing about t
 
 ``EndpointLimiter``: holds a process's requests to one endpoint to that limit (or a fixed one), serves the
 earliest case first (``CASE_ORDER``), pauses every request together on a ``Retry-After``, and bounds the limit by
-what the endpoint can answer within the timeout. Its tickets report each request's outcome back.
+what the endpoint can answer within the timeout, and (with a ``RateSpacing``) starts requests no faster than the
+endpoint's rate allows. Its tickets report each request's outcome back.
 
 Pure asyncio, no I/O: how a limit is shared between processes is the plugin's business (a limiter accepts any
 ``Aimd``-like object that it can call the same way).
@@ -27,7 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["CASE_ORDER", "Aimd", "EndpointLimiter", "FlowStats", "Limiter", "SlotTicket", "Ticket"]
+__all__ = ["CASE_ORDER", "Aimd", "EndpointLimiter", "FlowStats", "Limiter", "RateSpacing", "SlotTicket", "Ticket", "format_rate", "parse_rate"]
 
 #: The collection index of the case whose work runs in this context (set where cases are started);
 #: -1 outside a case (a hand-written test, the calibration check, ``rageval judge``), served first.
@@ -45,6 +46,7 @@ class FlowStats:
     timeouts: int
     requests: int
     adaptive: bool
+    rate: float | None = None  # requests a second at most, when the endpoint has a rate
 
 
 class SlotTicket(Protocol):
@@ -65,6 +67,54 @@ class Limiter(Protocol):
     def pause(self, seconds: float) -> None: ...
 
     def stats(self) -> FlowStats: ...
+
+
+#: Units of a rate, in seconds.
+_RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hour": 3600.0}
+
+
+def parse_rate(text: str) -> float:
+    """Requests a second of a rate written ``N/s``, ``N/min`` or ``N/h`` (``10/min``: 1/6); ValueError otherwise."""
+    count, slash, unit = text.strip().partition("/")
+    seconds = _RATE_UNITS.get(unit.strip().lower())
+    try:
+        number = float(count)
+    except ValueError:
+        number = math.nan
+    if not slash or seconds is None or not math.isfinite(number) or number <= 0:
+        raise ValueError(f"expected a rate like 10/min, 2/s or 500/h, got {text!r}")
+    return number / seconds
+
+
+def format_rate(per_second: float) -> str:
+    """A rate as people write it: ``10/min`` for 1/6 a second, ``2/s``, ``500/h``."""
+    for unit, seconds in (("s", 1.0), ("min", 60.0), ("h", 3600.0)):
+        count = per_second * seconds
+        if count >= 1 - 1e-9:
+            return f"{count:.3g}/{unit}"
+    return f"{per_second * 3600:.3g}/h"
+
+
+class RateSpacing:
+    """Requests started no faster than ``per_second``, evenly spaced: each start is at least ``1 / per_second``
+    after the one before (a judge that allows 10 a minute gets one every 6 s, so never more than 10 in any
+    minute). Pure arithmetic on the times it is given."""
+
+    def __init__(self, per_second: float) -> None:
+        self.per_second = per_second
+        self.interval = 1.0 / per_second
+        self._next = -math.inf
+
+    @property
+    def next_start(self) -> float:
+        """The earliest time the next request may start."""
+        return self._next
+
+    def reserve(self, now: float) -> float:
+        """The start reserved for a request that could start at ``now``: now, or the next free start."""
+        start = max(now, self._next)
+        self._next = start + self.interval
+        return start
 
 
 class Aimd:
@@ -155,14 +205,16 @@ class EndpointLimiter:
 
     SAMPLES = 8  # service times remembered
 
-    def __init__(self, max_in_flight: int = 8, *, timeout: float | None = None, aimd: Aimd | None = None) -> None:
+    def __init__(self, max_in_flight: int = 8, *, timeout: float | None = None, aimd: Aimd | None = None, rate: RateSpacing | None = None) -> None:
         self.max_in_flight = max(1, max_in_flight)
         self.timeout = timeout
         self.aimd = aimd
+        self.rate = rate
         self._service_cap: int | None = None
         self._service: list[float] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._busy = 0
+        self._busy = 0  # slots held (a request waiting out a pause or the rate holds its slot)
+        self._sending = 0  # requests past every wait: in flight at the endpoint
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
         self._granted = 0  # slots granted so far: a request is alone if none was granted during it
@@ -185,7 +237,8 @@ class EndpointLimiter:
 
     def stats(self) -> FlowStats:
         """The limit now, the most requests in flight at once, and what the endpoint refused."""
-        return FlowStats(self.cap, self._peak, self._refused, self._timeouts, self._requests, adaptive=self.aimd is not None)
+        rate = self.rate.per_second if self.rate is not None else None
+        return FlowStats(self.cap, self._peak, self._refused, self._timeouts, self._requests, adaptive=self.aimd is not None, rate=rate)
 
     def pause(self, seconds: float) -> None:
         """Hold every request back for ``seconds`` from now (the longest pause wins)."""
@@ -193,17 +246,29 @@ class EndpointLimiter:
 
     @asynccontextmanager
     async def slot(self, order: int | None = None) -> AsyncIterator[Ticket]:
-        """Wait for a slot (earliest case first) and for any pause to end, then hold the slot."""
+        """Wait for a slot (earliest case first), for any pause to end and for the rate's next start, then hold
+        the slot."""
         await self._acquire(CASE_ORDER.get() if order is None else order)
+        sending = False
         try:
-            while (wait := self._resume_at - time.monotonic()) > 0:
+            await self._until_resumed()
+            if self.rate is not None and (wait := self.rate.reserve(time.monotonic()) - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
+                await self._until_resumed()  # a Retry-After that came meanwhile
             self._requests += 1
-            self._peak = max(self._peak, self._busy)
-            yield Ticket(self, alone=self._busy == 1, granted=self._granted, epoch=self.aimd.epoch() if self.aimd else 0)
+            self._sending += 1
+            sending = True
+            self._peak = max(self._peak, self._sending)
+            yield Ticket(self, alone=self._sending == 1, granted=self._granted, epoch=self.aimd.epoch() if self.aimd else 0)
         finally:
+            if sending:
+                self._sending -= 1
             self._busy -= 1
             self._grant()
+
+    async def _until_resumed(self) -> None:
+        while (wait := self._resume_at - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
 
     def report(self, seconds: float, *, alone: bool, granted_at: int) -> None:
         """A request was answered in ``seconds``; if it had the endpoint to itself (alone when it started,
@@ -219,7 +284,7 @@ class EndpointLimiter:
     async def _acquire(self, order: int) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop: slots held on the old one are gone with it
-            self._loop, self._busy, self._waiting = loop, 0, []
+            self._loop, self._busy, self._sending, self._waiting = loop, 0, 0, []
         if self._busy < self.cap:  # a live waiter exists only while every slot is busy
             self._take()
             return

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
+import time
 
 import pytest
 
-from pytest_rageval.flow import Aimd, EndpointLimiter
+from pytest_rageval.flow import Aimd, EndpointLimiter, RateSpacing, format_rate, parse_rate
 
 
 def answered(aimd: Aimd, times: int, seconds: float = 0.1) -> None:
@@ -109,3 +112,48 @@ def test_against_an_endpoint_that_refuses_above_its_capacity_few_requests_are_re
 def test_against_an_endpoint_that_refuses_nothing_the_limit_reaches_the_ceiling() -> None:
     refused, most, limiter = asyncio.run(_against(10_000))
     assert refused == 0 and most == 64 and limiter.stats().limit == 64
+
+
+# -- a rate: requests started no faster than the endpoint allows ---------------------------------------------------
+
+
+@pytest.mark.parametrize("text, per_second", [("10/min", 10 / 60), ("2/s", 2.0), ("500/h", 500 / 3600), (" 1.5 / second ", 1.5), ("3/MINUTE", 0.05)])
+def test_a_rate_is_read_in_its_unit(text: str, per_second: float) -> None:
+    assert math.isclose(parse_rate(text), per_second)
+
+
+@pytest.mark.parametrize("text", ["10", "fast", "10/day", "0/min", "-1/s", "nan/s", "inf/min", "/min"])
+def test_a_rate_that_cannot_be_read_says_what_it_expects(text: str) -> None:
+    with pytest.raises(ValueError, match=r"expected a rate like 10/min, 2/s or 500/h"):
+        parse_rate(text)
+
+
+def test_a_rate_is_written_back_in_the_largest_unit_it_fills() -> None:
+    assert [format_rate(parse_rate(t)) for t in ("10/min", "2/s", "0.5/s", "30/h")] == ["10/min", "2/s", "30/min", "30/h"]
+
+
+def test_rate_spacing_starts_each_request_one_interval_after_the_one_before() -> None:
+    spacing = RateSpacing(10 / 60)  # 10 a minute: one every 6 s
+    assert [spacing.reserve(0.0) for _ in range(3)] == [0.0, 6.0, 12.0]  # a burst is spread out
+    assert spacing.reserve(100.0) == 100.0  # after a quiet spell, at once
+    assert spacing.reserve(101.0) == 106.0
+    starts = [spacing.reserve(200.0 + i * 0.5) for i in range(30)]
+    assert max(sum(1 for s in starts if t <= s < t + 60) for t in starts) == 10  # never more than 10 in any minute
+
+
+def test_a_limiter_with_a_rate_starts_requests_no_faster_than_it() -> None:
+    limiter = EndpointLimiter(8, rate=RateSpacing(20.0))  # one every 50 ms, 8 in flight allowed
+    starts: list[float] = []
+
+    async def one() -> None:
+        async with limiter.slot() as ticket:
+            starts.append(time.monotonic())
+            ticket.done(0.0)
+
+    async def main() -> None:
+        await asyncio.gather(*(one() for _ in range(6)))
+
+    asyncio.run(main())
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.045, gaps  # a busy machine makes gaps longer, never shorter
+    assert math.isclose(limiter.stats().rate or 0.0, 20.0)

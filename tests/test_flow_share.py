@@ -163,3 +163,72 @@ def test_a_fixed_concurrency_is_each_workers_own(pytester: pytest.Pytester) -> N
         )
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines([f"target {rag.url}*: limit 2 (most at once: 2); 8 requests, none refused"])
+
+
+def _timed_worker(path: Path, starts: list[float], counter: Counter, requests: int, spec: SharedSpec, hold: float) -> None:
+    """:func:`worker`, noting when each request starts."""
+    limiter = SharedLimiter(link_to(path), "judge e", spec, EndpointLimiter(spec.ceiling))
+
+    async def one() -> None:
+        async with limiter.slot() as ticket:
+            starts.append(time.monotonic())
+            counter.enter()
+            await asyncio.sleep(hold)
+            counter.leave()
+            ticket.done(hold)
+
+    async def main() -> None:
+        await asyncio.gather(*(one() for _ in range(requests)))
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("shared_limit", [True, False])
+def test_workers_share_one_rate_whether_or_not_they_share_the_limit(server: FlowServer, shared_limit: bool) -> None:
+    starts: list[float] = []
+    counter = Counter()
+    spec = SharedSpec(ceiling=2, adaptive=False, start=2, per_second=40.0, shared=shared_limit)  # one every 25 ms
+    threads = [threading.Thread(target=_timed_worker, args=(server.path, starts, counter, 4, spec, 0.3)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert counter.total == 12
+    # every start is its own 25 ms apart from the first, across the three workers: 11 gaps (one of slack for a late
+    # delivery); three workers each with its own rate would take about 3 gaps
+    assert max(starts) - min(starts) >= 10 * 0.025, sorted(starts)
+    if shared_limit:
+        assert counter.most == 2
+    else:
+        assert counter.most >= 3  # each worker's own 2: the 300 ms holds overlap
+    [(_, stats)] = server.stats()
+    assert stats.requests == 12 and stats.rate == 40.0
+
+
+def test_under_xdist_a_target_rate_is_one_budget_for_the_workers(pytester: pytest.Pytester) -> None:
+    _project(pytester, 20, "rageval_target_rate = 20/s\n")
+    counter = Counter()
+    arrivals: list[float] = []
+    respond = _responder(counter, hold=0.0)
+
+    def timed(body: dict) -> Any:
+        with counter.lock:
+            arrivals.append(time.monotonic())
+        return respond(body)
+
+    with AskServer(timed) as rag:
+        result = pytester.runpytest_subprocess(
+            "--rageval", f"--rageval-target={rag.url}", "--rageval-judge=none", "--rageval-concurrency=4", "-n", "2", "-p", "no:cacheprovider"
+        )
+    result.assert_outcomes(passed=20)
+    # 20 calls at 20 a second are 19 gaps of 50 ms (two of slack: a worker's first call also opens its connection);
+    # each worker on its own rate would need about 9
+    assert max(arrivals) - min(arrivals) >= 17 * 0.05, sorted(b - arrivals[0] for b in arrivals)
+    result.stdout.fnmatch_lines([f"target {rag.url}*: limit 4 (most at once: *), at most 20/s; 20 requests, none refused"])
+
+
+def test_a_rate_that_cannot_be_read_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester, 1, "rageval_judge_rate = ten a minute\n")
+    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*rageval_judge_rate: expected a rate like 10/min, 2/s or 500/h, got 'ten a minute'*"])

@@ -3,13 +3,15 @@
 The xdist controller runs a :class:`FlowServer`: a Unix socket in the session's temp folder, served by an asyncio
 loop in a thread of its own (no server to install). It holds, per endpoint, the requests in flight of every worker
 and the adaptive limit (flow.Aimd) they share; a worker's :class:`SharedLimiter` asks it for each request's place
-and tells it how the request went, so ``-n 4`` sends no more to an endpoint than one process would, and one 429 or
-Retry-After holds back every worker. A worker that dies closes its connection: the places it held are freed.
+and tells it how the request went, so ``-n 4`` sends no more to an endpoint than one process would, one 429 or
+Retry-After holds back every worker, and an endpoint's rate (``rageval_judge_rate``) is one budget for all of
+them: the server spaces the grants. A worker that dies closes its connection: the places it held are freed.
 
 The protocol is one JSON object per line. Worker to server: ``acquire`` (endpoint, request id, the limit's
-settings), ``release`` (endpoint, result, seconds, round), ``cancel`` (request id), ``pause`` (endpoint, seconds).
-Server to worker: ``{"id": ..., "epoch": ...}`` when a place is granted, ``{"id": ..., "cancelled": true}`` when a
-cancelled request had none yet.
+settings: ``ceiling``, ``adaptive``, ``start``, ``rate``, ``shared``), ``release`` (endpoint, result, seconds,
+round), ``cancel`` (request id), ``pause`` (endpoint, seconds). Server to worker: ``{"id": ..., "epoch": ...}``
+when a place is granted (at the rate's next start), ``{"id": ..., "cancelled": true}`` when a cancelled request
+had none yet.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, SlotTicket
+from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, RateSpacing, SlotTicket
 
 __all__ = ["FlowServer", "SharedLimiter", "SharedSpec"]
 
@@ -36,11 +38,15 @@ log = logging.getLogger("pytest_rageval")
 
 @dataclass(frozen=True)
 class SharedSpec:
-    """How the shared limit of one endpoint is set: adaptive from ``start`` up to ``ceiling``, or fixed at ``ceiling``."""
+    """How the shared limit of one endpoint is set: adaptive from ``start`` up to ``ceiling``, or fixed at ``ceiling``;
+    ``per_second``: the endpoint's rate (None: none); ``shared``: False when only the rate is shared (a fixed
+    ``--rageval-concurrency N`` is each worker's own)."""
 
     ceiling: int
     adaptive: bool
     start: int
+    per_second: float | None = None
+    shared: bool = True
 
 
 # --------------------------------------------------------------------------- the server (xdist controller)
@@ -63,17 +69,26 @@ class _Endpoint:
     def __init__(self, spec: SharedSpec) -> None:
         self.ceiling = max(1, spec.ceiling)
         self.aimd = Aimd(spec.start, self.ceiling) if spec.adaptive else None
+        self.rate = RateSpacing(spec.per_second) if spec.per_second else None
+        self.shared = spec.shared  # False: only the rate is shared, each worker keeps its own limit
         self.busy = 0
         self.waiting: deque[tuple[_Conn, int]] = deque()
         self.resume_at = 0.0
+        self.wakeup: asyncio.TimerHandle | None = None  # the grant due when a pause or the rate's wait ends
         self.requests = self.refused = self.timeouts = self.peak = 0
 
     @property
-    def allowed(self) -> int:
+    def limit(self) -> int:
         return self.aimd.allowed if self.aimd is not None else self.ceiling
 
+    @property
+    def full(self) -> bool:
+        """Whether every place the workers share is taken."""
+        return self.shared and self.busy >= self.limit
+
     def stats(self) -> FlowStats:
-        return FlowStats(self.allowed, self.peak, self.refused, self.timeouts, self.requests, adaptive=self.aimd is not None)
+        rate = self.rate.per_second if self.rate is not None else None
+        return FlowStats(self.limit, self.peak, self.refused, self.timeouts, self.requests, adaptive=self.aimd is not None, rate=rate)
 
 
 class FlowServer:
@@ -139,7 +154,8 @@ class FlowServer:
     def _handle(self, conn: _Conn, message: dict[str, Any]) -> None:
         op, name = message["op"], str(message.get("ep", ""))
         if op == "acquire":
-            spec = SharedSpec(int(message["ceiling"]), bool(message["adaptive"]), int(message["start"]))
+            rate = float(message["rate"]) if message.get("rate") else None
+            spec = SharedSpec(int(message["ceiling"]), bool(message["adaptive"]), int(message["start"]), rate, bool(message.get("shared", True)))
             self._endpoints.setdefault(name, _Endpoint(spec)).waiting.append((conn, int(message["id"])))
         elif op == "cancel":  # a request given up while waiting; if its place was granted already, a release follows
             endpoint = self._endpoints[name]
@@ -174,22 +190,39 @@ class FlowServer:
             endpoint.aimd.timed_out(epoch)
 
     def _grant(self, name: str) -> None:
+        """Grant free places in arrival order, each at the rate's next start, none while the endpoint is paused."""
         endpoint = self._endpoints.get(name)
         if endpoint is None:
             return
-        wait = endpoint.resume_at - time.monotonic()
-        if wait > 0:
-            self._loop.call_later(wait, self._grant, name)
-            return
-        while endpoint.busy < endpoint.allowed and endpoint.waiting:
+        while not endpoint.full and endpoint.waiting:
+            now = time.monotonic()
+            due = max(endpoint.resume_at, endpoint.rate.next_start if endpoint.rate is not None else now)
+            if due > now:
+                self._wake_at(endpoint, name, due)
+                return
             conn, request = endpoint.waiting.popleft()
             if conn.closed:
                 continue
+            if endpoint.rate is not None:
+                endpoint.rate.reserve(now)
             endpoint.busy += 1
             endpoint.requests += 1
             endpoint.peak = max(endpoint.peak, endpoint.busy)
             conn.held[name] = conn.held.get(name, 0) + 1
             conn.send({"id": request, "epoch": endpoint.aimd.epoch() if endpoint.aimd is not None else 0})
+
+    def _wake_at(self, endpoint: _Endpoint, name: str, due: float) -> None:
+        """Call :meth:`_grant` at ``due`` (``time.monotonic``, the loop's clock); one timer an endpoint, the earliest."""
+        if endpoint.wakeup is not None:
+            if endpoint.wakeup.when() <= due:
+                return
+            endpoint.wakeup.cancel()
+
+        def wake() -> None:
+            endpoint.wakeup = None
+            self._grant(name)
+
+        endpoint.wakeup = self._loop.call_at(due, wake)
 
 
 # --------------------------------------------------------------------------- the worker's side
@@ -254,7 +287,18 @@ class _Link:
         request = next(self._ids)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[request] = (endpoint, future)
-        self.send({"op": "acquire", "ep": endpoint, "id": request, "ceiling": spec.ceiling, "adaptive": spec.adaptive, "start": spec.start})
+        self.send(
+            {
+                "op": "acquire",
+                "ep": endpoint,
+                "id": request,
+                "ceiling": spec.ceiling,
+                "adaptive": spec.adaptive,
+                "start": spec.start,
+                "rate": spec.per_second,
+                "shared": spec.shared,
+            }
+        )
         try:
             return await future
         except asyncio.CancelledError:

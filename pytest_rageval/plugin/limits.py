@@ -3,7 +3,8 @@
 With ``--rageval-concurrency N`` each endpoint gets N (the target at most ``rageval_target_concurrency``); without
 it each limit adapts (flow.Aimd), starting at 8 and rising no higher than ``rageval_max_concurrency`` (64), and
 under pytest-xdist a worker's limiters take their places from the controller's flow_share.FlowServer, so the
-workers share one limit per endpoint (a fixed N stays each worker's own).
+workers share one limit per endpoint (a fixed N stays each worker's own). ``rageval_judge_rate`` and
+``rageval_target_rate`` cap how fast requests start (``10/min``), one budget for all the workers of a session.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_rageval import defaults
-from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter
+from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter, RateSpacing, format_rate
 from pytest_rageval.redact import scrub_urls
 
 from .flow_share import SharedLimiter, SharedSpec, link_to
@@ -31,11 +32,12 @@ class Limits:
     def judge(self, base_url: str | None) -> Limiter:
         """The limiter of the judge endpoint at ``base_url`` (bounded, too, by what it answers within the timeout)."""
         s = self.settings
-        return self._get(f"judge {scrub_urls(base_url or 'the default endpoint')}", s.concurrency, timeout=s.timeout)
+        return self._get(f"judge {scrub_urls(base_url or 'the default endpoint')}", s.concurrency, timeout=s.timeout, rate=s.judge_rate)
 
     def target(self, name: str) -> Limiter:
         """The limiter of the target ``name``: never more than ``rageval_target_concurrency`` in flight."""
-        return self._get(f"target {name}", min(self.settings.concurrency, self.settings.target_concurrency), timeout=None)
+        s = self.settings
+        return self._get(f"target {name}", min(s.concurrency, s.target_concurrency), timeout=None, rate=s.target_rate)
 
     def stats(self) -> list[tuple[str, FlowStats]]:
         """What each endpoint's limiter in this process did, by name (the sent requests of a shared one only)."""
@@ -45,15 +47,18 @@ class Limits:
         """:meth:`stats` of the limiters this process holds alone (not those shared with other workers)."""
         return [(name, stats) for name, stats in self.stats() if not isinstance(self._limiters[name], SharedLimiter)]
 
-    def _get(self, name: str, ceiling: int, *, timeout: float | None) -> Limiter:
+    def _get(self, name: str, ceiling: int, *, timeout: float | None, rate: float | None) -> Limiter:
         if name not in self._limiters:
             adaptive = self.settings.adaptive
             start = min(defaults.CONCURRENCY, ceiling)
-            if self._link is not None and adaptive:  # a fixed N is each worker's own, as --rageval-concurrency says
+            if self._link is not None and (adaptive or rate):  # a fixed N is each worker's own; a rate never is
                 local = EndpointLimiter(ceiling, timeout=timeout)
-                self._limiters[name] = SharedLimiter(self._link, name, SharedSpec(ceiling, adaptive, start), local)
+                spec = SharedSpec(ceiling, adaptive, start, per_second=rate, shared=adaptive)
+                self._limiters[name] = SharedLimiter(self._link, name, spec, local)
             else:
-                self._limiters[name] = EndpointLimiter(ceiling, timeout=timeout, aimd=Aimd(start, ceiling) if adaptive else None)
+                aimd = Aimd(start, ceiling) if adaptive else None
+                spacing = RateSpacing(rate) if rate else None
+                self._limiters[name] = EndpointLimiter(ceiling, timeout=timeout, aimd=aimd, rate=spacing)
         return self._limiters[name]
 
 
@@ -67,7 +72,13 @@ def combined(stats: list[tuple[str, FlowStats]]) -> list[tuple[str, FlowStats]]:
             s
             if m is None
             else FlowStats(
-                max(m.limit, s.limit), max(m.peak, s.peak), m.refused + s.refused, m.timeouts + s.timeouts, m.requests + s.requests, m.adaptive
+                max(m.limit, s.limit),
+                max(m.peak, s.peak),
+                m.refused + s.refused,
+                m.timeouts + s.timeouts,
+                m.requests + s.requests,
+                m.adaptive,
+                m.rate or s.rate,
             )
         )
     return sorted(merged.items())
@@ -80,7 +91,8 @@ def flow_notes(stats: list[tuple[str, FlowStats]]) -> list[str]:
         if not s.requests:
             continue
         limit = f"adaptive limit settled at {s.limit}" if s.adaptive else f"limit {s.limit}"
+        rate = f", at most {format_rate(s.rate)}" if s.rate else ""
         refused = f", {s.refused} refused (429/503)" if s.refused else ", none refused"
         timeouts = f", {s.timeouts} timed out" if s.timeouts else ""
-        lines.append(f"{name}: {limit} (most at once: {s.peak}); {s.requests} requests{refused}{timeouts}")
+        lines.append(f"{name}: {limit} (most at once: {s.peak}){rate}; {s.requests} requests{refused}{timeouts}")
     return lines

@@ -28,6 +28,7 @@ from pytest_rageval.evaluation.thresholds import (
     parse_cli_thresholds,
     parse_threshold_table,
 )
+from pytest_rageval.flow import parse_rate
 from pytest_rageval.redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
@@ -84,6 +85,8 @@ class Settings:
     concurrency: int = defaults.CONCURRENCY  # cases in flight at once in this process
     adaptive: bool = False  # no --rageval-concurrency: each endpoint's limit adapts (flow.Aimd) up to concurrency
     target_concurrency: int = defaults.CONCURRENCY  # rageval_target_concurrency: the target's calls in flight at once
+    judge_rate: float | None = None  # rageval_judge_rate: judge requests a second at most, across xdist workers
+    target_rate: float | None = None  # rageval_target_rate: target calls a second at most, across xdist workers
     repeat: int | None = None  # --rageval-repeat / rageval_repeat: runs of each judge-dependent case (stability.py)
     shard: tuple[int, int] | None = None  # (index from 1, count); not part of the run's identity
     resume: Path | None = None
@@ -358,6 +361,8 @@ def build_settings(
         target_concurrency=_target_concurrency(
             ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency"))
         ),
+        judge_rate=_rate("rageval_judge_rate", ini.get("rageval_judge_rate")),
+        target_rate=_rate("rageval_target_rate", ini.get("rageval_target_rate")),
         repeat=_repeat(option, ini),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
@@ -539,6 +544,17 @@ def _concurrency(value: int | None, ceiling: Any) -> int:
     if value < 1:
         raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
     return value
+
+
+def _rate(key: str, value: Any) -> float | None:
+    """ini ``rageval_judge_rate`` / ``rageval_target_rate``: requests a second at most (``10/min``); None when unset."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise SettingsError(f"{key}: {exc}") from None
 
 
 def _judge_metrics(value: Any) -> tuple[str, ...]:

@@ -64,7 +64,8 @@ class XdistControllerLink:
         # the config matrix's retrieval cache, shared by the workers for this run only (removed with the stop file)
         node.workerinput["rageval_retrieval_dir"] = str(self._stop_file_path().parent / "retrieval")
         # one limit per endpoint for every worker, served here
-        if self._flow is None and self.controller.settings.adaptive:
+        s = self.controller.settings
+        if self._flow is None and (s.adaptive or s.judge_rate or s.target_rate):
             self._flow = self._start_flow()
         if self._flow is not None:
             node.workerinput["rageval_flow"] = str(self._flow.path)
