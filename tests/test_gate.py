@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_rageval import safejson
 from pytest_rageval.gate.aggregate import aggregate
 from pytest_rageval.gate.compare import (
     Comparison,
@@ -317,7 +318,7 @@ def test_default_tolerances_contract() -> None:
 
 def write(path: Path, data: dict | None = None, text: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text if text is not None else json.dumps(data), encoding="utf-8")
+    path.write_text(text if text is not None else safejson.dumps(data), encoding="utf-8")  # as the plugin writes metrics
     return path
 
 
@@ -411,6 +412,7 @@ def test_an_all_error_baseline_is_not_compared_either() -> None:
 def test_operational_rates_and_latency_are_paired_too() -> None:
     base = run({"a": ("passed", {"latency_ms": 100.0}), "b": ("passed", {"latency_ms": 300.0}), "gone": ("passed", {"latency_ms": 9000.0})})
     new = run({"a": ("passed", {"latency_ms": 200.0}), "b": ("error", {}), "added": ("error", {})})
+    new["cases"] = dict(new["cases"])  # plain dicts, as metrics.json reads back
     new["cases"]["set.jsonl::b"]["error_kind"] = "timeout"
     comparison = compare(base, new, tolerances={"timeout_rate": 0.1})
     error_rate = delta(comparison, "error_rate")
