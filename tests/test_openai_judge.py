@@ -698,3 +698,17 @@ def test_echoed_keys_are_masked_after_decoding_and_before_cutting() -> None:
     with OpenAIServer(lambda b, h: error(400, "y" * 190 + KEY, type_="invalid_request_error")) as srv:
         failed = judge_error(make_judge(srv, max_retries=0), "groundedness")
     assert KEY[:8] not in failed.message and failed.message.endswith("y" * 190 + "***")
+
+
+def test_a_warmed_judge_has_its_sdk_ready_in_every_event_loop() -> None:
+    """warm() starts the SDK's import on a thread of its own; requests in any later event loop await that one import."""
+    import openai
+
+    from pytest_rageval.judges import openai_judge
+    from pytest_rageval.judges.cache import CachedJudge
+
+    CachedJudge(OpenAIJudge(model="m", base_url="http://127.0.0.1:9/v1"), None).warm()  # passes through the cache
+    started = openai_judge._IMPORTING
+    assert started is not None and started.result(timeout=60) is openai
+    assert [asyncio.run(openai_judge._openai()) for _ in range(2)] == [openai, openai]  # two loops, one import
+    assert openai_judge._IMPORTING is started

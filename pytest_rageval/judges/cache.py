@@ -369,6 +369,10 @@ class CachedJudge:
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
 
+    def warm(self) -> None:
+        """Let the inner judge get ready for requests (:func:`warm`)."""
+        warm(self.inner)
+
     def supports(self, metric: str) -> bool:
         return self.inner.supports(metric)
 
@@ -403,3 +407,11 @@ class CachedJudge:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def warm(judge: Any) -> None:
+    """Tell ``judge`` that a case needing it has begun, when it has use for that (``warm()``: the OpenAI judge
+    starts importing its SDK then, while the case waits for the RAG system)."""
+    start = getattr(judge, "warm", None)
+    if callable(start):
+        start()

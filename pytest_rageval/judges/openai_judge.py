@@ -36,6 +36,7 @@ that could print the body). The base URL is shown without credentials.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import importlib
 import json
@@ -293,6 +294,10 @@ class OpenAIJudge:
 
     # ------------------------------------------------------------------ judging
 
+    def warm(self) -> None:
+        """Start importing the SDK now (a case that will need the judge has begun), not at its first request."""
+        _start_import()
+
     async def judge(self, metric: str, inp: JudgeInput, *, repeat_index: int = 0) -> Verdict:
         """One verdict for ``metric``: one request, plus its retries and re-asks."""
         if not self.supports(metric):
@@ -474,19 +479,34 @@ class OpenAIJudge:
                 await asyncio.sleep(delay)
 
 
-#: The openai package once a request has needed it (:func:`_openai`). A process whose verdicts all come from the
-#: judge cache, or that only describes the judge (the pytest-xdist controller), never imports it: about 1 s and
-#: 20 MiB of memory a process.
-_OPENAI: Any = None
+#: The import of the openai package, started the first time a case may need it (:meth:`OpenAIJudge.warm`) or a
+#: request does. A process that only describes the judge (the pytest-xdist controller) never imports it.
+_IMPORTING: concurrent.futures.Future[Any] | None = None
+_IMPORT_LOCK = threading.Lock()
+
+
+def _start_import() -> concurrent.futures.Future[Any]:
+    """The ``openai`` package's import, on a thread of its own (once a process): the event loop goes on running
+    the cases in flight meanwhile (an import on the loop's thread stalled every one of them)."""
+    global _IMPORTING
+    with _IMPORT_LOCK:
+        if _IMPORTING is None:
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+            def run() -> None:
+                try:
+                    future.set_result(importlib.import_module("openai"))
+                except BaseException as exc:  # handed to whoever awaits the package
+                    future.set_exception(exc)
+
+            threading.Thread(target=run, name="rageval-import-openai", daemon=True).start()
+            _IMPORTING = future
+        return _IMPORTING
 
 
 async def _openai() -> Any:
-    """The ``openai`` package, imported the first time a request needs it, on a thread of the loop's executor:
-    the loop goes on running the other cases meanwhile (an import on its own thread stalled every case in flight)."""
-    global _OPENAI
-    if _OPENAI is None:
-        _OPENAI = await asyncio.to_thread(importlib.import_module, "openai")
-    return _OPENAI
+    """The ``openai`` package (its import started now if nothing started it before)."""
+    return await asyncio.wrap_future(_start_import())
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

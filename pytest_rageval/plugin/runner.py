@@ -32,6 +32,7 @@ from pytest_rageval.evaluation.thresholds import find_misses, judge_metrics
 from pytest_rageval.flow import CASE_ORDER
 from pytest_rageval.judges import spotcheck
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput, Verdict
+from pytest_rageval.judges.cache import warm
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, judge_input, verdict_dict
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes
 from pytest_rageval.targets.client import CallableClient, RagCallError, RagClient
@@ -385,6 +386,8 @@ async def _evaluate(
     latencies: list[dict[str, float]] = []
     attempted: list[str] = []
     seen: list[tuple[RagResponse, Mapping[str, Verdict], JudgeInput | None]] = []
+    if judge is not None:
+        warm(judge.judge)
     for run in range(case.runs):
         step.at("target", "asking the RAG system")
         try:
