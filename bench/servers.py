@@ -3,7 +3,14 @@
 Both listen on 127.0.0.1 only, wait a fixed ``latency`` (seconds) before every
 answer (in their own handler thread, so concurrent requests overlap like a real
 remote service), count what they serve, and refuse (503) anything beyond
-``max_requests`` so a runaway client cannot loop forever.
+``max_requests`` so a runaway client cannot loop forever. Two ways to make them
+refuse load, both answering 429 with an OpenAI-style error body and counting it
+in ``refused``: ``refuse_above=M`` (no Retry-After) refuses a request that finds
+M in flight; ``rate_limit=(R, W)``, a sliding-window budget, refuses a request
+that finds R accepted within the last W seconds, with ``Retry-After`` the whole
+seconds (at least 1) until the oldest of them leaves the window. Accepted
+arrival times are kept in ``arrivals`` (refused ones in ``refused_arrivals``),
+``time.monotonic()``, for ``most_in_window``.
 
 - ``RagServer``: the default ask API (``POST /api/v1/ask``). Question ``q-<i> ...``
   gets an answer, one reference and five retrieved chunks, the first of which
@@ -22,8 +29,10 @@ Use as context managers; ``python bench/servers.py`` serves both by hand.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
+import math
 import re
 import threading
 import time
@@ -60,10 +69,22 @@ class LoopbackServer:
 
     route = "/"
 
-    def __init__(self, *, latency: float = 0.0, max_requests: int = 200_000, refuse_above: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        max_requests: int = 200_000,
+        refuse_above: int | None = None,
+        rate_limit: tuple[int, float] | None = None,
+    ) -> None:
         self.latency = latency
         self.max_requests = max_requests
         self.refuse_above = refuse_above  # answer 429 (no Retry-After) to a request that finds this many in flight
+        if rate_limit is not None and (rate_limit[0] < 1 or rate_limit[1] <= 0):
+            raise ValueError(f"rate_limit must be (requests >= 1, window seconds > 0), got {rate_limit!r}")
+        self.rate_limit = rate_limit  # (allowed, window s): answer 429 + Retry-After past `allowed` in any window
+        self.arrivals: list[float] = []  # time.monotonic() of each accepted request, in order
+        self.refused_arrivals: list[float] = []  # and of each refused one
         self.refused = 0
         self.count = 0
         self.kinds: Counter[str] = Counter()
@@ -91,16 +112,25 @@ class LoopbackServer:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with server._lock:
+                    now = time.monotonic()
                     busy = server.refuse_above is not None and server.in_flight >= server.refuse_above
-                    if busy:
+                    retry_after = None if busy else server._over_rate(now)
+                    if busy or retry_after is not None:
                         server.refused += 1
+                        server.refused_arrivals.append(now)
                     else:
                         server.count += 1
                         server.in_flight += 1
                         server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                        server.arrivals.append(now)
                     over = server.count > server.max_requests
                 if busy:
                     self._send(429, {}, {"error": {"message": "bench server: too many in flight", "type": "rate_limit_error"}})
+                    return
+                if retry_after is not None:
+                    allowed, window = server.rate_limit or (0, 0.0)
+                    message = f"bench server: rate limit reached ({allowed} requests per {window:g} s)"
+                    self._send(429, {"Retry-After": str(retry_after)}, {"error": {"message": message, "type": "rate_limit_error"}})
                     return
                 try:
                     if over:
@@ -138,6 +168,16 @@ class LoopbackServer:
 
         return Handler
 
+    def _over_rate(self, now: float) -> int | None:
+        """Seconds to put in Retry-After when a request at ``now`` would pass the rate limit (the lock held), else None."""
+        if self.rate_limit is None:
+            return None
+        allowed, window = self.rate_limit
+        inside = bisect.bisect_right(self.arrivals, now - window)  # the first accepted arrival still in the window
+        if len(self.arrivals) - inside < allowed:
+            return None
+        return max(1, math.ceil(self.arrivals[len(self.arrivals) - allowed] + window - now))
+
     @property
     def root(self) -> str:
         host, port = self._httpd.server_address[:2]
@@ -151,6 +191,8 @@ class LoopbackServer:
             self.kinds.clear()
             self.unknown.clear()
             self.max_in_flight = self.in_flight
+            self.arrivals.clear()
+            self.refused_arrivals.clear()
 
     def __enter__(self) -> LoopbackServer:
         self._thread.start()
@@ -159,6 +201,11 @@ class LoopbackServer:
     def __exit__(self, *exc: Any) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def most_in_window(times: list[float], window: float) -> int:
+    """The most of ``times`` (sorted) in any window of ``window`` seconds, as the rate limit counts: (t - window, t]."""
+    return max((i + 1 - bisect.bisect_right(times, t - window, 0, i + 1) for i, t in enumerate(times)), default=0)
 
 
 # --------------------------------------------------------------------------- the RAG

@@ -133,12 +133,21 @@ def test_a_rate_is_written_back_in_the_largest_unit_it_fills() -> None:
 
 
 def test_rate_spacing_starts_each_request_one_interval_after_the_one_before() -> None:
-    spacing = RateSpacing(10 / 60)  # 10 a minute: one every 6 s
-    assert [spacing.reserve(0.0) for _ in range(3)] == [0.0, 6.0, 12.0]  # a burst is spread out
+    spacing = RateSpacing(10 / 60)  # 10 a minute: one every 6 s, and 2% more
+    assert [spacing.reserve(0.0) for _ in range(3)] == pytest.approx([0.0, 6.12, 12.24])  # a burst is spread out
     assert spacing.reserve(100.0) == 100.0  # after a quiet spell, at once
-    assert spacing.reserve(101.0) == 106.0
+    assert spacing.reserve(101.0) == pytest.approx(106.12)
     starts = [spacing.reserve(200.0 + i * 0.5) for i in range(30)]
-    assert max(sum(1 for s in starts if t <= s < t + 60) for t in starts) == 10  # never more than 10 in any minute
+    assert max(sum(1 for s in starts if t <= s <= t + 60) for t in starts) == 10  # never more than 10 in any minute
+
+
+def test_a_window_of_the_rate_keeps_room_for_requests_that_reach_the_endpoint_late() -> None:
+    # 20 in any 10 s window, counted where the requests arrive: each arrives up to 0.1 s after its start (or not at
+    # all late); the endpoint refuses a request that finds 20 arrived within the 10 s before it
+    spacing = RateSpacing(2.0)
+    lateness = itertools.cycle([0.1, 0.0, 0.05])
+    arrivals = [spacing.reserve(0.0) + next(lateness) for _ in range(100)]
+    assert max(sum(1 for a in arrivals[: i + 1] if a > t - 10.0) for i, t in enumerate(arrivals)) <= 20
 
 
 def test_a_limiter_with_a_rate_starts_requests_no_faster_than_it() -> None:
@@ -157,3 +166,27 @@ def test_a_limiter_with_a_rate_starts_requests_no_faster_than_it() -> None:
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert min(gaps) >= 0.045, gaps  # a busy machine makes gaps longer, never shorter
     assert math.isclose(limiter.stats().rate or 0.0, 20.0)
+
+
+def test_requests_held_back_by_a_pause_start_spaced_by_the_rate_when_it_ends() -> None:
+    limiter = EndpointLimiter(8, rate=RateSpacing(10.0))  # one every 100 ms
+    starts: list[float] = []
+    paused: list[float] = []
+
+    async def one(first: bool) -> None:
+        async with limiter.slot() as ticket:
+            starts.append(time.monotonic())
+            if first:  # a 429 with Retry-After 0.3 s while the others wait for their starts (0.1, 0.2, ... s)
+                await asyncio.sleep(0.05)
+                limiter.pause(0.3)
+                paused.append(time.monotonic() + 0.3)
+            ticket.done(0.0)
+
+    async def main() -> None:
+        await asyncio.gather(*(one(i == 0) for i in range(6)))
+
+    asyncio.run(main())
+    starts.sort()
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.05, gaps  # not three at once when the pause ends
+    assert all(s >= paused[0] - 0.001 for s in starts[1:]), (starts, paused)  # none during the pause
