@@ -12,7 +12,10 @@ servers.py for how it answers each tool's prompts):
   (its OpenAI-compatible custom-endpoint model; `deepeval set-local-model`
   configures the same class). Run with `deepeval test run FILE` (serial, its
   default) and `deepeval test run FILE -n 3` (pytest-xdist).
-- pytest-rageval (this python): `python -m pytest --rageval -q -p no:cacheprovider`
+- pytest-rageval (in a venv of its own, default /tmp/rageval-bench-venv: this
+  repository and pytest-xdist, as a team installs it, without the test-only
+  pytest plugins of the dev venv; this python when that venv is missing):
+  `python -m pytest --rageval -q -p no:cacheprovider`
   with the openai judge at the same endpoint, default concurrency (adaptive) and
   default judge metrics (groundedness + correctness: two requests per case),
   `--rageval-no-cache`.
@@ -25,7 +28,7 @@ the same with pytest-rageval's judge cache.
 
     python bench/deepeval_compare.py                  # N=100, rag 100 ms, judge 200 ms
     python bench/deepeval_compare.py --cases 30 --cache-demo
-    python bench/deepeval_compare.py --create-venv    # first: python -m venv + pip install deepeval pytest pytest-xdist
+    python bench/deepeval_compare.py --create-venv    # first: both venvs (deepeval pytest pytest-xdist; -e . pytest-xdist)
 """
 
 from __future__ import annotations
@@ -100,9 +103,13 @@ def deepeval_version(venv_python: Path) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def create_venv(venv: Path) -> None:
+def create_venv(venv: Path, *packages: str) -> None:
     subprocess.run([python(), "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "deepeval", "pytest", "pytest-xdist"], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *packages], check=True)
+
+
+#: This repository (what ``--rageval-venv`` installs, editable).
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
@@ -112,14 +119,23 @@ def main() -> int:
     parser.add_argument("--judge-latency-ms", type=float, default=200.0)
     parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers for DeepEval's parallel run (3; 0 = skip)")
     parser.add_argument("--venv", type=Path, default=Path("/tmp/deepeval-venv"), help="venv with deepeval, pytest, pytest-xdist")
-    parser.add_argument("--create-venv", action="store_true", help="create --venv and pip install deepeval pytest pytest-xdist")
+    parser.add_argument(
+        "--rageval-venv",
+        type=Path,
+        default=Path("/tmp/rageval-bench-venv"),
+        help="venv with this repository and pytest-xdist alone (no test-only pytest plugins); this python when missing",
+    )
+    parser.add_argument("--create-venv", action="store_true", help="create --venv (deepeval pytest pytest-xdist) and --rageval-venv")
     parser.add_argument("--cache-demo", action="store_true", help="also show DeepEval's and pytest-rageval's judge cache under -n 3")
     parser.add_argument("--skip-serial", action="store_true", help="skip DeepEval's serial run (the slow one)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (600)")
     args = parser.parse_args()
 
     if args.create_venv:
-        create_venv(args.venv)
+        create_venv(args.venv, "deepeval", "pytest", "pytest-xdist")
+        create_venv(args.rageval_venv, "-e", str(REPO), "pytest-xdist")
+    rageval_python = args.rageval_venv / "bin" / "python"
+    rageval_python_used = str(rageval_python) if rageval_python.exists() else python()
     venv_python = args.venv / "bin" / "python"
     deepeval_cli = args.venv / "bin" / "deepeval"
     version = deepeval_version(venv_python) if venv_python.exists() else None
@@ -135,8 +151,8 @@ def main() -> int:
     n = args.cases
     rag_s, judge_s = args.rag_latency_ms / 1000, args.judge_latency_ms / 1000
     print(
-        f"DeepEval {version} ({args.venv}); N={n}, RAG {args.rag_latency_ms:g} ms, judge {args.judge_latency_ms:g} ms per request; "
-        f"{load_note()}; {source_state()}",
+        f"DeepEval {version} ({args.venv}); pytest-rageval with {rageval_python_used}; N={n}, RAG {args.rag_latency_ms:g} ms, "
+        f"judge {args.judge_latency_ms:g} ms per request; {load_note()}; {source_state()}",
         flush=True,
     )
     rows: list[list[Any]] = []
@@ -169,7 +185,7 @@ def main() -> int:
         )
         (root / "home").mkdir()
         rv_cmd = [
-            python(),
+            rageval_python_used,
             "-m",
             "pytest",
             "--rageval",
