@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_rageval.evaluation import registry
-from pytest_rageval.evaluation.thresholds import Miss, describe_runs, shorten
+from pytest_rageval.evaluation.thresholds import Miss, ThresholdConfig, describe_runs, shorten
 from pytest_rageval.gate.aggregate import xfail_counts
 from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import terminal_safe
@@ -23,7 +23,21 @@ from .repeats import summary_lines as repeat_summary_lines
 
 if TYPE_CHECKING:
     from pytest_rageval.gate.compare import Comparison
-    from pytest_rageval.plugin.settings import Settings
+
+
+class SummarySettings(Protocol):
+    """What the summary section reads of the run's settings (the plugin's Settings has both)."""
+
+    @property
+    def k_shown(self) -> str:
+        """The run's k as the summary shows it (``5``, or a matrix's depth values)."""
+        ...
+
+    @property
+    def thresholds(self) -> ThresholdConfig:
+        """The per-case thresholds (command line, global, by category)."""
+        ...
+
 
 TOP_ANCHORS = 5
 TOP_CLAIMS = 5  # unsupported claims shown per judge metric
@@ -124,7 +138,7 @@ def summary_metrics() -> tuple[str, ...]:
     return registry.summary_aggregates()
 
 
-def _case_threshold(name: str, settings: Settings) -> str:
+def _case_threshold(name: str, settings: SummarySettings) -> str:
     """The configured per-case threshold behind an aggregate, when one is set globally."""
     from pytest_rageval.evaluation.thresholds import op_for
 
@@ -137,7 +151,7 @@ def _case_threshold(name: str, settings: Settings) -> str:
 
 def summary_lines(
     metrics: Mapping[str, Any],
-    settings: Settings,
+    settings: SummarySettings,
     comparison: Comparison | None,
     notes: Iterable[str],
     run_dir: Path | None,
@@ -155,7 +169,7 @@ _WARN: Markup = {"yellow": True}
 
 def styled_summary_lines(
     metrics: Mapping[str, Any],
-    settings: Settings,
+    settings: SummarySettings,
     comparison: Comparison | None,
     notes: Iterable[str],
     run_dir: Path | None,
