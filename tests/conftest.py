@@ -76,13 +76,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "e2e: starts processes (pytest runs, the rageval command, a browser); pytest -m 'not e2e' runs the fast unit tests alone"
     )
+    config.addinivalue_line("markers", "slow: takes a quarter of a minute or more; runs first, so under -n it never ends the suite alone")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, whose order it keeps otherwise
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that requests a process fixture is marked ``e2e`` (tests that start processes themselves say so)."""
+    """A test that requests a process fixture is marked ``e2e`` (tests that start processes themselves say so).
+
+    ``slow`` tests go first: pytest-xdist hands out the first tests first, so a long one starts at once instead of
+    running on alone after every other test has finished (a minute and more added to the suite's wall time)."""
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)

@@ -47,6 +47,7 @@ def _main_job(seed: str, output: Path) -> tuple[dict[str, Any], list[dict[str, A
     return metrics, sorted(results, key=lambda r: r["key"])  # lines come in the order cases finish
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_demo_main_job_is_identical_under_every_hash_seed(tmp_path: Path) -> None:
     runs = {seed: _main_job(seed, tmp_path / f"seed{seed}") for seed in SEEDS}

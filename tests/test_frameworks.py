@@ -182,6 +182,7 @@ def test_each_framework_scores_what_its_own_retriever_returned(target: str, tmp_
     assert mean > 0.25, f"{target}: recall@5 {mean}: the headings or paths were not read"
 
 
+@pytest.mark.slow
 def test_the_matrix_top_k_reaches_the_llamaindex_retriever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     need_module("llama_index.core")
     need_module("llama_index.retrievers.bm25")
