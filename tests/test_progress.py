@@ -131,7 +131,9 @@ def test_on_a_terminal_without_v_an_in_flight_line_says_how_far_the_run_is(pytes
         assert proc.wait(timeout=120) == 0
     os.close(main)
     text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode(errors="replace")).replace("\r\n", "\n")
-    said = re.findall(r"^rageval: (\d) of 6 cases finished, (\d) in flight, waiting on eval_sets/s\.jsonl::slow$", text, re.M)
-    assert 1 <= len(said) <= 5, text
+    said = re.findall(r"^rageval: (\d) of 6 cases finished, (\d) in flight, waiting on eval_sets/s\.jsonl::(\w+)$", text, re.M)
+    # one line (the next may come only 5 s later): about "slow", or about "warm" when a loaded machine let a case
+    # finish before pytest's main thread reported "warm"
+    assert 1 <= len(said) <= 5 and {case for *_, case in said} <= {"warm", "slow"}, text
     assert "finished: " not in text
     assert re.search(r"^\.+\s+\[100%\]$", text, re.M), text
