@@ -46,12 +46,15 @@ def server() -> Any:
         flow.stop()
 
 
-def worker(path: Path, counter: Counter, requests: int, spec: SharedSpec, hold: float = 0.01) -> None:
-    """One process's requests, in an event loop of its own, through its own connection to the server."""
+def worker(path: Path, counter: Counter, requests: int, spec: SharedSpec, hold: float = 0.01, starts: list[float] | None = None) -> None:
+    """One process's requests, in an event loop of its own, through its own connection to the server; ``starts``
+    gets the time each request started."""
     limiter = SharedLimiter(link_to(path), "judge e", spec, EndpointLimiter(spec.ceiling))
 
     async def one() -> None:
         async with limiter.slot() as ticket:
+            if starts is not None:
+                starts.append(time.monotonic())
             counter.enter()
             await asyncio.sleep(hold)
             counter.leave()
@@ -165,30 +168,12 @@ def test_a_fixed_concurrency_is_each_workers_own(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines([f"target {rag.url}*: limit 2 (most at once: 2); 8 requests, none refused"])
 
 
-def _timed_worker(path: Path, starts: list[float], counter: Counter, requests: int, spec: SharedSpec, hold: float) -> None:
-    """:func:`worker`, noting when each request starts."""
-    limiter = SharedLimiter(link_to(path), "judge e", spec, EndpointLimiter(spec.ceiling))
-
-    async def one() -> None:
-        async with limiter.slot() as ticket:
-            starts.append(time.monotonic())
-            counter.enter()
-            await asyncio.sleep(hold)
-            counter.leave()
-            ticket.done(hold)
-
-    async def main() -> None:
-        await asyncio.gather(*(one() for _ in range(requests)))
-
-    asyncio.run(main())
-
-
 @pytest.mark.parametrize("shared_limit", [True, False])
 def test_workers_share_one_rate_whether_or_not_they_share_the_limit(server: FlowServer, shared_limit: bool) -> None:
     starts: list[float] = []
     counter = Counter()
     spec = SharedSpec(ceiling=2, adaptive=False, start=2, per_second=40.0, shared=shared_limit)  # one every 25 ms
-    threads = [threading.Thread(target=_timed_worker, args=(server.path, starts, counter, 4, spec, 0.3)) for _ in range(3)]
+    threads = [threading.Thread(target=worker, args=(server.path, counter, 4, spec, 0.3, starts)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
