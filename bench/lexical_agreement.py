@@ -16,11 +16,18 @@ ships (the same code, so the same numbers).
 
     python bench/lexical_agreement.py
     python bench/lexical_agreement.py --set other_labels.jsonl
+    python bench/lexical_agreement.py --halueval qa_data.json --limit 150
+
+``--halueval`` reads the QA part of the public HaluEval benchmark as it is published (JSON lines of
+``knowledge``, ``question``, ``right_answer``, ``hallucinated_answer``; not shipped here): each line is judged
+twice over its passage, with the right answer as the reference, once answered right (label pass) and once
+with the hallucinated answer (label fail).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -28,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import source_state
 
-from pytest_rageval.judges.agreement import agreement_rows, format_table, judge_items, load_labelled
+from pytest_rageval.judges.agreement import LabelledItem, agreement_rows, format_table, judge_items, load_labelled
 from pytest_rageval.judges.lexical import LexicalJudge
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -37,13 +44,41 @@ DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl", 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", type=Path, action="append", help="labelled set (JSON lines; repeatable; default: both)")
+    parser.add_argument("--set", type=Path, action="append", help="labelled set (JSON lines; repeatable; default: the shipped ones)")
+    parser.add_argument("--halueval", type=Path, help="HaluEval's qa_data.json (JSON lines), judged right and hallucinated")
+    parser.add_argument("--limit", type=int, default=None, help="with --halueval: its first N lines only")
     args = parser.parse_args()
+    if args.halueval:
+        report(args.halueval, halueval_items(args.halueval, args.limit))
+        return 0
     for path in args.set or DEFAULT_SETS:
         report(path)
     if not args.set:
         calibration()
     return 0
+
+
+def halueval_items(path: Path, limit: int | None) -> list[LabelledItem]:
+    """Two labelled answers per HaluEval QA line: the right one (pass) and the hallucinated one (fail)."""
+    items: list[LabelledItem] = []
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
+    for number, line in enumerate(lines, start=1):
+        data = json.loads(line)
+        for kind, label, answer in (("right", "pass", data["right_answer"]), ("hallucinated", "fail", data["hallucinated_answer"])):
+            items.append(
+                LabelledItem(
+                    id=f"line{number}-{kind}",
+                    split="halueval",
+                    kind=kind,
+                    label=label,
+                    question=data["question"],
+                    contexts=(data["knowledge"],),
+                    reference_answer=data["right_answer"],
+                    key_facts=(),
+                    answer=answer,
+                )
+            )
+    return items
 
 
 def calibration() -> None:
@@ -57,8 +92,8 @@ def calibration() -> None:
     print("\n".join(format_figures(figures)))
 
 
-def report(path: Path) -> None:
-    judged = judge_items(LexicalJudge(), load_labelled(path))
+def report(path: Path, items: list[LabelledItem] | None = None) -> None:
+    judged = judge_items(LexicalJudge(), load_labelled(path) if items is None else items)
     print(f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {path.name}: {len(judged)} labelled answers; {source_state()}\n")
     print(format_table(agreement_rows(judged)))
     passes = [j for j in judged if j.item.human_pass]

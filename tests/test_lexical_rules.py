@@ -54,7 +54,7 @@ def judge(metric: str, question: str, answer: str, contexts: list[str], referenc
             (),
             "Glassroth v. Moore did.",
             "Maddox and Howard v. Moore ordered its removal.",
-            "the answer has Howard where the reference has Glassroth",
+            "the answer has Howard, Maddox where the reference has Glassroth",
         ),
         (
             "Do expenses need to be submitted in Ledgerly?",
@@ -164,3 +164,54 @@ def test_a_number_written_in_words_is_one_number(answer: str) -> None:
     falls = ["Angel Falls has a total height of 979 metres. It had 2,500 visitors that year."]
     verdict = judge("groundedness", "How high are the falls?", answer, falls)
     assert verdict.score == 5.0, verdict.reasoning
+
+
+SCHOOL = ["Carle Place Middle/High School is a public high school in the hamlet of Carle Place in Nassau County, New York."]
+RANGERS = ["Kimberly Ann Hart is a character played by actress Amy Jo Johnson during the first three seasons."]
+BEER = ["The Reinheitsgebot is a series of regulations limiting the ingredients in beer in Germany."]
+
+
+@pytest.mark.parametrize(
+    "question, contexts, reference, right, wrong, decided",
+    [
+        (  # a name opening the answer is a name too
+            "In which New York county is the sister school?",
+            SCHOOL,
+            "Nassau County",
+            "Nassau, New York.",
+            "Suffolk County is the sister school's location.",
+            "the answer has Suffolk where the reference has Nassau",
+        ),
+        (  # the reference's words, in an order no text writes: someone else
+            "Which actress played Kimberly Ann Hart?",
+            RANGERS,
+            "Amy Jo Johnson",
+            "Kimberly was played by Amy Jo Johnson.",
+            "Kimberly was played by Amy Johnson.",
+            "the answer names 'Amy Johnson' where the reference names 'Amy Jo Johnson'",
+        ),
+        (  # a reference of a few common words: each of them is the answer
+            "What does the brewery have to limit to comply with German regulations?",
+            BEER,
+            "ingredients in beer",
+            "It must limit the ingredients of its beer.",
+            "The brewery must limit their beer's purity.",
+            "so short a reference: each word counts",
+        ),
+    ],
+)
+def test_a_short_reference_is_met_word_for_word(question: str, contexts: list[str], reference: str, right: str, wrong: str, decided: str) -> None:
+    good = judge("correctness", question, right, contexts, reference)
+    bad = judge("correctness", question, wrong, contexts, reference)
+    assert good.score is not None and good.score >= 3, good.reasoning
+    assert bad.score is not None and bad.score < 3, bad.reasoning
+    assert decided in bad.reasoning
+
+
+@pytest.mark.parametrize("answer, reference, correct", [("No.", "no", True), ("yes", "yes", True), ("Yes.", "no", False), ("no", "yes", False)])
+def test_a_bare_yes_or_no_is_grounded_and_its_polarity_decides(answer: str, reference: str, correct: bool) -> None:
+    question = "Are The New Pornographers and Kings of Leon both American rock bands?"
+    grounded = judge("groundedness", question, answer, BANDS, reference)
+    assert grounded.score == 5.0 and "bare yes/no" in grounded.reasoning, grounded.reasoning
+    verdict = judge("correctness", question, answer, BANDS, reference)
+    assert verdict.score is not None and (verdict.score >= 3) is correct, verdict.reasoning

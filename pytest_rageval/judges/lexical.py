@@ -30,14 +30,16 @@ Scores (thresholds are the module constants below):
   swapped between chunks), or when a clause negates what its best-matching context
   sentences state (or states what they negate). Score = 5 * supported / claims, one
   decimal, at most ``CONTRADICTION_CAP`` when a claim is contradicted; no claims -> 0,
-  "empty answer".
+  "empty answer", but for a bare "yes"/"no" to a yes/no question -> 5 (it claims the
+  question's own words; correctness weighs its polarity).
 - correctness 0-5: with key facts, 5 * the share of key facts the answer states
   (every number/date/month of the fact present; of its other words at least
   ``FACT_COVERAGE``, or half when the fact has a number; the same polarity), at most
   ``CONTRADICTION_CAP`` when a key fact is contradicted (its words are there with
   another number of the same kind, or negated). Without key facts, the reference
   answer is one graded fact: 5 * min(1, share of its tokens in the answer /
-  ``FACT_COVERAGE``), capped the same way. With neither, the share of the answer's
+  ``FACT_COVERAGE``), capped the same way; a reference of at most ``SHORT_REFERENCE``
+  content tokens is graded 5 * share, unless the answer holds half its names and numbers. With neither, the share of the answer's
   tokens found in question + contexts (0 for a refusal), and the reasoning says so.
 - faithfulness 0/1: groundedness >= ``FAITHFUL_MIN``.
 - relevancy 0/1: not a refusal and the answer holds >= ``RELEVANCY_MIN`` of the
@@ -66,8 +68,12 @@ from pytest_rageval.evaluation import registry
 
 from .base import JudgeError, JudgeInput, Verdict
 from .lexical_rules import (
+    anchored,
     answer_polarity,
+    bare_polarity,
+    is_yes_no_question,
     lowercase_words,
+    mangled_name,
     negated_reference,
     number_pairs,
     number_swap,
@@ -109,6 +115,10 @@ __all__ = [
     "split_claims",
 ]
 
+#: A reference answer of at most this many content words ("ingredients in beer") is graded by the plain share of
+#: its words the answer holds, each word of so short an answer being the answer; but for one whose names and
+#: numbers the answer all holds ("the Victorian period" for "Victorian era"): they anchor it.
+SHORT_REFERENCE = 3
 #: A claim is supported when this share of its content tokens is in the retrieved text (or the question).
 CLAIM_SUPPORT = 0.5
 #: the share of a claim's words the retrieved text must hold when every number and name of the claim is there
@@ -535,6 +545,7 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
         or option_conflict(inp.question, expected, answer)
         or negated_reference(expected, answer)
         or rival_names(inp.question, named, answer, inp.contexts)
+        or mangled_name(inp.question, named, answer, inp.contexts)
     )
     if reason is None and inp.key_facts and inp.reference_answer:
         # the reference's other numbers and names count too, when the answer puts in their place a number or a
@@ -592,7 +603,7 @@ class LexicalJudge:
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v5"
+    PROMPT_VERSION = "lexical/v6"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())
@@ -653,6 +664,12 @@ class LexicalJudge:
             "contexts": len(inp.contexts),
             "score": g.score,
         }
+        if bare_polarity(strip_citations(inp.answer, self._citations)) is not None and is_yes_no_question(inp.question):
+            # "No." to "Are both bands American?": the answer claims the question's own words, with a polarity
+            # that correctness weighs against the reference
+            data["score"] = 5.0
+            reasoning = "a bare yes/no answer: it claims nothing beyond the question's own words"
+            return _verdict("groundedness", reasoning, data, score=5.0, supported_claims=[], unsupported_claims=[])
         if not total:
             reasoning = "empty answer: no claims to check"
         else:
@@ -670,7 +687,7 @@ class LexicalJudge:
         answer_text = answer_text_for_facts(inp.answer, self._citations, expected)
         answer = analyse_fact(answer_text)
         data: dict[str, Any] = {"key_facts": None, "reference_coverage": None, "fallback_overlap": None}
-        if not answer.tokens:
+        if not answer.tokens and answer_polarity(answer_text) is None:  # "yes" is no content word, but an answer
             return _verdict("correctness", "empty answer", {**data, "score": 0.0}, score=0.0)
         if inp.key_facts:
             checks = _fact_checks(inp.key_facts, answer, answer_text, _common_words(inp))
@@ -682,10 +699,13 @@ class LexicalJudge:
         elif inp.reference_answer and analyse_fact(inp.reference_answer).plain:
             check = check_fact(inp.reference_answer, answer)
             contradicted = check.status == "contradicted"
-            score = round(5.0 * min(1.0, check.share / FACT_COVERAGE), 1)
+            short = len(analyse_fact(inp.reference_answer).plain) <= SHORT_REFERENCE and not anchored(
+                inp.reference_answer, answer_text, [inp.question, *inp.contexts]
+            )
+            score = round(5.0 * (check.share if short else min(1.0, check.share / FACT_COVERAGE)), 1)
             data["reference_coverage"] = round(check.share, 3)
-            reasoning = (
-                f"no key facts: the answer holds {check.share:.0%} of the reference answer's content words (full marks from {FACT_COVERAGE:.0%})"
+            reasoning = f"no key facts: the answer holds {check.share:.0%} of the reference answer's content words " + (
+                "(so short a reference: each word counts)" if short else f"(full marks from {FACT_COVERAGE:.0%})"
             )
             if contradicted:
                 reasoning += f"; contradicts the reference: {check.why}"
@@ -697,9 +717,9 @@ class LexicalJudge:
             contradicted = False
             score = round(5.0 * share, 1)
             data["fallback_overlap"] = round(share, 3)
-            reasoning = "no reference answer or key facts: " + (
-                "the answer is a refusal" if refusal else f"{share:.0%} of the answer's content words appear in the question and retrieved text"
-            )
+            reasoning = (
+                "no key facts, and no content word in the reference answer: " if inp.reference_answer else "no reference answer or key facts: "
+            ) + ("the answer is a refusal" if refusal else f"{share:.0%} of the answer's content words appear in the question and retrieved text")
         decisive = decisive_conflict(inp, answer_text) if expected and not contradicted else None
         if decisive is not None:
             contradicted = True

@@ -48,9 +48,19 @@ _OPTION_WORDS = 5  # words of each side of " or " that name an option
 _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
 
 
+#: "The answer is no." says no: the words before the polarity.
+_ANSWER_IS = re.compile(r"^\W*the\s+(?:short\s+)?answer\s+is\b\W*")
+_BARE = re.compile(r"^\W*(?:the\s+(?:short\s+)?answer\s+is\b\W*)?[a-z]+\W*$")
+
+
 def _first_word(text: str) -> str | None:
-    match = _LEAD.search(normalise(text))
+    match = _LEAD.search(_ANSWER_IS.sub("", normalise(text)))
     return match.group(0) if match else None
+
+
+def bare_polarity(answer: str) -> bool | None:
+    """True for an answer that is only "yes" ("Yes.", "The answer is yes."), False for only "no", else None."""
+    return _polarity(answer) if _BARE.match(normalise(answer)) else None
 
 
 def _polarity(text: str) -> bool | None:
@@ -174,6 +184,10 @@ def number_swap(claim: str, chunks: Sequence[frozenset[Pair]]) -> str | None:
     return None
 
 
+#: An opening word that reads as a verb or an adverb ("Founded in 1997, ...", "Originally ...") is not a name.
+_VERB_OR_ADVERB = re.compile(r"(?:ed|ing|ly)$")
+
+
 def _salient(text: str, lowercase: frozenset[str] = frozenset(), opening: bool = False) -> frozenset[str]:
     """Names, numbers, dates and ids of ``text`` (spelled-out small numbers are loose talk: left out); with
     ``opening``, a capitalised first word too when it is written in lower case nowhere in ``lowercase`` (the
@@ -181,9 +195,16 @@ def _salient(text: str, lowercase: frozenset[str] = frozenset(), opening: bool =
     exact = {t for t in analyse(text).distinct if exact_class(t)} - spelled_numbers(text)
     first = _WORD.search(text)
     opener: frozenset[str] = frozenset()
-    if opening and first and first.group(0)[0].isupper():
+    if opening and first and first.group(0)[0].isupper() and not _VERB_OR_ADVERB.search(first.group(0)):
         opener = frozenset(analyse(first.group(0)).tokens) - lowercase  # its own words, no places it names
     return frozenset(exact) | names(text) | opener
+
+
+def anchored(reference: str, answer: str, around: Sequence[str]) -> bool:
+    """Whether ``reference`` has names or numbers (its capitalised opening word too, when ``around`` never writes it
+    in lower case) and ``answer`` holds at least half of them: "Nassau" for "Nassau County"."""
+    salient = _salient(reference, _lowercase_tokens([reference, *around]), opening=True)
+    return bool(salient) and 2 * len(salient & analyse(answer).distinct) >= len(salient)
 
 
 def lowercase_words(texts: Sequence[str]) -> list[str]:
@@ -254,9 +275,34 @@ def rival_names(
     lowercase = _lowercase_tokens([question, *expected, *contexts])
     wanted = frozenset().union(*(_salient(text, lowercase, opening=True) for text in expected)) - asked
     missing = wanted - analyse(answer).distinct
-    rivals = frozenset(t for t in _salient(answer) - reference - asked if not demonym_roots(t) & (reference | asked))
+    # an answer's opening name counts too: "Suffolk County is ..." where the reference says "Nassau County"
+    lowercase |= _lowercase_tokens([answer])
+    rivals = frozenset(t for t in _salient(answer, lowercase, opening=True) - reference - asked if not demonym_roots(t) & (reference | asked))
     if outside is not None:
         rivals = frozenset(t for t in rivals if not exact_class(t)) - frozenset().union(*(analyse(text).distinct for text in outside))
     if not missing or not rivals:
         return None
     return f"the answer has {_surface(rivals, [answer])} where the reference has {_surface(missing, expected)}"
+
+
+_NAME_RUN = re.compile(r"[A-Z][\w'-]*(?:[ \t]+[A-Z][\w'-]*)+")
+
+
+def mangled_name(question: str, expected: Sequence[str], answer: str, contexts: Sequence[str] = ()) -> str | None:
+    """A name of two or more capitalised words, all of them the reference's, that no text writes in that order:
+    "Amy Johnson" where the reference (and the retrieved text) say "Amy Jo Johnson" is someone else."""
+    reference = frozenset().union(*(analyse(text).distinct for text in expected))
+    written = [analyse(text).tokens for text in (*expected, question, *contexts)]
+    for match in _NAME_RUN.finditer(answer):
+        run = analyse(match.group(0)).tokens
+        if len(run) < 2 or not set(run) <= reference:
+            continue
+        if not any(_contains(tokens, run) for tokens in written):
+            named = next((m.group(0) for text in expected for m in _NAME_RUN.finditer(text) if set(run) <= set(analyse(m.group(0)).tokens)), None)
+            return f"the answer names {match.group(0)!r} where the reference names {named or ' '.join(expected)!r}"
+    return None
+
+
+def _contains(tokens: Sequence[str], run: Sequence[str]) -> bool:
+    n = len(run)
+    return any(tuple(tokens[i : i + n]) == tuple(run) for i in range(len(tokens) - n + 1))
