@@ -39,7 +39,7 @@ from pytest_rageval.judges.agreement import LabelledItem, agreement_rows, format
 from pytest_rageval.judges.lexical import LexicalJudge
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-DEFAULT_SETS = [DATA / "lexical_labelled.jsonl", DATA / "lexical_public.jsonl", DATA / "lexical_holdout2.jsonl", DATA / "lexical_holdout3.jsonl"]
+DEFAULT_SETS = [DATA / f"lexical_{name}.jsonl" for name in ("labelled", "public", "holdout2", "holdout3", "holdout4")]
 
 
 def main() -> int:

@@ -190,6 +190,14 @@ BEER = ["The Reinheitsgebot is a series of regulations limiting the ingredients 
             "Kimberly was played by Amy Johnson.",
             "the answer names 'Amy Johnson' where the reference names 'Amy Jo Johnson'",
         ),
+        (  # beside the place is not in it
+            "In which US state was the squadron based?",
+            ["The squadron was based at McClellan Air Force Base, located near Sacramento, California."],
+            "California",
+            "It was based in California.",
+            "It was based at McClellan Air Force Base, which was located near California.",
+            "the answer has 'near California' where the reference has California",
+        ),
         (  # a reference of a few common words: each of them is the answer
             "What does the brewery have to limit to comply with German regulations?",
             BEER,

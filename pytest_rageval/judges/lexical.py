@@ -74,6 +74,7 @@ from .lexical_rules import (
     is_yes_no_question,
     lowercase_words,
     mangled_name,
+    near_the_reference,
     negated_reference,
     number_pairs,
     number_swap,
@@ -546,6 +547,7 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
         or negated_reference(expected, answer)
         or rival_names(inp.question, named, answer, inp.contexts)
         or mangled_name(inp.question, named, answer, inp.contexts)
+        or near_the_reference(named, answer, inp.contexts)
     )
     if reason is None and inp.key_facts and inp.reference_answer:
         # the reference's other numbers and names count too, when the answer puts in their place a number or a

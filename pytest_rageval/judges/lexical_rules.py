@@ -306,3 +306,18 @@ def mangled_name(question: str, expected: Sequence[str], answer: str, contexts: 
 def _contains(tokens: Sequence[str], run: Sequence[str]) -> bool:
     n = len(run)
     return any(tuple(tokens[i : i + n]) == tuple(run) for i in range(len(tokens) - n + 1))
+
+
+_NEAR = r"(?:near|nearby|outside(?:\s+of)?|close\s+to|next\s+to|beyond|around)"
+
+
+def near_the_reference(expected: Sequence[str], answer: str, contexts: Sequence[str] = ()) -> str | None:
+    """The answer puts the reference's place beside itself: "located near California" where the reference is
+    "California", when no retrieved text says "near California"."""
+    for text in expected:
+        for word in sorted({m.group(0) for m in _WORD.finditer(text) if m.group(0)[:1].isupper()}):
+            pattern = re.compile(rf"\b{_NEAR}\s+(?:the\s+)?{re.escape(word)}\b", re.I)
+            found = pattern.search(answer)
+            if found and not any(pattern.search(context) for context in contexts):
+                return f"the answer has {found.group(0)!r} where the reference has {word}"
+    return None
