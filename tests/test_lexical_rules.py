@@ -223,3 +223,23 @@ def test_a_bare_yes_or_no_is_grounded_and_its_polarity_decides(answer: str, refe
     assert grounded.score == 5.0 and "bare yes/no" in grounded.reasoning, grounded.reasoning
     verdict = judge("correctness", question, answer, BANDS, reference)
     assert verdict.score is not None and (verdict.score >= 3) is correct, verdict.reasoning
+
+
+HANDBOOK = [
+    "Employees submit expenses in Ledgerly within 30 days of purchase [POL-21]. Time off is requested in Rota at least two weeks ahead [POL-08]."
+]
+
+
+@pytest.mark.parametrize("facts", [("expenses in Ledgerly", "time off in Rota"), ()])
+def test_two_names_traded_between_facts_are_a_contradiction(facts: tuple[str, ...]) -> None:
+    question = "Where do I submit expenses and where do I request time off?"
+    reference = "Expenses in Ledgerly, time off in Rota."
+    for right in (
+        "Submit expenses in Ledgerly [POL-21] and request time off in Rota [POL-08].",
+        "Expenses go through Ledgerly (POL-21); for leave, use Rota.",
+    ):
+        good = judge("correctness", question, right, HANDBOOK, reference, facts)
+        assert good.score is not None and good.score >= 3, good.reasoning
+    bad = judge("correctness", question, "Submit expenses in Rota and request time off in Ledgerly.", HANDBOOK, reference, facts)
+    assert bad.score is not None and bad.score <= 2, bad.reasoning
+    assert "the answer puts Rota with expenses and Ledgerly with time, the other way round" in bad.reasoning, bad.reasoning

@@ -84,6 +84,7 @@ from .lexical_rules import (
     rival_names,
     rival_numbers,
     same_choice,
+    swapped_pairing,
 )
 from .lexical_text import (
     Analysis,
@@ -548,6 +549,7 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
         or rival_names(inp.question, named, answer, inp.contexts)
         or mangled_name(inp.question, named, answer, inp.contexts)
         or near_the_reference(named, answer, inp.contexts)
+        or swapped_pairing(inp.question, list(inp.key_facts) or reference_clauses(inp.reference_answer), answer, inp.contexts)
     )
     if reason is None and inp.key_facts and inp.reference_answer:
         # the reference's other numbers and names count too, when the answer puts in their place a number or a
@@ -556,6 +558,11 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
             inp.question, [inp.reference_answer], answer, inp.contexts, outside=inp.contexts
         )
     return reason
+
+
+def reference_clauses(reference: str | None) -> list[str]:
+    """The reference answer's clauses, each one fact: "Expenses in Ledgerly, time off in Rota." gives two."""
+    return [clause for claim in split_claims(reference or "") for clause in clauses(claim) if analyse_fact(clause).plain]
 
 
 def _fact_checks(facts: Sequence[str], answer: Analysis, answer_text: str = "", common: frozenset[str] = frozenset()) -> list[FactCheck]:

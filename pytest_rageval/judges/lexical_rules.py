@@ -321,3 +321,35 @@ def near_the_reference(expected: Sequence[str], answer: str, contexts: Sequence[
             if found and not any(pattern.search(context) for context in contexts):
                 return f"the answer has {found.group(0)!r} where the reference has {word}"
     return None
+
+
+def swapped_pairing(question: str, facts: Sequence[str], answer: str, contexts: Sequence[str] = ()) -> str | None:
+    """Two facts whose names the answer trades: a clause holds the words of each with the name of the other and
+    without its own ("Submit expenses in Rota and request time off in Ledgerly" where the facts are "expenses in
+    Ledgerly" and "time off in Rota"), however many of each fact's words the answer holds somewhere."""
+    from .lexical_text import analyse_fact, clauses, split_claims
+
+    if len(facts) < 2:
+        return None
+    lowercase = _lowercase_tokens([question, *facts, *contexts, answer])
+    named = [_salient(fact, lowercase, opening=True) for fact in facts]
+    words = [analyse_fact(fact).plain - name for fact, name in zip(facts, named, strict=True)]
+    parts = [analyse(clause).distinct for claim in split_claims(answer) for clause in clauses(claim)]
+
+    def traded(words: frozenset[str], own: frozenset[str], other: frozenset[str]) -> frozenset[str]:
+        """The words of one fact that some clause holds with the other fact's name and without its own."""
+        return frozenset().union(*(part & words for part in parts if part & other and not part & own))
+
+    for i, j in itertools.combinations(range(len(facts)), 2):
+        name_i, name_j = named[i] - named[j], named[j] - named[i]
+        words_i, words_j = words[i] - words[j] - named[j], words[j] - words[i] - named[i]
+        if not (name_i and name_j and words_i and words_j):
+            continue
+        # both ways: each fact's words stand with the other's name
+        with_j, with_i = traded(words_i, name_i, name_j), traded(words_j, name_j, name_i)
+        if with_j and with_i:
+            return (
+                f"the answer puts {_surface(name_j, [facts[j]])} with {_surface(with_j, [answer])} and "
+                f"{_surface(name_i, [facts[i]])} with {_surface(with_i, [answer])}, the other way round from the reference"
+            )
+    return None
