@@ -243,3 +243,20 @@ def test_two_names_traded_between_facts_are_a_contradiction(facts: tuple[str, ..
     bad = judge("correctness", question, "Submit expenses in Rota and request time off in Ledgerly.", HANDBOOK, reference, facts)
     assert bad.score is not None and bad.score <= 2, bad.reasoning
     assert "the answer puts Rota with expenses and Ledgerly with time, the other way round" in bad.reasoning, bad.reasoning
+
+
+@pytest.mark.parametrize(
+    "answer, passes",
+    [
+        ("Submit them in Ledgerly within 30 days [POL-21].", True),
+        ("Submit them in Ledgerly within 30 days.", True),  # the source left uncited: no name swapped
+        ("Submit them in Ledgerly within 30 days [POL-22].", False),
+        ("Submit them in Ledgerly within 30 days (see POL-22).", False),
+    ],
+)
+def test_an_id_the_reference_names_is_a_fact_and_another_id_of_its_kind_contradicts_it(answer: str, passes: bool) -> None:
+    handbook = [*LEDGERLY, "Receipts over 800 EUR need a manager's approval [POL-22]."]
+    verdict = judge("correctness", "How long do I have to submit expenses?", answer, handbook, "Within 30 days, per POL-21.")
+    assert verdict.score is not None and (verdict.score >= 3) is passes, verdict.reasoning
+    if not passes:
+        assert "the answer names POL-22 where the reference names POL-21" in verdict.reasoning

@@ -81,10 +81,12 @@ from .lexical_rules import (
     option_conflict,
     polarity_conflict,
     polarity_of_fact,
+    rival_ids,
     rival_names,
     rival_numbers,
     same_choice,
     swapped_pairing,
+    without_ids,
 )
 from .lexical_text import (
     Analysis,
@@ -546,7 +548,9 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
         polarity_conflict(inp.question, expected, answer)
         or option_conflict(inp.question, expected, answer)
         or negated_reference(expected, answer)
-        or rival_names(inp.question, named, answer, inp.contexts)
+        or rival_ids(expected, inp.answer)
+        # an id the answer leaves uncited is no name it swapped: the id rule above judges ids
+        or rival_names(inp.question, [without_ids(text) for text in named], answer, inp.contexts)
         or mangled_name(inp.question, named, answer, inp.contexts)
         or near_the_reference(named, answer, inp.contexts)
         or swapped_pairing(inp.question, list(inp.key_facts) or reference_clauses(inp.reference_answer), answer, inp.contexts)

@@ -353,3 +353,25 @@ def swapped_pairing(question: str, facts: Sequence[str], answer: str, contexts: 
                 f"{_surface(name_i, [facts[i]])} with {_surface(with_i, [answer])}, the other way round from the reference"
             )
     return None
+
+
+#: A document or policy id: letters, a hyphen, digits ("POL-21", "LFP-001", "GRANT-7").
+_ID = re.compile(r"\b([A-Za-z][A-Za-z0-9]*)-(\d+[A-Za-z0-9]*)\b")
+
+
+def without_ids(text: str) -> str:
+    """``text`` with its ids left out."""
+    return _ID.sub(" ", text)
+
+
+def rival_ids(expected: Sequence[str], answer: str) -> str | None:
+    """The answer names (or cites) an id of the kind the reference names, but never the reference's own:
+    "[POL-22]" where the reference says POL-21."""
+    wanted = {m.group(0).upper(): m.group(1).upper() for text in expected for m in _ID.finditer(text)}
+    given = {m.group(0).upper(): m.group(1).upper() for m in _ID.finditer(answer)}
+    if not wanted or wanted.keys() & given.keys():
+        return None
+    rivals = sorted(i for i, prefix in given.items() if prefix in wanted.values())
+    if not rivals:
+        return None
+    return f"the answer names {', '.join(rivals)} where the reference names {', '.join(sorted(wanted))}"
