@@ -260,3 +260,19 @@ def test_an_id_the_reference_names_is_a_fact_and_another_id_of_its_kind_contradi
     assert verdict.score is not None and (verdict.score >= 3) is passes, verdict.reasoning
     if not passes:
         assert "the answer names POL-22 where the reference names POL-21" in verdict.reasoning
+
+
+def test_a_clause_denied_as_a_whole_contradicts_a_reference_without_its_verb() -> None:
+    question = "Where and when do I submit expenses?"
+    wrong = judge(
+        "correctness", question, "Expenses do not need to be submitted in Ledgerly within 30 days.", LEDGERLY, "In Ledgerly within 30 days (POL-21)."
+    )
+    assert wrong.score is not None and wrong.score <= 2 and "the answer denies what the reference states" in wrong.reasoning, wrong.reasoning
+    right = judge(
+        "correctness",
+        question,
+        "In Ledgerly, within 30 days; receipts are not needed under 10 EUR.",
+        LEDGERLY,
+        "In Ledgerly within 30 days (POL-21).",
+    )
+    assert right.score is not None and right.score >= 3, right.reasoning

@@ -710,11 +710,11 @@ class LexicalJudge:
             data["key_facts"] = {"covered": covered, "total": len(checks), "contradicted": sum(c.status == "contradicted" for c in checks)}
             reasoning = _describe_facts(checks)
         elif inp.reference_answer and analyse_fact(inp.reference_answer).plain:
-            check = check_fact(inp.reference_answer, answer)
+            # the reference's ids are judged by the id rule (decisive_conflict): "POL-21" is no number to match
+            graded = without_ids(inp.reference_answer) if analyse_fact(without_ids(inp.reference_answer)).plain else inp.reference_answer
+            check = check_fact(graded, answer)
             contradicted = check.status == "contradicted"
-            short = len(analyse_fact(inp.reference_answer).plain) <= SHORT_REFERENCE and not anchored(
-                inp.reference_answer, answer_text, [inp.question, *inp.contexts]
-            )
+            short = len(analyse_fact(graded).plain) <= SHORT_REFERENCE and not anchored(graded, answer_text, [inp.question, *inp.contexts])
             score = round(5.0 * (check.share if short else min(1.0, check.share / FACT_COVERAGE)), 1)
             data["reference_coverage"] = round(check.share, 3)
             reasoning = f"no key facts: the answer holds {check.share:.0%} of the reference answer's content words " + (

@@ -244,6 +244,11 @@ def negated_reference(expected: Sequence[str], answer: str) -> str | None:
         negated = [analyse_fact(part).negated & reference.plain for n, part in overlaps if n == best]
         if all(negated):
             return f"the answer negates {', '.join(sorted(map(display, negated[0])))}, which the reference states"
+        # a clause denied as a whole ("Expenses do not need to be submitted in Ledgerly within 30 days") that holds
+        # at least two of the reference's words denies it, whichever verb it negates
+        denied = [part for n, part in overlaps if n == best and analyse_fact(part).sentential]
+        if best >= 2 and len(denied) == sum(n == best for n, _ in overlaps):
+            return f"the answer denies what the reference states: {denied[0].strip()!r}"
     return None
 
 
