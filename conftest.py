@@ -34,8 +34,9 @@ if TESTS not in sys.path:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``pytest`` alone runs the suite on every core, with one worker more than cores: many tests wait on the
-    processes they start, and a third worker on two cores fills that wait (280 s against 310 s for the suite). A given
+    """``pytest`` alone runs the suite on every core (pytest-xdist reads ``-n auto`` after this hook), with one
+    worker more than cores: many tests wait on the processes they start, and a third worker on two cores fills that
+    wait (the suite took 280 s against 310 s with two). A given
     ``-n`` wins, the main job, ``pytest --rageval``, keeps its one process, and an xdist worker (which parses
     the command line again, without ``-n``) starts no workers of its own."""
     worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
@@ -45,7 +46,17 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         and getattr(config.option, "numprocesses", 0) is None
         and not config.getoption("rageval", False)
     ):
-        config.option.numprocesses = (os.cpu_count() or 1) + 1
+        config.option.numprocesses = "auto"
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` here starts one worker more than the cores this process may use (``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still wins)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -341,9 +341,9 @@ def swapped_pairing(question: str, facts: Sequence[str], answer: str, contexts: 
     words = [analyse_fact(fact).plain - name for fact, name in zip(facts, named, strict=True)]
     parts = [analyse(clause).distinct for claim in split_claims(answer) for clause in clauses(claim)]
 
-    def traded(words: frozenset[str], own: frozenset[str], other: frozenset[str]) -> frozenset[str]:
+    def traded(fact_words: frozenset[str], own: frozenset[str], other: frozenset[str]) -> frozenset[str]:
         """The words of one fact that some clause holds with the other fact's name and without its own."""
-        return frozenset().union(*(part & words for part in parts if part & other and not part & own))
+        return frozenset().union(*(part & fact_words for part in parts if part & other and not part & own))
 
     for i, j in itertools.combinations(range(len(facts)), 2):
         name_i, name_j = named[i] - named[j], named[j] - named[i]
@@ -360,8 +360,8 @@ def swapped_pairing(question: str, facts: Sequence[str], answer: str, contexts: 
     return None
 
 
-#: A document or policy id: letters, a hyphen, digits ("POL-21", "LFP-001", "GRANT-7").
-_ID = re.compile(r"\b([A-Za-z][A-Za-z0-9]*)-(\d+[A-Za-z0-9]*)\b")
+#: A document or policy id: capitals, a hyphen, digits ("POL-21", "LFP-001", "GRANT-7"; not "mid-1990s").
+_ID = re.compile(r"\b([A-Z][A-Z0-9]*)-(\d+[A-Za-z0-9]*)\b")
 
 
 def without_ids(text: str) -> str:
@@ -372,8 +372,8 @@ def without_ids(text: str) -> str:
 def rival_ids(expected: Sequence[str], answer: str) -> str | None:
     """The answer names (or cites) an id of the kind the reference names, but never the reference's own:
     "[POL-22]" where the reference says POL-21."""
-    wanted = {m.group(0).upper(): m.group(1).upper() for text in expected for m in _ID.finditer(text)}
-    given = {m.group(0).upper(): m.group(1).upper() for m in _ID.finditer(answer)}
+    wanted = {m.group(0): m.group(1) for text in expected for m in _ID.finditer(text)}
+    given = {m.group(0): m.group(1) for m in _ID.finditer(answer)}
     if not wanted or wanted.keys() & given.keys():
         return None
     rivals = sorted(i for i, prefix in given.items() if prefix in wanted.values())
