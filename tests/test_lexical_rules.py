@@ -276,3 +276,22 @@ def test_a_clause_denied_as_a_whole_contradicts_a_reference_without_its_verb() -
         "In Ledgerly within 30 days (POL-21).",
     )
     assert right.score is not None and right.score >= 3, right.reasoning
+
+
+MAGAZINES = ["Time was first published in March 1923 in New York. The New Yorker first appeared in February 1925."]
+
+
+@pytest.mark.parametrize(
+    "answer, passes",
+    [
+        ("Time was started first, in 1923, two years ahead of The New Yorker.", True),
+        ("Time came first; The New Yorker followed in 1925.", True),
+        ("The New Yorker was started first, with its first issue in February 1925, ahead of Time.", False),
+    ],
+)
+def test_an_answer_naming_both_options_chooses_the_one_its_first_clause_names(answer: str, passes: bool) -> None:
+    question = "Which magazine was started first, Time or The New Yorker?"
+    verdict = judge("correctness", question, answer, MAGAZINES, "Time")
+    assert verdict.score is not None and (verdict.score >= 3) is passes, verdict.reasoning
+    if not passes:
+        assert "the answer chooses New, Yorker where the reference chooses Time" in verdict.reasoning, verdict.reasoning

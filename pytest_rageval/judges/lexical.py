@@ -616,7 +616,7 @@ class LexicalJudge:
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v7"
+    PROMPT_VERSION = "lexical/v8"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())

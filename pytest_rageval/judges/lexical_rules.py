@@ -109,8 +109,8 @@ def same_choice(question: str, expected: Sequence[str], answer: str) -> str | No
     options = _options(question)
     if options is None:
         return None
-    expected_option = next((i for i in (_names_option(analyse(text).distinct, options) for text in expected) if i is not None), None)
-    chosen = _names_option(analyse(answer).distinct, options)
+    expected_option = next((i for i in (_chosen_option(text, options) for text in expected) if i is not None), None)
+    chosen = _chosen_option(answer, options)
     return _surface(options[chosen], [question]) if chosen is not None and expected_option == chosen else None
 
 
@@ -138,13 +138,25 @@ def _names_option(tokens: frozenset[str], options: tuple[frozenset[str], frozens
     return hits.index(True) if hits.count(True) == 1 else None
 
 
+def _chosen_option(answer: str, options: tuple[frozenset[str], frozenset[str]]) -> int | None:
+    """The option an answer chooses: the one it names, or, when it names both, the one its first clause names
+    alone ("The New Yorker was started first, ... ahead of Time")."""
+    from .lexical_text import clauses, split_claims
+
+    chosen = _names_option(analyse(answer).distinct, options)
+    if chosen is not None:
+        return chosen
+    first = next((clause for claim in split_claims(answer) for clause in clauses(claim)), "")
+    return _names_option(analyse(first).distinct, options)
+
+
 def option_conflict(question: str, expected: Sequence[str], answer: str) -> str | None:
-    """The answer names the option of an "A or B" question that the reference does not."""
+    """The answer chooses the option of an "A or B" question that the reference does not (:func:`_chosen_option`)."""
     options = _options(question)
     if options is None:
         return None
-    wanted = next((i for i in (_names_option(analyse(text).distinct, options) for text in expected) if i is not None), None)
-    given = _names_option(analyse(answer).distinct, options)
+    wanted = next((i for i in (_chosen_option(text, options) for text in expected) if i is not None), None)
+    given = _chosen_option(answer, options)
     if wanted is None or given is None or wanted == given:
         return None
     return f"the answer chooses {_surface(options[given], [question])} where the reference chooses {_surface(options[wanted], [question])}"
