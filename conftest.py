@@ -32,6 +32,11 @@ if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker."""
+    return hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``pytest`` alone runs the suite on every core (pytest-xdist reads ``-n auto`` after this hook), with one
@@ -39,9 +44,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     wait (the suite took 280 s against 310 s with two). A given
     ``-n`` wins, the main job, ``pytest --rageval``, keeps its one process, and an xdist worker (which parses
     the command line again, without ``-n``) starts no workers of its own."""
-    worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
     if (
-        not worker
+        not _is_worker(config)
         and config.pluginmanager.hasplugin("xdist")
         and getattr(config.option, "numprocesses", 0) is None
         and not config.getoption("rageval", False)
@@ -64,8 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     they compile, in a cache folder of their own when the environment says ``PYTHONDONTWRITEBYTECODE``: else each of
     the suite's some thousand process starts compiles the package again (about 0.3 s of CPU each). The main job
     and an xdist worker leave the environment as it is."""
-    worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
-    if worker or config.getoption("rageval", False) or not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    if _is_worker(config) or config.getoption("rageval", False) or not os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     user = getattr(os, "getuid", lambda: "user")()

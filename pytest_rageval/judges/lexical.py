@@ -711,7 +711,8 @@ class LexicalJudge:
             reasoning = _describe_facts(checks)
         elif inp.reference_answer and analyse_fact(inp.reference_answer).plain:
             # the reference's ids are judged by the id rule (decisive_conflict): "POL-21" is no number to match
-            graded = without_ids(inp.reference_answer) if analyse_fact(without_ids(inp.reference_answer)).plain else inp.reference_answer
+            graded = without_ids(inp.reference_answer)
+            graded = graded if analyse_fact(graded).plain else inp.reference_answer
             check = check_fact(graded, answer)
             contradicted = check.status == "contradicted"
             short = len(analyse_fact(graded).plain) <= SHORT_REFERENCE and not anchored(graded, answer_text, [inp.question, *inp.contexts])

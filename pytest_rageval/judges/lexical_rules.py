@@ -23,7 +23,19 @@ import itertools
 import re
 from collections.abc import Sequence
 
-from .lexical_text import analyse, demonym_roots, display, exact_class, names, normalise, spelled_numbers
+from .lexical_text import (
+    analyse,
+    analyse_fact,
+    canonical,
+    clauses,
+    demonym_roots,
+    display,
+    exact_class,
+    names,
+    normalise,
+    spelled_numbers,
+    split_claims,
+)
 
 __all__ = [
     "answer_polarity",
@@ -49,8 +61,9 @@ _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
 
 
 #: "The answer is no." says no: the words before the polarity.
-_ANSWER_IS = re.compile(r"^\W*the\s+(?:short\s+)?answer\s+is\b\W*")
-_BARE = re.compile(r"^\W*(?:the\s+(?:short\s+)?answer\s+is\b\W*)?[a-z]+\W*$")
+_LEAD_IN = r"^\W*(?:the\s+(?:short\s+)?answer\s+is\b\W*)?"
+_ANSWER_IS = re.compile(_LEAD_IN)
+_BARE = re.compile(_LEAD_IN + r"[a-z]+\W*$")
 
 
 def _first_word(text: str) -> str | None:
@@ -141,8 +154,6 @@ def _names_option(tokens: frozenset[str], options: tuple[frozenset[str], frozens
 def _chosen_option(answer: str, options: tuple[frozenset[str], frozenset[str]]) -> int | None:
     """The option an answer chooses: the one it names, or, when it names both, the one its first clause names
     alone ("The New Yorker was started first, ... ahead of Time")."""
-    from .lexical_text import clauses, split_claims
-
     chosen = _names_option(analyse(answer).distinct, options)
     if chosen is not None:
         return chosen
@@ -172,8 +183,6 @@ _YEAR = re.compile(r"1\d{3}|20\d{2}")
 def number_pairs(text: str) -> frozenset[Pair]:
     """Each count of ``text`` (a number in digits or words) with the content word after it: "two Followill
     brothers" gives ("2", "followill"). Years and numbers that belong to a name ("Apollo 11") count nothing."""
-    from .lexical_text import canonical
-
     named = {m.group(1).replace(",", "") for m in _NAMED_NUMBER.finditer(canonical(text))}
     tokens = analyse(text).tokens
     return frozenset(
@@ -242,8 +251,6 @@ def negated_reference(expected: Sequence[str], answer: str) -> str | None:
     """The answer's clauses that speak most of what the reference states all negate it: "did not land" where the
     reference says "landed". A negation in a clause about something else (an answer quoting more than one
     text) decides nothing."""
-    from .lexical_text import analyse_fact, clauses, split_claims
-
     parts = [clause for claim in split_claims(answer) for clause in clauses(claim)] or [answer]
     for text in expected:
         reference = analyse_fact(text)
@@ -344,8 +351,6 @@ def swapped_pairing(question: str, facts: Sequence[str], answer: str, contexts: 
     """Two facts whose names the answer trades: a clause holds the words of each with the name of the other and
     without its own ("Submit expenses in Rota and request time off in Ledgerly" where the facts are "expenses in
     Ledgerly" and "time off in Rota"), however many of each fact's words the answer holds somewhere."""
-    from .lexical_text import analyse_fact, clauses, split_claims
-
     if len(facts) < 2:
         return None
     lowercase = _lowercase_tokens([question, *facts, *contexts, answer])
