@@ -496,16 +496,19 @@ def split_claims(answer: str, citation_patterns: Sequence[Pattern[str]] = ()) ->
     """The answer's claims: sentences, bullet items and ``;``-separated parts with content words.
 
     Citation markers are removed first; headings, ``Sources:`` lines, lead-ins ending with
-    ``:`` and a bare "Yes." or "No." are not claims.
+    ``:`` that something follows and a bare "Yes." or "No." are not claims. The answer's last part
+    is a claim however it ends: "You can declare them with BackgroundTasks:" (a sentence that
+    introduced a code block the answer left out) states what it says.
     """
-    claims: list[str] = []
-    for block in _blocks(strip_citations(answer, citation_patterns)):
-        for sentence in _sentences(block):
-            for part in sentence.split(";"):
-                part = part.strip(" \t-\u2013\u2014,")
-                if part and not part.endswith(":") and analyse(part).plain:  # "No." alone is a polarity, not a claim
-                    claims.append(part)
-    return claims
+    parts = [
+        part.strip(" \t-\u2013\u2014,")
+        for block in _blocks(strip_citations(answer, citation_patterns))
+        for sentence in _sentences(block)
+        for part in sentence.split(";")
+    ]
+    parts = [part for part in parts if part and analyse(part).plain]  # "No." alone is a polarity, not a claim
+    last = len(parts) - 1
+    return [part.rstrip(":").rstrip() if at == last else part for at, part in enumerate(parts) if at == last or not part.endswith(":")]
 
 
 @lru_cache(maxsize=1024)
