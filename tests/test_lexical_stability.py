@@ -102,3 +102,18 @@ def test_correctness_never_reads_the_retrieved_text_when_a_reference_exists() ->
         if len(scores) > 1:
             differ.append((item.id, sorted(s for s in scores if s is not None)))
     assert differ == []
+
+
+@pytest.mark.parametrize("marked", ["50 _million_ ARB", "50 *million* ARB", "**50 million** ARB", "`50 million` ARB"])
+@pytest.mark.parametrize("metric", ["groundedness", "correctness"])
+def test_markdown_emphasis_changes_no_verdict(marked: str, metric: str) -> None:
+    contexts = ["The program's budget was a hard cap of 50,000,000 ARB allocated from the DAO treasury."]
+    question, reference = "How much ARB was the program allocated?", "50 million ARB"
+    plain = judge(metric, question, "Its budget was capped at 50 million ARB.", contexts, reference)
+    emphasised = judge(metric, question, f"Its budget was capped at {marked}.", contexts, reference)
+    assert emphasised.score == plain.score == 5.0, emphasised.reasoning
+
+
+def test_snake_case_names_are_no_emphasis() -> None:
+    verdict = judge("groundedness", "Which options?", "Set allow_origins and allow_methods.", ["Set allow_origins and allow_methods."])
+    assert verdict.score == 5.0 and verdict.supported_claims == ["Set allow_origins and allow_methods."], verdict.reasoning

@@ -420,6 +420,7 @@ DEFAULT_CITATION_PATTERNS: tuple[str, ...] = (
 _DEFAULT_COMPILED = tuple(re.compile(p) for p in DEFAULT_CITATION_PATTERNS)
 _MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _MD_NOISE = re.compile(r"\*\*|__|`")
+_MD_EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")  # *x*, _x_; not allow_origins
 _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=[.,;:!?])")
 
 
@@ -440,11 +441,12 @@ def compile_citation_patterns(lines: Iterable[str], where: str = "rageval_citati
 
 
 def strip_citations(text: str, extra: Sequence[Pattern[str]] = ()) -> str:
-    """Drop citation markers (built-in forms, then ``extra``) and markdown emphasis; keep link texts."""
+    """Drop citation markers (built-in forms, then ``extra``) and markdown emphasis (``**x**``, ``*x*``, ``_x_``,
+    code marks); keep link texts."""
     text = _MD_LINK.sub(r"\1", text)
     for pattern in (*extra, *_DEFAULT_COMPILED):
         text = pattern.sub("", text)
-    return _SPACE_BEFORE_PUNCT.sub("", _MD_NOISE.sub("", text))
+    return _SPACE_BEFORE_PUNCT.sub("", _MD_EMPHASIS.sub(r"\2", _MD_NOISE.sub("", text)))
 
 
 # --------------------------------------------------------------------------- claims
