@@ -117,3 +117,26 @@ def test_markdown_emphasis_changes_no_verdict(marked: str, metric: str) -> None:
 def test_snake_case_names_are_no_emphasis() -> None:
     verdict = judge("groundedness", "Which options?", "Set allow_origins and allow_methods.", ["Set allow_origins and allow_methods."])
     assert verdict.score == 5.0 and verdict.supported_claims == ["Set allow_origins and allow_methods."], verdict.reasoning
+
+
+TITANIC = [
+    "RMS Titanic was operated by the White Star Line. On her maiden voyage from Southampton to New York City she struck an "
+    "iceberg and sank on 15 April 1912. The rescue ship was the Carpathia, of the Cunard Line.",
+]
+TITANIC_REFERENCE = "On her maiden voyage, the White Star Line's Titanic struck an iceberg and sank on 15 April 1912; her wreck was found in 1985."
+TITANIC_FACTS = ("iceberg", "15 April 1912")
+
+
+@pytest.mark.parametrize("contexts", [TITANIC, []], ids=["retrieved", "none"])
+@pytest.mark.parametrize(
+    "answer, passes",
+    [
+        # true detail the reference does not give: no rival, whatever was retrieved
+        ("The White Star Line's Titanic hit an iceberg on 15 April 1912; the Carpathia of the Cunard Line came to the rescue.", True),
+        ("The Cunard Line's Titanic hit an iceberg on her maiden voyage and sank on 15 April 1912.", False),  # a name in place of one
+        ("The White Star Line's Titanic hit an iceberg and sank on 15 April 1912; her wreck was found in 1986.", False),
+    ],
+)
+def test_the_references_other_names_and_numbers_are_judged_against_it_alone(contexts: list[str], answer: str, passes: bool) -> None:
+    verdict = judge("correctness", "What happened to the Titanic?", answer, contexts, TITANIC_REFERENCE, TITANIC_FACTS)
+    assert verdict.score is not None and (verdict.score >= 3) is passes, verdict.reasoning

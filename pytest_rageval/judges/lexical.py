@@ -86,6 +86,7 @@ from .lexical_rules import (
     rival_names,
     rival_numbers,
     same_choice,
+    substituted,
     swapped_pairing,
     swapped_subject,
     without_ids,
@@ -560,9 +561,9 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
         or swapped_subject(inp.question, expected, answer)
     )
     if reason is None and inp.key_facts and inp.reference_answer:
-        # the reference's other numbers and names count too, when the answer puts in their place a number, or a
-        # name in place of a name
-        reason = rival_numbers(inp.reference_answer, answer) or rival_names(inp.question, [inp.reference_answer], answer, names_only=True)
+        # the reference's other counts count too: "58-year reign" where it says 63 years (its other names and
+        # numbers may be left out, and an answer's extra detail is no rival of them)
+        reason = rival_numbers(inp.reference_answer, answer) or substituted(inp.question, inp.reference_answer, answer)
     return reason
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "rival_names",
     "rival_numbers",
     "same_choice",
+    "substituted",
     "swapped_subject",
 ]
 
@@ -276,20 +277,58 @@ def negated_reference(expected: Sequence[str], answer: str) -> str | None:
 
 
 def rival_numbers(reference: str, answer: str) -> str | None:
-    """A number, date or amount of the reference that the answer lacks, while it holds another of the same kind
-    that the reference does not have: "58-year reign" where the reference says 63 years. Numbers written as
-    words are loose talk ("it used to be every two weeks"): never a rival, but they state the reference's own
-    ("three days" states 3 days)."""
+    """A number of the reference that the answer never states, while it says the same thing with another number
+    of the same kind: it counts the same word with it ("58 years" where the reference has "63 years"; a unit
+    such as "ARB" counts many things: left out), or a clause of it holds the words of the reference's clause
+    ("the first recorded ascent in 1861" where it says "the first recorded ascent was made in 1889"). The
+    answer's other numbers are detail the reference did not give; numbers written as words state the
+    reference's own ("three days")."""
+    given = analyse(answer).distinct
+    counted = {word: number for number, word in number_pairs(answer)}
+    common = _lowercase_tokens([reference])
+    for number, word in sorted(number_pairs(reference)):
+        rival = counted.get(word) if word in common else None
+        if number not in given and rival is not None and rival != number:
+            ours, theirs = _surface(frozenset({rival}), [answer]), _surface(frozenset({number}), [reference])
+            return f"the answer has {ours} {display(word)} where the reference has {theirs}"
+    wanted = analyse(reference).distinct
+    loose = spelled_numbers(answer)
+    parts = [analyse(clause) for claim in split_claims(answer) for clause in clauses(claim)]
+    for clause in clauses(reference):
+        said = analyse(clause)
+        missing = {t for t in said.distinct if exact_class(t) and t not in given} - spelled_numbers(clause)
+        words = frozenset(t for t in said.plain if not exact_class(t))
+        for number in sorted(missing):
+            for part in parts:
+                rivals = sorted(t for t in part.distinct - wanted - loose if exact_class(t) == exact_class(number))
+                if rivals and len(words & part.plain) >= max(2, (len(words) + 1) // 2):
+                    return f"the answer has {display(rivals[0])} where the reference has {display(number)}"
+    return None
 
-    def exact(text: str) -> frozenset[str]:
-        return frozenset(t for t in analyse(text).distinct if exact_class(t)) - spelled_numbers(text)
 
-    wanted, given = exact(reference), exact(answer)
-    missing = wanted - analyse(answer).distinct
-    rivals = {t for t in given - wanted if exact_class(t) in {exact_class(m) for m in missing}}
-    if not missing or not rivals:
-        return None
-    return f"the answer has {_surface(frozenset(rivals), [answer])} where the reference has {_surface(missing, [reference])}"
+def substituted(question: str, reference: str, answer: str) -> str | None:
+    """A name of the reference that the answer leaves out, while it writes another name beside the same word:
+    "the Cunard Line's Titanic" where the reference says "the White Star Line's Titanic",
+    "Steve Wozniak and Mike Markkula" where it says "Steve Wozniak and Ronald Wayne". The answer's other names,
+    beside words of their own, are detail the reference did not give (numbers: ``rival_numbers``)."""
+    asked = analyse(question).distinct
+    wanted_tokens = analyse(reference).tokens
+    known = frozenset(wanted_tokens) | asked
+    lowercase = _lowercase_tokens([question, reference, answer])
+    salient = _salient(reference, lowercase, opening=True) - asked
+    given = analyse(answer)
+    rivals = _salient(answer, lowercase, opening=True) - known
+    pairs = frozenset(itertools.pairwise(given.tokens))
+
+    for left, right in itertools.pairwise(wanted_tokens):
+        for missing, neighbour, side in ((left, right, 0), (right, left, 1)):
+            if missing not in salient or exact_class(missing) or missing in given.distinct or neighbour not in given.distinct:
+                continue
+            found = sorted(p[side] for p in pairs if p[1 - side] == neighbour and p[side] in rivals and not exact_class(p[side]))
+            if found:
+                ours, theirs = _surface(frozenset(found[:1]), [answer]), _surface(frozenset({missing}), [reference])
+                return f"the answer has {ours} where the reference has {theirs}"
+    return None
 
 
 def rival_names(question: str, expected: Sequence[str], answer: str, *, names_only: bool = False) -> str | None:
