@@ -33,9 +33,18 @@ def judge_identity(describe: Mapping[str, Any], info: Mapping[str, Any]) -> dict
     return {"kind": info.get("name"), "model": info.get("model"), "base_url": describe.get("base_url"), "prompt_version": info.get("prompt_version")}
 
 
-def write_calibration(folder: Path, identity: Mapping[str, Any], set_name: str, set_hash: str, figures: Mapping[str, Mapping[str, Any]]) -> Path:
-    """``folder/calibration.json``, written whole or not at all."""
-    data = {"judge": dict(identity), "set": set_name, "set_hash": set_hash, "metrics": {m: dict(f) for m, f in figures.items()}}
+def write_calibration(
+    folder: Path,
+    identity: Mapping[str, Any],
+    set_name: str,
+    set_hash: str,
+    figures: Mapping[str, Mapping[str, Any]],
+    invariance: Mapping[str, Any] | None = None,
+) -> Path:
+    """``folder/calibration.json``, written whole or not at all (with an ``invariance`` section when measured)."""
+    data: dict[str, Any] = {"judge": dict(identity), "set": set_name, "set_hash": set_hash, "metrics": {m: dict(f) for m, f in figures.items()}}
+    if invariance is not None:
+        data["invariance"] = dict(invariance)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / FILE
     write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))

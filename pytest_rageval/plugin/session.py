@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_rageval.judges.cache import JudgeCacheError
+from pytest_rageval.judges.calibrate import CalibrationError
 from pytest_rageval.judges.calibrations import CalibrationRefused
 from pytest_rageval.runs.folder import RunFolder, read_records
 from pytest_rageval.targets.client import RagConfigError
@@ -78,7 +79,8 @@ def _controller(config: pytest.Config, setup: RunSetup, collection: EvalCollecti
     try:
         setup.check_target()
         setup.check_calibration()
-    except (RagConfigError, CalibrationRefused) as exc:
+        setup.check_canary()
+    except (RagConfigError, CalibrationRefused, CalibrationError) as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     collection.choose_default_args()
     controller = RunController(config, setup, collection)

@@ -96,6 +96,8 @@ class Settings:
     rank_by: str | None = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
     docs_root: Path | None = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
     min_judge_agreement: float | None = None  # ini rageval_min_judge_agreement (calibrations.py)
+    judge_canary: int = 0  # ini rageval_judge_canary: labelled answers re-judged in every judged run (judges/canary.py)
+    calibration_set: Path | None = None  # ini rageval_calibration_set: the canary's labelled set (None: the shipped one)
     params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
     marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
 
@@ -374,6 +376,8 @@ def build_settings(
         docs_root=ini_path(_first(ini.get("rageval_docs_root"), pyproject.docs_root)),
         params_hook=str(ini.get("rageval_params_hook") or "").strip(),
         min_judge_agreement=_agreement(ini.get("rageval_min_judge_agreement")),
+        judge_canary=_canary(ini.get("rageval_judge_canary")),
+        calibration_set=ini_path(ini.get("rageval_calibration_set")),
     )
 
 
@@ -519,6 +523,16 @@ def _agreement(value: Any) -> float | None:
     if not 0.0 <= number <= 1.0:
         raise SettingsError(f"rageval_min_judge_agreement: must be a balanced accuracy from 0 to 1, got {text!r}")
     return number
+
+
+def _canary(value: Any) -> int:
+    """ini ``rageval_judge_canary``: how many labelled answers to re-judge, 0 (the default) for none."""
+    text = str(value or "").strip()
+    if not text:
+        return 0
+    if not text.isdigit():
+        raise SettingsError(f"rageval_judge_canary: must be a number of labelled answers (0 or more), got {text!r}")
+    return int(text)
 
 
 def _target_concurrency(value: Any, concurrency: int) -> int:
