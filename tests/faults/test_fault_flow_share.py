@@ -56,7 +56,9 @@ def short_tmp() -> Iterator[Path]:
 
 
 @pytest.mark.e2e
-def test_a_foreign_process_on_the_socket_cannot_stall_an_xdist_run(pytester: pytest.Pytester, short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_foreign_process_on_the_socket_cannot_stall_an_xdist_run(
+    pytester: pytest.Pytester, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cases = 12
     lines = [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md"}]} for i in range(cases)]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in lines) + "\n"})
