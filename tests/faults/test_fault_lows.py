@@ -57,4 +57,4 @@ def test_a_labelled_kind_that_is_not_text_is_refused_with_line_and_field(tmp_pat
         [sys.executable, "-m", "pytest_rageval.cli", "calibrate", "--set", str(labelled)], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 2, run.stdout + run.stderr
-    assert run.stderr.strip() == f"rageval: calibrate: {labelled}:2: field 'kind' must be str, got [\"multi\", \"hop\"]"
+    assert run.stderr.strip() == f'rageval: calibrate: {labelled}:2: field \'kind\' must be str, got ["multi", "hop"]'
