@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_rageval.evaluation.registry import Threshold
@@ -19,6 +18,7 @@ from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
 from pytest_rageval.targets.resolve import client_of, load_target
 
+from .flow_share import FlowAddress
 from .judge_factory import build_judge, judge_info
 from .limits import Limits
 from .settings import Settings
@@ -73,8 +73,8 @@ class RunSetup:
         self.canary_items = canary_items(load_set(self.canary_path), self.settings.judge_canary)
 
     @classmethod
-    def build(cls, settings: Settings, *, shared_limits: Path | None = None, spot_judge: bool = True) -> RunSetup:
-        """``shared_limits``: the socket of the xdist controller's shared endpoint limits (on a worker);
+    def build(cls, settings: Settings, *, shared_limits: FlowAddress | None = None, spot_judge: bool = True) -> RunSetup:
+        """``shared_limits``: the socket (and key) of the xdist controller's shared endpoint limits (on a worker);
         ``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges after
         the run, where results are kept)."""
         limits = Limits(settings, shared=shared_limits)

@@ -39,6 +39,8 @@ from .config import Problem, RagevalConfig, read_config
 SettingsError = ConfigError
 
 JUDGE_CHOICES = defaults.JUDGE_CHOICES
+#: the most requests in flight a concurrency setting may ask for (six digits, for the option as for the ini keys)
+MAX_CONCURRENCY_SETTING = 999_999
 
 
 @dataclass(frozen=True)
@@ -363,8 +365,8 @@ def build_settings(
         target_concurrency=_target_concurrency(
             ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency"))
         ),
-        judge_rate=_rate("rageval_judge_rate", ini.get("rageval_judge_rate")),
-        target_rate=_rate("rageval_target_rate", ini.get("rageval_target_rate")),
+        judge_rate=_rate("rageval_judge_rate", ini.get("rageval_judge_rate"), timeout),
+        target_rate=_rate("rageval_target_rate", ini.get("rageval_target_rate"), timeout),
         repeat=_repeat(option, ini),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
@@ -557,18 +559,29 @@ def _concurrency(value: int | None, ceiling: Any) -> int:
         return int(text)
     if value < 1:
         raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
+    if value > MAX_CONCURRENCY_SETTING:
+        shown = str(value) if value < 10**20 else f"a number of {len(str(value))} digits"
+        raise SettingsError(f"--rageval-concurrency: must be a whole number from 1 to {MAX_CONCURRENCY_SETTING}, got {shown}")
     return value
 
 
-def _rate(key: str, value: Any) -> float | None:
-    """ini ``rageval_judge_rate`` / ``rageval_target_rate``: requests a second at most (``10/min``); None when unset."""
+def _rate(key: str, value: Any, timeout: float) -> float | None:
+    """ini ``rageval_judge_rate`` / ``rageval_target_rate``: requests a second at most (``10/min``); None when unset.
+    A rate slower than one request a ``timeout`` is refused: a request waiting its turn would wait past it."""
     text = str(value or "").strip()
     if not text:
         return None
     try:
-        return parse_rate(text)
+        rate = parse_rate(text)
     except ValueError as exc:
         raise SettingsError(f"{key}: {exc}") from None
+    if 1.0 / rate > timeout:
+        spacing = f"{1.0 / rate:.3g} s" if 1.0 / rate < float("inf") else "more than 1e+308 s"
+        raise SettingsError(
+            f"{key}: {text!r} is one request every {spacing}, longer than rageval_timeout ({timeout:g} s): "
+            "a request waiting its turn would never be sent in time; use a faster rate or a longer timeout"
+        )
+    return rate
 
 
 def _judge_metrics(value: Any) -> tuple[str, ...]:
