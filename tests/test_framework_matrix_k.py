@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from run_checks import assert_run_whole
 
 
 def _eval_set(pytester: pytest.Pytester, *cases: dict[str, Any]) -> None:
@@ -50,7 +51,7 @@ def test_a_framework_retriever_is_asked_at_the_k_each_config_records(pytester: p
     result = pytester.runpytest_subprocess(
         *_args("myretriever:retriever", "--rageval-matrix", f"{axis}=1,4", "-o", "rageval_slice_k=false", "--rageval-store-full-text")
     )
-    assert result.ret == 0, result.stdout.str()
+    assert_run_whole(pytester.path / "results", result.ret, expected_status=0, out=result.stdout.str())
     asked = sorted(int(line) for line in (pytester.path / "asked.log").read_text().split())
     recorded = sorted((r["config"]["k"], r["trace"]["k"], len(r["retrieved_chunks"])) for r in _records(pytester))
     assert asked == [1, 4] and recorded == [(1, 1, 1), (4, 4, 4)], (asked, recorded)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from needs import need_installed, need_module
+from run_checks import assert_run_whole
 
 pytestmark = pytest.mark.e2e  # the tests here run pytest or the rageval command in processes of their own
 
@@ -147,6 +148,18 @@ def _run(project: Path, *args: str, timeout: float = 300) -> subprocess.Complete
     )
 
 
+def _whole(project: Path, result: subprocess.CompletedProcess[str] | pytest.RunResult, expected: int | None = None, latest: bool = True) -> Path:
+    """The run ended as its cases say (0 when every case passed, else 1, unless ``expected``) and wrote every
+    artifact; its folder."""
+    status = result.returncode if isinstance(result, subprocess.CompletedProcess) else int(result.ret)
+    out = result.stdout if isinstance(result, subprocess.CompletedProcess) else result.stdout.str()
+    if expected is None:
+        latest = sorted((project / "results").glob("*/results.jsonl"))[-1]
+        outcomes = {json.loads(line)["outcome"] for line in latest.read_text().splitlines() if line.strip()}
+        expected = 0 if outcomes <= {"passed", "skipped", "xfailed", "xpassed"} else 1
+    return assert_run_whole(project / "results", status, expected_status=expected, out=out, latest=latest)
+
+
 def _records(project: Path) -> list[dict[str, Any]]:
     latest = sorted((project / "results").glob("*/results.jsonl"))[-1]
     return [json.loads(line) for line in latest.read_text().splitlines() if line.strip()]
@@ -164,6 +177,7 @@ def test_each_framework_scores_what_its_own_retriever_returned(target: str, tmp_
     project = _project(tmp_path, target)
     result = _run(project)
     assert "can never match" not in result.stdout, result.stdout
+    _whole(project, result)
     records = {r["test_case_id"]: r for r in _records(project)}
     compared = 0
     for case in _cases():
@@ -188,6 +202,7 @@ def test_the_matrix_top_k_reaches_the_llamaindex_retriever(tmp_path: Path, monke
     log = tmp_path / "k.log"
     monkeypatch.setenv("RAGEVAL_TEST_K_LOG", str(log))
     result = _run(project, "--rageval-matrix", "top_k=1,5")
+    _whole(project, result)
     by_config = _metrics(project)["by_config"]
     recall = {config: values["aggregate_metrics"]["recall_at_k_avg"] for config, values in by_config.items()}
     assert set(recall) == {"top_k=1", "top_k=5"}, (recall, result.stdout[-2000:])
@@ -199,7 +214,7 @@ def test_the_matrix_top_k_reaches_the_llamaindex_retriever(tmp_path: Path, monke
     assert chunks == {"top_k=1": 1, "top_k=5": 5}
     # without top_k among the params the object answers as configured: 3 chunks
     log.write_text("")
-    _run(project, "-k", "fact-gcp-budget")
+    _whole(project, _run(project, "-k", "fact-gcp-budget"))
     assert log.read_text().split() == ["3"]
     assert [len(r["retrieved_chunks"]) for r in _records(project)] == [3]
 
@@ -216,6 +231,7 @@ def test_gold_that_can_never_match_is_named_by_the_run_and_by_inspect(tmp_path: 
         )
     )
     result = _run(project)
+    _whole(project, result)
     warnings = [line for line in result.stdout.splitlines() if line.startswith("rageval warning:")]
     assert len(warnings) == 2, result.stdout
     assert "[fact-gcp-budget] gold_supports[0] proposals/gaming-catalyst.md > Budget can never match: no heading path" in warnings[0]
@@ -250,9 +266,11 @@ def test_plain_pytest_imports_no_framework(pytester: pytest.Pytester) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "q"}) + "\n"})
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_modules.py").assert_outcomes(passed=1)
     # a --rageval run with a plain callable target imports none either (the test file runs beside the case)
-    pytester.runpytest_subprocess(
+    result = pytester.runpytest_subprocess(
         "--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "test_modules.py", "eval_sets"
-    ).assert_outcomes(passed=2)
+    )
+    result.assert_outcomes(passed=2)
+    _whole(pytester.path, result, 0)
 
 
 FAULTY_APP = """
@@ -301,6 +319,7 @@ def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that
     project = _faulty_project(pytester, "retriever")
     result = project.runpytest_subprocess("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=2, errors=3)
+    _whole(project.path, result, 1)  # the errors fail the run; its report is written all the same
     out = result.stdout.str()
     assert "[boom] RAG call failed (target): LlamaIndex retriever raised RuntimeError: the index is offline" in out
     assert "[hang] RAG call failed (timeout): faulty:retriever did not return within 2 s" in out
@@ -312,6 +331,7 @@ def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that
         if json.loads(line)["test_case_id"] == "ok"
     )
     chunk = record["retrieved_chunks"][0]
+    # kept as the adapter wrote it (a list), and read back by the run's own report
     assert (chunk["rel_path"], chunk["heading_path"], record["metrics"]["recall_at_k"]) == ("a.md", ["Guide", "Budget"], 1)
 
 
@@ -321,7 +341,7 @@ def test_a_langchain_runnable_of_another_shape_names_what_it_returned(pytester: 
     project = _faulty_project(pytester, "listing")
     result = project.runpytest_subprocess("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", timeout=120)
     assert "LangChain runnable: returned list; expected a dict with answer and context, or text" in result.stdout.str()
-    assert result.ret != 0
+    _whole(project.path, result, 1, latest=False)  # every case errored: latest stays where it was
 
 
 def test_label_writes_gold_relative_to_docs_root_from_a_framework_and_over_http(tmp_path: Path) -> None:
@@ -404,3 +424,107 @@ def test_a_vector_store_retriever_gets_k_through_search_kwargs_and_paths_relativ
     assert {c.rel_path for c in wrong_root} <= {"docs/hr/leave.md", "docs/hr/pay.md"}
     assert "carry a folder that gold paths do not" in shape_problems([case], wrong_root, tmp_path)[0]
     assert shape_problems([case], chunks, tmp_path / "docs") == []
+
+
+# --------------------------------------------------------------------------- MkDocs-style attribute lists
+
+MKDOCS_DOCS = {
+    "cookies.md": "# Cookies { #cookies }\n\nAbout cookies.\n\n"
+    "## Declare Cookie parameters { #declare-cookie-parameters }\n\nDeclare cookie parameters with the Cookie class.\n\n"
+    "## Use {braces} here\n\nTemplates put braces around placeholder names.\n",
+    "guide/install.md": "# Install {#install .tab}\n\nRun pip to install the package.\n\n"
+    "## Upgrade {: #upgrade }\n\nRun pip with the upgrade flag to upgrade.\n",
+}
+MKDOCS_CASES = [  # gold written as the headings read on the page
+    {
+        "id": "cookie",
+        "question": "How do I declare cookie parameters?",
+        "gold": {"rel_path": "cookies.md", "heading_path": "Cookies > Declare Cookie parameters"},
+    },
+    {
+        "id": "braces",
+        "question": "Where do templates put braces around placeholder names?",
+        "gold": {"rel_path": "cookies.md", "heading_path": ["Cookies", "Use {braces} here"]},
+    },
+    {
+        "id": "upgrade",
+        "question": "How do I upgrade with the upgrade flag?",
+        "gold": {"rel_path": "guide/install.md", "heading_path": "# Install > ## Upgrade"},
+    },
+]
+MKDOCS_APPS = {
+    "llamaindex": """
+from pathlib import Path
+from llama_index.core import Document
+from llama_index.core.node_parser import MarkdownNodeParser
+from llama_index.retrievers.bm25 import BM25Retriever
+
+paths = sorted(Path("docs").resolve().rglob("*.md"))
+documents = [Document(text=p.read_text(), id_=str(p), metadata={"file_path": str(p)}) for p in paths]
+target = BM25Retriever.from_defaults(nodes=MarkdownNodeParser().get_nodes_from_documents(documents), similarity_top_k=2)
+""",
+    "langchain": """
+from pathlib import Path
+from langchain_community.retrievers import BM25Retriever
+from langchain_text_splitters import MarkdownHeaderTextSplitter
+
+splitter = MarkdownHeaderTextSplitter(headers_to_split_on=[("#", "Header 1"), ("##", "Header 2")])
+documents = []
+for path in sorted(Path("docs").resolve().rglob("*.md")):
+    for document in splitter.split_text(path.read_text()):
+        document.metadata["source"] = str(path)
+        documents.append(document)
+target = BM25Retriever.from_documents(documents, k=2)
+""",
+    "haystack": """
+from pathlib import Path
+from haystack import Document, Pipeline
+from haystack.components.preprocessors import MarkdownHeaderSplitter
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+documents = [Document(content=p.read_text(), meta={"file_path": str(p)}) for p in sorted(Path("docs").resolve().rglob("*.md"))]
+store = InMemoryDocumentStore()
+store.write_documents(MarkdownHeaderSplitter().run(documents=documents)["documents"])
+target = Pipeline()
+target.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=2))
+""",
+}
+MKDOCS_NEEDS = {
+    "llamaindex": ("llama_index.core", "llama_index.retrievers.bm25"),
+    "langchain": ("langchain_community.retrievers", "langchain_text_splitters"),
+    "haystack": ("haystack",),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(MKDOCS_APPS))
+def test_gold_written_as_shown_matches_headings_with_attribute_lists(framework: str, tmp_path: Path) -> None:
+    """MkDocs Material and Pandoc pages end headings with ``{ #id }``: each framework's own markdown splitter keeps
+    it in the heading, and gold written as the heading reads still matches, with no warning that it cannot."""
+    for name in MKDOCS_NEEDS[framework]:
+        need_module(name)
+    for name, text in MKDOCS_DOCS.items():
+        (tmp_path / "docs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "docs" / name).write_text(text)
+    (tmp_path / "mkdocs_app.py").write_text(MKDOCS_APPS[framework])
+    lines = [{"id": c["id"], "question": c["question"], "gold_supports": [c["gold"]], "thresholds": {"mrr": 1}} for c in MKDOCS_CASES]
+    (tmp_path / "eval_sets").mkdir()
+    (tmp_path / "eval_sets" / "docs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nrageval_target = "mkdocs_app:target"\nrageval_docs_root = "docs"\n')
+    result = _run(tmp_path)
+    assert "can never match" not in result.stdout and "rageval warning" not in result.stdout, result.stdout
+    run_dir = _whole(tmp_path, result, 0)
+    records = {r["test_case_id"]: r for r in _records(tmp_path)}
+    assert {key: r["metrics"]["mrr"] for key, r in records.items()} == {c["id"]: 1 for c in MKDOCS_CASES}
+    stored = " ".join(json.dumps(c["heading_path"]) for c in records["cookie"]["retrieved_chunks"])
+    assert "#declare-cookie-parameters" in stored  # the splitter's own heading, kept as it wrote it
+    assert "Cookies &gt; Declare Cookie parameters" in (run_dir / "report.html").read_text()
+    inspect = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "inspect", "How do I declare cookie parameters?", "--eval-set", "eval_sets/docs.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert inspect.returncode == 0, inspect.stdout + inspect.stderr
+    assert "cookies.md  heading: Cookies > Declare Cookie parameters" in inspect.stdout

@@ -270,8 +270,8 @@ def test_failure_message_names_every_miss_and_marks_gold(project: pytest.Pyteste
             "*[[]groups_partial[]] q-groups-partial*",
             "*recall_all_at_k = 0 (needs >= 1)*",
             "*answer: Only X.*",
-            "* 1   q.md  # Q*",
-            "* 2 [*] x.md  # X*",
+            "* 1   q.md  Q*",
+            "* 2 [*] x.md  X*",
         ]
     )
     result.stdout.fnmatch_lines(["*scope_miss = 1 (needs <= 0)*"])

@@ -108,7 +108,7 @@ def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(tmp_path: 
         assert all("debug=true" in r["path"] and r["body"]["k"] == 3 for r in server.requests)
         out = result.stdout
         assert "note: line 5 is invalid and is left untouched" in out
-        assert "  2. proposals/stip.md  # STIP > ## Summary" in out
+        assert "  2. proposals/stip.md  STIP > Summary" in out  # the heading as matching reads it
         assert "labelled: 2 given gold, 1 marked unanswerable, 0 skipped; wrote" in out
 
         after = path.read_bytes()
@@ -189,7 +189,7 @@ def test_hostile_chunk_text_is_shown_escaped_and_labelled_cleanly(tmp_path: Path
     out = result.stdout
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     assert "\\x1b[2J\\x1b[H\\x1b]52;c;cHduZWQ=\\x07fake prompt OVERWRITTEN long long" in out
-    assert "evil/\\x1b[31mred.md  # \\x1b]0;title\\x07Evil" in out
+    assert "evil/\\x1b[31mred.md  \\x1b]0;title\\x07Evil" in out
     assert max(len(line) for line in out.splitlines()) < 400  # 100,000 characters of chunk text shown as a short excerpt
     gold = json.loads(path.read_text())["gold_supports"]
     assert gold[0]["rel_path"] == "evil/\x1b[31mred.md"  # the anchor is what the system sends, to match it
@@ -305,7 +305,7 @@ def test_interactive_answers_are_explained_and_asked_again() -> None:
     assert LineChooser([], out.append, interactive=True, read=eof)(question).kind == "quit"
     shown = format_question(question)
     assert shown[0] == "[1/1] q (line 1): Q?"
-    assert shown[2] == "  1. notes/other.md  # Other"
+    assert shown[2] == "  1. notes/other.md  Other"
 
 
 # --------------------------------------------------------------------------- the protocol, anchors and one line

@@ -449,9 +449,9 @@ def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pyt
             "*mrr = 0.333333 (needs >= 1)",
             "answer: answer of run 2",
             "top retrieved (* = gold):",
-            "   1   docs/other0.md  # O",
-            "   2   docs/other1.md  # O",
-            "   3 * docs/a.md  # A",
+            "   1   docs/other0.md  O",
+            "   2   docs/other1.md  O",
+            "   3 * docs/a.md  A",
         ]
     )
     record = json.loads(next((pytester.path / "results").glob("*/results.jsonl")).read_text())

@@ -29,6 +29,7 @@ from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.evalset import EvalFile, LoadedCase
 from pytest_rageval.evaluation.label_edit import CHOICE_HELP, Choice, ChoiceError, EvalSetText, LabelEditError, labelled_line, parse_choice
 from pytest_rageval.evaluation.schema import Chunk, EvalCase
+from pytest_rageval.evaluation.stored_chunk import heading_text
 from pytest_rageval.plugin.runner import Engine
 from pytest_rageval.sanitize import terminal_safe
 from pytest_rageval.suggest import did_you_mean
@@ -188,12 +189,6 @@ def _one_line(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _heading(path: Any) -> str:
-    if path is None:
-        return ""
-    return " > ".join(str(p) for p in path) if isinstance(path, list) else str(path)
-
-
 def _score(chunk: Chunk) -> str:
     for value in (chunk.score_final, chunk.score_lexical, chunk.score_vector):
         if value is not None:
@@ -213,7 +208,7 @@ def format_question(question: Question) -> list[str]:
     width = len(str(len(question.chunks)))
     for number, chunk in enumerate(question.chunks, start=1):
         where = _one_line(chunk.rel_path, 120) if chunk.rel_path else f"(no rel_path) doc_id {_one_line(chunk.doc_id or '-', 60)}"
-        head = "  ".join(p for p in (where, _one_line(_heading(chunk.heading_path), 120), _score(chunk)) if p)
+        head = "  ".join(p for p in (where, _one_line(heading_text(chunk.heading_path), 120), _score(chunk)) if p)
         lines.append(f"  {number:>{width}}. {head}")
         lines.append(f"  {'':>{width}}  {_one_line(chunk.text or '', EXCERPT_CHARS) or '(no text)'}")
     return lines

@@ -41,6 +41,7 @@ from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation import thresholds as _thresholds
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse
+from pytest_rageval.evaluation.stored_chunk import chunk_of
 from pytest_rageval.gate.aggregate import Aggregator, xfail_counts
 from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import JudgeSetup
@@ -54,8 +55,6 @@ from pytest_rageval.targets.client import RagReply
 
 __all__ = ["RescoreError", "RescoreResult", "StoredClient", "StoredVerdicts", "rescore_run"]
 
-#: Fields ``runner.fill_response`` adds to each stored chunk (not the RAG's).
-_ADDED_CHUNK_FIELDS = ("position", "gold")
 #: Top-level metrics.json fields of the selection, carried over from the run.
 _SELECTION_FIELDS = ("partial", "cases_in_eval_set", "cases_selected", "shard")
 FULL_TEXT_HINT = "re-run it with --rageval-store-full-text to rescore it"
@@ -327,7 +326,7 @@ def _response(source: Mapping[str, Any]) -> RagResponse:
     """The RAG's response as the run scored it, from what it stored (chunks without the fields the runner added)."""
 
     def chunks(name: str) -> list[Chunk]:
-        return [Chunk.model_validate({k: v for k, v in c.items() if k not in _ADDED_CHUNK_FIELDS}) for c in source.get(name) or []]
+        return [chunk_of(c) for c in source.get(name) or []]
 
     return RagResponse(
         answer=str(source.get("answer") or ""),

@@ -3,7 +3,8 @@
 Pure: no pytest, no I/O. The matching rules:
 
 * a chunk matches a gold support when the ``rel_path`` strings are equal and the
-  chunk's normalised heading path starts with the gold one, segment by segment;
+  chunk's normalised heading path starts with the gold one, segment by segment
+  (leading ``#`` marks and a trailing attribute list such as ``{ #install }`` are not part of a segment);
   an empty gold heading path matches any heading of that file;
 * with ``require_snippets`` a gold support that has snippets also needs one of
   them in the chunk text (case-insensitive);
@@ -15,6 +16,7 @@ Gold items are named ``"s<i>"`` (index into ``gold_supports``) and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -27,6 +29,7 @@ __all__ = [
     "matched_gold_items",
     "normalize_heading_path",
     "normalize_segment",
+    "strip_attribute_list",
     "support_item_id",
     "support_matches",
     "top_k",
@@ -38,9 +41,28 @@ _EMPTY: frozenset[str] = frozenset()
 # --------------------------------------------------------------------------- headings
 
 
+#: One attribute of a heading's attribute list: ``#id``, ``.class``, ``key=value`` (the value bare or quoted), or
+#: Pandoc's ``-`` (unnumbered).
+_ATTRIBUTE = r"""(?:[#.][^\s{}"'=]+|[A-Za-z_][\w.:-]*=(?:"[^"]*"|'[^']*'|[^\s{}"']+)|-)"""
+#: A trailing attribute list as Python-Markdown's attr_list (MkDocs) and Pandoc write it after a heading's text:
+#: whitespace, ``{``, an optional ``:``, one or more attributes separated by whitespace, ``}``, at the very end.
+_ATTRIBUTE_LIST = re.compile(rf"\s\{{:?\s*{_ATTRIBUTE}(?:\s+{_ATTRIBUTE})*\s*\}}\s*\Z")
+
+
+def strip_attribute_list(title: str) -> str:
+    """``title`` without a trailing attribute list: ``Install { #install }``, ``Install {#id .class}`` and
+    ``Install {: #install }`` give ``Install``. Braces that are no attribute list stay (``Use {braces} here``,
+    ``Set {x}``, ``{#x}`` alone: nothing would be left of the heading)."""
+    found = _ATTRIBUTE_LIST.search(title)
+    if found is None or not title[: found.start()].strip():
+        return title
+    return title[: found.start()]
+
+
 def normalize_segment(segment: str) -> str:
-    """One heading segment without leading ``#`` marks, trimmed, inner whitespace collapsed."""
-    return " ".join(segment.strip().lstrip("#").split())
+    """One heading segment without leading ``#`` marks and a trailing attribute list, trimmed, inner whitespace
+    collapsed."""
+    return " ".join(strip_attribute_list(segment.strip().lstrip("#")).split())
 
 
 # Bounded low: one entry is ~250 bytes, and a run of 100,000 cases whose gold headings all differ would keep

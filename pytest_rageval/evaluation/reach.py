@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from .anchors import normalize_heading_path
+from .anchors import normalize_heading_path, normalize_segment
 from .docpaths import is_absolute
 from .schema import Chunk, EvalCase
 
@@ -50,8 +50,8 @@ def _anchor(rel_path: str, heading: tuple[str, ...]) -> str:
 
 
 def markdown_heading_paths(text: str) -> list[tuple[str, ...]]:
-    """Every heading path of a markdown text (``# A`` then ``## B`` gives ``("A",)`` and ``("A", "B")``);
-    headings inside fenced code are not headings."""
+    """Every heading path of a markdown text (``# A`` then ``## B`` gives ``("A",)`` and ``("A", "B")``), each
+    title as matching sees it (``## B { #b }`` gives ``B``); headings inside fenced code are not headings."""
     paths: list[tuple[str, ...]] = []
     stack: list[tuple[int, str]] = []
     fenced = False
@@ -62,7 +62,7 @@ def markdown_heading_paths(text: str) -> list[tuple[str, ...]]:
         match = None if fenced else _ATX.match(line)
         if match is None:
             continue
-        level, title = len(match.group(1)), " ".join(match.group(2).split())
+        level, title = len(match.group(1)), normalize_segment(match.group(2))
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
@@ -108,9 +108,23 @@ def unreachable_gold(cases: Iterable[tuple[str, int, EvalCase]], docs_root: Path
     return found
 
 
+def _lost_folder(paths: Sequence[str], gold_paths: set[str], docs_root: Path) -> tuple[str, str] | None:
+    """(chunk path, gold path) showing that the target drops folders: a chunk path that is a bare file name, is
+    no gold path and no file at the top of ``docs_root``, while a gold path is that name inside a folder. A chunk
+    of a file that does lie at the top (``handbook.md``) says nothing: gold in folders stays reachable."""
+    for path in paths:
+        if path in gold_paths or (docs_root.is_dir() and (docs_root / path).is_file()):
+            continue
+        example = next((gold for gold in sorted(gold_paths) if gold.endswith("/" + path)), None)
+        if example is not None:
+            return path, example
+    return None
+
+
 def shape_problems(cases: Sequence[EvalCase], chunks: Sequence[Chunk], docs_root: Path) -> list[str]:
     """Why the gold of ``cases`` could not match chunks shaped like ``chunks`` (one answer of the target)."""
     gold = [support for case in cases for support in case.gold_supports]
+    gold_paths = {support.rel_path for support in gold}
     paths = [chunk.rel_path for chunk in chunks if chunk.rel_path]
     if not gold or not chunks:
         return []
@@ -122,16 +136,16 @@ def shape_problems(cases: Sequence[EvalCase], chunks: Sequence[Chunk], docs_root
             f"the target's chunk paths are absolute and outside docs_root {docs_root} (e.g. {paths[0]}): "
             "set rageval_docs_root to the folder the documents were loaded from"
         )
-    elif not set(paths) & {support.rel_path for support in gold} and any(path.endswith("/" + support.rel_path) for path in paths for support in gold):
+    elif not set(paths) & gold_paths and any(path.endswith("/" + support.rel_path) for path in paths for support in gold):
         path, support = next((p, s.rel_path) for p in paths for s in gold if p.endswith("/" + s.rel_path))
         problems.append(
             f"the target's chunk paths carry a folder that gold paths do not ({path} for {support}): "
             f"set rageval_docs_root to the folder gold paths are relative to (now {docs_root})"
         )
-    elif all("/" not in path for path in paths) and any("/" in support.rel_path for support in gold):
-        example = next(support.rel_path for support in gold if "/" in support.rel_path)
+    elif all("/" not in path for path in paths) and (lost := _lost_folder(paths, gold_paths, docs_root)) is not None:
+        path, example = lost
         problems.append(
-            f"the target's chunk paths are file names without folders (e.g. {paths[0]}) while gold paths "
+            f"the target's chunk paths are file names without folders (e.g. {path}) while gold paths "
             f"have folders (e.g. {example}): have the loader keep the path (Haystack: store_full_path=True)"
         )
     anchored = sum(1 for support in gold if normalize_heading_path(support.heading_path))

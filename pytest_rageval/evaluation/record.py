@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, get_args
 
+from .stored_chunk import StoredChunk
+
 __all__ = [
     "CALL_ERROR_KINDS",
     "ERROR_KINDS",
@@ -136,8 +138,8 @@ class CaseRecord(TypedDict, total=False):
     abstain_reason: str | None
     empty_response: bool
     selected_folders: Any
-    retrieved_chunks: list[dict[str, Any]]
-    references: list[dict[str, Any]]
+    retrieved_chunks: list[StoredChunk]  # the top K, in rank order
+    references: list[StoredChunk]
     expected_gold: list[dict[str, Any]]  # each gold item, {"anchor": "rel_path > heading" or "doc_id X", "found": in top K}
     latency: Latency
     # the judge

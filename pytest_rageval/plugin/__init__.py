@@ -168,13 +168,6 @@ def rageval_client(pytestconfig: pytest.Config, rageval_judge: Any) -> SessionCl
     return client
 
 
-def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    """A hand-written test whose ``evaluate`` call failed (RAG or judge) is an error (E), like an eval-set case."""
-    if getattr(report, "rageval_error", False) and report.when == "call":
-        return "error", "E", "ERROR"
-    return None
-
-
 @pytest.fixture(scope="session")
 def rageval_judge(pytestconfig: pytest.Config) -> SessionJudge | None:
     """The judge in use (None without one); ``rageval_judge.judge(metric, question=..., answer=..., contexts=[...])``."""

@@ -390,9 +390,12 @@ class CaseRunner:
             }
         else:
             records = item.stash.get(handwritten_key, [])
-            if call.excinfo is not None and isinstance(call.excinfo.value, EvaluateError):
-                state = "error"  # the case's call failed: an error (E), as an eval-set case's would be
-                report.rageval_error = True  # type: ignore[attr-defined]  # plugin.pytest_report_teststatus reads it
+            if call.excinfo is not None and isinstance(call.excinfo.value, EvaluateError) and report.failed:
+                # the case's call failed: an error (E), as an eval-set case's would be. pytest, its JUnit XML and
+                # pytest-html tell an error from a failure by the phase alone (a failed setup or teardown is an
+                # error), so the report says setup: every count then agrees (errors=, <error>, "1 error")
+                state = "error"
+                report.when = "setup"
                 report.longrepr = terminal_safe(str(call.excinfo.value))
             record_outcomes(records, state)
             if records:

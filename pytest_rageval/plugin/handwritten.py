@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_rageval.errors import RagevalError
+from pytest_rageval.evaluation.anchors import normalize_heading_path
 from pytest_rageval.evaluation.record import CaseError, CaseRecord
-from pytest_rageval.evaluation.schema import EvalCase, RagResponse
+from pytest_rageval.evaluation.schema import EvalCase, HeadingPath, RagResponse
+from pytest_rageval.evaluation.stored_chunk import StoredChunk
 from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_name, coerce_threshold, find_misses, shorten
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient
@@ -243,28 +245,27 @@ def assert_answered(result: CaseResult) -> None:
         raise AssertionError("expected an answer; the system sent an empty one")
 
 
-def assert_cites(result: CaseResult, *, rel_path: str | None = None, heading_path: str | None = None, doc_id: str | None = None) -> None:
-    """Fail the test unless the answer cites a chunk of ``rel_path`` (under ``heading_path``) or ``doc_id``: one of
-    its references, or, when the system sends none, one of the top-K retrieved chunks."""
+def assert_cites(result: CaseResult, *, rel_path: str | None = None, heading_path: HeadingPath | None = None, doc_id: str | None = None) -> None:
+    """Fail the test unless the answer cites a chunk of ``rel_path`` (under ``heading_path``, either form, matched
+    segment by segment as gold is) or ``doc_id``: one of its references, or, when the system sends none, one of the
+    top-K retrieved chunks."""
     __tracebackhide__ = True
-    from pytest_rageval.report.markup import heading_text
-
     if rel_path is None and doc_id is None:
         raise TypeError("assert_cites needs rel_path= or doc_id=")
     references = result.record.get("references") or []
     chunks = references or result.record.get("retrieved_chunks") or []
-    wanted_heading = heading_text(heading_path) if heading_path is not None else None
+    wanted_heading = normalize_heading_path(heading_path)
 
-    def cites(chunk: dict[str, Any]) -> bool:
+    def cites(chunk: StoredChunk) -> bool:
         if doc_id is not None and chunk.get("doc_id") != doc_id:
             return False
         if rel_path is not None and chunk.get("rel_path") != rel_path:
             return False
-        return wanted_heading is None or heading_text(chunk.get("heading_path")).startswith(wanted_heading)
+        return normalize_heading_path(chunk.get("heading_path"))[: len(wanted_heading)] == wanted_heading
 
     if any(cites(chunk) for chunk in chunks):
         return
-    wanted = " > ".join(str(p) for p in (rel_path or f"doc_id {doc_id}", heading_path) if p)
+    wanted = " > ".join([rel_path or f"doc_id {doc_id}", *wanted_heading])
     shown = ", ".join(shorten(str(c.get("rel_path") or c.get("doc_id")), 80) for c in chunks[:10]) or "none"
     if references:
         raise AssertionError(f"expected the answer to cite {wanted}; it cites: {shown}")

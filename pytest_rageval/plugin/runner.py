@@ -28,6 +28,7 @@ from pytest_rageval.evaluation.metrics import gold_marks, score_case, unmatchabl
 from pytest_rageval.evaluation.record import CaseError, CaseRecord, ErrorKind, error
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse, definition_hash
+from pytest_rageval.evaluation.stored_chunk import stored_chunk
 from pytest_rageval.evaluation.thresholds import find_misses, judge_metrics
 from pytest_rageval.flow import CASE_ORDER
 from pytest_rageval.judges import spotcheck
@@ -214,16 +215,6 @@ def base_record(case: EvalCase, *, key: str, file: str, line: int) -> CaseRecord
     }
 
 
-def _chunk_dict(chunk: Chunk, *, position: int, gold: bool, full_text: bool) -> dict[str, Any]:
-    data = chunk.model_dump(exclude_none=True)
-    text = data.get("text")
-    if isinstance(text, str) and not full_text and len(text) > TRUNCATE:
-        data["text"] = text[:TRUNCATE]
-    data["position"] = position
-    data["gold"] = gold
-    return data
-
-
 def _combine(runs: list[dict[str, Any]], expected: tuple[str, ...] = ()) -> dict[str, Any]:
     """Metrics of a (repeated) case: mean of numbers, majority of booleans, over the runs that scored each.
 
@@ -255,8 +246,9 @@ def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opt
     record["abstain_reason"] = response.abstain_reason
     record["empty_response"] = not response.answer.strip()
     record["selected_folders"] = response.selected_folders
-    record["retrieved_chunks"] = [_chunk_dict(c, position=i + 1, gold=m, full_text=full) for i, (c, m) in enumerate(zip(top, marks))]
-    record["references"] = [_chunk_dict(c, position=i + 1, gold=m, full_text=full) for i, (c, m) in enumerate(zip(response.references, ref_marks))]
+    cut = None if full else TRUNCATE
+    record["retrieved_chunks"] = [stored_chunk(c, position=i + 1, gold=m, max_text=cut) for i, (c, m) in enumerate(zip(top, marks))]
+    record["references"] = [stored_chunk(c, position=i + 1, gold=m, max_text=cut) for i, (c, m) in enumerate(zip(response.references, ref_marks))]
     record["expected_gold"] = expected_gold(case, top, opts.require_snippets)
     record["judge_input"] = {  # re-judging reads the answer from record["answer"]: it is stored once
         "question": case.question,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from pytest_rageval.evaluation.stored_chunk import heading_text
 from pytest_rageval.evaluation.thresholds import op_for
 
 from .browse import card_data
@@ -22,7 +23,6 @@ from .markup import (
     badge,
     escape,
     fmt,
-    heading_text,
     is_number,
     join,
     kv_list,

@@ -27,7 +27,6 @@ __all__ = [
     "fmt_count",
     "fmt_delta",
     "fmt_interval",
-    "heading_text",
     "is_number",
     "join",
     "kv_list",
@@ -107,13 +106,6 @@ def fmt_count(value: Any) -> Html:
     if isinstance(value, float) and value.is_integer():
         return escape(int(value))
     return fmt(value)
-
-
-def heading_text(value: Any) -> str:
-    """A heading path as text: lists joined with ' > '."""
-    if isinstance(value, (list, tuple)):
-        return " > ".join(str(part) for part in value)
-    return "" if value is None else str(value)
 
 
 def outcome_class(outcome: Any) -> str:

@@ -17,7 +17,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .markup import EMPTY, Html, badge, escape, fmt, fmt_delta, heading_text, is_number, join, num_td, outcome_class, table
+from pytest_rageval.evaluation.stored_chunk import heading_text
+
+from .markup import EMPTY, Html, badge, escape, fmt, fmt_delta, is_number, join, num_td, outcome_class, table
 
 __all__ = ["MAX_DIFF_WORDS", "chunk_moves", "render_since", "word_diff"]
 

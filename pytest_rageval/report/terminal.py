@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_rageval.evaluation import registry
+from pytest_rageval.evaluation.stored_chunk import heading_text
 from pytest_rageval.evaluation.thresholds import Miss, ThresholdConfig, describe_runs, shorten
 from pytest_rageval.gate.aggregate import xfail_counts
 from pytest_rageval.runs.folder import RunFolder
@@ -44,9 +45,7 @@ TOP_CLAIMS = 5  # unsupported claims shown per judge metric
 
 
 def _anchor(chunk: Mapping[str, Any]) -> str:
-    heading = chunk.get("heading_path")
-    if isinstance(heading, list):
-        heading = " > ".join(heading)
+    heading = heading_text(chunk.get("heading_path"))
     where = chunk.get("rel_path") or chunk.get("doc_id") or chunk.get("chunk_id") or "?"
     score = chunk.get("score_final")
     tail = f"  (score {score:.3g})" if isinstance(score, (int, float)) else ""

@@ -20,10 +20,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from pytest_rageval import safejson
 from pytest_rageval.errors import DataError
+from pytest_rageval.evaluation.schema import HeadingPath
+from pytest_rageval.evaluation.stored_chunk import StoredChunk
 
 __all__ = ["CONFIG", "FORMAT_VERSION", "HISTORY_ENTRY", "METRICS", "RECORD", "ReadbackError", "file_problem", "problems", "read_json"]
 
@@ -48,6 +50,11 @@ FLAG = Kind("true or false", lambda v: isinstance(v, bool))
 SCORE = Kind("a number or true/false", lambda v: isinstance(v, (int, float)))
 OBJECT = Kind("an object", lambda v: isinstance(v, dict))
 LIST = Kind("a list", lambda v: isinstance(v, list))
+#: a heading path in either form: ``"# Setup > ## Embeddings"`` or ``["Setup", "Embeddings"]``
+HEADING = Kind(
+    "a heading path (a string or a list of strings)",
+    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(p, str) for p in v)),
+)
 
 #: The format of metrics.json and config.json (and of the results.jsonl beside that config.json) this version
 #: writes: ``format_version``, their first field. A file without one is of format 1 (written before the field
@@ -73,7 +80,16 @@ class ReadbackError(DataError, ValueError):
 
 # --------------------------------------------------------------------------- the shapes
 
-_CHUNK = {"rel_path": TEXT, "heading_path": TEXT, "doc_id": TEXT, "text": TEXT, "score": NUMBER, "position": INTEGER, "gold": FLAG}
+_KIND_OF_TYPE: dict[Any, Kind] = {str: TEXT, float: NUMBER, int: INTEGER, bool: FLAG, HeadingPath: HEADING}
+
+
+def _shape_of(typed: type) -> dict[str, Kind]:
+    """The shape of a TypedDict whose fields are plain values: the reader checks what the writer's type says."""
+    return {name: _KIND_OF_TYPE[hint] for name, hint in get_type_hints(typed).items()}
+
+
+#: A stored chunk (evaluation/stored_chunk.py, the one owner of its shape).
+_CHUNK = _shape_of(StoredChunk)
 _VERDICT = {"score": SCORE, "label": FLAG, "reasoning": TEXT, "prompt_tokens": INTEGER, "completion_tokens": INTEGER, "cost_usd": NUMBER}
 _JUDGE_INFO = {"name": TEXT, "model": TEXT, "prompt_version": TEXT, "base_url": TEXT, "json_mode": TEXT}
 
