@@ -115,7 +115,7 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             question, k = str(body["question"]), int(body.get("k", TOP_K))
         except (ValueError, KeyError, TypeError):
-            self.send_error(400, "expected {\"question\": ..., \"k\": ...}")
+            self.send_error(400, 'expected {"question": ..., "k": ...}')
             return
         data = json.dumps(ask(question, k)).encode()
         self.send_response(200)
