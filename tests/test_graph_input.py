@@ -36,9 +36,9 @@ def _build(schema, key):
         return {"answer": f"Ten days a year ({question})", "context": [document]}
 
     builder = StateGraph(schema)
-    builder.add_node("answer", node)
-    builder.add_edge(START, "answer")
-    builder.add_edge("answer", END)
+    builder.add_node("respond", node)
+    builder.add_edge(START, "respond")
+    builder.add_edge("respond", END)
     return builder.compile()
 
 
