@@ -12,6 +12,7 @@ waits until it answers ``GET /v1/models`` and stops it on exit. ``srv.base_url``
 from __future__ import annotations
 
 import importlib.util
+import signal
 import socket
 import subprocess
 import sys
@@ -85,32 +86,65 @@ class LlamaServer:
         """Chat requests the server answered with HTTP 200."""
         return self.log_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
 
-    def __enter__(self) -> LlamaServer:
+    def died(self) -> str | None:
+        """None while the server runs; else its exit status (a signal named) and the last lines of its log."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        code = self._proc.returncode
+        status = f"exit status {code}"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            status = f"killed by {name} (exit status {128 - code} in a shell)"
+        tail = "\n".join(self.log_text().splitlines()[-20:])
+        return f"llama_cpp.server {status}; the last lines of its log:\n{tail}"
+
+    def first_completion(self) -> str | None:
+        """Send one short chat completion, as a judge would; None when it was answered, else why not (the server's
+        exit status and log when it died on it: a llama.cpp built with native CPU flags can, on some CPUs)."""
+        body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 4, "temperature": 0}
+        try:
+            answer = httpx.post(f"{self.base_url}/chat/completions", json=body, timeout=120)
+        except httpx.HTTPError as exc:
+            time.sleep(0.5)  # a crash closes the connection a moment before the process is reaped
+            return self.died() or f"the first chat completion failed: {type(exc).__name__}: {exc}"
+        if answer.status_code != 200:
+            return f"the first chat completion answered HTTP {answer.status_code}: {answer.text[:500]}"
+        return self.died()
+
+    def command(self) -> list[str]:
+        """The server's command line (on ``self.port``)."""
         model = model_path()
         if model is None:
             raise RuntimeError(missing() or "no model")
+        return [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--model_alias",
+            MODEL_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
+            "--verbose",
+            "False",
+        ]
+
+    def __enter__(self) -> LlamaServer:
         self.port = _free_port()
+        command = self.command()
         self._log = self.log_path.open("wb")
         self._proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(model),
-                "--model_alias",
-                MODEL_NAME,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--n_ctx",
-                str(self.n_ctx),
-                "--n_threads",
-                str(self.n_threads),
-                "--verbose",
-                "False",
-            ],
+            command,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

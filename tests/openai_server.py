@@ -16,14 +16,18 @@ with Retry-After), ``reject_json_schema`` (llama.cpp's 500), ``sequence``,
 (a strict json_schema subset without maxLength/maxItems), ``refuse_extras``
 (unknown request fields refused), and ``OneSlot`` (one request at a time, in
 arrival order, each taking a fixed time: a local server with one slot).
-Run ``python tests/openai_server.py`` to serve ``verdicts()`` by hand.
+Run ``python tests/openai_server.py`` to serve ``verdicts()`` by hand; ``--die-after N`` serves N chat
+completions and then kills its own process (a judge server that crashes mid-run).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -361,7 +365,35 @@ class OpenAIServer:
         self.stop()
 
 
-if __name__ == "__main__":  # pragma: no cover - manual use
+def serve_then_die(after: int) -> None:
+    """Serve ``verdicts()`` in this process, print the base URL, and after answering ``after`` chat completions die
+    with SIGKILL, as a judge server that crashes does (nothing listens on the port afterwards)."""
+    answered = itertools.count(1)
+    good = verdicts()
+    one_at_a_time = threading.Lock()  # no answer goes out after the last one: the kill comes first
+
+    class Dying(OpenAIServer):
+        def _handler(self) -> type[BaseHTTPRequestHandler]:
+            base = super()._handler()
+
+            class Handler(base):  # type: ignore[valid-type, misc]
+                def do_POST(self) -> None:
+                    with one_at_a_time:
+                        super().do_POST()
+                        if next(answered) >= after:
+                            self.wfile.flush()
+                            os.kill(os.getpid(), signal.SIGKILL)
+
+            return Handler
+
+    with Dying(good) as srv:
+        print(srv.base_url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use, and tests that need a judge process that dies
+    if len(sys.argv) == 3 and sys.argv[1] == "--die-after":
+        serve_then_die(int(sys.argv[2]))
     with OpenAIServer() as srv:
         print(srv.base_url, flush=True)
         try:

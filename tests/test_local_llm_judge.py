@@ -11,6 +11,7 @@ installs both in .ci/run): there a missing install fails the test instead of hid
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,10 @@ from llama_server import LlamaServer, missing
 from needs import missing as part_missing
 
 REPO = Path(__file__).resolve().parents[1]
+PORTABLE_HINT = (
+    "llama.cpp built with the build machine's native CPU flags dies so on its first completion on some CPUs; "
+    "build it portably: bash .ci/llama-portable (CMAKE_ARGS=-DGGML_NATIVE=OFF, without pip's wheel cache)"
+)
 #: A real question of the demo eval set (answerable, with a reference: both judge metrics apply): two verdicts of
 #: about ten seconds each on one CPU thread.
 CASE_IDS = ("fact-stip-proposer-budget",)
@@ -30,6 +35,9 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     if reason is not None:
         part_missing(reason)
     with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log", n_ctx=4096) as server:
+        problem = server.first_completion()
+        if problem is not None:
+            pytest.fail(f"{problem}\n{PORTABLE_HINT}", pytrace=False)
         yield server
 
 
@@ -54,6 +62,7 @@ def test_a_small_local_model_judges_real_questions_without_errors(pytester: pyte
         "-p",
         "no:cacheprovider",
     )
+    assert llama.died() is None, f"{llama.died()}\n{PORTABLE_HINT}"
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(CASE_IDS), result.stdout.str()[-3000:]
     run_dir = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
@@ -68,3 +77,40 @@ def test_a_small_local_model_judges_real_questions_without_errors(pytester: pyte
             assert 0 <= record["metrics"][metric] <= 5 and json.loads(record["judge"][metric]["raw"])
     # The probe: the first request alone met the refusal of json_schema, every other went out as json_object.
     assert llama.refused() == 1, llama.log_text()[-3000:]
+
+
+CRASHING_SERVER = """
+import ctypes, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        print("ggml: about to run the first completion", flush=True)
+        ctypes.string_at(0)  # a read of address 0: SIGSEGV, as a native llama.cpp build dies on some CPUs
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+class CrashingServer(LlamaServer):
+    """A server that answers ``GET /v1/models`` and dies with SIGSEGV on its first chat completion."""
+
+    def command(self) -> list[str]:
+        script = self.log_path.with_name("crashing_server.py")
+        script.write_text(CRASHING_SERVER)
+        return [sys.executable, str(script), str(self.port)]
+
+
+def test_a_server_that_dies_on_its_first_completion_is_named_with_its_exit_status_and_log(tmp_path: Path) -> None:
+    with CrashingServer(tmp_path / "server.log", ready_timeout=30) as server:
+        problem = server.first_completion()
+    assert problem is not None and problem.startswith("llama_cpp.server killed by SIGSEGV (exit status 139 in a shell)"), problem
+    assert "ggml: about to run the first completion" in problem  # the last lines of its log

@@ -46,6 +46,12 @@ class JudgeSetup:
     budget: Budget = field(default_factory=Budget)
 
 
+def stopped_answering(judge: Judge) -> tuple[str, int] | None:
+    """(endpoint, verdicts it gave) when ``judge`` (or the judge a cache wraps) stopped answering mid-run."""
+    found = getattr(getattr(judge, "inner", judge), "stopped_answering", None)
+    return found if isinstance(found, tuple) else None
+
+
 @dataclass
 class CaseVerdicts:
     """What judging one case produced."""

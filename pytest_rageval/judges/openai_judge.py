@@ -25,6 +25,11 @@ A malformed, non-JSON or truncated (finish_reason "length") answer is re-asked
 at most ``max_reasks`` times, then JudgeError; a re-ask appends the unusable answer
 and a message naming what was wrong and the form to answer in (prompts.reask_message),
 so it is not the identical request again. 401/403 raise JudgeAuthError.
+An endpoint that refuses connections after it had answered (its server died mid-run) is given
+``GONE_RETRIES`` retries, not ``max_retries``; then the judge says once that it stopped answering
+(``stopped_answering``) and every later request fails at once with that message, without a retry storm.
+Under pytest-xdist the workers share that news through ``stopped_flag`` (a file of the run), so a worker whose
+own requests never got an answer need not wait out its retries either.
 The API key never appears in messages, reprs, ``describe()``, logs, verdicts or the
 cache: everything the server sends (message content and refusal, error bodies, the
 SDK's exception texts) is masked by ``redact.Redactor`` after decoding and before
@@ -46,6 +51,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -72,6 +78,9 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 #: answers that say the endpoint has too much in flight: the adaptive limit falls (flow.Aimd)
 OVERLOADED = frozenset({429, 503})
 PER_METRIC = "per_metric"
+#: retries of a request refused a connection by an endpoint that had answered before: a restart in progress has
+#: that long to come back; a server that died does not get a minute of retries per case
+GONE_RETRIES = 2
 
 
 def resolve_api_key(environ: Mapping[str, str]) -> str:
@@ -242,6 +251,10 @@ class OpenAIJudge:
         self._step = first_step(json_mode)  # index into formats.FORMATS
         self._probe = Probe()
         self.requests_sent = 0  # chat.completions requests, retries and re-asks included
+        self.verdicts_given = 0  # usable answers received
+        #: (the endpoint as shown, verdicts it gave) once it refused connections after answering: it stopped answering
+        self.stopped_answering: tuple[str, int] | None = None
+        self.stopped_flag: StoppedFlag | None = None  # other processes of the run that judge with the same endpoint
         self.format_refusals = 0  # of those, refused for their response format
         self._lock = threading.Lock()
         self._client: Any = None
@@ -313,6 +326,8 @@ class OpenAIJudge:
             raw = attempt.content  # masked already: a server echoing the key must not store it
             problem, verdict = self._check(metric, attempt)
             if verdict is not None:
+                with self._lock:
+                    self.verdicts_given += 1
                 verdict = self._masked(verdict)
                 verdict.attempts = ask
                 verdict.prompt_tokens, verdict.completion_tokens = prompt_tokens, completion_tokens
@@ -413,7 +428,9 @@ class OpenAIJudge:
         retries = 0
         step = self._step
         while True:
+            self._raise_if_gone(metric)
             invalid = ""
+            refused_connection = False
             try:
                 async with self.limiter.slot() as ticket:
                     with self._lock:
@@ -452,12 +469,15 @@ class OpenAIJudge:
                 assert isinstance(exc, openai.APIConnectionError)
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 failure, transient, headers = f"{kind} ({_shorten(self._redactor.mask(str(exc)), 200)})", True, None
+                refused_connection = _connection_refused(exc)
             except (AttributeError, IndexError, TypeError, ValueError, openai.OpenAIError) as exc:
                 # A 200 that is no chat completion (a body that is not JSON, a wrong shape): the SDK's exception
                 # and its traceback may carry the body, so only a short masked text of it goes on.
                 invalid = f"{type(exc).__name__}: {_shorten(self._redactor.mask(str(exc)), 200)}"
             if invalid:  # raised outside the except block: no chained SDK traceback
                 raise JudgeError(metric, f"judge endpoint {self._shown_url} returned an invalid chat completion ({invalid})")
+            if refused_connection and retries >= min(self.max_retries, GONE_RETRIES) and self._answered_before():
+                self._gone(metric)
             if not transient or retries >= self.max_retries:
                 tries = retries + 1
                 hint = ""
@@ -477,6 +497,53 @@ class OpenAIJudge:
                 self.limiter.pause(delay)  # every request to this endpoint waits, not just this one
             else:
                 await asyncio.sleep(delay)
+
+    def _answered_before(self) -> bool:
+        """Whether the endpoint answered this judge, or another process's judge of the run said it stopped."""
+        return self.verdicts_given > 0 or (self.stopped_flag is not None and self.stopped_flag.raised())
+
+    def _gone(self, metric: str) -> None:
+        """The endpoint refused connections after it had answered, and went on refusing: say so once; raise."""
+        with self._lock:
+            if self.stopped_answering is None:
+                self.stopped_answering = (self._shown_url, self.verdicts_given)
+                log.warning("rageval judge: %s after %d verdicts", _gone_message(self._shown_url), self.verdicts_given)
+                if self.stopped_flag is not None:
+                    self.stopped_flag.raise_flag()
+        self._raise_if_gone(metric)
+
+    def _raise_if_gone(self, metric: str) -> None:
+        """A request after the endpoint stopped answering fails at once, naming it."""
+        if self.stopped_answering is not None:
+            raise JudgeError(metric, _gone_message(self.stopped_answering[0]))
+
+
+class StoppedFlag:
+    """A file that says an endpoint stopped answering, for the other processes of a run (xdist workers)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def raise_flag(self) -> None:
+        try:
+            self.path.touch()
+        except OSError:  # the run's folder is gone (the session ends): nobody is left to tell
+            pass
+
+    def raised(self) -> bool:
+        return self.path.exists()
+
+
+def _gone_message(url: str) -> str:
+    """One wording for every case judged after the endpoint stopped answering (the summary adds the count)."""
+    return f"the judge at {url} stopped answering (connection refused)"
+
+
+def _connection_refused(exc: BaseException) -> bool:
+    """Whether an SDK connection error is a refused connection (nothing listens there now), not a timeout or a
+    dropped response. Told by the transport error's class name: the SDK's HTTP package is not always ``httpx``."""
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and any(kind.__name__ == "ConnectError" for kind in type(cause).__mro__)
 
 
 #: The import of the openai package, started the first time a case may need it (:meth:`OpenAIJudge.warm`) or a

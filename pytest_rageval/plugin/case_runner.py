@@ -21,7 +21,7 @@ import pytest
 from pytest_rageval.evaluation.record import CaseRecord, Outcome, error
 from pytest_rageval.judges.base import JudgeAuthError
 from pytest_rageval.judges.cache import JudgeCacheError
-from pytest_rageval.judges.judging import JudgeSetup
+from pytest_rageval.judges.judging import JudgeSetup, stopped_answering
 from pytest_rageval.report.terminal import escape_longrepr
 from pytest_rageval.runs.artifacts import portable_record
 from pytest_rageval.sanitize import error_message, terminal_safe
@@ -51,6 +51,7 @@ class RunnerTotals:
     in_order: int = 0  # cases not started ahead: conftest code runs at their setup
     done: int = 0  # items whose protocol finished
     first_calls: tuple[tuple[str, float], ...] = ()  # (target, ms) of each target's first call, which went out alone
+    judges_stopped: tuple[tuple[str, int], ...] = ()  # (endpoint, verdicts) of each judge that stopped answering
 
 
 class CaseRunner:
@@ -94,7 +95,11 @@ class CaseRunner:
 
     def totals(self) -> RunnerTotals:
         first = tuple((gate.name, gate.first_latency_ms) for gate in self._gates.values() if gate.first_latency_ms is not None)
-        return RunnerTotals(stop_message=self.stop_message, in_order=len(self.in_order), done=self._done_count, first_calls=first)
+        setups = (self.setup.judge_setup, self.setup.spot_setup)
+        stopped = tuple(found for setup in setups if setup is not None and (found := stopped_answering(setup.judge)) is not None)
+        return RunnerTotals(
+            stop_message=self.stop_message, in_order=len(self.in_order), done=self._done_count, first_calls=first, judges_stopped=stopped
+        )
 
     # -- clients and judge -------------------------------------------------
 
@@ -446,6 +451,7 @@ class WorkerLink:
         totals = self.runner.totals()
         output["rageval_in_order"] = totals.in_order
         output["rageval_first_calls"] = [list(pair) for pair in totals.first_calls]
+        output["rageval_judges_stopped"] = [list(pair) for pair in totals.judges_stopped]
         if totals.stop_message:
             output["rageval_stop"] = totals.stop_message
         output["rageval_selection"] = self.collection.selection.as_dict()

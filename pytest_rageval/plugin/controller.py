@@ -76,6 +76,7 @@ class RunController:
         self.stop_message: str | None = None  # why the session stopped (a worker's refused judge key, a full disk)
         self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
         self.first_calls: list[tuple[str, float]] = []  # (target, ms) of each process's first call of a target
+        self.judges_stopped: list[tuple[str, int]] = []  # (endpoint, verdicts) of each xdist worker's judge that stopped answering
         #: what each endpoint's limit did: the xdist workers' shared limits (xdist_link), else this process's own
         self.flow_stats: Callable[[], list[tuple[str, FlowStats]]] = setup.limits.stats
         self.session: pytest.Session | None = None
@@ -170,6 +171,7 @@ class RunController:
         in_order = (totals.in_order if totals is not None else 0) + self.in_order_elsewhere
         first_calls = self.first_calls + list(totals.first_calls if totals is not None else ())
         self.gate_notes.extend(runner_notes(first_calls, in_order))
+        self.gate_notes.extend(stopped_notes(self.judges_stopped + list(totals.judges_stopped if totals is not None else ())))
         self.gate_notes.extend(self._public(line) for line in flow_notes(self.flow_stats()))
         if self.stop_message:  # the same exit status as a serial run that stopped on it
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -356,6 +358,17 @@ class RunController:
         self.gate_reason = reason
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def stopped_notes(stopped: list[tuple[str, int]]) -> list[str]:
+    """One line per judge endpoint that stopped answering, with the verdicts it gave (every process's summed)."""
+    verdicts: dict[str, int] = {}
+    for url, n in stopped:
+        verdicts[url] = verdicts.get(url, 0) + n
+    return [
+        f"the judge at {url} stopped answering after {n} verdict{'s' if n != 1 else ''}: the cases judged after that are errors"
+        for url, n in sorted(verdicts.items())
+    ]
 
 
 def runner_notes(first_calls: list[tuple[str, float]], in_order: int) -> list[str]:

@@ -12,6 +12,7 @@ Which part is decided here, once; the plugin objects themselves never ask.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -98,6 +99,8 @@ def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, 
             collection.resumed = _keys(read_records(setup.settings.resume))
         stop_file = config.workerinput.get("rageval_stop_file")  # type: ignore[attr-defined]
         retrieval_dir = config.workerinput.get("rageval_retrieval_dir")  # type: ignore[attr-defined]
+        if stop_file:
+            share_judge_stop(setup, Path(stop_file).parent)
     return CaseRunner(
         config,
         setup,
@@ -106,6 +109,18 @@ def _runner(config: pytest.Config, setup: RunSetup, collection: EvalCollection, 
         live_progress=not worker,
         retrieval_dir=Path(retrieval_dir) if retrieval_dir else None,
     )
+
+
+def share_judge_stop(setup: RunSetup, run_folder: Path) -> None:
+    """An xdist worker's judges learn from a file in the run's folder when another worker's judge found that the
+    endpoint stopped answering (each endpoint a file of its own)."""
+    from pytest_rageval.judges.openai_judge import OpenAIJudge, StoppedFlag
+
+    for judge_setup in (setup.judge_setup, setup.spot_setup):
+        inner = getattr(judge_setup.judge, "inner", None) if judge_setup is not None else None
+        if isinstance(inner, OpenAIJudge):
+            digest = hashlib.sha256(inner.base_url.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            inner.stopped_flag = StoppedFlag(run_folder / f"judge-stopped-{digest}")
 
 
 def _keys(records: Iterable[dict[str, Any]]) -> dict[str, str | None]:

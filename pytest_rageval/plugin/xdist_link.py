@@ -100,6 +100,7 @@ class XdistControllerLink:
             controller.stop_message = output["rageval_stop"]
         controller.in_order_elsewhere += output.get("rageval_in_order", 0)
         controller.first_calls.extend((str(name), float(ms)) for name, ms in output.get("rageval_first_calls") or ())
+        controller.judges_stopped.extend((str(url), int(n)) for url, n in output.get("rageval_judges_stopped") or ())
         self._worker_flow.extend((str(name), FlowStats(**stats)) for name, stats in output.get("rageval_flow") or ())
         collection = controller.collection
         if output.get("rageval_selection") and not collection.selection.collected:  # every worker collects the same items
