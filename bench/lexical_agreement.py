@@ -18,6 +18,8 @@ ships (the same code, so the same numbers).
     python bench/lexical_agreement.py --set other_labels.jsonl
     python bench/lexical_agreement.py --halueval qa_data.json --limit 150
 
+Sets in HaluEval's QA shape (holdout4, holdout5) are also judged by groundedness alone, without the reference.
+
 ``--halueval`` reads the QA part of the public HaluEval benchmark as it is published (JSON lines of
 ``knowledge``, ``question``, ``right_answer``, ``hallucinated_answer``; not shipped here): each line is judged
 twice over its passage, with the right answer as the reference, once answered right (label pass) and once
@@ -39,7 +41,10 @@ from pytest_rageval.judges.agreement import LabelledItem, agreement_rows, format
 from pytest_rageval.judges.lexical import LexicalJudge
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-DEFAULT_SETS = [DATA / f"lexical_{name}.jsonl" for name in ("labelled", "public", "holdout2", "holdout3", "holdout4")]
+DEFAULT_SETS = [DATA / f"lexical_{name}.jsonl" for name in ("labelled", "public", "holdout2", "holdout3", "holdout4", "holdout5")]
+#: Sets in HaluEval's QA shape (a right and a hallucinated answer over one passage): also measured by groundedness
+#: alone, without the reference, as a judge sees an answer when the eval set has none.
+HALUEVAL_SHAPED = [DATA / f"lexical_{name}.jsonl" for name in ("holdout4", "holdout5")]
 
 
 def main() -> int:
@@ -54,8 +59,32 @@ def main() -> int:
     for path in args.set or DEFAULT_SETS:
         report(path)
     if not args.set:
+        for path in HALUEVAL_SHAPED:
+            groundedness_alone(path)
         calibration()
     return 0
+
+
+def groundedness_alone(path: Path) -> None:
+    """Groundedness without the reference (>= 3 passes): right answers should pass, hallucinated ones fail."""
+    import asyncio
+
+    from pytest_rageval.judges.base import JudgeInput
+
+    judge = LexicalJudge()
+    right = wrong = caught = passed = 0
+    for item in load_labelled(path):
+        verdict = asyncio.run(judge.judge("groundedness", JudgeInput(item.question, item.answer, item.contexts)))
+        grounded = verdict.score is not None and verdict.score >= 3
+        if item.human_pass:
+            right, passed = right + 1, passed + grounded
+        else:
+            wrong, caught = wrong + 1, caught + (not grounded)
+    balanced = (passed / right + caught / wrong) / 2
+    print(
+        f"groundedness alone, without the reference, on {path.name}: right answers pass {passed} of {right}, "
+        f"hallucinated ones fail {caught} of {wrong} (balanced accuracy {balanced:.3f})"
+    )
 
 
 def halueval_items(path: Path, limit: int | None) -> list[LabelledItem]:

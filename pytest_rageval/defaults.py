@@ -102,6 +102,14 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
     ),
     ("rageval_repeat", "runs of each judge-dependent case (every case without a judge); a case's own repeat wins", "string", ""),
     (
+        "rageval_judge_canary",
+        "re-judge this many labelled answers of rageval_calibration_set in every judged run, without the judge "
+        "cache; the baseline gate fails when their verdicts changed (default 0: none)",
+        "string",
+        "",
+    ),
+    ("rageval_calibration_set", "the labelled set the judge canary takes its answers from (default: the one shipped with the package)", "string", ""),
+    (
         "rageval_slice_k",
         "config matrix: ask once at the largest k and slice the chunks for smaller k (default: true "
         "in a run without a judge, false with one, whose answer depends on k)",

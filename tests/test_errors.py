@@ -15,7 +15,7 @@ from pytest_rageval import BaselineError, ConfigError, DataError, RagevalError, 
 from pytest_rageval.gate.compare import load_baseline
 
 #: Signals between the package's own parts, caught where they are raised and never shown as they are.
-INTERNAL = {"Abandoned", "NotStarted", "BodyRefused", "TargetMismatch", "BadRequest", "_OverBudget"}
+INTERNAL = {"Abandoned", "NotStarted", "BodyRefused", "TargetMismatch", "BadRequest", "_OverBudget", "BadMessage"}
 
 
 def defined_classes() -> list[type]:

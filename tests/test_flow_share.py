@@ -15,7 +15,7 @@ import pytest
 from ask_server import AskServer, answer, chunk
 
 from pytest_rageval.flow import EndpointLimiter
-from pytest_rageval.plugin.flow_share import FlowServer, SharedLimiter, SharedSpec, link_to
+from pytest_rageval.plugin.flow_share import FlowAddress, FlowServer, SharedLimiter, SharedSpec, link_to
 
 
 class Counter:
@@ -46,10 +46,10 @@ def server() -> Any:
         flow.stop()
 
 
-def worker(path: Path, counter: Counter, requests: int, spec: SharedSpec, hold: float = 0.01, starts: list[float] | None = None) -> None:
+def worker(address: FlowAddress, counter: Counter, requests: int, spec: SharedSpec, hold: float = 0.01, starts: list[float] | None = None) -> None:
     """One process's requests, in an event loop of its own, through its own connection to the server; ``starts``
     gets the time each request started."""
-    limiter = SharedLimiter(link_to(path), "judge e", spec, EndpointLimiter(spec.ceiling))
+    limiter = SharedLimiter(link_to(address), "judge e", spec, EndpointLimiter(spec.ceiling))
 
     async def one() -> None:
         async with limiter.slot() as ticket:
@@ -69,7 +69,7 @@ def worker(path: Path, counter: Counter, requests: int, spec: SharedSpec, hold: 
 def test_workers_share_one_limit_per_endpoint(server: FlowServer) -> None:
     counter = Counter()
     spec = SharedSpec(ceiling=3, adaptive=False, start=3)
-    threads = [threading.Thread(target=worker, args=(server.path, counter, 20, spec)) for _ in range(3)]
+    threads = [threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 20, spec)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -83,7 +83,7 @@ def test_a_worker_that_dies_holding_places_frees_them(server: FlowServer) -> Non
     spec = SharedSpec(ceiling=2, adaptive=False, start=2)
 
     async def hold_and_vanish() -> None:
-        link = link_to(server.path)
+        link = link_to(FlowAddress(server.path, server.key))
         for _ in range(2):
             assert await link.acquire("judge e", spec) is not None
         assert link._writer is not None
@@ -91,7 +91,7 @@ def test_a_worker_that_dies_holding_places_frees_them(server: FlowServer) -> Non
 
     asyncio.run(hold_and_vanish())
     counter = Counter()
-    done = threading.Thread(target=worker, args=(server.path, counter, 4, spec))
+    done = threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 4, spec))
     done.start()
     done.join(10)
     assert counter.total == 4 and counter.most == 2
@@ -99,7 +99,7 @@ def test_a_worker_that_dies_holding_places_frees_them(server: FlowServer) -> Non
 
 def test_a_worker_that_cannot_reach_the_server_limits_itself(tmp_path: Path) -> None:
     counter = Counter()
-    worker(tmp_path / "missing.sock", counter, 6, SharedSpec(ceiling=2, adaptive=False, start=2))
+    worker(FlowAddress(tmp_path / "missing.sock", "k"), counter, 6, SharedSpec(ceiling=2, adaptive=False, start=2))
     assert counter.total == 6 and counter.most == 2  # its own limiter
 
 
@@ -173,7 +173,7 @@ def test_workers_share_one_rate_whether_or_not_they_share_the_limit(server: Flow
     starts: list[float] = []
     counter = Counter()
     spec = SharedSpec(ceiling=2, adaptive=False, start=2, per_second=40.0, shared=shared_limit)  # one every 25 ms
-    threads = [threading.Thread(target=worker, args=(server.path, counter, 4, spec, 0.3, starts)) for _ in range(3)]
+    threads = [threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 4, spec, 0.3, starts)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:

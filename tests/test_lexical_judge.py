@@ -50,7 +50,7 @@ def test_describe_and_supports() -> None:
         "name": "lexical",
         "model": "lexical-heuristic",
         "base_url": None,
-        "prompt_versions": {m: "lexical/v8" for m in LEXICAL_METRICS},
+        "prompt_versions": {m: "lexical/v9" for m in LEXICAL_METRICS},
         "temperature": 0.0,
         "seed": None,
         "json_mode": None,

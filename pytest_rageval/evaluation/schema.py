@@ -27,8 +27,11 @@ ID_PATTERN = (
     r"[^\u0000-\u001f\u007f-\u009f\u00ad\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\[\]]+$"
 )
 _ERROR_ITEM_NAME = re.compile(r"line[0-9]+")
-#: What a marker name added by a line's ``marks`` (or ``[tool.rageval.marks]``) may look like.
-MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: What a marker name added by a line's ``marks`` (or ``[tool.rageval.marks]``) may look like: pytest refuses a
+#: name starting with ``_`` (and ``__class__`` would name no marker at all).
+MARK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: The longest marker name a case may add.
+MAX_MARK_CHARS = 100
 #: Param names a line's ``params`` may not hold: the plugin sends them itself, and the record keeps its own.
 RESERVED_PARAMS = {
     "question": "the question sent is the line's own 'question'",
@@ -41,8 +44,10 @@ RESERVED_MARKS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtur
 
 def mark_problem(name: str) -> str | None:
     """Why ``name`` cannot be a marker a case adds, or None."""
+    if len(name) > MAX_MARK_CHARS:
+        return f"a marker name of {len(name)} characters ({name[:20]!r}...; at most {MAX_MARK_CHARS})"
     if not MARK_NAME.match(name):
-        return f"{name!r} is no marker name (letters, digits and _, not starting with a digit)"
+        return f"{name!r} is no marker name (letters, digits and _, starting with a letter)"
     if name in RESERVED_MARKS:
         return f"{name!r} is reserved ({'use the field judge' if name == 'judge' else 'pytest or the plugin sets it'})"
     return None

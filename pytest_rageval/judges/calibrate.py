@@ -110,7 +110,7 @@ def load_set(path: Path) -> list[LabelledAnswer]:
                 _field(data, "reference_answer", str, where, True),
                 tuple(facts),
                 dict(labels),
-                str(data.get("kind") or ""),
+                _field(data, "kind", str, where, True) or "",
             )
         )
     if not items:

@@ -33,9 +33,18 @@ def judge_identity(describe: Mapping[str, Any], info: Mapping[str, Any]) -> dict
     return {"kind": info.get("name"), "model": info.get("model"), "base_url": describe.get("base_url"), "prompt_version": info.get("prompt_version")}
 
 
-def write_calibration(folder: Path, identity: Mapping[str, Any], set_name: str, set_hash: str, figures: Mapping[str, Mapping[str, Any]]) -> Path:
-    """``folder/calibration.json``, written whole or not at all."""
-    data = {"judge": dict(identity), "set": set_name, "set_hash": set_hash, "metrics": {m: dict(f) for m, f in figures.items()}}
+def write_calibration(
+    folder: Path,
+    identity: Mapping[str, Any],
+    set_name: str,
+    set_hash: str,
+    figures: Mapping[str, Mapping[str, Any]],
+    invariance: Mapping[str, Any] | None = None,
+) -> Path:
+    """``folder/calibration.json``, written whole or not at all (with an ``invariance`` section when measured)."""
+    data: dict[str, Any] = {"judge": dict(identity), "set": set_name, "set_hash": set_hash, "metrics": {m: dict(f) for m, f in figures.items()}}
+    if invariance is not None:
+        data["invariance"] = dict(invariance)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / FILE
     write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -55,10 +64,17 @@ def _stored(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def _balanced(data: Mapping[str, Any], metric: str) -> float | None:
+def _raw_balanced(data: Mapping[str, Any], metric: str) -> Any:
     figures = data["metrics"].get(metric)
-    value = figures.get("balanced_accuracy") if isinstance(figures, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return figures.get("balanced_accuracy") if isinstance(figures, dict) else None
+
+
+def _balanced(data: Mapping[str, Any], metric: str) -> float | None:
+    """The metric's balanced accuracy; None when it has none, or one that is none (NaN, Infinity, 7)."""
+    value = _raw_balanced(data, metric)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:  # NaN fails too
+        return None
+    return float(value)
 
 
 def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics: Sequence[str], minimum: float, rootdir: Path) -> dict[str, Any]:
@@ -81,12 +97,15 @@ def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics:
             "run `rageval calibrate` with this configuration first"
         )
     path, data = same[0]
-    low = ", ".join(f"{m} {_show(_balanced(data, m))}" for m in metrics if (_balanced(data, m) or 0.0) < minimum - 1e-9)
+    low = ", ".join(f"{m} {_show(data, m)}" for m in metrics if (score := _balanced(data, m)) is None or score < minimum - 1e-9)
     raise CalibrationRefused(
         f"rageval_min_judge_agreement = {minimum:g}: the {judge} agrees less with its labels "
         f"(balanced accuracy {low} in {path}); use a stronger judge or lower the minimum"
     )
 
 
-def _show(value: float | None) -> str:
-    return "not measured" if value is None else f"{value:.3f}"
+def _show(data: Mapping[str, Any], metric: str) -> str:
+    value, raw = _balanced(data, metric), _raw_balanced(data, metric)
+    if value is not None:
+        return f"{value:.3f}"
+    return "not measured" if raw is None else f"{str(raw)[:40]} (not a balanced accuracy from 0 to 1)"

@@ -40,7 +40,8 @@ Scores (thresholds are the module constants below):
   answer is one graded fact: 5 * min(1, share of its tokens in the answer /
   ``FACT_COVERAGE``), capped the same way; a reference of at most ``SHORT_REFERENCE``
   content tokens is graded 5 * share, unless the answer holds half its names and numbers. With neither, the share of the answer's
-  tokens found in question + contexts (0 for a refusal), and the reasoning says so.
+  tokens found in question + contexts (0 for a refusal), and the reasoning says so. With a reference or key
+  facts, correctness compares the answer with them and the question only: the retrieved text never changes it.
 - faithfulness 0/1: groundedness >= ``FAITHFUL_MIN``.
 - relevancy 0/1: not a refusal and the answer holds >= ``RELEVANCY_MIN`` of the
   question's content tokens.
@@ -85,7 +86,9 @@ from .lexical_rules import (
     rival_names,
     rival_numbers,
     same_choice,
+    substituted,
     swapped_pairing,
+    swapped_subject,
     without_ids,
 )
 from .lexical_text import (
@@ -534,14 +537,15 @@ def answer_text_for_facts(answer: str, citations: Sequence[Pattern[str]], expect
 
 
 def _common_words(inp: JudgeInput) -> frozenset[str]:
-    """The fact tokens of words the question or the retrieved text writes in lower case."""
-    return analyse_fact(" ".join(lowercase_words([inp.question, *inp.contexts]))).distinct
+    """The fact tokens of words the question writes in lower case (never the retrieved text's: what else was
+    retrieved does not change a key fact's verdict)."""
+    return analyse_fact(" ".join(lowercase_words([inp.question]))).distinct
 
 
 def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
     """Why the answer contradicts the reference on a word that decides (lexical_rules), else None. Names are
     taken from the key facts when there are some (a reference's other names may be left out), else from the
-    reference answer."""
+    reference answer. The retrieved text is not read: what else was retrieved never changes the verdict."""
     expected = [text for text in (inp.reference_answer, *inp.key_facts) if text]
     named = list(inp.key_facts) or expected
     reason = (
@@ -550,17 +554,16 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
         or negated_reference(expected, answer)
         or rival_ids(expected, inp.answer)
         # an id the answer leaves uncited is no name it swapped: the id rule above judges ids
-        or rival_names(inp.question, [without_ids(text) for text in named], answer, inp.contexts)
-        or mangled_name(inp.question, named, answer, inp.contexts)
-        or near_the_reference(named, answer, inp.contexts)
-        or swapped_pairing(inp.question, list(inp.key_facts) or reference_clauses(inp.reference_answer), answer, inp.contexts)
+        or rival_names(inp.question, [without_ids(text) for text in named], answer)
+        or mangled_name(inp.question, named, answer)
+        or near_the_reference(expected, answer)
+        or swapped_pairing(inp.question, list(inp.key_facts) or reference_clauses(inp.reference_answer), answer)
+        or swapped_subject(inp.question, expected, answer)
     )
     if reason is None and inp.key_facts and inp.reference_answer:
-        # the reference's other numbers and names count too, when the answer puts in their place a number or a
-        # name that no retrieved text holds (an answer's extra detail comes from the text)
-        reason = rival_numbers(inp.reference_answer, answer, inp.contexts) or rival_names(
-            inp.question, [inp.reference_answer], answer, inp.contexts, outside=inp.contexts
-        )
+        # the reference's other counts count too: "58-year reign" where it says 63 years (its other names and
+        # numbers may be left out, and an answer's extra detail is no rival of them)
+        reason = rival_numbers(inp.reference_answer, answer) or substituted(inp.question, inp.reference_answer, answer)
     return reason
 
 
@@ -616,7 +619,7 @@ class LexicalJudge:
 
     name = "lexical"
     heuristic = True
-    PROMPT_VERSION = "lexical/v8"
+    PROMPT_VERSION = "lexical/v9"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())
@@ -715,7 +718,7 @@ class LexicalJudge:
             graded = graded if analyse_fact(graded).plain else inp.reference_answer
             check = check_fact(graded, answer)
             contradicted = check.status == "contradicted"
-            short = len(analyse_fact(graded).plain) <= SHORT_REFERENCE and not anchored(graded, answer_text, [inp.question, *inp.contexts])
+            short = len(analyse_fact(graded).plain) <= SHORT_REFERENCE and not anchored(graded, answer_text, [inp.question])
             score = round(5.0 * (check.share if short else min(1.0, check.share / FACT_COVERAGE)), 1)
             data["reference_coverage"] = round(check.share, 3)
             reasoning = f"no key facts: the answer holds {check.share:.0%} of the reference answer's content words " + (

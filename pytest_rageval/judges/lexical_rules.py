@@ -9,8 +9,11 @@ or None. ``judges.lexical`` applies them to correctness whenever a reference ans
 * **negation**: the answer's clauses that speak most of the reference negate what it states;
 * **rival names**: names, numbers, dates and ids of the key facts (or the reference) that the answer
   lacks, while it holds names of its own that neither the reference nor the question has ("the Baroque
-  era" for "the Victorian era"); **rival numbers**: a number of the reference replaced by one no
-  retrieved text holds.
+  era" for "the Victorian era"); **rival numbers**: a number of the reference replaced by another;
+* **swapped subject**: a phrase the question asks about and the reference repeats ("cookie parameters"),
+  written by the answer with another noun first ("header parameters").
+
+None of them reads the retrieved text: a correctness verdict compares the answer with the reference.
 
 ``same_choice`` is the other side: the answer chooses as the reference does on a yes/no or "A or B"
 question. ``number_swap`` serves groundedness: a number that counts what the retrieved text counts
@@ -49,6 +52,8 @@ __all__ = [
     "rival_names",
     "rival_numbers",
     "same_choice",
+    "substituted",
+    "swapped_subject",
 ]
 
 _AUXILIARIES = frozenset("is are was were do does did can could has have had will would should shall may might must".split())
@@ -217,7 +222,7 @@ def _salient(text: str, lowercase: frozenset[str] = frozenset(), opening: bool =
     first = _WORD.search(text)
     opener: frozenset[str] = frozenset()
     if opening and first and first.group(0)[0].isupper() and not _VERB_OR_ADVERB.search(first.group(0)):
-        opener = frozenset(analyse(first.group(0)).tokens) - lowercase  # its own words, no places it names
+        opener = analyse(first.group(0)).plain - lowercase  # its own words, no places it names; "No" or "None" is no name
     return frozenset(exact) | names(text) | opener
 
 
@@ -271,39 +276,76 @@ def negated_reference(expected: Sequence[str], answer: str) -> str | None:
     return None
 
 
-def rival_numbers(reference: str, answer: str, contexts: Sequence[str]) -> str | None:
-    """A number, date or amount of the reference that the answer lacks, while it holds one of the same kind that
-    neither the reference nor any retrieved text has: "58-year reign" where the reference says 63 years.
-    Numbers written as words are loose talk ("it used to be every two weeks"): left out."""
+def rival_numbers(reference: str, answer: str) -> str | None:
+    """A number of the reference that the answer never states, while it says the same thing with another number
+    of the same kind: it counts the same word with it ("58 years" where the reference has "63 years"; a unit
+    such as "ARB" counts many things: left out), or a clause of it holds the words of the reference's clause
+    ("the first recorded ascent in 1861" where it says "the first recorded ascent was made in 1889"). The
+    answer's other numbers are detail the reference did not give; numbers written as words state the
+    reference's own ("three days")."""
+    given = analyse(answer).distinct
+    counted = {word: number for number, word in number_pairs(answer)}
+    common = _lowercase_tokens([reference])
+    for number, word in sorted(number_pairs(reference)):
+        rival = counted.get(word) if word in common else None
+        if number not in given and rival is not None and rival != number:
+            ours, theirs = _surface(frozenset({rival}), [answer]), _surface(frozenset({number}), [reference])
+            return f"the answer has {ours} {display(word)} where the reference has {theirs}"
+    wanted = analyse(reference).distinct
+    loose = spelled_numbers(answer)
+    parts = [analyse(clause) for claim in split_claims(answer) for clause in clauses(claim)]
+    for clause in clauses(reference):
+        said = analyse(clause)
+        missing = {t for t in said.distinct if exact_class(t) and t not in given} - spelled_numbers(clause)
+        words = frozenset(t for t in said.plain if not exact_class(t))
+        for number in sorted(missing):
+            for part in parts:
+                rivals = sorted(t for t in part.distinct - wanted - loose if exact_class(t) == exact_class(number))
+                if rivals and len(words & part.plain) >= max(2, (len(words) + 1) // 2):
+                    return f"the answer has {display(rivals[0])} where the reference has {display(number)}"
+    return None
 
-    def exact(text: str) -> frozenset[str]:
-        return frozenset(t for t in analyse(text).distinct if exact_class(t)) - spelled_numbers(text)
 
-    wanted, given = exact(reference), exact(answer)
-    missing = wanted - given
-    known = frozenset().union(*(analyse(text).distinct for text in contexts))
-    rivals = {t for t in given - wanted - known if exact_class(t) in {exact_class(m) for m in missing}}
-    if not missing or not rivals:
-        return None
-    return f"the answer has {_surface(frozenset(rivals), [answer])} where the reference has {_surface(missing, [reference])}"
+def substituted(question: str, reference: str, answer: str) -> str | None:
+    """A name of the reference that the answer leaves out, while it writes another name beside the same word:
+    "the Cunard Line's Titanic" where the reference says "the White Star Line's Titanic",
+    "Steve Wozniak and Mike Markkula" where it says "Steve Wozniak and Ronald Wayne". The answer's other names,
+    beside words of their own, are detail the reference did not give (numbers: ``rival_numbers``)."""
+    asked = analyse(question).distinct
+    wanted_tokens = analyse(reference).tokens
+    known = frozenset(wanted_tokens) | asked
+    lowercase = _lowercase_tokens([question, reference, answer])
+    salient = _salient(reference, lowercase, opening=True) - asked
+    given = analyse(answer)
+    rivals = _salient(answer, lowercase, opening=True) - known
+    pairs = frozenset(itertools.pairwise(given.tokens))
+
+    for left, right in itertools.pairwise(wanted_tokens):
+        for missing, neighbour, side in ((left, right, 0), (right, left, 1)):
+            if missing not in salient or exact_class(missing) or missing in given.distinct or neighbour not in given.distinct:
+                continue
+            found = sorted(p[side] for p in pairs if p[1 - side] == neighbour and p[side] in rivals and not exact_class(p[side]))
+            if found:
+                ours, theirs = _surface(frozenset(found[:1]), [answer]), _surface(frozenset({missing}), [reference])
+                return f"the answer has {ours} where the reference has {theirs}"
+    return None
 
 
-def rival_names(
-    question: str, expected: Sequence[str], answer: str, contexts: Sequence[str] = (), outside: Sequence[str] | None = None
-) -> str | None:
+def rival_names(question: str, expected: Sequence[str], answer: str, *, names_only: bool = False) -> str | None:
     """The reference's names the answer lacks (but for the question's own), and the names it holds instead
-    (neither in the reference nor in the question; with ``outside``, nor in those texts either): a swapped
-    entity, however many other words it shares."""
+    (neither in the reference nor in the question): a swapped entity, however many other words it shares.
+    With ``names_only``, only a name in place of a name counts (no number either side)."""
     asked = analyse(question).distinct
     reference = frozenset().union(*(analyse(text).distinct for text in expected))
-    lowercase = _lowercase_tokens([question, *expected, *contexts])
+    lowercase = _lowercase_tokens([question, *expected])
     wanted = frozenset().union(*(_salient(text, lowercase, opening=True) for text in expected)) - asked
     missing = wanted - analyse(answer).distinct
     # an answer's opening name counts too: "Suffolk County is ..." where the reference says "Nassau County"
     lowercase |= _lowercase_tokens([answer])
     rivals = frozenset(t for t in _salient(answer, lowercase, opening=True) - reference - asked if not demonym_roots(t) & (reference | asked))
-    if outside is not None:
-        rivals = frozenset(t for t in rivals if not exact_class(t)) - frozenset().union(*(analyse(text).distinct for text in outside))
+    if names_only:  # "Kilby" is no rival of a reference's "23 December"
+        rivals = frozenset(t for t in rivals if not exact_class(t))
+        missing = frozenset(t for t in missing if not exact_class(t))
     if not missing or not rivals:
         return None
     return f"the answer has {_surface(rivals, [answer])} where the reference has {_surface(missing, expected)}"
@@ -312,11 +354,11 @@ def rival_names(
 _NAME_RUN = re.compile(r"[A-Z][\w'-]*(?:[ \t]+[A-Z][\w'-]*)+")
 
 
-def mangled_name(question: str, expected: Sequence[str], answer: str, contexts: Sequence[str] = ()) -> str | None:
-    """A name of two or more capitalised words, all of them the reference's, that no text writes in that order:
-    "Amy Johnson" where the reference (and the retrieved text) say "Amy Jo Johnson" is someone else."""
+def mangled_name(question: str, expected: Sequence[str], answer: str) -> str | None:
+    """A name of two or more capitalised words, all of them the reference's, that neither the reference nor the
+    question writes in that order: "Amy Johnson" where the reference says "Amy Jo Johnson" is someone else."""
     reference = frozenset().union(*(analyse(text).distinct for text in expected))
-    written = [analyse(text).tokens for text in (*expected, question, *contexts)]
+    written = [analyse(text).tokens for text in (*expected, question)]
     for match in _NAME_RUN.finditer(answer):
         run = analyse(match.group(0)).tokens
         if len(run) < 2 or not set(run) <= reference:
@@ -335,25 +377,25 @@ def _contains(tokens: Sequence[str], run: Sequence[str]) -> bool:
 _NEAR = r"(?:near|nearby|outside(?:\s+of)?|close\s+to|next\s+to|beyond|around)"
 
 
-def near_the_reference(expected: Sequence[str], answer: str, contexts: Sequence[str] = ()) -> str | None:
+def near_the_reference(expected: Sequence[str], answer: str) -> str | None:
     """The answer puts the reference's place beside itself: "located near California" where the reference is
-    "California", when no retrieved text says "near California"."""
+    "California" (a reference that says "near Kitty Hawk" itself is met by it)."""
     for text in expected:
         for word in sorted({m.group(0) for m in _WORD.finditer(text) if m.group(0)[:1].isupper()}):
             pattern = re.compile(rf"\b{_NEAR}\s+(?:the\s+)?{re.escape(word)}\b", re.I)
             found = pattern.search(answer)
-            if found and not any(pattern.search(context) for context in contexts):
+            if found and not any(pattern.search(other) for other in expected):
                 return f"the answer has {found.group(0)!r} where the reference has {word}"
     return None
 
 
-def swapped_pairing(question: str, facts: Sequence[str], answer: str, contexts: Sequence[str] = ()) -> str | None:
+def swapped_pairing(question: str, facts: Sequence[str], answer: str) -> str | None:
     """Two facts whose names the answer trades: a clause holds the words of each with the name of the other and
     without its own ("Submit expenses in Rota and request time off in Ledgerly" where the facts are "expenses in
     Ledgerly" and "time off in Rota"), however many of each fact's words the answer holds somewhere."""
     if len(facts) < 2:
         return None
-    lowercase = _lowercase_tokens([question, *facts, *contexts, answer])
+    lowercase = _lowercase_tokens([question, *facts, answer])
     named = [_salient(fact, lowercase, opening=True) for fact in facts]
     words = [analyse_fact(fact).plain - name for fact, name in zip(facts, named, strict=True)]
     parts = [analyse(clause).distinct for claim in split_claims(answer) for clause in clauses(claim)]
@@ -397,3 +439,47 @@ def rival_ids(expected: Sequence[str], answer: str) -> str | None:
     if not rivals:
         return None
     return f"the answer names {', '.join(rivals)} where the reference names {', '.join(sorted(wanted))}"
+
+
+_PIECE = re.compile(r"[^\W_]+|[^\w\s]")
+#: A first word shaped like an adjective, a verb or an adverb ("main", "central", "primary", "encircled", "now"):
+#: one of those in place of another is most often a synonym. A noun before a noun ("cookie parameters") is not.
+_NOT_A_NOUN = re.compile(
+    r"(?:al|ary|ic|ive|ous|ful|ible|able|ian|ese|ern|ish|less|ed|ing|ly|(?<![su])s)$"
+    r"|^(?:main|chief|key|major|minor|big|small|large|new|old|first|last|top|high|low|now|still|then|soon|seem)$"
+)
+
+
+def _modifier_pairs(text: str) -> frozenset[Pair]:
+    """The lower-case nouns of ``text`` written right before another content word ("cookie parameters"; "Header
+    parameters" opening a sentence), with it: the tokens of both."""
+    pieces = _PIECE.findall(text)
+    found: set[Pair] = set()
+    for at, (first, second) in enumerate(itertools.pairwise(pieces)):
+        opening = at == 0 or pieces[at - 1] in (".", "!", "?", ":")
+        lower = first.islower() or (opening and first[1:].islower())
+        if not (lower and first.isalpha() and second.isalpha()) or _NOT_A_NOUN.search(first.lower()):
+            continue
+        a, b = analyse(first).tokens, analyse(second).tokens
+        if len(a) == 1 and len(b) == 1:
+            found.add((a[0], b[0]))
+    return frozenset(found)
+
+
+def swapped_subject(question: str, expected: Sequence[str], answer: str) -> str | None:
+    """A phrase the question asks about and the reference repeats ("cookie parameters"), that the answer writes
+    with another noun first ("header parameters"), never writing the question's: the answer speaks of something
+    else, however many other words it shares."""
+    phrases = sorted(_modifier_pairs(question) & frozenset().union(*(_modifier_pairs(text) for text in expected)))
+    known = analyse(question).distinct.union(*(analyse(text).distinct for text in expected))
+    given = analyse(answer).distinct
+    written = sorted(_modifier_pairs(answer))
+    for subject, head in phrases:
+        if subject in given:
+            continue
+        rival = next((word for word, other in written if other == head and word not in known), None)
+        if rival is not None:
+            ours = f"{_surface(frozenset({rival}), [answer])} {_surface(frozenset({head}), [answer])}"
+            theirs = f"{_surface(frozenset({subject}), [question])} {_surface(frozenset({head}), [question])}"
+            return f"the answer has {ours!r} where the question and the reference have {theirs!r}"
+    return None

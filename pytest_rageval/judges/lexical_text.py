@@ -420,6 +420,7 @@ DEFAULT_CITATION_PATTERNS: tuple[str, ...] = (
 _DEFAULT_COMPILED = tuple(re.compile(p) for p in DEFAULT_CITATION_PATTERNS)
 _MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _MD_NOISE = re.compile(r"\*\*|__|`")
+_MD_EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")  # *x*, _x_; not allow_origins
 _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=[.,;:!?])")
 
 
@@ -440,11 +441,12 @@ def compile_citation_patterns(lines: Iterable[str], where: str = "rageval_citati
 
 
 def strip_citations(text: str, extra: Sequence[Pattern[str]] = ()) -> str:
-    """Drop citation markers (built-in forms, then ``extra``) and markdown emphasis; keep link texts."""
+    """Drop citation markers (built-in forms, then ``extra``) and markdown emphasis (``**x**``, ``*x*``, ``_x_``,
+    code marks); keep link texts."""
     text = _MD_LINK.sub(r"\1", text)
     for pattern in (*extra, *_DEFAULT_COMPILED):
         text = pattern.sub("", text)
-    return _SPACE_BEFORE_PUNCT.sub("", _MD_NOISE.sub("", text))
+    return _SPACE_BEFORE_PUNCT.sub("", _MD_EMPHASIS.sub(r"\2", _MD_NOISE.sub("", text)))
 
 
 # --------------------------------------------------------------------------- claims
@@ -496,16 +498,19 @@ def split_claims(answer: str, citation_patterns: Sequence[Pattern[str]] = ()) ->
     """The answer's claims: sentences, bullet items and ``;``-separated parts with content words.
 
     Citation markers are removed first; headings, ``Sources:`` lines, lead-ins ending with
-    ``:`` and a bare "Yes." or "No." are not claims.
+    ``:`` that something follows and a bare "Yes." or "No." are not claims. The answer's last part
+    is a claim however it ends: "You can declare them with BackgroundTasks:" (a sentence that
+    introduced a code block the answer left out) states what it says.
     """
-    claims: list[str] = []
-    for block in _blocks(strip_citations(answer, citation_patterns)):
-        for sentence in _sentences(block):
-            for part in sentence.split(";"):
-                part = part.strip(" \t-\u2013\u2014,")
-                if part and not part.endswith(":") and analyse(part).plain:  # "No." alone is a polarity, not a claim
-                    claims.append(part)
-    return claims
+    parts = [
+        part.strip(" \t-\u2013\u2014,")
+        for block in _blocks(strip_citations(answer, citation_patterns))
+        for sentence in _sentences(block)
+        for part in sentence.split(";")
+    ]
+    parts = [part for part in parts if part and analyse(part).plain]  # "No." alone is a polarity, not a claim
+    last = len(parts) - 1
+    return [part.rstrip(":").rstrip() if at == last else part for at, part in enumerate(parts) if at == last or not part.endswith(":")]
 
 
 @lru_cache(maxsize=1024)

@@ -50,6 +50,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,14 @@ PER_METRIC = "per_metric"
 #: retries of a request refused a connection by an endpoint that had answered before: a restart in progress has
 #: that long to come back; a server that died does not get a minute of retries per case
 GONE_RETRIES = 2
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:pass@``: the judge is sent its key as a Bearer token, never the URL's credentials."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def resolve_api_key(environ: Mapping[str, str]) -> str:
@@ -384,7 +393,7 @@ class OpenAIJudge:
         loop = _running_loop()
         if self._client is None or self._client_loop is not loop:
             self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
+                base_url=without_userinfo(self.base_url),  # (httpx would send user:pass@ as Basic, in place of the key)
                 api_key=self.__key,
                 timeout=self.timeout,
                 max_retries=0,

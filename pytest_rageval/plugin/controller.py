@@ -31,6 +31,7 @@ from pytest_rageval.runs.commit import run_commit
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
 
 from . import compat, signals
+from .canary_check import canary_check
 from .gating import gate_run
 from .intake import Intake
 from .limits import flow_notes
@@ -273,9 +274,11 @@ class RunController:
             reliability, notes = spot_check(self.setup, intake.spot_sample, result["aggregate_metrics"], complete=complete)
             self.gate_notes.extend(notes)
             result["aggregate_metrics"]["judge_reliability"] = reliability
+        canary, notes = canary_check(self.setup, result["aggregate_metrics"], complete=complete)
+        self.gate_notes.extend(notes)
         assert self.writer is not None
         self.digests = file_digests(intake.eval_files | set(self.selection.collected), s.rootdir)
-        return metrics_json(
+        metrics = metrics_json(
             self.setup,
             result,
             run_id=self.writer.run_id,
@@ -286,6 +289,9 @@ class RunController:
             served=self.served_by,
             commit=self.commit,
         )
+        if canary is not None:
+            metrics["judge_canary"] = canary
+        return metrics
 
     def build_config(self) -> dict[str, Any]:
         """config.json (the run folder writes it with the first record too)."""

@@ -7,11 +7,18 @@ and tells it how the request went, so ``-n 4`` sends no more to an endpoint than
 Retry-After holds back every worker, and an endpoint's rate (``rageval_judge_rate``) is one budget for all of
 them: the server spaces the grants. A worker that dies closes its connection: the places it held are freed.
 
-The protocol is one JSON object per line. Worker to server: ``acquire`` (endpoint, request id, the limit's
-settings: ``ceiling``, ``adaptive``, ``start``, ``rate``, ``shared``), ``release`` (endpoint, result, seconds,
-round), ``cancel`` (request id), ``pause`` (endpoint, seconds). Server to worker: ``{"id": ..., "epoch": ...}``
-when a place is granted (at the rate's next start), ``{"id": ..., "cancelled": true}`` when a cancelled request
-had none yet.
+Only the session's workers may use it: the controller makes a key for the session and hands it to each worker
+with its start-up input (never on a command line or in the environment); a connection whose first line is not
+``{"op": "hello", "key": ...}`` with that key within :data:`HELLO_SECONDS` is closed. Every later message is
+checked (flow_messages.read_message: finite, bounded values); one that is not what a worker sends closes its
+connection, which frees what it held. A connection holds at most twice an endpoint's limit (held and waiting), and
+a place held longer than ``max_hold`` (a request never takes that long) closes the connection holding it.
+
+The protocol is one JSON object per line. Worker to server: ``hello`` (the key), ``acquire`` (endpoint, request
+id, the limit's settings: ``ceiling``, ``adaptive``, ``start``, ``rate``, ``shared``), ``release`` (endpoint,
+request id, result, seconds, round), ``cancel`` (request id), ``pause`` (endpoint, seconds). Server to worker:
+``{"id": ..., "epoch": ...}`` when a place is granted (at the rate's next start), ``{"id": ..., "cancelled":
+true}`` when a cancelled request had none yet.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import contextlib
 import itertools
 import json
 import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -31,9 +39,24 @@ from typing import Any
 
 from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, RateSpacing, SlotTicket
 
-__all__ = ["FlowServer", "SharedLimiter", "SharedSpec"]
+from .flow_messages import Acquire, BadMessage, Cancel, Pause, Release, check_hello, hello, read_message
+
+__all__ = ["FlowAddress", "FlowServer", "SharedLimiter", "SharedSpec"]
 
 log = logging.getLogger("pytest_rageval")
+
+#: seconds a new connection has to send the session's key
+HELLO_SECONDS = 10.0
+#: the most endpoints one session's workers share limits of
+MAX_ENDPOINTS = 1_000
+
+
+@dataclass(frozen=True)
+class FlowAddress:
+    """Where a worker reaches the session's :class:`FlowServer`, and the key it must show."""
+
+    path: Path
+    key: str
 
 
 @dataclass(frozen=True)
@@ -55,12 +78,17 @@ class SharedSpec:
 @dataclass(eq=False)
 class _Conn:
     writer: asyncio.StreamWriter
-    held: dict[str, int] = field(default_factory=dict)  # endpoint -> places this worker holds
+    held: dict[str, dict[int, asyncio.TimerHandle]] = field(default_factory=dict)  # endpoint -> request -> its lease
     closed: bool = False
 
     def send(self, message: dict[str, Any]) -> None:
         if not self.closed:
             self.writer.write(json.dumps(message).encode() + b"\n")
+
+    def close(self) -> None:
+        """Stop serving this connection (its places are freed when its reader ends)."""
+        self.closed = True
+        self.writer.close()
 
 
 class _Endpoint:
@@ -92,10 +120,15 @@ class _Endpoint:
 
 
 class FlowServer:
-    """The shared limits of a session's endpoints, served on a Unix socket at ``path`` (the xdist controller)."""
+    """The shared limits of a session's endpoints, served on a Unix socket at ``path`` (the xdist controller).
 
-    def __init__(self, path: Path) -> None:
+    ``key``: what a connection must show first (a new random one by default); ``max_spacing``: the longest gap
+    between two requests a rate may ask for; ``max_hold``: the longest a place may be held (seconds)."""
+
+    def __init__(self, path: Path, *, key: str | None = None, max_spacing: float = 3600.0, max_hold: float = 600.0) -> None:
         self.path = path
+        self.key = key if key is not None else secrets.token_urlsafe(32)
+        self.max_spacing, self.max_hold = max_spacing, max_hold
         self._endpoints: dict[str, _Endpoint] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rageval-flow", daemon=True)
@@ -135,44 +168,64 @@ class FlowServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Conn(writer)
         try:
-            while line := await reader.readline():
-                try:
-                    self._handle(conn, json.loads(line))
-                except (ValueError, KeyError, TypeError):
-                    log.warning("rageval: the shared limit ignored a message it cannot read: %.200r", line)
-        except (ConnectionError, OSError, asyncio.CancelledError):
-            pass
+            first = await asyncio.wait_for(reader.readline(), HELLO_SECONDS)
+            if not check_hello(first, self.key):
+                log.warning("rageval: the shared limit closed a connection that did not show the session's key")
+                return
+            while not conn.closed and (line := await reader.readline()):
+                self._handle(conn, read_message(line, max_spacing=self.max_spacing))
+        except BadMessage as exc:
+            log.warning("rageval: the shared limit closed a connection that sent a message no worker sends (%s)", exc)
+        except (ConnectionError, OSError, ValueError, asyncio.TimeoutError, asyncio.CancelledError):
+            pass  # gone, silent past the hello's time, or a line longer than the reader's limit
         finally:
             conn.closed = True
-            for name, held in conn.held.items():  # a worker gone: its places are free again
-                endpoint = self._endpoints[name]
-                endpoint.busy -= held
-                endpoint.waiting = deque(w for w in endpoint.waiting if w[0] is not conn)
+            for name, leases in conn.held.items():  # a worker gone: its places are free again
+                for lease in leases.values():
+                    lease.cancel()
+                self._endpoints[name].busy -= len(leases)
+            for name, endpoint in self._endpoints.items():
+                if any(w[0] is conn for w in endpoint.waiting):
+                    endpoint.waiting = deque(w for w in endpoint.waiting if w[0] is not conn)
                 self._grant(name)
             writer.close()
 
-    def _handle(self, conn: _Conn, message: dict[str, Any]) -> None:
-        op, name = message["op"], str(message.get("ep", ""))
-        if op == "acquire":
-            rate = float(message["rate"]) if message.get("rate") else None
-            spec = SharedSpec(int(message["ceiling"]), bool(message["adaptive"]), int(message["start"]), rate, bool(message.get("shared", True)))
-            self._endpoints.setdefault(name, _Endpoint(spec)).waiting.append((conn, int(message["id"])))
-        elif op == "cancel":  # a request given up while waiting; if its place was granted already, a release follows
-            endpoint = self._endpoints[name]
-            kept = deque(w for w in endpoint.waiting if not (w[0] is conn and w[1] == message["id"]))
+    def _handle(self, conn: _Conn, message: Acquire | Release | Cancel | Pause) -> None:
+        name = message.endpoint
+        endpoint = self._endpoints.get(name)
+        if isinstance(message, Acquire):
+            if endpoint is None:
+                if len(self._endpoints) >= MAX_ENDPOINTS:
+                    raise BadMessage(f"more than {MAX_ENDPOINTS} endpoints")
+                spec = SharedSpec(message.ceiling, message.adaptive, message.start, message.rate, message.shared)
+                endpoint = self._endpoints[name] = _Endpoint(spec)
+            asked = len(conn.held.get(name, ())) + sum(1 for w in endpoint.waiting if w[0] is conn)
+            if asked >= 2 * endpoint.ceiling:
+                raise BadMessage(f"more than {2 * endpoint.ceiling} places asked for at {name!r:.100}")
+            endpoint.waiting.append((conn, message.id))
+        elif endpoint is None:
+            raise BadMessage(f"no endpoint {name!r:.100}")
+        elif isinstance(message, Cancel):  # a request given up while waiting; if its place was granted already, a release follows
+            kept = deque(w for w in endpoint.waiting if not (w[0] is conn and w[1] == message.id))
             if len(kept) < len(endpoint.waiting):
                 endpoint.waiting = kept
-                conn.send({"id": message["id"], "cancelled": True})
+                conn.send({"id": message.id, "cancelled": True})
             return
-        elif op == "release":
-            endpoint = self._endpoints[name]
+        elif isinstance(message, Release):
+            lease = conn.held.get(name, {}).pop(message.id, None)
+            if lease is None:
+                raise BadMessage(f"request {message.id} holds no place at {name!r:.100}")
+            lease.cancel()
             endpoint.busy -= 1
-            conn.held[name] -= 1
-            self._outcome(endpoint, str(message["result"]), float(message.get("seconds") or 0.0), int(message.get("epoch") or 0))
-        elif op == "pause":
-            endpoint = self._endpoints[name]
-            endpoint.resume_at = max(endpoint.resume_at, time.monotonic() + max(0.0, float(message["seconds"])))
+            self._outcome(endpoint, message.result, message.seconds, message.epoch)
+        else:
+            endpoint.resume_at = max(endpoint.resume_at, time.monotonic() + message.seconds)
         self._grant(name)
+
+    def _overheld(self, conn: _Conn, name: str) -> None:
+        """A place held past ``max_hold``: no request takes that long, so its connection is closed (which frees it)."""
+        log.warning("rageval: the shared limit closed a connection that held a place at %.100r longer than %g s", name, self.max_hold)
+        conn.close()
 
     @staticmethod
     def _outcome(endpoint: _Endpoint, outcome: str, seconds: float, epoch: int) -> None:
@@ -208,7 +261,7 @@ class FlowServer:
             endpoint.busy += 1
             endpoint.requests += 1
             endpoint.peak = max(endpoint.peak, endpoint.busy)
-            conn.held[name] = conn.held.get(name, 0) + 1
+            conn.held.setdefault(name, {})[request] = self._loop.call_later(self.max_hold, self._overheld, conn, name)
             conn.send({"id": request, "epoch": endpoint.aimd.epoch() if endpoint.aimd is not None else 0})
 
     def _wake_at(self, endpoint: _Endpoint, name: str, due: float) -> None:
@@ -231,12 +284,12 @@ class FlowServer:
 class _Link:
     """A worker's connection to the :class:`FlowServer`, one per event loop; None once it cannot be used."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, address: FlowAddress) -> None:
+        self.path, self._key = address.path, address.key
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._pending: dict[int, tuple[str, asyncio.Future[int]]] = {}  # request id -> (endpoint, its grant)
+        self._pending: dict[int, tuple[str, asyncio.Future[int]]] = {}  # request id -> (endpoint, its round)
         self._connecting: asyncio.Lock | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self.broken = False
@@ -255,19 +308,21 @@ class _Link:
                     log.warning("rageval: the shared limit at %s cannot be reached (%s): this worker limits itself", self.path, exc)
                     return None
                 self._reader_task = loop.create_task(self._read(reader))
+                self.send(hello(self._key))
         return self._writer
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
             while line := await reader.readline():
                 message = json.loads(line)
-                endpoint, future = self._pending.pop(int(message["id"]), ("", None))
+                request = int(message["id"])
+                endpoint, future = self._pending.pop(request, ("", None))
                 if future is None or message.get("cancelled"):
                     continue
                 if not future.done():
                     future.set_result(int(message["epoch"]))
                 else:  # cancelled while its grant was on the way: give the place back
-                    self.send({"op": "release", "ep": endpoint, "result": "none", "epoch": int(message["epoch"])})
+                    self.send({"op": "release", "ep": endpoint, "id": request, "result": "none", "epoch": int(message["epoch"])})
         except (ConnectionError, OSError, ValueError):
             pass
         self.broken = True
@@ -280,8 +335,8 @@ class _Link:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._writer.write(json.dumps(message).encode() + b"\n")
 
-    async def acquire(self, endpoint: str, spec: SharedSpec) -> int | None:
-        """Wait for a place at ``endpoint``; its round, or None when the server cannot be reached."""
+    async def acquire(self, endpoint: str, spec: SharedSpec) -> tuple[int, int] | None:
+        """Wait for a place at ``endpoint``; the request's id and round, or None when the server cannot be reached."""
         if self.broken or await self._connect() is None:
             return None
         request = next(self._ids)
@@ -300,7 +355,7 @@ class _Link:
             }
         )
         try:
-            return await future
+            return request, await future
         except asyncio.CancelledError:
             self.send({"op": "cancel", "ep": endpoint, "id": request})
             raise
@@ -340,14 +395,15 @@ class SharedLimiter:
     @contextlib.asynccontextmanager
     async def slot(self, order: int | None = None) -> AsyncIterator[SlotTicket]:
         async with self.local.slot(order) as local:
-            epoch = await self.link.acquire(self.endpoint, self.spec)
+            grant = await self.link.acquire(self.endpoint, self.spec)
             ticket = _SharedTicket(local)
             try:
                 yield ticket
             finally:
-                if epoch is not None:
-                    message = {"op": "release", "ep": self.endpoint, "result": ticket.outcome, "seconds": ticket.seconds, "epoch": epoch}
-                    self.link.send(message)
+                if grant is not None:
+                    request, epoch = grant
+                    result = {"result": ticket.outcome, "seconds": ticket.seconds, "epoch": epoch}
+                    self.link.send({"op": "release", "ep": self.endpoint, "id": request, **result})
 
     def pause(self, seconds: float) -> None:
         self.local.pause(seconds)
@@ -361,6 +417,6 @@ class SharedLimiter:
         return self.local.waiting
 
 
-def link_to(path: Path) -> _Link:
-    """A worker's connection to the server at ``path`` (made on first use, in the loop that uses it)."""
-    return _Link(path)
+def link_to(address: FlowAddress) -> _Link:
+    """A worker's connection to the server at ``address`` (made on first use, in the loop that uses it)."""
+    return _Link(address)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_rageval.gate.compare import Comparison, gate_runs, gate_verdict, load_baseline
 from pytest_rageval.gate.configs import gate_configs
+from pytest_rageval.judges.canary import compare_canary
 from pytest_rageval.runs.folder import RunFolder, write_json_atomic
 
 from .settings import Settings
@@ -79,6 +80,9 @@ def gate_run(settings: Settings, metrics: dict[str, Any], *, results: Path, publ
     metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"), **comparison.as_dict()}
     gated.baseline = None if comparison.refused else baseline
     verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
+    canary = gate_canary(baseline, metrics, allow_regressions=s.allow_regressions, notes=gated.notes)
+    if canary is not None and not verdict.failed:
+        verdict = dataclasses.replace(verdict, failed=True, reason=canary, exit_code=verdict.exit_code or 1)
     gated.outcome = GateOutcome(
         comparison, failed=verdict.failed, reason=public(verdict.reason), refused=comparison.refused, baseline=str(s.baseline)
     )
@@ -91,6 +95,23 @@ def gate_run(settings: Settings, metrics: dict[str, Any], *, results: Path, publ
     if by_config is not None and gated.failure is None:
         gated.failure = by_config
     return gated
+
+
+def gate_canary(baseline: dict[str, Any], metrics: dict[str, Any], *, allow_regressions: bool, notes: list[str]) -> str | None:
+    """The judge canary against the baseline's (canary.compare_canary): why the gate fails (None: it does not;
+    with ``allow_regressions`` the reason is a note instead); what it found goes to ``notes``."""
+    current = metrics.get("judge_canary")
+    if not isinstance(current, dict):
+        return None
+    reason, note = compare_canary(baseline.get("judge_canary"), current)
+    if note is not None:
+        notes.append(note)
+    if reason is not None and allow_regressions:
+        notes.append(reason + " (allowed by --rageval-allow-regressions)")
+        return None
+    if reason is not None:
+        notes.append(reason)
+    return reason
 
 
 def gate_each_config(settings: Settings, baseline: dict[str, Any], metrics: dict[str, Any]) -> str | None:

@@ -20,15 +20,17 @@ test, its own thresholds decide (asserted or not). A RAG or judge error inside
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass
+import threading
+from collections.abc import Coroutine, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.record import CaseError, CaseRecord
 from pytest_rageval.evaluation.schema import EvalCase, RagResponse
-from pytest_rageval.evaluation.thresholds import ThresholdError, coerce_threshold, find_misses, shorten
+from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_name, coerce_threshold, find_misses, shorten
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient
 
@@ -103,7 +105,8 @@ class SessionClient:
         """Run one case (an EvalCase, a dict, or eval-set fields as keywords) and score it.
 
         Raises EvaluateError (the test is then an error) when the RAG or judge call failed, and ValueError when
-        this test already evaluated a case of the same id (two calls with one question need their own ``id=``).
+        this test already evaluated a case of the same id, or is evaluating one in another thread (two calls with
+        one question need their own ``id=``), or when a threshold names no metric or is not a finite number.
         """
         __tracebackhide__ = True
         runner = self._runner
@@ -117,19 +120,56 @@ class SessionClient:
             defaulted = "id" not in data
             data.setdefault("id", question_id(data.get("question")))
             model = EvalCase.model_validate(data)
+        check_thresholds(model)
         key = f"{item.nodeid}::{model.id}" if item is not None else model.id
-        if key in runner.handwritten_keys(item):
-            raise ValueError(
-                f"evaluate(): this test already evaluated a case with id {model.id!r}"
-                f"{' (the same question)' if defaulted else ''}; give each call its own id="
-            )
+        same = " (the same question)" if defaulted else ""
         file = item.nodeid.partition("::")[0] if item is not None else ""
-        record = runner.evaluate_handwritten(
-            evaluate_case(model, self.rag_client, runner.opts, runner.setup.thresholds_for(model), key=key, file=file, line=0, judge=self.judge)
-        )
+        with _IN_FLIGHT.claim(key, model.id, same):  # (checked while held: a call that just ended has its record kept)
+            if key in runner.handwritten_keys(item):
+                raise ValueError(f"evaluate(): this test already evaluated a case with id {model.id!r}{same}; give each call its own id=")
+            record = runner.evaluate_handwritten(
+                evaluate_case(model, self.rag_client, runner.opts, runner.setup.thresholds_for(model), key=key, file=file, line=0, judge=self.judge)
+            )
         if record.get("error"):
             raise EvaluateError(record)
         return CaseResult(record)
+
+
+def check_thresholds(case: EvalCase) -> None:
+    """ValueError, as for an eval-set line, when a threshold of ``case`` names no metric or its value is not of the
+    metric's type (a finite number; true or false for ``abstained``): ``nan`` would switch the check off."""
+    for metric, value in case.thresholds.items():
+        try:
+            check_metric_name(metric, "evaluate(): field 'thresholds'")
+            coerce_threshold(metric, value, f"evaluate(): field 'thresholds.{metric}'")
+        except ThresholdError as exc:
+            raise ValueError(str(exc)) from None
+
+
+@dataclass
+class _InFlight:
+    """The keys of the ``evaluate`` calls running now (from any thread): one key is one record."""
+
+    keys: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextlib.contextmanager
+    def claim(self, key: str, case_id: str, same: str) -> Iterator[None]:
+        """Hold ``key`` while its case is evaluated; ValueError when another call holds it."""
+        with self.lock:
+            if key in self.keys:
+                raise ValueError(
+                    f"evaluate(): this test is evaluating a case with id {case_id!r}{same} in another thread right now; give each call its own id="
+                )
+            self.keys.add(key)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.keys.discard(key)
+
+
+_IN_FLIGHT = _InFlight()
 
 
 def question_id(question: Any) -> str:

@@ -9,13 +9,11 @@ workers share one limit per endpoint (a fixed N stays each worker's own). ``rage
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pytest_rageval import defaults
 from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter, RateSpacing, format_rate
 from pytest_rageval.redact import scrub_urls
 
-from .flow_share import SharedLimiter, SharedSpec, link_to
+from .flow_share import FlowAddress, SharedLimiter, SharedSpec, link_to
 from .settings import Settings
 
 __all__ = ["Limits", "combined", "flow_notes"]
@@ -24,7 +22,7 @@ __all__ = ["Limits", "combined", "flow_notes"]
 class Limits:
     """One limiter per endpoint (made on first use): the judge's by base URL, the target's by name."""
 
-    def __init__(self, settings: Settings, *, shared: Path | None = None) -> None:
+    def __init__(self, settings: Settings, *, shared: FlowAddress | None = None) -> None:
         self.settings = settings
         self._link = link_to(shared) if shared is not None else None
         self._limiters: dict[str, Limiter] = {}

@@ -19,6 +19,7 @@ from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
 from pytest_rageval.targets.resolve import client_of, load_target
 
+from .flow_share import FlowAddress
 from .judge_factory import build_judge, judge_info
 from .limits import Limits
 from .settings import Settings
@@ -34,6 +35,7 @@ class RunSetup:
     _target_client: RagClient | None = field(default=None, repr=False)
     _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
     calibration: dict[str, Any] | None = None  # the stored calibration rageval_min_judge_agreement found
+    canary_items: list[Any] = field(default_factory=list)  # the judge canary's labelled answers (check_canary)
     _limits: Limits | None = field(default=None, repr=False)
 
     @property
@@ -54,9 +56,26 @@ class RunSetup:
         identity = judge_identity(self.judge_setup.judge.describe(), self.judge_info())
         self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir)
 
+    @property
+    def canary_path(self) -> Path:
+        """The labelled set the judge canary takes its answers from."""
+        from pytest_rageval.judges.calibrate import SHIPPED_SET
+
+        return self.settings.calibration_set or SHIPPED_SET
+
+    def check_canary(self) -> None:
+        """With ``rageval_judge_canary`` and a judge: read the canary's labelled answers now, before any case
+        (``calibrate.CalibrationError`` naming the file, line and field of a bad one)."""
+        if self.settings.judge_canary <= 0 or self.judge_setup is None:
+            return
+        from pytest_rageval.judges.calibrate import load_set
+        from pytest_rageval.judges.canary import canary_items
+
+        self.canary_items = canary_items(load_set(self.canary_path), self.settings.judge_canary)
+
     @classmethod
-    def build(cls, settings: Settings, *, shared_limits: Path | None = None, spot_judge: bool = True) -> RunSetup:
-        """``shared_limits``: the socket of the xdist controller's shared endpoint limits (on a worker);
+    def build(cls, settings: Settings, *, shared_limits: FlowAddress | None = None, spot_judge: bool = True) -> RunSetup:
+        """``shared_limits``: the socket (and key) of the xdist controller's shared endpoint limits (on a worker);
         ``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges after
         the run, where results are kept)."""
         limits = Limits(settings, shared=shared_limits)

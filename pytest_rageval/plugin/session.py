@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_rageval.judges.cache import JudgeCacheError
+from pytest_rageval.judges.calibrate import CalibrationError
 from pytest_rageval.judges.calibrations import CalibrationRefused
 from pytest_rageval.runs.folder import RunFolder, read_records
 from pytest_rageval.targets.client import RagConfigError
@@ -30,6 +31,7 @@ from .case_runner import CaseRunner, WorkerLink
 from .cmdline import root_moved_by
 from .collect import EvalCollection, collection_key, runner_key
 from .controller import RunController, controller_key
+from .flow_share import FlowAddress
 from .run_setup import RunSetup
 from .schedule import Lookahead, WorkerLookahead
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
@@ -44,9 +46,8 @@ def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any,
     if moved is not None:
         raise pytest.UsageError(f"pytest-rageval: {moved}")
     worker = compat.is_xdist_worker(config)
-    shared = config.workerinput.get("rageval_flow") if worker else None  # type: ignore[attr-defined]
     # a worker never spot-checks: the controller re-judges after the run
-    setup = RunSetup.build(_settings(config, ini_keys), shared_limits=Path(shared) if shared else None, spot_judge=not worker)
+    setup = RunSetup.build(_settings(config, ini_keys), shared_limits=_flow_address(config) if worker else None, spot_judge=not worker)
     collection = EvalCollection(config, setup)
     controller = None if worker else _controller(config, setup, collection)
     runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)
@@ -78,7 +79,8 @@ def _controller(config: pytest.Config, setup: RunSetup, collection: EvalCollecti
     try:
         setup.check_target()
         setup.check_calibration()
-    except (RagConfigError, CalibrationRefused) as exc:
+        setup.check_canary()
+    except (RagConfigError, CalibrationRefused, CalibrationError) as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     collection.choose_default_args()
     controller = RunController(config, setup, collection)
@@ -135,6 +137,13 @@ def end_session(config: pytest.Config) -> None:
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
+
+
+def _flow_address(config: pytest.Config) -> FlowAddress | None:
+    """Where this xdist worker reaches the endpoint limits the workers share, and the session's key (None: none)."""
+    given: dict[str, Any] = config.workerinput  # type: ignore[attr-defined]
+    path, key = given.get("rageval_flow"), given.get("rageval_flow_key")
+    return FlowAddress(Path(path), key) if path and key else None
 
 
 def _distributes(config: pytest.Config) -> bool:

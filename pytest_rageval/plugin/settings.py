@@ -39,6 +39,8 @@ from .config import Problem, RagevalConfig, read_config
 SettingsError = ConfigError
 
 JUDGE_CHOICES = defaults.JUDGE_CHOICES
+#: the most requests in flight a concurrency setting may ask for (six digits, for the option as for the ini keys)
+MAX_CONCURRENCY_SETTING = 999_999
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class Settings:
     rank_by: str | None = None  # --rageval-rank-by / ini rageval_rank_by: the aggregate configs are ranked by
     docs_root: Path | None = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
     min_judge_agreement: float | None = None  # ini rageval_min_judge_agreement (calibrations.py)
+    judge_canary: int = 0  # ini rageval_judge_canary: labelled answers re-judged in every judged run (judges/canary.py)
+    calibration_set: Path | None = None  # ini rageval_calibration_set: the canary's labelled set (None: the shipped one)
     params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
     marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
 
@@ -361,8 +365,8 @@ def build_settings(
         target_concurrency=_target_concurrency(
             ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency"))
         ),
-        judge_rate=_rate("rageval_judge_rate", ini.get("rageval_judge_rate")),
-        target_rate=_rate("rageval_target_rate", ini.get("rageval_target_rate")),
+        judge_rate=_rate("rageval_judge_rate", ini.get("rageval_judge_rate"), timeout),
+        target_rate=_rate("rageval_target_rate", ini.get("rageval_target_rate"), timeout),
         repeat=_repeat(option, ini),
         shard=_shard(option.rageval_shard),
         resume=cli_path(option.rageval_resume),
@@ -374,6 +378,8 @@ def build_settings(
         docs_root=ini_path(_first(ini.get("rageval_docs_root"), pyproject.docs_root)),
         params_hook=str(ini.get("rageval_params_hook") or "").strip(),
         min_judge_agreement=_agreement(ini.get("rageval_min_judge_agreement")),
+        judge_canary=_canary(ini.get("rageval_judge_canary")),
+        calibration_set=ini_path(ini.get("rageval_calibration_set")),
     )
 
 
@@ -521,6 +527,16 @@ def _agreement(value: Any) -> float | None:
     return number
 
 
+def _canary(value: Any) -> int:
+    """ini ``rageval_judge_canary``: how many labelled answers to re-judge, 0 (the default) for none."""
+    text = str(value or "").strip()
+    if not text:
+        return 0
+    if not text.isdigit():
+        raise SettingsError(f"rageval_judge_canary: must be a number of labelled answers (0 or more), got {text!r}")
+    return int(text)
+
+
 def _target_concurrency(value: Any, concurrency: int) -> int:
     """ini ``rageval_target_concurrency``: calls of the target in flight at once (default: the run's concurrency)."""
     text = str(value or "").strip()
@@ -543,18 +559,29 @@ def _concurrency(value: int | None, ceiling: Any) -> int:
         return int(text)
     if value < 1:
         raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
+    if value > MAX_CONCURRENCY_SETTING:
+        shown = str(value) if value < 10**20 else f"a number of {len(str(value))} digits"
+        raise SettingsError(f"--rageval-concurrency: must be a whole number from 1 to {MAX_CONCURRENCY_SETTING}, got {shown}")
     return value
 
 
-def _rate(key: str, value: Any) -> float | None:
-    """ini ``rageval_judge_rate`` / ``rageval_target_rate``: requests a second at most (``10/min``); None when unset."""
+def _rate(key: str, value: Any, timeout: float) -> float | None:
+    """ini ``rageval_judge_rate`` / ``rageval_target_rate``: requests a second at most (``10/min``); None when unset.
+    A rate slower than one request a ``timeout`` is refused: a request waiting its turn would wait past it."""
     text = str(value or "").strip()
     if not text:
         return None
     try:
-        return parse_rate(text)
+        rate = parse_rate(text)
     except ValueError as exc:
         raise SettingsError(f"{key}: {exc}") from None
+    if 1.0 / rate > timeout:
+        spacing = f"{1.0 / rate:.3g} s" if 1.0 / rate < float("inf") else "more than 1e+308 s"
+        raise SettingsError(
+            f"{key}: {text!r} is one request every {spacing}, longer than rageval_timeout ({timeout:g} s): "
+            "a request waiting its turn would never be sent in time; use a faster rate or a longer timeout"
+        )
+    return rate
 
 
 def _judge_metrics(value: Any) -> tuple[str, ...]:

@@ -69,6 +69,7 @@ class XdistControllerLink:
             self._flow = self._start_flow()
         if self._flow is not None:
             node.workerinput["rageval_flow"] = str(self._flow.path)
+            node.workerinput["rageval_flow_key"] = self._flow.key  # the workers' own: only they may use the socket
 
     def _start_flow(self) -> FlowServer | None:
         """The shared limits' server, its socket in the temp folder (or, when that path is too long for a Unix
@@ -79,7 +80,8 @@ class XdistControllerLink:
             (short / "owner").write_text(str(os.getpid()))
             self._more_dirs.append(short)
             path = short / "flow.sock"
-        flow = FlowServer(path)
+        timeout = self.controller.settings.timeout  # a rate slower than one call a timeout, or a place held for
+        flow = FlowServer(path, max_spacing=timeout, max_hold=2 * timeout + 60)  # two, is none a worker asks for
         try:
             flow.start()
         except (OSError, RuntimeError) as exc:

@@ -60,6 +60,7 @@ import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ class RagCallError(RagevalError):
         self.message = message
         self.status = status
         self.attempts = attempts
-        self.not_a_response = False  # a callable returned no dict at all: it is not a target (target_gate)
+        self.unbindable = False  # a callable could not take (question, params) at all: it is not a target (target_gate)
 
     def __str__(self) -> str:
         return self.message
@@ -849,7 +850,9 @@ class CallableClient:
                 raise
             raise RagCallError("target", _raised(exc, self._redactor)) from None
         except Exception as exc:
-            raise RagCallError("target", _raised(exc, self._redactor)) from exc
+            error = RagCallError("target", _raised(exc, self._redactor))
+            error.unbindable = isinstance(exc, TypeError) and cannot_bind(self.fn, exc, question, params)
+            raise error from exc
         except BaseException as exc:
             raise RagCallError("target", _raised(exc, self._redactor)) from None
 
@@ -888,9 +891,7 @@ class CallableClient:
         elif dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
         if not isinstance(result, dict):
-            error = RagCallError("invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse")
-            error.not_a_response = True
-            raise error
+            raise RagCallError("invalid_response", f"{self.name} returned {_type_name(result)}, expected a dict or RagResponse")
         try:
             result, notes = safejson.clean(result)
         except safejson.JsonLimitError as exc:
@@ -981,6 +982,28 @@ def signature_problem(fn: Callable[..., Any]) -> str | None:
     if default is not inspect.Parameter.empty and default is not None and not isinstance(default, Mapping):
         return f"its second parameter {parameter.name}={default!r} would receive the params dict"
     return None
+
+
+def cannot_bind(fn: Callable[..., Any], error: TypeError, *args: Any) -> bool:
+    """Whether ``error``, raised by calling ``fn(*args)``, says the call could not bind ``args`` (not a TypeError
+    from inside ``fn``): its signature, when it has one to read, cannot take them; else the error came from the
+    call itself, before any line of ``fn`` ran (it was raised in this package's frame that made the call)."""
+    try:
+        signature = inspect.signature(fn)
+    except Exception:  # none to read: a C callable, an odd __signature__
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*args)
+        except TypeError:
+            return True
+        return False
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+    return bool(frames) and Path(frames[-1].f_code.co_filename).resolve().is_relative_to(_PACKAGE)
+
+
+#: this package's folder: a traceback with frames only in it never entered a target
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def check_target(spec: str) -> str:

@@ -1,8 +1,9 @@
 """A target's first call before all others, and a cap on its calls in flight.
 
 The first case's call goes out alone: a target that builds its index lazily builds it once, not once per case
-that starts at the same time, and a callable that cannot be called the way targets are called (it raises
-TypeError, or returns no dict) stops the session with one usage error instead of failing every case. Every call
+that starts at the same time, and a callable that cannot be called the way targets are called (the call cannot
+bind ``(question, params)``) stops the session with one usage error instead of failing every case. What a
+target returns or raises from inside its own code is that case's error, whichever case goes first. Every call
 then waits for a place at the target's endpoint limiter (flow.EndpointLimiter: a fixed number in flight, or an
 adaptive one that follows the target's latency and its 429/503 refusals; never more than
 ``rageval_target_concurrency``, for a target that is not thread-safe).
@@ -29,9 +30,10 @@ class TargetMismatch(Exception):
 
 
 def is_mismatch(error: RagCallError) -> bool:
-    """A failure that says the target is called the wrong way (it raised TypeError) or is no target at all (it
-    returned no dict); not a failure of one answer (a value refused, a missing field: that case's error)."""
-    return error.not_a_response or (error.kind == "target" and isinstance(error.__cause__, TypeError))
+    """A failure that says the target cannot be called as targets are (the call could not bind (question, params));
+    not what it returned or raised inside (None, a TypeError of its own code: that case's error, whatever case
+    went first)."""
+    return error.unbindable
 
 
 class GatedClient:
@@ -69,7 +71,7 @@ class GatedClient:
                 if not (self.stop_on_mismatch and is_mismatch(exc)):
                     raise
                 self._mismatch = (
-                    f"the first call of {self.name} (question {question[:80]!r}) came back wrong: {exc.message}; {HOW_TARGETS_ARE_CALLED}"
+                    f"the first call of {self.name} (question {question[:80]!r}) could not be made: {exc.message}; {HOW_TARGETS_ARE_CALLED}"
                 )
                 raise TargetMismatch(self._mismatch) from None
             finally:

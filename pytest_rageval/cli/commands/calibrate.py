@@ -37,6 +37,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--judge-base-url", help="the OpenAI-compatible judge's base URL (default: the project's, else env OPENAI_BASE_URL)")
     p.add_argument("--concurrency", type=int, default=None, help="judge requests in flight at once (default 8)")
     p.add_argument("--no-cache", action="store_true", help="ask the judge again for every answer")
+    p.add_argument(
+        "--invariance",
+        action="store_true",
+        help="also judge each answer under meaning-preserving changes (chunks reordered, whitespace, trailing "
+        "punctuation, markdown emphasis; for correctness another item's retrieved text) and meaning-changing ones "
+        "(a number, a name, a yes/no changed, a negation added): per change and metric the verdict flip rate "
+        "(should be 0) and the detection rate",
+    )
     p.add_argument("--pyproject", help="the project's pyproject.toml (default: the nearest one above the current folder)")
     p.set_defaults(func=run)
 
@@ -49,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from pytest_rageval.judges.base import JudgeAuthError
     from pytest_rageval.judges.calibrate import SHIPPED_SET, CalibrationError, calibrate, format_figures, load_set, set_hash
     from pytest_rageval.judges.calibrations import CALIBRATION_DIR, judge_identity, write_calibration
+    from pytest_rageval.judges.invariance import as_json as invariance_json
+    from pytest_rageval.judges.invariance import format_invariance, invariance
     from pytest_rageval.plugin.judge_factory import build_judge, judge_info
     from pytest_rageval.plugin.settings import SettingsError
     from pytest_rageval.runs.artifacts import new_run_id
@@ -69,18 +79,25 @@ def run(args: argparse.Namespace) -> int:
 
     async def measure() -> Any:
         try:
-            return await calibrate(setup.judge, items, metrics, concurrency=settings.concurrency)
+            figures = await calibrate(setup.judge, items, metrics, concurrency=settings.concurrency)
+            stability = await invariance(setup.judge, items, metrics, concurrency=settings.concurrency) if args.invariance else None
+            return figures, stability
         finally:
             await setup.judge.aclose()
 
     try:
-        figures = asyncio.run(measure())
+        figures, stability = asyncio.run(measure())
     except JudgeAuthError as exc:
         raise usage_error(f"calibrate: {exc.message}") from None
     identity = judge_identity(setup.judge.describe(), judge_info(setup.judge))
     folder = Path(args.output) if args.output else settings.output_dir / CALIBRATION_DIR / new_run_id()
     written = write_calibration(
-        folder, identity, "shipped" if args.set is None else str(path), set_hash(path), {m: f.as_dict() for m, f in figures.items()}
+        folder,
+        identity,
+        "shipped" if args.set is None else str(path),
+        set_hash(path),
+        {m: f.as_dict() for m, f in figures.items()},
+        invariance_json(stability) if stability is not None else None,
     )
     say(
         f"judge: {identity['kind']} {identity['model']} (prompt {identity['prompt_version']}); set {path} "
@@ -88,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
     )
     for line in format_figures(figures):
         say(line)
+    if stability is not None:
+        say("invariance (flip rate: the share of verdicts a meaning-preserving change moved, should be 0; detection rate: ")
+        say("the share of passing verdicts a meaning-changing change turned to fail):")
+        for line in format_invariance(stability):
+            say(line)
     say(f"wrote {written}")
     return 0
 
