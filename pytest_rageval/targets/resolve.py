@@ -34,7 +34,10 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
     if spec.lower().startswith(("http://", "https://")):
         return HttpClient(spec, **http_options)
     target = resolve(spec, folders)
-    adapter = recognise(target)
+    try:
+        adapter = recognise(target)
+    except RagConfigError as exc:  # an object of a framework that cannot be asked (a graph without a question key)
+        raise RagConfigError(f"rageval_target {spec!r}: {exc}") from None
     if adapter is None:
         return callable_client(spec, target, concurrency=concurrency, **http_options)
     from .frameworks.client import FrameworkClient
@@ -51,7 +54,10 @@ def client_of(obj: Any, *, name: str, concurrency: int = 8, **http_options: Any)
     if hasattr(obj, "aask"):
         client: RagClient = obj
         return client
-    adapter = recognise(obj)
+    try:
+        adapter = recognise(obj)
+    except RagConfigError as exc:
+        raise RagConfigError(f"{name}: {exc}") from None
     if adapter is not None:
         from .frameworks.client import FrameworkClient
 

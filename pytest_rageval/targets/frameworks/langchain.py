@@ -6,8 +6,11 @@ exit, so a hung call would keep pytest alive past its timeout.
 
 Input: the question as a string when the runnable takes one, else a dict with
 the question under the first of ``question``/``input``/``query`` its input schema
-names (a graph whose state has ``messages`` only gets ``{"messages": [user
-message]}``). Output: ``answer`` (or the last message's content, or the output
+names (a graph whose state has ``messages`` only gets ``{"messages": [a human
+message]}``). A graph's input keys are read from the schema class of its builder
+(:mod:`.graph_input`: a stdlib or ``typing_extensions`` ``TypedDict``, a pydantic
+model, a dataclass); a graph with input keys none of which is one of those is
+refused when the target is loaded. Output: ``answer`` (or the last message's content, or the output
 itself when it is text) and ``context``/``documents`` (a list of Documents).
 """
 
@@ -16,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..client import RagConfigError
 from .common import Adapter, chunk, shape_error
 from .detect import has_base
+from .graph_input import graph_input_keys
 from .topk import TopKVariants
 
 __all__ = ["recognise"]
@@ -52,11 +57,26 @@ def _input_keys(obj: Any) -> list[str] | None:
     return list(properties) if isinstance(properties, Mapping) and properties else None
 
 
+def _no_question_key(keys: list[str]) -> str:
+    return f"its input has no question, input, query or messages key (it has {', '.join(keys)})"
+
+
+def _human_message(question: str) -> Any:
+    """The question as LangChain's HumanMessage (loaded already: every graph and runnable imports langchain_core)."""
+    try:
+        from langchain_core.messages import HumanMessage
+    except ImportError:  # a graph built without langchain_core: the form LangGraph's add_messages also reads
+        return {"role": "user", "content": question}
+    return HumanMessage(content=question)
+
+
 class _LangChain(Adapter):
     def __init__(self, framework: str, kind: str, obj: Any) -> None:
         super().__init__(framework, kind, obj)
         self._variants = TopKVariants(obj, _set_k)
-        self._keys = None if kind == "retriever" else _input_keys(obj)
+        self._keys = None if kind == "retriever" else (kind == "graph" and graph_input_keys(obj)) or _input_keys(obj)
+        if kind == "graph" and self._keys and not any(name in self._keys for name in (*_QUESTION_KEYS, "messages")):
+            raise RagConfigError(f"{self.label}: {_no_question_key(self._keys)}")
 
     def _input(self, question: str) -> Any:
         if self._keys is None:
@@ -65,8 +85,8 @@ class _LangChain(Adapter):
         if key is not None:
             return {key: question}
         if "messages" in self._keys:
-            return {"messages": [{"role": "user", "content": question}]}
-        raise shape_error(self.framework, self.kind, f"its input has no question, input, query or messages key (it takes {', '.join(self._keys)})")
+            return {"messages": [_human_message(question)]}
+        raise shape_error(self.framework, self.kind, _no_question_key(self._keys))
 
     def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         target = self.obj
