@@ -361,12 +361,29 @@ def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) ->
     eval_set = None if _defined(baseline) and _defined(current) else _eval_set_difference(baseline, current)
     if eval_set is not None:
         messages.append(f"eval_set_hash differs: baseline {eval_set[0]} vs this run {eval_set[1]}")
+    return messages + setting_differences(baseline, current)
+
+
+def used_judge(metrics_json: Mapping[str, Any]) -> bool:
+    """Whether a run scored with a judge (metrics.json ``judge.name`` other than ``none``)."""
+    judge = metrics_json.get("judge")
+    name = judge.get("name") if isinstance(judge, Mapping) else None
+    return isinstance(name, str) and name != "none"
+
+
+def setting_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The invariants of how the runs were made that differ: target kind, k, and the judge's model, prompt version
+    and temperature, these only when both runs used a judge (a retrieval-only run is compared with a judged
+    baseline on the metrics both have)."""
+    messages: list[str] = []
     old_kind, new_kind = _target_kind(baseline), _target_kind(current)
     if old_kind is not None and new_kind is not None and old_kind != new_kind:
         messages.append(f"target kind differs: baseline {old_kind} vs this run {new_kind}")
     old_k, new_k = baseline.get("k"), current.get("k")
     if old_k is not None and new_k is not None and old_k != new_k:
         messages.append(f"k differs: baseline {_shown(old_k, False)} vs this run {_shown(new_k, False)}")
+    if not (used_judge(baseline) and used_judge(current)):
+        return messages
     for name in ("model", "prompt_version", "temperature"):
         old, new = _judge_field(baseline, name), _judge_field(current, name)
         if old is None and new is None:

@@ -258,6 +258,7 @@ def _render_summary(record: dict[str, Any]) -> Html:
     parts = [badge(str(outcome or "unknown"), outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
     if record.get("invalid_line"):
         parts.append(Html(" ") + badge("invalid line", "error"))
+    parts.append(_since_baseline_badge(record))
     runs = runs_line(record)
     if runs:
         parts.append(Html(" ") + badge(runs, "xfailed" if record.get("flaky") else "other"))
@@ -267,6 +268,20 @@ def _render_summary(record: dict[str, Any]) -> Html:
     if isinstance(tags, list) and tags:
         parts.append(Html('<span class="tags">{}</span>').format(join(Html("<span>{}</span>").format(escape(t)) for t in tags)))
     return join(parts)
+
+
+#: how a case stands against the baseline (gate/known.py): its badge's word and class
+_SINCE_BADGES = {"known": ("known failure", "xfailed"), "worse": ("worse than baseline", "failed"), "fixed": ("fixed since baseline", "passed")}
+
+
+def _since_baseline_badge(record: dict[str, Any]) -> Html:
+    """A known failure, one that got worse, or a fixed case: its badge, then what the comparison said."""
+    since = record.get("since_baseline")
+    kind = since.get("kind") if isinstance(since, dict) else None
+    if not isinstance(since, dict) or kind not in _SINCE_BADGES:
+        return EMPTY
+    word, cls = _SINCE_BADGES[kind]
+    return Html(' {} <span class="muted">{}</span>').format(badge(word, cls), str(since.get("text") or ""))
 
 
 def _text_block(label: str, value: Any, *, search: bool = False) -> Html:

@@ -116,7 +116,13 @@ def _counts(metrics: Mapping[str, Any]) -> str:
         f"{total} case{'' if total == 1 else 's'}: {metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, "
         f"{metrics.get('errors', 0)} errors{xfail_counts(metrics)}"
     )
-    more = [f"{metrics[name]} {label}" for name, label in (("skipped", "skipped"), ("invalid_lines", "invalid lines")) if metrics.get(name)]
+    labels = (
+        ("skipped", "skipped"),
+        ("invalid_lines", "invalid lines"),
+        ("known_failures", "known failures"),
+        ("fixed_since_baseline", "fixed since baseline"),
+    )
+    more = [f"{metrics[name]} {label}" for name, label in labels if metrics.get(name)]
     flags = []
     if metrics.get("partial"):
         flags.append(f"partial run: {metrics.get('cases_selected')} of {metrics.get('cases_in_eval_set')} cases selected")

@@ -77,6 +77,7 @@ def render_header(metrics: dict[str, Any], title: str, verdict: Html = EMPTY) ->
 def _render_counts(metrics: dict[str, Any]) -> Html:
     keys: tuple[str, ...] = ("total_tests", "passed", "failed", "errors", "skipped")
     keys += (*tuple(name for name in ("xfailed", "xpassed") if metrics.get(name)), "invalid_lines")
+    keys += tuple(name for name in ("known_failures", "fixed_since_baseline") if metrics.get(name))  # with a baseline
     labels = tuple("total" if k == "total_tests" else k.replace("_", " ") for k in keys)
     cells = join(num_td(metrics.get(k), fmt_count) for k in keys)
     return table(labels, [Html("<tr>{}</tr>").format(cells)], "counts")
