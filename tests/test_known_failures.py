@@ -37,9 +37,10 @@ def write_state(root: Path, ranks: dict[str, int]) -> None:
 
 
 def project(pytester: pytest.Pytester, ini: str = "") -> None:
+    """30 cases; c20..c29 need no mrr (their gold may move without failing them, only the gate sees it)."""
     pytester.makepyfile(rag_target=TARGET)
     gold = [{"rel_path": "docs/a.md"}]
-    lines = [{"id": f"c{i:02d}", "question": f"c{i:02d}", "gold_supports": gold, "thresholds": {"mrr": 1}} for i in range(CASES)]
+    lines = [{"id": f"c{i:02d}", "question": f"c{i:02d}", "gold_supports": gold, "thresholds": {"mrr": 1 if i < 20 else 0}} for i in range(CASES)]
     pytester.makefile(".jsonl", **{"eval_sets/set": "\n".join(json.dumps(line) for line in lines) + "\n"})
     pytester.makeini(f"[pytest]\nrageval_target = rag_target:ask\n{ini}")
     write_state(pytester.path, {case: 2 for case in FAILING})

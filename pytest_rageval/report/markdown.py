@@ -24,6 +24,7 @@ from pytest_rageval.sanitize import terminal_safe
 
 from .baseline import verdict_kind
 from .configs import failed_configs
+from .session_verdict import verdict_from_metrics
 
 if TYPE_CHECKING:
     from pytest_rageval.gate.compare import Comparison, MetricDelta
@@ -189,7 +190,12 @@ def summary_markdown(
     path of report.html as the summary should link it (:func:`report_href`; None: no report to link).
     ``gate_reason`` and ``notes`` must already be free of secrets.
     """
-    lines = [f"## pytest-rageval: {_verdict(comparison, gate_failed)}", ""]
+    session = verdict_from_metrics(metrics)
+    if session is not None:  # the session's verdict: its exit status and its parts, the gate one of them
+        mark = "✅" if session.passed else "❌"
+        lines = [f"## pytest-rageval: {mark} {md_text(session.text)}", ""]
+    else:
+        lines = [f"## pytest-rageval: {_verdict(comparison, gate_failed)}", ""]
     if gate_failed and gate_reason:
         lines += [md_text(gate_reason), ""]
     lines.append(_counts(metrics))
