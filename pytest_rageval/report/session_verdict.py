@@ -74,9 +74,9 @@ def session_verdict(metrics: Mapping[str, Any], exit_status: int, gate_kind: str
     parts = [_plural(failed, "new failure") if gated and known else f"{failed} failed"]
     if errors:
         parts.append(_plural(errors, "error"))
-    known = _count(metrics, "known_failures")
-    if known:
-        parts.append(_plural(known, "known failure"))
+    known_count = _count(metrics, "known_failures")
+    if known_count:
+        parts.append(_plural(known_count, "known failure"))
     fixed = _count(metrics, "fixed_since_baseline")
     if fixed:
         parts.append(f"{fixed} fixed since the baseline")
