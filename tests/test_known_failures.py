@@ -25,6 +25,7 @@ def ask(question, params):
     chunks = [{"chunk_id": f"n{i}", "rel_path": "docs/noise.md", "heading_path": "# Noise", "text": "noise", "rank": i} for i in range(1, 4)]
     gold = {"chunk_id": "g", "rel_path": "docs/a.md", "heading_path": "# A", "text": "gold", "rank": rank}
     chunks = [c for c in chunks if c["rank"] != rank] + [gold]
+    chunks = [c for c in chunks if c["rank"] <= ranks.get("top_k", 4)]  # the system's own top_k
     return {"answer": "An answer.", "references": [gold], "debug": {"retrieved_chunks": chunks}}
 """
 

@@ -104,6 +104,8 @@ class MetricDelta:
     lower_is_better: bool = False
     whole_old: float | None = None
     whole_new: float | None = None
+    #: a regressed metric's cases that moved it most (:func:`largest_drops`): [{"case", "old", "new"}], worst first
+    largest_drops: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -486,6 +488,27 @@ def _pairs(shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter
     return out
 
 
+#: cases named for each regressed metric (the largest paired drops)
+MAX_DROPS = 10
+
+
+def largest_drops(
+    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter, *, lower: bool, limit: int = MAX_DROPS
+) -> list[dict[str, Any]]:
+    """The shared cases whose value moved the bad way most (down; up for a lower-is-better metric), at most
+    ``limit``, worst first (ties by key): whether or not their outcome flipped, these are the cases behind a drop."""
+    moved: list[tuple[float, str, float, float]] = []
+    for key, (old_case, new_case) in shared.items():
+        old, new = getter(old_case), getter(new_case)
+        if old is None or new is None:
+            continue
+        worse = new - old if lower else old - new
+        if worse > _SLACK:
+            moved.append((-worse, key, old, new))
+    moved.sort()
+    return [{"case": key, "old": old, "new": new} for _, key, old, new in moved[:limit]]
+
+
 def paired_delta(
     pairs: Sequence[tuple[float, float]], *, samples: int = 1000, seed: int = 0
 ) -> tuple[float, float, float, tuple[float, float] | None]:
@@ -734,6 +757,7 @@ def compare(
             regressed = True
             if significance and ci_low is not None and ci_high is not None:
                 regressed = ci_low > 0 if name in lower else ci_high < 0
+        drops = largest_drops(shared, getter, lower=name in lower) if regressed and paired and getter is not None else []
         result.deltas.append(
             MetricDelta(
                 name=name,
@@ -748,6 +772,7 @@ def compare(
                 lower_is_better=name in lower,
                 whole_old=whole_old,
                 whole_new=whole_new,
+                largest_drops=drops,
             )
         )
 
@@ -860,6 +885,15 @@ def format_delta(d: MetricDelta) -> str:
     return line + " REGRESSED" if d.regressed else line
 
 
+def drop_lines(d: MetricDelta) -> list[str]:
+    """A regressed metric's cases that moved it most, indented under its line (flipped or not)."""
+    if not d.largest_drops:
+        return []
+    lines = [f"  cases that moved {d.name} most ({len(d.largest_drops)}, largest drop first):"]
+    lines += [f"    {drop['case']}: {_f(drop.get('old'))} → {_f(drop.get('new'))}" for drop in d.largest_drops]
+    return lines
+
+
 def _case_list(title: str, keys: list[str], max_cases: int) -> list[str]:
     if not keys:
         return []
@@ -890,7 +924,9 @@ def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[st
     lines = [comparison.scope()]
     if comparison.not_compared:
         return [*lines, f"not compared: {comparison.not_compared}"]
-    lines += [format_delta(d) for d in comparison.deltas]
+    for d in comparison.deltas:
+        lines.append(format_delta(d))
+        lines += drop_lines(d)
     lines += comparison.one_sided
     lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)
     lines += _case_list("cases that flipped from fail to pass:", comparison.flipped_to_pass, max_cases)

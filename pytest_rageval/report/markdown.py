@@ -153,6 +153,10 @@ def _regressions(comparison: Comparison) -> list[str]:
             "|---|---|---|---|---|---|",
             *(_delta_row(d) for d in regressed),
         ]
+        for d in regressed:
+            if d.largest_drops:
+                lines += ["", f"Cases that moved {md_text(d.name)} most:", ""]
+                lines += [f"- {md_text(drop.get('case'))}: {_num(drop.get('old'))} → {_num(drop.get('new'))}" for drop in d.largest_drops]
     else:
         lines.append("No metric regressed.")
     if comparison.coverage_failures:
