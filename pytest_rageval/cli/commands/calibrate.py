@@ -47,7 +47,15 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from pytest_rageval.judges.base import JudgeAuthError
-    from pytest_rageval.judges.calibrate import SHIPPED_SET, CalibrationError, calibrate, format_figures, load_set, set_hash
+    from pytest_rageval.judges.calibrate import (
+        SHIPPED_SET,
+        CalibrationError,
+        calibrate,
+        disagreement_lines,
+        format_figures,
+        load_set,
+        set_hash,
+    )
     from pytest_rageval.judges.calibrations import CALIBRATION_DIR, judge_identity, write_calibration
     from pytest_rageval.plugin.judge_factory import build_judge, judge_info
     from pytest_rageval.plugin.settings import SettingsError
@@ -86,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         f"judge: {identity['kind']} {identity['model']} (prompt {identity['prompt_version']}); set {path} "
         f"({len(items)} labelled answers, hash {set_hash(path)})"
     )
-    for line in format_figures(figures):
+    for line in [*format_figures(figures), *disagreement_lines(figures)]:
         say(line)
     say(f"wrote {written}")
     return 0
