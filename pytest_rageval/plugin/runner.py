@@ -219,6 +219,7 @@ def _chunk_dict(chunk: Chunk, *, position: int, gold: bool, full_text: bool) -> 
     text = data.get("text")
     if isinstance(text, str) and not full_text and len(text) > TRUNCATE:
         data["text"] = text[:TRUNCATE]
+        data["text_truncated"] = True  # report.html says so (the whole text: --rageval-store-full-text)
     data["position"] = position
     data["gold"] = gold
     return data

@@ -397,6 +397,27 @@ def _render_chunks(label: str, chunks: Any) -> Html:
     return Html("<h4>{} ({})</h4>").format(label, len(rows)) + table(headers, rows, "chunks")
 
 
+#: characters of a chunk's text shown before the rest is folded away
+CHUNK_PREVIEW = 200
+
+
+def chunk_text(chunk: dict[str, Any]) -> Html:
+    """A chunk's text: whole when short; the first 200 characters and the whole text in a ``<details>`` when
+    the run stored it (``--rageval-store-full-text``); else the 200 stored characters, saying so."""
+    text = chunk.get("text")
+    if not isinstance(text, str):
+        return escape(text)
+    if chunk.get("text_truncated"):
+        return escape(text) + Html(
+            ' <span class="muted">(first {} characters stored; --rageval-store-full-text keeps the whole chunk)</span>'
+        ).format(CHUNK_PREVIEW)
+    if len(text) <= CHUNK_PREVIEW:
+        return escape(text)
+    return Html('{}… <details class="full-text"><summary>whole chunk ({:,} characters)</summary><div class="text">{}</div></details>').format(
+        text[:CHUNK_PREVIEW], len(text), text
+    )
+
+
 def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
     gold = chunk.get("gold") is True
     rank = chunk.get("rank") if chunk.get("rank") is not None else position
@@ -409,7 +430,7 @@ def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
         escape(chunk.get("rel_path") or chunk.get("doc_id")),
         heading_text(chunk.get("heading_path")),
         num_td(chunk.get("score_final")),
-        escape(chunk.get("text")),
+        chunk_text(chunk),
     )
 
 
