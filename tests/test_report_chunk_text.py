@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-TARGET = '''
+TARGET = """
 LONG = "start <b>bold</b> " + "word " * 100 + "THE-END"
 
 
 def ask(question, params):
     gold = {"chunk_id": "g", "rel_path": "docs/a.md", "heading_path": "# A", "text": LONG, "rank": 1}
     return {"answer": "An answer.", "references": [gold], "debug": {"retrieved_chunks": [gold]}}
-'''
+"""
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["200-stored", "full-text"])
@@ -29,5 +29,5 @@ def test_a_long_chunk_is_whole_in_a_details_only_when_stored(pytester: pytest.Py
         assert '<details class="full-text"><summary>whole chunk (525 characters)</summary>' in html
         assert "THE-END" in html and "first 200 characters stored" not in html
     else:
-        assert "THE-END" not in html and "<details class=\"full-text\">" not in html
+        assert "THE-END" not in html and '<details class="full-text">' not in html
         assert "(first 200 characters stored; --rageval-store-full-text keeps the whole chunk)" in html
