@@ -122,3 +122,31 @@ def test_a_bad_known_failures_setting_is_one_line(pytester: pytest.Pytester) -> 
     result = run(pytester)
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*rageval_known_failures: must be allow or fail, got 'maybe'*"])
+
+
+def test_a_lower_is_better_miss_is_known_while_it_rises_no_further() -> None:
+    from pytest_rageval.gate.known import BaselineFailures, known_verdict
+
+    entry = {"outcome": "failed", "definition": "d1", "metrics": {"latency_ms": 150.0, "mrr": 1.0}, "missed": ["latency_ms"]}
+    baseline = BaselineFailures.from_metrics({"run_id": "base-1", "cases": {"s::a": entry, "s::ok": {"outcome": "passed"}}})
+
+    def record(latency: float, *, definition: str = "d1", error: object = None, key: str = "s::a") -> dict[str, Any]:
+        misses = [{"metric": "latency_ms", "value": latency, "threshold": 100, "op": "<="}] if latency > 100 else []
+        return {
+            "key": key,
+            "definition": definition,
+            "thresholds": {"latency_ms": 100},
+            "metrics": {"latency_ms": latency},
+            "misses": misses,
+            "error": error,
+        }
+
+    known = known_verdict(baseline, record(140.0))
+    assert known is not None and (known.kind, known.text) == ("known", "known failure since base-1: latency_ms = 140 (needs <= 100)")
+    worse = known_verdict(baseline, record(160.0))
+    assert worse is not None and (worse.kind, worse.text) == ("worse", "failed in base-1 too, and got worse: latency_ms 150.000 → 160.000")
+    fixed = known_verdict(baseline, record(90.0))
+    assert fixed is not None and fixed.kind == "fixed"
+    assert known_verdict(baseline, record(140.0, definition="d2")) is None  # changed: compared with nothing
+    assert known_verdict(baseline, record(140.0, error={"kind": "timeout"})) is None
+    assert known_verdict(baseline, record(140.0, key="s::ok")) is None  # passed in the baseline: a new failure

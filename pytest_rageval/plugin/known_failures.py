@@ -14,6 +14,7 @@ from typing import Any
 from pytest_rageval.evaluation.record import CaseRecord
 from pytest_rageval.gate.compare import load_baseline, setting_differences
 from pytest_rageval.gate.known import BaselineFailures, known_verdict
+from pytest_rageval.sanitize import terminal_safe
 
 from .settings import Settings
 
@@ -51,4 +52,5 @@ class KnownFailures:
         verdict = known_verdict(baseline, record)
         if verdict is None or (verdict.kind == "known" and self.settings.known_failures == "fail"):
             return
-        record["since_baseline"] = {"kind": verdict.kind, "text": verdict.text}
+        # the baseline's run id came from a file: no escape sequence of it reaches a terminal or pytest's reason
+        record["since_baseline"] = {"kind": verdict.kind, "text": terminal_safe(verdict.text)}
