@@ -65,7 +65,8 @@ def edit_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> Edit | None:
     if link is not None and link.get("previous") == old.get("run_id"):
         edit = link.get("edit")
         return Edit(**edit) if isinstance(edit, Mapping) else None
-    if old.get("eval_set_hash") == new.get("eval_set_hash"):
+    a, b = old.get("eval_set_hash"), new.get("eval_set_hash")
+    if a == b or a is None or b is None:
         return None
     a, b = _cases(old), _cases(new)
     shared = _unchanged(old, new)
@@ -77,7 +78,8 @@ def _continues(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     link = _link(new)
     if link is not None and link.get("previous") == old.get("run_id"):
         return bool(link.get("continues"))
-    if old.get("eval_set_hash") == new.get("eval_set_hash"):
+    a, b = old.get("eval_set_hash"), new.get("eval_set_hash")
+    if a == b or a is None or b is None:  # a run that recorded no eval set is taken as of this one (as before)
         return True
     return bool(_unchanged(old, new))
 

@@ -51,14 +51,13 @@ def _regressed_table(outcome: GateOutcome) -> Html:
 
 
 def _drops(d: MetricDelta) -> Html:
-    """The cases that moved a regressed metric most (flipped or not), largest drop first."""
+    """The cases that moved a regressed metric most (flipped or not), largest drop first, on one line."""
     if not d.largest_drops:
         return EMPTY
-    items = join(
-        Html("<li><code>{}</code> {} &rarr; {}</li>").format(str(drop.get("case")), fmt(drop.get("old")), fmt(drop.get("new")))
-        for drop in d.largest_drops
+    items = Html(" · ").join(
+        Html("<code>{}</code> {} &rarr; {}").format(str(drop.get("case")), fmt(drop.get("old")), fmt(drop.get("new"))) for drop in d.largest_drops
     )
-    return Html('<p class="drops">Cases that moved <code>{}</code> most:</p><ul class="drops">{}</ul>').format(d.name, items)
+    return Html('<p class="drops muted">Cases that moved <code>{}</code> most: {}</p>').format(d.name, items)
 
 
 def _flipped_line(outcome: GateOutcome) -> Html:
