@@ -86,6 +86,13 @@ INI_KEYS: tuple[tuple[str, str, IniType, Any], ...] = (
         "",
     ),
     (
+        "rageval_known_failures",
+        "allow (default): with a baseline, a case that failed there and fails now the same way, none of its missed "
+        "metrics worse, is an xfail (a known failure); fail: every threshold miss fails",
+        "string",
+        "",
+    ),
+    (
         "rageval_docs_root",
         "the folder gold rel_paths are relative to: absolute chunk paths under it are made relative "
         "to it (default rootdir; also [tool.rageval] docs_root)",

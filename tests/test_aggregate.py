@@ -262,6 +262,8 @@ def test_result_keys() -> None:
         "xfailed",
         "xpassed",
         "invalid_lines",
+        "known_failures",
+        "fixed_since_baseline",
         "answerable_tests",
         "unanswerable_tests",
         "flaky",

@@ -109,8 +109,9 @@ def _project(pytester: pytest.Pytester, minimum: str) -> None:
 
 def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_names_the_one_it_used(pytester: pytest.Pytester) -> None:
     measured = asyncio.run(calibrate(LexicalJudge(), load_set(SHIPPED_SET), ["groundedness", "correctness"]))
-    lowest_metric = min(measured, key=lambda m: measured[m].balanced_accuracy or 0.0)
-    lowest = measured[lowest_metric].balanced_accuracy or 0.0
+    low_ends = {m: (f.intervals()["balanced_accuracy_ci"] or [0.0])[0] for m, f in measured.items()}  # the floor's figure
+    lowest_metric = min(low_ends, key=lambda m: low_ends[m])
+    lowest = low_ends[lowest_metric]
     assert lowest < 0.99
     _project(pytester, "0.5")
     refused = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
@@ -120,7 +121,7 @@ def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_
     assert rageval("calibrate", cwd=pytester.path).returncode == 0
     _project(pytester, f"{lowest + 0.005:.3f}")
     low = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
-    assert low.ret == 4 and f"agrees less with its labels (balanced accuracy {lowest_metric} {lowest:.3f}" in low.stderr.str()
+    assert low.ret == 4 and f"{lowest_metric} {measured[lowest_metric].balanced_accuracy:.3f}, 95% interval low end {lowest:.3f}" in low.stderr.str()
     _project(pytester, f"{lowest - 0.005:.3f}")
     ok = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
     ok.assert_outcomes(passed=1)

@@ -505,3 +505,13 @@ def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
         for mode, seed in (("numpy", "0"), ("no-numpy", "1"), ("numpy", "2"))
     }
     assert len(outputs) == 1 and next(iter(outputs)).startswith("("), outputs
+
+
+def test_xfail_and_xpass_flips_are_shown_with_the_others() -> None:
+    """An xfailed case that now passes (xpassed or passed) flipped to pass; a passing one now xfailed flipped to
+    fail; failed -> xfailed (a known failure) and xfailed -> failed are no flips."""
+    base = run({"a": ("xfailed", {}), "b": ("xpassed", {}), "c": ("xfailed", {}), "d": ("failed", {}), "e": ("passed", {}), "f": ("xfailed", {})})
+    new = run({"a": ("xpassed", {}), "b": ("xfailed", {}), "c": ("passed", {}), "d": ("xfailed", {}), "e": ("xfailed", {}), "f": ("failed", {})})
+    comparison = compare(base, new)
+    assert comparison.flipped_to_pass == ["set.jsonl::a", "set.jsonl::c"]
+    assert comparison.flipped_to_fail == ["set.jsonl::b", "set.jsonl::e"]

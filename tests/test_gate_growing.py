@@ -76,7 +76,7 @@ def test_an_edited_eval_set_is_gated_on_its_unchanged_cases(pytester: pytest.Pyt
     assert compared["changed_cases"] == ["eval_sets/s.jsonl::c5"] and compared["removed_cases"] == ["eval_sets/s.jsonl::c7"]
     assert only_new.ret == 0, only_new.stdout.str()
     assert regressed.ret == 1
-    regressed.stdout.fnmatch_lines(["*rageval gate FAILED: regression: mrr_avg*"])
+    regressed.stdout.fnmatch_lines(["*rageval FAILED (exit 1): 0 new failures, gate FAILED: regression: mrr_avg*"])
 
 
 def test_the_ci_summary_and_report_name_the_cases_not_compared(pytester: pytest.Pytester) -> None:

@@ -131,7 +131,9 @@ def test_an_all_error_run_is_not_compared_and_leaves_latest(pytester: pytest.Pyt
         ]
     )
     assert "no regression" not in down.stdout.str() and "REGRESSION" not in down.stdout.str()
-    assert down.stdout.lines[-1].startswith("= rageval gate FAILED: not compared with the baseline: every case of this run errored")
+    assert down.stdout.lines[-1].startswith(
+        "= rageval FAILED (exit 1): 0 new failures, 2 errors, gate FAILED: not compared with the baseline: every case of this run errored"
+    )
     assert latest(pytester.path) == good
     metrics = json.loads((runs(pytester.path)[-1] / "metrics.json").read_text())
     assert metrics["all_error"] is True and metrics["partial"] is False
@@ -153,7 +155,9 @@ def test_a_gate_failure_is_the_last_line_and_red(pytester: pytest.Pytester) -> N
     lines = [line for line in result.stdout.lines if line.strip()]
     plain = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines]
     assert re.fullmatch(r"=+ 2 passed in .* =+", plain[-2])  # pytest's own summary line comes first
-    assert plain[-1].startswith("= rageval gate FAILED: regression: mrr_avg 1.000 → 0.500 (-0.500, tolerance 0.050) =")
+    assert plain[-1].startswith(
+        "= rageval FAILED (exit 1): 0 new failures, gate FAILED: regression: mrr_avg 1.000 → 0.500 (-0.500, tolerance 0.050) ="
+    )
     assert lines[-1].startswith(ANSI_RED)
     regressed = [line for line in lines if "REGRESSED" in line]
     assert regressed and all(ANSI_RED in line for line in regressed)

@@ -190,7 +190,9 @@ def check_the_page_opens_with_the_verdict_and_the_flipped_cases(regression: dict
     flipped = page[page.index('id="flipped-to-fail"') : page.index('id="flipped-to-pass"')]
     assert "s.jsonl::drop" in flipped and "s.jsonl::evil" in flipped and "s.jsonl::fix" not in flipped
     assert "s.jsonl::fix" in page[page.index('id="flipped-to-pass"') : page.index('id="failing"')]
-    assert "s.jsonl::bad" in page[page.index('id="failing"') : page.index('id="aggregate"')]  # failed in both: not flipped
+    assert "s.jsonl::bad" not in page[page.index('id="failing"') : page.index('id="aggregate"')]  # failed in both: a known failure
+    bad = page[page.index('data-id="eval_sets/s.jsonl::bad"') :]
+    assert 'data-outcome="known failure"' in page and "known failure since " in bad[: bad.index("</summary>")]
 
     drop = _card(page, "drop")
     since = drop[drop.index("<h4>Since baseline</h4>") :]

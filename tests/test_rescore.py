@@ -123,7 +123,7 @@ def records_of(run_dir: Path) -> dict[str, dict[str, Any]]:
 def without_latency(data: Any) -> Any:
     """``data`` without what depends on the clock (latency, run id, timestamp) or names the rescored run."""
     if isinstance(data, dict):
-        drop = {"latency", "latency_ms", "run_id", "timestamp", "rescored_from"}
+        drop = {"latency", "latency_ms", "run_id", "timestamp", "rescored_from", "session"}  # session: the pytest session's exit status and parts
         return {k: without_latency(v) for k, v in data.items() if k not in drop}
     if isinstance(data, list):
         return [without_latency(v) for v in data]

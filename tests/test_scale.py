@@ -52,6 +52,7 @@ def metrics_of(run_dir: Path) -> dict:
     data = json.loads((run_dir / "metrics.json").read_text())
     for volatile in ("run_id", "timestamp"):
         data.pop(volatile)
+    data.pop("session", None)  # the pytest session's exit status and parts: `rageval merge` ran none
     data["aggregate_metrics"].pop("latency")
     for case in data["cases"].values():
         case["metrics"].pop("latency_ms", None)

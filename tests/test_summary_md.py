@@ -153,7 +153,7 @@ def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(pytest
     text = (pytester.path / "out.md").read_text()
     assert step.read_text() == "earlier step\n" + text  # appended, as GitHub's step summary expects
     run = (pytester.path / "results" / "latest").read_text().strip()
-    assert text.startswith("## pytest-rageval: ❌ gate FAILED\n")
+    assert text.startswith("## pytest-rageval: ❌ FAILED (exit 1): 2 new failures, 1 fixed since the baseline, gate FAILED\n"), text
     assert re.search(r"^\| mrr\\_avg \| 0\.750 → 0\.500 \| -0\.250 \| -1\.000 \.\. \+0\.500 \| 0\.050 \| 4 \|$", text, re.M), text
     report = (pytester.path / "results" / run / "report.html").read_text()
     flipped = {}
@@ -187,7 +187,7 @@ def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(pyte
         unwritable = pytester.runpytest(*common, "--rageval-summary-md=afile/out.md")
     assert unwritable.ret == 0  # a summary that cannot be written is a note, not a failed run
     unwritable.stdout.fnmatch_lines(["*summary not written: cannot write */afile/out.md: *"])
-    assert "no baseline compared" in step.read_text()
+    assert step.read_text().startswith("## pytest-rageval: ✅ passed: 0 failed\n")
 
 
 def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,11 +208,11 @@ def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: 
         )
     assert result.ret == 1
     text = (pytester.path / "out.md").read_text()
-    assert text.startswith("## pytest-rageval: ❌ gate FAILED\n") and "baseline refused" in text
+    assert text.startswith("## pytest-rageval: ❌ FAILED (exit 1): 0 new failures, gate FAILED\n") and "baseline refused" in text
     assert "mrr\\_avg is" in text and "recall\\_at\\_k\\_avg is" in text
     assert "hunter22" not in text and "tok9876" not in text and "s3cr3t-key" not in text
     shown = result.stdout.str() + result.stderr.str()
-    assert "baseline refused" in shown and "rageval gate FAILED" in shown
+    assert "baseline refused" in shown and "rageval FAILED (exit 1): 0 new failures, gate FAILED: baseline refused" in shown
     assert "hunter22" not in shown and "tok9876" not in shown and "s3cr3t-key" not in shown
 
 

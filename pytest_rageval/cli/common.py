@@ -62,12 +62,19 @@ def gate_table(pyproject: str | None) -> dict[str, float]:
         raise usage_error(str(exc)) from None
 
 
-def earlier_runs(output_dir: Path, run_id: Any) -> list[dict[str, Any]]:
-    """The runs in ``output_dir`` but ``run_id``, as a rebuilt report charts them; each one left out is a note."""
-    from pytest_rageval.runs.store import RunStore
+def earlier_runs(output_dir: Path, run_id: Any, metrics: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The runs in ``output_dir`` but ``run_id``, as a rebuilt report charts them, each linked to the run before it
+    (gate/lineage.py; ``metrics``, the run's own metrics.json, gets its link too); each one left out is a note."""
+    from pytest_rageval.gate.lineage import LINK, linked_history
+    from pytest_rageval.report.trends import trend_metrics
 
     skipped: list[str] = []
-    history = [m for m in RunStore(output_dir).history(skipped=skipped) if m.get("run_id") != run_id]
+    known = {str(run_id): metrics} if metrics is not None else None
+    linked = linked_history(output_dir, trend_metrics(), skipped=skipped, known=known)
+    own = next((m for m in linked if m.get("run_id") == run_id), None)
+    if metrics is not None and own is not None and LINK in own:
+        metrics[LINK] = own[LINK]
+    history = [m for m in linked if m.get("run_id") != run_id]
     for note in skipped:
         say(f"note: {note}")
     return history

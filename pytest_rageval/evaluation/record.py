@@ -130,6 +130,9 @@ class CaseRecord(TypedDict, total=False):
     metrics: dict[str, Any]  # metric name -> number, bool ("abstained") or null
     thresholds: dict[str, Any]
     misses: list[MissRecord]
+    # with a baseline, how the case stands against it (gate/known.py): {"kind": "known" | "worse" | "fixed", "text"};
+    # a known failure's outcome is "xfailed", its text the xfail reason
+    since_baseline: dict[str, str]
     warnings: list[str]
     notes: list[str]
     # what the RAG system sent

@@ -37,10 +37,11 @@ class StoredChunk(TypedDict, total=False):
     rank: int
     position: int  # 1-based place in the stored list
     gold: bool  # whether the chunk matched a gold item of the case
+    text_truncated: bool  # the text was cut to the stored length (the whole text: --rageval-store-full-text)
 
 
 #: The fields the run adds to each stored chunk (not the RAG's).
-ADDED_FIELDS = ("position", "gold")
+ADDED_FIELDS = ("position", "gold", "text_truncated")
 
 
 def stored_chunk(chunk: Chunk, *, position: int, gold: bool, max_text: int | None) -> StoredChunk:
@@ -50,6 +51,7 @@ def stored_chunk(chunk: Chunk, *, position: int, gold: bool, max_text: int | Non
     text = data.get("text")
     if isinstance(text, str) and max_text is not None and len(text) > max_text:
         data["text"] = text[:max_text]
+        data["text_truncated"] = True  # report.html says so
     data["position"] = position
     data["gold"] = gold
     return data  # type: ignore[return-value]

@@ -36,6 +36,7 @@ __all__ = [
 
 _OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 _UNSCORED = ("error", "skipped")
+_PASSING = ("passed", "xpassed")
 _NO_CATEGORY = "uncategorized"
 
 
@@ -211,6 +212,7 @@ class CaseTable(Mapping[str, dict[str, Any]]):
             extras.append(("empty_response", True))
         if record.get("config_id"):
             extras.append(("config_id", str(record["config_id"])))  # the config matrix: by_config, its ranking and gate
+        extras.extend(_baseline_extras(record, outcome))
         category = record.get("category")
         self._rows[key] = (
             _OUTCOME_NAMES[outcome],
@@ -245,7 +247,7 @@ class CaseTable(Mapping[str, dict[str, Any]]):
         if definition is not None:
             case["definition"] = definition
         if extras:
-            case.update(extras)
+            case.update((name, list(value) if isinstance(value, tuple) else value) for name, value in extras)
         return case
 
     def __iter__(self) -> Iterator[str]:
@@ -277,6 +279,8 @@ class Aggregator:
         self._by_answerable = {"answerable": self._new_group(), "unanswerable": self._new_group()}
         self._counts = {name: 0 for name in _OUTCOMES}
         self._invalid_lines = 0
+        self._known = 0  # known failures: failed in the baseline the same way, xfailed now (gate/known.py)
+        self._fixed = 0  # failed in the baseline, passing now
         self._answerable = 0
         self._unanswerable = 0
         self._flaky = 0
@@ -303,6 +307,11 @@ class Aggregator:
         outcome = _outcome(record)
         metrics = record.get("metrics") or {}
         self._counts[outcome] += 1
+        kind = since_baseline(record)
+        if kind == "known" and outcome == "xfailed":
+            self._known += 1
+        elif kind == "fixed" and outcome in _PASSING:
+            self._fixed += 1
         error = record.get("error")
         if self._keep_cases:
             self._cases.add(_record_key(record), record, outcome, metrics)
@@ -458,6 +467,8 @@ class Aggregator:
             "xfailed": self._counts["xfailed"],
             "xpassed": self._counts["xpassed"],
             "invalid_lines": self._invalid_lines,
+            "known_failures": self._known,
+            "fixed_since_baseline": self._fixed,
             "answerable_tests": self._answerable,
             "unanswerable_tests": self._unanswerable,
             "flaky": self._flaky,
@@ -466,6 +477,28 @@ class Aggregator:
             "cases": self._cases.sorted(),
             **self._config_results(),
         }
+
+
+def since_baseline(record: Mapping[str, Any]) -> str | None:
+    """``known`` (a known failure, xfailed), ``worse``, ``fixed`` or None: how a record stands against the baseline."""
+    verdict = record.get("since_baseline")
+    kind = verdict.get("kind") if isinstance(verdict, Mapping) else None
+    return kind if kind in ("known", "worse", "fixed") else None
+
+
+def _baseline_extras(record: Mapping[str, Any], outcome: str) -> list[tuple[str, Any]]:
+    """A case entry's ``missed`` (the metrics it missed: a later run tells a known failure by them), and
+    ``known_failure`` / ``fixed_since_baseline`` when so."""
+    extras: list[tuple[str, Any]] = []
+    misses = record.get("misses")
+    if isinstance(misses, list) and misses and outcome in ("failed", "xfailed"):
+        extras.append(("missed", tuple(sorted({str(m.get("metric")) for m in misses if isinstance(m, Mapping)}))))
+    kind = since_baseline(record)
+    if kind == "known" and outcome == "xfailed":
+        extras.append(("known_failure", True))
+    elif kind == "fixed" and outcome in _PASSING:
+        extras.append(("fixed_since_baseline", True))
+    return extras
 
 
 def _record_key(record: Mapping[str, Any]) -> str:

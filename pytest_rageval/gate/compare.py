@@ -75,7 +75,7 @@ def _order() -> tuple[str, ...]:
 
 
 _PASS = ("passed", "xpassed")
-_FAIL = ("failed", "error")
+_FAIL = ("failed", "error", "xfailed")  # an xfail is a failure pytest expected: xfailed -> xpassed is a flip too
 _UNSCORED = ("error", "skipped")
 _SLACK = 1e-9
 _NUMPY_MIN_DRAWS = 2_000_000  # below this many draws (cases x samples) pure Python is used
@@ -104,6 +104,8 @@ class MetricDelta:
     lower_is_better: bool = False
     whole_old: float | None = None
     whole_new: float | None = None
+    #: a regressed metric's cases that moved it most (:func:`largest_drops`): [{"case", "old", "new"}], worst first
+    largest_drops: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -361,12 +363,29 @@ def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) ->
     eval_set = None if _defined(baseline) and _defined(current) else _eval_set_difference(baseline, current)
     if eval_set is not None:
         messages.append(f"eval_set_hash differs: baseline {eval_set[0]} vs this run {eval_set[1]}")
+    return messages + setting_differences(baseline, current)
+
+
+def used_judge(metrics_json: Mapping[str, Any]) -> bool:
+    """Whether a run scored with a judge (metrics.json ``judge.name`` other than ``none``)."""
+    judge = metrics_json.get("judge")
+    name = judge.get("name") if isinstance(judge, Mapping) else None
+    return isinstance(name, str) and name != "none"
+
+
+def setting_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The invariants of how the runs were made that differ: target kind, k, and the judge's model, prompt version
+    and temperature, these only when both runs used a judge (a retrieval-only run is compared with a judged
+    baseline on the metrics both have)."""
+    messages: list[str] = []
     old_kind, new_kind = _target_kind(baseline), _target_kind(current)
     if old_kind is not None and new_kind is not None and old_kind != new_kind:
         messages.append(f"target kind differs: baseline {old_kind} vs this run {new_kind}")
     old_k, new_k = baseline.get("k"), current.get("k")
     if old_k is not None and new_k is not None and old_k != new_k:
         messages.append(f"k differs: baseline {_shown(old_k, False)} vs this run {_shown(new_k, False)}")
+    if not (used_judge(baseline) and used_judge(current)):
+        return messages
     for name in ("model", "prompt_version", "temperature"):
         old, new = _judge_field(baseline, name), _judge_field(current, name)
         if old is None and new is None:
@@ -467,6 +486,27 @@ def _pairs(shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter
         if old is not None and new is not None:
             out.append((old, new))
     return out
+
+
+#: cases named for each regressed metric (the largest paired drops)
+MAX_DROPS = 10
+
+
+def largest_drops(
+    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter, *, lower: bool, limit: int = MAX_DROPS
+) -> list[dict[str, Any]]:
+    """The shared cases whose value moved the bad way most (down; up for a lower-is-better metric), at most
+    ``limit``, worst first (ties by key): whether or not their outcome flipped, these are the cases behind a drop."""
+    moved: list[tuple[float, str, float, float]] = []
+    for key, (old_case, new_case) in shared.items():
+        old, new = getter(old_case), getter(new_case)
+        if old is None or new is None:
+            continue
+        worse = new - old if lower else old - new
+        if worse > _SLACK:
+            moved.append((-worse, key, old, new))
+    moved.sort()
+    return [{"case": key, "old": old, "new": new} for _, key, old, new in moved[:limit]]
 
 
 def paired_delta(
@@ -717,6 +757,7 @@ def compare(
             regressed = True
             if significance and ci_low is not None and ci_high is not None:
                 regressed = ci_low > 0 if name in lower else ci_high < 0
+        drops = largest_drops(shared, getter, lower=name in lower) if regressed and paired and getter is not None else []
         result.deltas.append(
             MetricDelta(
                 name=name,
@@ -731,6 +772,7 @@ def compare(
                 lower_is_better=name in lower,
                 whole_old=whole_old,
                 whole_new=whole_new,
+                largest_drops=drops,
             )
         )
 
@@ -843,6 +885,15 @@ def format_delta(d: MetricDelta) -> str:
     return line + " REGRESSED" if d.regressed else line
 
 
+def drop_lines(d: MetricDelta) -> list[str]:
+    """A regressed metric's cases that moved it most, indented under its line (flipped or not)."""
+    if not d.largest_drops:
+        return []
+    lines = [f"  cases that moved {d.name} most ({len(d.largest_drops)}, largest drop first):"]
+    lines += [f"    {drop['case']}: {_f(drop.get('old'))} → {_f(drop.get('new'))}" for drop in d.largest_drops]
+    return lines
+
+
 def _case_list(title: str, keys: list[str], max_cases: int) -> list[str]:
     if not keys:
         return []
@@ -873,7 +924,9 @@ def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[st
     lines = [comparison.scope()]
     if comparison.not_compared:
         return [*lines, f"not compared: {comparison.not_compared}"]
-    lines += [format_delta(d) for d in comparison.deltas]
+    for d in comparison.deltas:
+        lines.append(format_delta(d))
+        lines += drop_lines(d)
     lines += comparison.one_sided
     lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)
     lines += _case_list("cases that flipped from fail to pass:", comparison.flipped_to_pass, max_cases)

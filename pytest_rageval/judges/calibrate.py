@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -148,8 +150,10 @@ class Figures:
     requests: int = 0
     cost_usd: float = 0.0
     disagreements: list[str] = field(default_factory=list)  # ids the judge got wrong, for people
+    pairs: list[tuple[bool, bool]] = field(default_factory=list, repr=False)  # (label, verdict) per item: the intervals
 
     def add(self, expected: bool, got: bool, case_id: str) -> None:
+        self.pairs.append((expected, got))
         self.n += 1
         if expected and got:
             self.tp += 1
@@ -182,15 +186,91 @@ class Figures:
         chance = ((self.tp + self.fp) * (self.tp + self.fn) + (self.tn + self.fn) * (self.tn + self.fp)) / self.n**2
         return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
+    def intervals(self) -> dict[str, list[float] | None]:
+        """``accuracy_ci``, ``balanced_accuracy_ci``, ``kappa_ci``: see :func:`agreement_intervals`."""
+        return agreement_intervals(self.pairs)
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["pairs"]
         data.update(
             accuracy=_round(self.accuracy),
             balanced_accuracy=_round(self.balanced_accuracy),
             kappa=_round(self.kappa),
             cost_usd=round(self.cost_usd, 6),
         )
+        data.update(self.intervals())
         return data
+
+
+#: resamples of the bootstrap behind every agreement interval, and its seed (the same interval on every run)
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 0
+_Z = 1.959963984540054  # the 97.5th percentile of the standard normal
+
+
+def _counts(pairs: Sequence[tuple[bool, bool]]) -> Figures:
+    figures = Figures()
+    for expected, got in pairs:
+        figures.n += 1
+        if expected:
+            figures.tp += got
+            figures.fn += not got
+        else:
+            figures.fp += got
+            figures.tn += not got
+    return figures
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` (0..100) percentile of sorted ``values``, linearly interpolated."""
+    rank = (len(values) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (rank - low)
+
+
+def wilson(hits: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion ``hits / n`` (n > 0): honest at 0 and 1 and for few items."""
+    p = hits / n
+    centre = p + _Z * _Z / (2 * n)
+    spread = _Z * math.sqrt(p * (1 - p) / n + _Z * _Z / (4 * n * n))
+    return (centre - spread) / (1 + _Z * _Z / n), (centre + spread) / (1 + _Z * _Z / n)
+
+
+def agreement_intervals(
+    pairs: Sequence[tuple[bool, bool]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, list[float] | None]:
+    """95% intervals ``[low, high]`` of accuracy, balanced accuracy and kappa over the (label, verdict) pairs: a
+    percentile bootstrap over the items (``random.Random(seed)``: the same interval every run), widened to the
+    Wilson score interval of each rate behind accuracy and balanced accuracy, so that a few items that all
+    agree cannot claim certainty (4 of 4: low end 0.51). None where the figure is not defined."""
+    observed = _counts(pairs)
+    out: dict[str, list[float] | None] = {"accuracy_ci": None, "balanced_accuracy_ci": None, "kappa_ci": None}
+    if not pairs:
+        return out
+    draws: dict[str, list[float]] = {"accuracy_ci": [], "balanced_accuracy_ci": [], "kappa_ci": []}
+    choices = random.Random(seed).choices
+    for _ in range(samples if len(pairs) > 1 else 0):
+        f = _counts(choices(pairs, k=len(pairs)))
+        for key, value in (("accuracy_ci", f.accuracy), ("balanced_accuracy_ci", f.balanced_accuracy), ("kappa_ci", f.kappa)):
+            if value is not None:
+                draws[key].append(value)
+    points = {"accuracy_ci": observed.accuracy, "balanced_accuracy_ci": observed.balanced_accuracy, "kappa_ci": observed.kappa}
+    rates = [wilson(hits, total) for hits, total in ((observed.tp, observed.tp + observed.fn), (observed.tn, observed.tn + observed.fp)) if total]
+    floors = {
+        "accuracy_ci": wilson(observed.tp + observed.tn, observed.n),
+        "balanced_accuracy_ci": (sum(r[0] for r in rates) / len(rates), sum(r[1] for r in rates) / len(rates)),
+    }
+    for key, point in points.items():
+        if point is None:
+            continue
+        values = sorted(draws[key]) or [point]
+        low, high = min(_percentile(values, 2.5), point), max(_percentile(values, 97.5), point)
+        if key in floors:
+            low, high = min(low, floors[key][0]), max(high, floors[key][1])
+        out[key] = [round(low, 4), round(high, 4)]
+    return out
 
 
 def _round(value: float | None) -> float | None:
@@ -225,6 +305,33 @@ async def calibrate(judge: Judge, items: Sequence[LabelledAnswer], metrics: Iter
                 continue
             figures.add(item.labels[metric], got, item.id)
     return out
+
+
+#: ids listed per metric where judge and labels disagree; the rest are counted
+MAX_DISAGREEMENTS = 20
+
+
+def disagreement_lines(figures: Mapping[str, Figures]) -> list[str]:
+    """Per metric: its 95% intervals, then the ids on which judge and labels disagree (the first 20, the rest
+    counted)."""
+
+    def interval(value: list[float] | None) -> str:
+        return "-" if value is None else f"{value[0]:.3f}..{value[1]:.3f}"
+
+    lines = []
+    for metric, f in figures.items():
+        ci = f.intervals()
+        lines.append(
+            f"{metric}: 95% intervals: accuracy {interval(ci['accuracy_ci'])}, balanced accuracy "
+            f"{interval(ci['balanced_accuracy_ci'])}, kappa {interval(ci['kappa_ci'])}"
+        )
+        if f.disagreements:
+            shown = ", ".join(f.disagreements[:MAX_DISAGREEMENTS])
+            more = len(f.disagreements) - MAX_DISAGREEMENTS
+            lines.append(f"{metric}: judge and labels disagree on {len(f.disagreements)}: {shown}" + (f" (+{more} more)" if more > 0 else ""))
+        else:
+            lines.append(f"{metric}: judge and labels agree on every item")
+    return lines
 
 
 def format_figures(figures: Mapping[str, Figures]) -> list[str]:

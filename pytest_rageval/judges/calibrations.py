@@ -77,18 +77,37 @@ def _balanced(data: Mapping[str, Any], metric: str) -> float | None:
     return float(value)
 
 
+def _low_end(data: Mapping[str, Any], metric: str) -> float | None:
+    """The low end of a metric's balanced-accuracy interval (None: not measured, or a calibration made before
+    intervals were stored: it cannot satisfy a floor)."""
+    figures = data["metrics"].get(metric)
+    value = figures.get("balanced_accuracy_ci") if isinstance(figures, dict) else None
+    if not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return None
+    if not 0.0 <= value[0] <= 1.0:  # NaN, Infinity, 7: no interval of a balanced accuracy
+        return None
+    return float(value[0])
+
+
 def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics: Sequence[str], minimum: float, rootdir: Path) -> dict[str, Any]:
     """The newest stored calibration of this judge whose balanced accuracy reaches ``minimum`` on every one of
     ``metrics``, as metrics.json names it; CalibrationRefused saying what is missing otherwise."""
     same = [(path, data) for path, data in _stored(output_dir) if all(data["judge"].get(key) == identity.get(key) for key in identity)]
     for path, data in same:
         scores = {metric: _balanced(data, metric) for metric in metrics}
-        if all(score is not None and score >= minimum - 1e-9 for score in scores.values()):
+        lows = {metric: _low_end(data, metric) for metric in metrics}
+        if all(low is not None and low >= minimum - 1e-9 for low in lows.values()):
             try:
                 shown = path.parent.relative_to(rootdir).as_posix()
             except ValueError:
                 shown = str(path.parent)
-            return {"calibration": shown, "set_hash": data.get("set_hash"), "balanced_accuracy": scores, "minimum": minimum}
+            return {
+                "calibration": shown,
+                "set_hash": data.get("set_hash"),
+                "balanced_accuracy": scores,
+                "balanced_accuracy_low": lows,
+                "minimum": minimum,
+            }
     judge = f"{identity.get('kind')} judge {identity.get('model')} (prompt {identity.get('prompt_version')})"
     where = output_dir / CALIBRATION_DIR
     if not same:
@@ -97,11 +116,18 @@ def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics:
             "run `rageval calibrate` with this configuration first"
         )
     path, data = same[0]
-    low = ", ".join(f"{m} {_show(data, m)}" for m in metrics if (score := _balanced(data, m)) is None or score < minimum - 1e-9)
-    raise CalibrationRefused(
-        f"rageval_min_judge_agreement = {minimum:g}: the {judge} agrees less with its labels "
-        f"(balanced accuracy {low} in {path}); use a stronger judge or lower the minimum"
+    low = ", ".join(
+        f"{m} {_show(data, m)}, 95% interval low end {_show_low(_low_end(data, m))}" for m in metrics if (_low_end(data, m) or 0.0) < minimum - 1e-9
     )
+    raise CalibrationRefused(
+        f"rageval_min_judge_agreement = {minimum:g}: the {judge} agrees less with its labels than that, "
+        f"counting the labelled set's size (balanced accuracy {low} in {path}); label more answers, use a stronger "
+        "judge or lower the minimum"
+    )
+
+
+def _show_low(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:.3f}"
 
 
 def _show(data: Mapping[str, Any], metric: str) -> str:

@@ -32,6 +32,7 @@ from pytest_rageval.targets.target_gate import GatedClient, TargetMismatch
 from .collect import BadLineItem, CaseItem
 from .handwritten import EvaluateError, SessionClient, record_outcomes
 from .judge_factory import SessionJudge
+from .known_failures import KnownFailures
 from .progress import LiveProgress
 from .run_setup import RunSetup
 from .runner import Engine, RunOptions, as_rag_client, base_record, evaluate_case
@@ -92,6 +93,7 @@ class CaseRunner:
         self.retrieval = RetrievalCache(retrieval_dir)  # the config matrix's requests, shared (xdist: a run-scoped folder)
         self._depths: dict[str, tuple[int, int]] = {}
         self._gates: dict[int, GatedClient] = {}  # id of a target's client -> its gate (the clients live for the session)
+        self.known = KnownFailures(s, setup.judge_info())  # the baseline's failures, read at the first case
 
     def totals(self) -> RunnerTotals:
         first = tuple((gate.name, gate.first_latency_ms) for gate in self._gates.values() if gate.first_latency_ms is not None)
@@ -202,6 +204,7 @@ class CaseRunner:
         if progress is not None:  # say the cases that finish while this one is awaited
             progress.wait(item.nodeid, future, self._started)
         record: CaseRecord = self.evaluate(future)
+        self.known.mark(record)  # a known failure, one that got worse, or fixed (against the baseline)
         return record
 
     def _live_progress(self, session: pytest.Session) -> LiveProgress | None:

@@ -26,6 +26,7 @@ from pytest_rageval.evaluation.selection import Selection
 from pytest_rageval.flow import FlowStats
 from pytest_rageval.gate.configs import add_ranking
 from pytest_rageval.redact import public_url, scrub_urls
+from pytest_rageval.report.session_verdict import SessionVerdict, session_verdict
 from pytest_rageval.runs.artifacts import case_config, config_hash, file_digests, new_run_id, why_not_latest
 from pytest_rageval.runs.commit import run_commit
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
@@ -192,6 +193,7 @@ class RunController:
         self.metrics = self.build_metrics(complete)
         add_ranking(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
         self.gate(session)  # before writing: metrics.json carries the comparison
+        self.metrics["session"] = self.verdict(session).as_dict()  # report.html and the CI summary state it
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:
             self.gate_notes.append(f"{self.settings.output_dir / 'latest'} not moved: {kept}")
@@ -212,8 +214,21 @@ class RunController:
         """Outermost: a failed gate gets the session's last line, after pytest's summary."""
         yield
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self.gate_failed and reporter is not None:
-            reporter.write_sep("=", f"rageval gate FAILED: {self.gate_reason}", red=True, bold=True)
+        if reporter is None or self.metrics is None:
+            return
+        verdict = self.verdict(session)
+        reporter.write_sep("=", f"rageval {verdict.line}", red=not verdict.passed, green=verdict.passed, bold=True)
+
+    def verdict(self, session: pytest.Session) -> SessionVerdict:
+        """The session's one verdict (its exit status now, and its parts): the last line, the CI summary's
+        headline and report.html's header say it."""
+        assert self.metrics is not None
+        if self.gate_failed:  # the gate, or a config of a matrix against its baseline
+            kind = "refused" if self.outcome is not None and self.outcome.refused else "failed"
+        else:
+            kind = self.outcome.kind if self.outcome is not None else "not gated"
+        allowed = self.settings.known_failures == "allow"
+        return session_verdict(self.metrics, int(session.exitstatus), kind, self._public(self.gate_reason), known=allowed)
 
     def _defer_sigterm(self) -> None:
         """SIGTERM from now on is noted (``late_sigterm``), not raised: the run folder and summary are finished."""

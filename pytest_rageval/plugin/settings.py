@@ -63,6 +63,7 @@ class Settings:
     allow_regressions: bool = False
     ignore_invariants: bool = False
     min_shared_cases: int = defaults.MIN_SHARED_CASES  # rageval_min_shared_cases: the gate's floor of unchanged cases
+    known_failures: str = "allow"  # rageval_known_failures: allow (a baseline's failure repeated is an xfail) or fail
     gate_significance: bool = False
     store_full_text: bool = False
     limits: Limits = field(default_factory=Limits)  # size caps of text from outside (rageval_max_*_chars)
@@ -164,6 +165,8 @@ class Settings:
                 "cli": dict(self.thresholds.cli),
             },
             "gate": dict(self.gate),
+            # only when not the default: the hash of runs made before the option existed stays as it was
+            **({"known_failures": self.known_failures} if self.known_failures != "allow" else {}),
             # only when it repeats: the hash of a run without it (or with 1, the same runs) stays as it was
             **({"repeat": self.repeat} if self.repeat is not None and self.repeat > 1 else {}),
             # only with a matrix: runs without one keep their hash
@@ -339,6 +342,7 @@ def build_settings(
         allow_regressions=bool(option.rageval_allow_regressions),
         ignore_invariants=bool(option.rageval_ignore_invariants),
         min_shared_cases=_min_shared(ini.get("rageval_min_shared_cases")),
+        known_failures=_known_failures(ini.get("rageval_known_failures")),
         gate_significance=bool(option.rageval_gate_significance),
         store_full_text=bool(option.rageval_store_full_text),
         limits=_limits(ini),
@@ -492,6 +496,13 @@ def _repeat(option: Any, ini: Mapping[str, Any]) -> int | None:
         return parse_repeat(value, where)
     except RepeatError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def _known_failures(value: Any) -> str:
+    text = str(value or "").strip().lower() or "allow"
+    if text not in ("allow", "fail"):
+        raise SettingsError(f"rageval_known_failures: must be allow or fail, got {str(value).strip()!r}")
+    return text
 
 
 def _min_shared(value: Any) -> int:

@@ -118,10 +118,16 @@ def write_report_html(
     """report.html in the run folder, with the output folder's other runs as its history (a run that cannot be
     read is left out and added to ``notes``); ``baseline_cases`` is asked only when a comparison was made."""
     from pytest_rageval.report.html import write_report
-    from pytest_rageval.runs.store import RunStore
 
     skipped: list[str] = []
-    history = [m for m in RunStore(output_dir).history(skipped=skipped, known={writer.run_id: metrics}) if m.get("run_id") != writer.run_id]
+    from pytest_rageval.gate.lineage import LINK, linked_history
+    from pytest_rageval.report.trends import trend_metrics
+
+    linked = linked_history(output_dir, trend_metrics(), skipped=skipped, known={writer.run_id: metrics})
+    history = [m for m in linked if m.get("run_id") != writer.run_id]
+    own = next((m for m in linked if m.get("run_id") == writer.run_id), None)
+    if own is not None and LINK in own:
+        metrics = {**metrics, LINK: own[LINK]}  # the page's copy: how this run relates to the one before it
     notes.extend(public(note) for note in skipped)
     compared = comparison is not None and not comparison.refused
     write_report(

@@ -258,6 +258,7 @@ def _render_summary(record: dict[str, Any]) -> Html:
     parts = [badge(str(outcome or "unknown"), outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
     if record.get("invalid_line"):
         parts.append(Html(" ") + badge("invalid line", "error"))
+    parts.append(_since_baseline_badge(record))
     runs = runs_line(record)
     if runs:
         parts.append(Html(" ") + badge(runs, "xfailed" if record.get("flaky") else "other"))
@@ -267,6 +268,20 @@ def _render_summary(record: dict[str, Any]) -> Html:
     if isinstance(tags, list) and tags:
         parts.append(Html('<span class="tags">{}</span>').format(join(Html("<span>{}</span>").format(escape(t)) for t in tags)))
     return join(parts)
+
+
+#: how a case stands against the baseline (gate/known.py): its badge's word and class
+_SINCE_BADGES = {"known": ("known failure", "xfailed"), "worse": ("worse than baseline", "failed"), "fixed": ("fixed since baseline", "passed")}
+
+
+def _since_baseline_badge(record: dict[str, Any]) -> Html:
+    """A known failure, one that got worse, or a fixed case: its badge, then what the comparison said."""
+    since = record.get("since_baseline")
+    kind = since.get("kind") if isinstance(since, dict) else None
+    if not isinstance(since, dict) or kind not in _SINCE_BADGES:
+        return EMPTY
+    word, cls = _SINCE_BADGES[kind]
+    return Html(' {} <span class="muted">{}</span>').format(badge(word, cls), str(since.get("text") or ""))
 
 
 def _text_block(label: str, value: Any, *, search: bool = False) -> Html:
@@ -382,6 +397,27 @@ def _render_chunks(label: str, chunks: Any) -> Html:
     return Html("<h4>{} ({})</h4>").format(label, len(rows)) + table(headers, rows, "chunks")
 
 
+#: characters of a chunk's text shown before the rest is folded away
+CHUNK_PREVIEW = 200
+
+
+def chunk_text(chunk: dict[str, Any]) -> Html:
+    """A chunk's text: whole when short; the first 200 characters and the whole text in a ``<details>`` when
+    the run stored it (``--rageval-store-full-text``); else the 200 stored characters, saying so."""
+    text = chunk.get("text")
+    if not isinstance(text, str):
+        return escape(text)
+    if chunk.get("text_truncated"):
+        return escape(text) + Html(
+            ' <span class="muted">(first {} characters stored; --rageval-store-full-text keeps the whole chunk)</span>'
+        ).format(CHUNK_PREVIEW)
+    if len(text) <= CHUNK_PREVIEW:
+        return escape(text)
+    return Html('{}… <details class="full-text"><summary>whole chunk ({:,} characters)</summary><div class="text">{}</div></details>').format(
+        text[:CHUNK_PREVIEW], len(text), text
+    )
+
+
 def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
     gold = chunk.get("gold") is True
     rank = chunk.get("rank") if chunk.get("rank") is not None else position
@@ -394,7 +430,7 @@ def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
         escape(chunk.get("rel_path") or chunk.get("doc_id")),
         heading_text(chunk.get("heading_path")),
         num_td(chunk.get("score_final")),
-        escape(chunk.get("text")),
+        chunk_text(chunk),
     )
 
 

@@ -24,6 +24,7 @@ from pytest_rageval.sanitize import terminal_safe
 
 from .baseline import verdict_kind
 from .configs import failed_configs
+from .session_verdict import verdict_from_metrics
 
 if TYPE_CHECKING:
     from pytest_rageval.gate.compare import Comparison, MetricDelta
@@ -116,7 +117,13 @@ def _counts(metrics: Mapping[str, Any]) -> str:
         f"{total} case{'' if total == 1 else 's'}: {metrics.get('passed', 0)} passed, {metrics.get('failed', 0)} failed, "
         f"{metrics.get('errors', 0)} errors{xfail_counts(metrics)}"
     )
-    more = [f"{metrics[name]} {label}" for name, label in (("skipped", "skipped"), ("invalid_lines", "invalid lines")) if metrics.get(name)]
+    labels = (
+        ("skipped", "skipped"),
+        ("invalid_lines", "invalid lines"),
+        ("known_failures", "known failures"),
+        ("fixed_since_baseline", "fixed since baseline"),
+    )
+    more = [f"{metrics[name]} {label}" for name, label in labels if metrics.get(name)]
     flags = []
     if metrics.get("partial"):
         flags.append(f"partial run: {metrics.get('cases_selected')} of {metrics.get('cases_in_eval_set')} cases selected")
@@ -146,6 +153,10 @@ def _regressions(comparison: Comparison) -> list[str]:
             "|---|---|---|---|---|---|",
             *(_delta_row(d) for d in regressed),
         ]
+        for d in regressed:
+            if d.largest_drops:
+                lines += ["", f"Cases that moved {md_text(d.name)} most:", ""]
+                lines += [f"- {md_text(drop.get('case'))}: {_num(drop.get('old'))} → {_num(drop.get('new'))}" for drop in d.largest_drops]
     else:
         lines.append("No metric regressed.")
     if comparison.coverage_failures:
@@ -183,7 +194,12 @@ def summary_markdown(
     path of report.html as the summary should link it (:func:`report_href`; None: no report to link).
     ``gate_reason`` and ``notes`` must already be free of secrets.
     """
-    lines = [f"## pytest-rageval: {_verdict(comparison, gate_failed)}", ""]
+    session = verdict_from_metrics(metrics)
+    if session is not None:  # the session's verdict: its exit status and its parts, the gate one of them
+        mark = "✅" if session.passed else "❌"
+        lines = [f"## pytest-rageval: {mark} {md_text(session.text)}", ""]
+    else:
+        lines = [f"## pytest-rageval: {_verdict(comparison, gate_failed)}", ""]
     if gate_failed and gate_reason:
         lines += [md_text(gate_reason), ""]
     lines.append(_counts(metrics))

@@ -22,6 +22,7 @@ from .markup import (
     num_td,
     table,
 )
+from .session_verdict import verdict_from_metrics
 
 __all__ = ["render_aggregates", "render_breakdowns", "render_header"]
 
@@ -43,9 +44,19 @@ def _judge_info(metrics: dict[str, Any]) -> tuple[str | None, bool]:
     return None, False
 
 
+def _session_line(metrics: dict[str, Any]) -> Html:
+    """The session's verdict (its exit status and parts) as the run stored it; nothing for a run made before."""
+    session = verdict_from_metrics(metrics)
+    if session is None:
+        return EMPTY
+    cls = "passed" if session.passed else "failed"
+    parts = ", ".join(session.parts)
+    return Html('<p class="session-verdict" id="session-verdict">{} {}</p>').format(badge(f"session {session.word}", cls), parts)
+
+
 def render_header(metrics: dict[str, Any], title: str, verdict: Html = EMPTY) -> Html:
     """The title, ``verdict`` right under it (html.py: the gate's verdict block), the run's facts and counts."""
-    parts = [Html("<h1>{}</h1>").format(title), verdict, Html('<div class="meta">')]
+    parts = [Html("<h1>{}</h1>").format(title), _session_line(metrics), verdict, Html('<div class="meta">')]
     parts.append(Html("<span>run <code>{}</code></span>").format(metrics.get("run_id") or DASH))
     parts.append(Html("<span>timestamp {}</span>").format(metrics.get("timestamp") or DASH))
     for key in ("config_hash", "eval_set_hash"):
@@ -77,6 +88,7 @@ def render_header(metrics: dict[str, Any], title: str, verdict: Html = EMPTY) ->
 def _render_counts(metrics: dict[str, Any]) -> Html:
     keys: tuple[str, ...] = ("total_tests", "passed", "failed", "errors", "skipped")
     keys += (*tuple(name for name in ("xfailed", "xpassed") if metrics.get(name)), "invalid_lines")
+    keys += tuple(name for name in ("known_failures", "fixed_since_baseline") if metrics.get(name))  # with a baseline
     labels = tuple("total" if k == "total_tests" else k.replace("_", " ") for k in keys)
     cells = join(num_td(metrics.get(k), fmt_count) for k in keys)
     return table(labels, [Html("<tr>{}</tr>").format(cells)], "counts")

@@ -86,6 +86,9 @@ def format_failure(record: Mapping[str, Any]) -> str:
             lines.append(f"  unsupported: {shorten(claim, 200)}")
         if len(claims) > TOP_CLAIMS:
             lines.append(f"  ... and {len(claims) - TOP_CLAIMS} more unsupported claims")
+    since = record.get("since_baseline")
+    if isinstance(since, Mapping) and since.get("kind") == "worse":
+        lines.append(f"since the baseline: {since.get('text')}")
     lines += _note_lines(record)
     return terminal_safe("\n".join(lines))
 
@@ -184,6 +187,7 @@ def styled_summary_lines(
         f"{metrics.get('skipped', 0)} skipped{xfail_counts(metrics)}, {metrics.get('invalid_lines', 0)} invalid lines"
     )
     lines: list[tuple[str, Markup]] = [(f"cases: {counts}; k={settings.k_shown}", {}), (_judge_line(metrics), {})]
+    lines.extend(known_failure_lines(metrics))
     calibration = metrics.get("judge_calibration")
     if isinstance(calibration, Mapping):
         scores = ", ".join(f"{m} {v:.3f}" for m, v in (calibration.get("balanced_accuracy") or {}).items() if isinstance(v, float))
@@ -248,6 +252,28 @@ def styled_summary_lines(
     if run_dir is not None:
         lines.append(run_line(run_dir))
     return [(terminal_safe(line, multiline=False), markup) for line, markup in lines]
+
+
+#: fixed cases named in the summary; the rest are counted
+MAX_FIXED_SHOWN = 20
+
+
+def known_failure_lines(metrics: Mapping[str, Any]) -> list[tuple[str, Markup]]:
+    """With a baseline: how many cases are known failures (xfailed: they failed there the same way) and which
+    cases were fixed since (failed there, pass now)."""
+    lines: list[tuple[str, Markup]] = []
+    known = metrics.get("known_failures")
+    if isinstance(known, int) and known:
+        lines.append((f"{known} known failure{'s' if known != 1 else ''}: failed in the baseline the same way, none worse (xfailed)", _WARN))
+    cases = metrics.get("cases")
+    cases = cases if isinstance(cases, Mapping) else {}
+    fixed = [str(key) for key, case in cases.items() if isinstance(case, Mapping) and case.get("fixed_since_baseline")]
+    if fixed:
+        lines.append((f"{len(fixed)} fixed since the baseline (failed there, pass now):", _GOOD))
+        lines.extend((f"  {key}", _GOOD) for key in fixed[:MAX_FIXED_SHOWN])
+        if len(fixed) > MAX_FIXED_SHOWN:
+            lines.append((f"  (+{len(fixed) - MAX_FIXED_SHOWN} more)", _GOOD))
+    return lines
 
 
 RUN_FILES = (RunFolder.METRICS, RunFolder.RESULTS, RunFolder.REPORT)

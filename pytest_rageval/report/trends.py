@@ -30,16 +30,23 @@ def _trend_runs(metrics: dict[str, Any], history: list[dict[str, Any]] | None) -
     incomplete run is not charted beside whole runs: it is counted in the note.
     """
     from pytest_rageval.evaluation.selection import not_whole
+    from pytest_rageval.gate.lineage import lineages
 
-    current, eval_set = metrics.get("run_id"), chart_eval_set(metrics, history)
+    current = metrics.get("run_id")
     runs: list[dict[str, Any]] = []
     left_out: dict[str, int] = {}
     for run in [h for h in history or [] if isinstance(h, dict) and (current is None or h.get("run_id") != current)]:
-        reason = "of other eval sets" if eval_set and run.get("eval_set_hash") not in (None, eval_set) else not_whole(run)
+        reason = not_whole(run)
         if reason:
             left_out[reason] = left_out.get(reason, 0) + 1
         else:
             runs.append(run)
+    # one series across eval-set edits: the earlier runs this run's eval set continues (gate/lineage.py)
+    series = next(s for s in lineages([*runs, metrics]) if s[-1] is metrics)
+    other = len(runs) - (len(series) - 1)
+    runs = series[:-1]
+    if other:
+        left_out["of other eval sets"] = other
     notes = [
         f"{n} {reason} run{'s' if n != 1 else ''}" if not reason.startswith("of ") else f"{n} run{'s' if n != 1 else ''} {reason}"
         for reason, n in sorted(left_out.items())
@@ -114,19 +121,25 @@ def render_trends(metrics: dict[str, Any], history: list[dict[str, Any]] | None,
         left_out.append("the baseline (another eval set)")
         baseline = None
     charts = []
+    edits = _edits(runs)
     for metric in trend_metrics():
         points = _series(runs, metric)
         if len(points) >= 2:
-            charts.append(_svg_chart(metric, points, runs, _baseline_value(baseline, metric), baseline))
+            charts.append(_svg_chart(metric, points, runs, _baseline_value(baseline, metric), baseline, edits))
     head = Html('<h2 id="trends">Trends</h2>')
     skipped = Html(" Not charted: {}.").format(", ".join(left_out)) if left_out else EMPTY
     if not charts:
         return head + Html(
             '<p class="muted">Not enough earlier runs of this eval set in the output folder for a trend (need 2 points).{}</p>'
         ).format(skipped)
+    edited = EMPTY
+    if edits:
+        edited = Html(" {} eval-set edit{} marked (dashed; hover one for what changed); a point's tooltip compares it with the run before").format(
+            len(edits), "" if len(edits) == 1 else "s"
+        ) + Html(" on the cases both share unchanged.")
     note = Html(
-        '<p class="muted">{} runs of eval set {}, oldest left, each metric on its own scale; dates in UTC; hover a point for its run.{}</p>'
-    ).format(len(runs), (eval_set or "unknown")[:12], skipped)
+        '<p class="muted">{} runs of eval set {}, oldest left, each metric on its own scale; dates in UTC; hover a point for its run.{}{}</p>'
+    ).format(len(runs), (eval_set or "unknown")[:12], edited, skipped)
     return head + note + join(charts)
 
 
@@ -153,7 +166,36 @@ def _x_labelled(n_runs: int, room: int) -> list[int]:
     return sorted({round(i * (n_runs - 1) / (shown - 1)) for i in range(shown)})
 
 
-def _svg_chart(metric: str, points: list[_Point], runs: list[dict[str, Any]], base: float | None, baseline: dict[str, Any] | None) -> Html:
+def _edits(runs: list[dict[str, Any]]) -> dict[int, str]:
+    """Run position -> what was edited in the eval set since the run before it."""
+    from pytest_rageval.gate.lineage import edit_between
+
+    out = {}
+    for pos in range(1, len(runs)):
+        edit = edit_between(runs[pos - 1], runs[pos])
+        if edit is not None:
+            out[pos] = edit.describe()
+    return out
+
+
+def _versus_previous(runs: list[dict[str, Any]], pos: int, metric: str) -> str:
+    """A point's comparison with the run before it, over the cases both share unchanged."""
+    from pytest_rageval.gate.lineage import paired_change
+
+    if pos == 0:
+        return ""
+    delta, n = paired_change(runs[pos - 1], runs[pos], metric)
+    return "" if delta is None else f"vs the run before on {n} unchanged cases: {delta:+.3f}"
+
+
+def _svg_chart(
+    metric: str,
+    points: list[_Point],
+    runs: list[dict[str, Any]],
+    base: float | None,
+    baseline: dict[str, Any] | None,
+    edits: dict[int, str] | None = None,
+) -> Html:
     """An inline SVG line chart of one metric over runs (no script): fixed scale, gridlines, dated runs, baseline."""
     plot_w, plot_h, n_runs = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM, len(runs)
     low, high, ticks = _axis(metric, [p.value for p in points] + ([base] if base is not None else []))
@@ -198,13 +240,20 @@ def _svg_chart(metric: str, points: list[_Point], runs: list[dict[str, Any]], ba
             kx=_LEFT + plot_w - 110,
             kx2=_LEFT + plot_w - 88,
         )  # the key, top right
+    marks = join(
+        Html(
+            '<g class="edit"><title>{t}</title><line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#8250df" '
+            'stroke-width="1.5" stroke-dasharray="3 3"/></g>'
+        ).format(t=text, x=(x(pos - 1) + x(pos)) / 2, top=_TOP, bottom=_TOP + plot_h)
+        for pos, text in sorted((edits or {}).items())
+    )
     coords = " ".join(f"{x(p.position):.1f},{y(p.value):.1f}" for p in points)
     dots = join(
         Html('<circle cx="{:.1f}" cy="{:.1f}" r="{}"><title>{}: {}</title></circle>').format(
             x(p.position),
             y(p.value),
             4 if p.position == n_runs - 1 else 3,
-            ", ".join(filter(None, [str(p.run.get("run_id") or f"run {p.position + 1}"), _when(p.run)])),
+            ", ".join(filter(None, [str(p.run.get("run_id") or f"run {p.position + 1}"), _when(p.run), _versus_previous(runs, p.position, metric)])),
             fmt(p.value),
         )
         for p in points
@@ -212,11 +261,22 @@ def _svg_chart(metric: str, points: list[_Point], runs: list[dict[str, Any]], ba
     return Html(
         '<div class="chart"><svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
         'aria-label="{metric} over runs, axis {lo} to {hi}"><title>{metric}</title>{grid}{labels}'
-        '<text x="{l}" y="14" style="font-weight:600;fill:#1f2328">{metric}</text>{base}'
+        '<text x="{l}" y="14" style="font-weight:600;fill:#1f2328">{metric}</text>{base}{marks}'
         '<polyline points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>'
         '<g fill="#0969da">{dots}</g></svg></div>'
     ).format(
-        w=_W, h=_H, metric=metric, lo=f"{low:g}", hi=f"{high:g}", grid=grid, labels=join(labels), l=_LEFT, base=base_line, coords=coords, dots=dots
+        w=_W,
+        h=_H,
+        metric=metric,
+        lo=f"{low:g}",
+        hi=f"{high:g}",
+        grid=grid,
+        labels=join(labels),
+        l=_LEFT,
+        base=base_line,
+        marks=marks,
+        coords=coords,
+        dots=dots,
     )
 
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .baseline import GateOutcome
-from .markup import EMPTY, Html, fmt_delta, fmt_interval, join, num_td, table
+from .markup import EMPTY, Html, fmt, fmt_delta, fmt_interval, join, num_td, table
 
 if TYPE_CHECKING:
-    from pytest_rageval.gate.compare import Comparison
+    from pytest_rageval.gate.compare import Comparison, MetricDelta
 
 __all__ = ["VERDICT_TITLES", "render_verdict"]
 
@@ -46,7 +46,18 @@ def _regressed_table(outcome: GateOutcome) -> Html:
         )
         for d in regressed
     ]
-    return table(["regressed metric", "baseline", "now", "delta", "95% interval", "tolerance"], rows, "verdict-metrics") + scope
+    drops = join(_drops(d) for d in regressed)
+    return table(["regressed metric", "baseline", "now", "delta", "95% interval", "tolerance"], rows, "verdict-metrics") + drops + scope
+
+
+def _drops(d: MetricDelta) -> Html:
+    """The cases that moved a regressed metric most (flipped or not), largest drop first, on one line."""
+    if not d.largest_drops:
+        return EMPTY
+    items = Html(" · ").join(
+        Html("<code>{}</code> {} &rarr; {}").format(str(drop.get("case")), fmt(drop.get("old")), fmt(drop.get("new"))) for drop in d.largest_drops
+    )
+    return Html('<p class="drops muted">Cases that moved <code>{}</code> most: {}</p>').format(d.name, items)
 
 
 def _flipped_line(outcome: GateOutcome) -> Html:

@@ -114,7 +114,7 @@ def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytest
     output = result.stdout.str() + result.stderr.str()
     no_traceback(output)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output
-    assert f"= rageval gate FAILED: baseline refused: {base}: {named} =" in result.stdout.lines
+    assert f"= rageval FAILED (exit 1): 0 new failures, gate FAILED: baseline refused: {base}: {named} =" in result.stdout.lines
     assert_new_run_written(project, result, before)
     summary = (project.path / "summary.md").read_text(encoding="utf-8")
     problem = named.rsplit(": ", 1)[-1].split(" (")[0]  # (markdown escapes the path's underscores)

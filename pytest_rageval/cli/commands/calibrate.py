@@ -55,7 +55,15 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from pytest_rageval.judges.base import JudgeAuthError
-    from pytest_rageval.judges.calibrate import SHIPPED_SET, CalibrationError, calibrate, format_figures, load_set, set_hash
+    from pytest_rageval.judges.calibrate import (
+        SHIPPED_SET,
+        CalibrationError,
+        calibrate,
+        disagreement_lines,
+        format_figures,
+        load_set,
+        set_hash,
+    )
     from pytest_rageval.judges.calibrations import CALIBRATION_DIR, judge_identity, write_calibration
     from pytest_rageval.judges.invariance import as_json as invariance_json
     from pytest_rageval.judges.invariance import format_invariance, invariance
@@ -103,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         f"judge: {identity['kind']} {identity['model']} (prompt {identity['prompt_version']}); set {path} "
         f"({len(items)} labelled answers, hash {set_hash(path)})"
     )
-    for line in format_figures(figures):
+    for line in [*format_figures(figures), *disagreement_lines(figures)]:
         say(line)
     if stability is not None:
         say("invariance (flip rate: the share of verdicts a meaning-preserving change moved, should be 0; detection rate: ")

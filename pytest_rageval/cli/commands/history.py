@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from ..common import say, usage_error
@@ -24,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Key metrics per run, grouped by eval set (oldest first); partial, shard, all-error and incomplete runs marked."""
     from pytest_rageval.evaluation import registry
     from pytest_rageval.evaluation.selection import run_scope_notes
+    from pytest_rageval.gate.lineage import edit_between, lineages, linked_history
     from pytest_rageval.report.html import trend_metrics
     from pytest_rageval.report.sparkline import aggregate_key, scale_of, sparkline
     from pytest_rageval.report.trends import run_label
@@ -39,16 +41,17 @@ def run(args: argparse.Namespace) -> int:
             choices = sorted({m.aggregate for m in registry.metrics() if m.aggregate} | set(registry.metric_names()))
             raise usage_error(f"--metric {args.metric}: unknown metric{did_you_mean(args.metric, choices)}")
     width = max(16, *(len(n) + 2 for n in names))
-    groups: dict[str, list[dict[str, Any]]] = {}
     skipped: list[str] = []
-    for metrics in RunStore(args.dir).history(limit=args.limit, skipped=skipped):
-        groups.setdefault(str(metrics.get("eval_set_hash") or "unknown"), []).append(metrics)
-    for number, (eval_set, runs) in enumerate(groups.items()):
+    # one series across eval-set edits (a run that shares unchanged cases with the one before continues it)
+    for number, runs in enumerate(lineages(linked_history(Path(args.dir), names, limit=args.limit, skipped=skipped))):
+        eval_set = str(runs[-1].get("eval_set_hash") or "unknown")
         files = runs[-1].get("eval_set_files")
         label = ", ".join(sorted(files)) if isinstance(files, dict) and files else "files not recorded"
+        edits = {i: edit for i in range(1, len(runs)) if (edit := edit_between(runs[i - 1], runs[i])) is not None}
         if number:
             say()
-        say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}")
+        edited = f", {len(edits)} eval-set edit{'s' if len(edits) != 1 else ''} (marked ~)" if edits else ""
+        say(f"eval set {eval_set[:12]} ({label}): {len(runs)} run{'s' if len(runs) != 1 else ''}{edited}")
         say(
             "run_id".ljust(24)
             + "made (UTC), commit".ljust(26)
@@ -56,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
             + "  passed/total  target, matrix, tree; note"
         )
         odd: list[str] = []
-        for metrics in runs:
+        for i, metrics in enumerate(runs):
+            if i in edits:
+                change = ", ".join(_versus(runs[i - 1], metrics, names))
+                say(terminal_safe(f"~ {edits[i].describe()}" + (f"; vs the run before on them: {change}" if change else "")))
             agg = _aggregates(metrics)
             cells = "".join(_history_cell(agg.get(n)).rjust(width) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
@@ -75,6 +81,18 @@ def run(args: argparse.Namespace) -> int:
     for note in skipped:
         say(f"note: {note}")
     return 0
+
+
+def _versus(old: dict[str, Any], new: dict[str, Any], names: tuple[str, ...]) -> list[str]:
+    """``mrr_avg +0.010`` per charted aggregate: how it moved over the cases both runs share unchanged."""
+    from pytest_rageval.gate.lineage import paired_change
+
+    out = []
+    for name in names:
+        delta, _ = paired_change(old, new, name)
+        if delta is not None:
+            out.append(f"{name} {delta:+.3f}")
+    return out
 
 
 def _what_ran(metrics: dict[str, Any]) -> list[str]:

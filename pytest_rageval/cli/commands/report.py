@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     folder = RunFolder(Path(args.run))
     metrics = load_metrics(args.run)
-    history = earlier_runs(folder.output_dir, metrics.get("run_id"))
+    history = earlier_runs(folder.output_dir, metrics.get("run_id"), metrics)
     outcome, cases = _report_baseline(metrics, getattr(args, "baseline", None), getattr(args, "pyproject", None))
     deltas = [dataclasses.asdict(d) for d in outcome.comparison.deltas] if outcome.comparison is not None else None
     write_report(
