@@ -22,12 +22,15 @@ IDENTITY = {"kind": "lexical", "model": "lexical-heuristic", "base_url": None, "
 
 @pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (float("inf"), "inf"), (7, "7")])
 def test_a_balanced_accuracy_that_is_no_number_from_0_to_1_is_named(tmp_path: Path, value: float, shown: str) -> None:
-    figures = {"groundedness": {"balanced_accuracy": 0.9}, "correctness": {"balanced_accuracy": value}}
+    figures = {
+        "groundedness": {"balanced_accuracy": 0.9, "balanced_accuracy_ci": [0.8, 0.95]},
+        "correctness": {"balanced_accuracy": value, "balanced_accuracy_ci": [value, value]},
+    }
     write_calibration(tmp_path / CALIBRATION_DIR / "20261127-120000-abcdef", IDENTITY, "shipped", "0123456789abcdef", figures)
     with pytest.raises(CalibrationRefused) as refused:
         required_calibration(tmp_path, IDENTITY, ["groundedness", "correctness"], 0.5, tmp_path)
     message = str(refused.value)
-    assert f"(balanced accuracy correctness {shown} (not a balanced accuracy from 0 to 1) in " in message, message
+    assert f"(balanced accuracy correctness {shown} (not a balanced accuracy from 0 to 1), 95% interval low end not measured in " in message, message
     assert "groundedness" not in message.partition("(balanced accuracy")[2].partition(" in ")[0]  # 0.9 reaches 0.5
 
 
