@@ -127,11 +127,13 @@ def test_an_example_passes_writes_every_artifact_and_its_run_folder_is_read(exam
 
 
 def test_an_example_passes_under_xdist(example: Example) -> None:
-    result = example.pytest("-n", "2")
+    result = example.pytest("-n", "2", "--rageval-baseline=baseline/")
     assert result.returncode == 0, _shown(result)
     assert f"{len(example.cases())} passed" in result.stdout, _shown(result)
+    assert " rageval passed: 0 new failures, gate passed " in result.stdout, _shown(result)  # its own baseline, under xdist too
     (run,) = example.runs()
-    assert (run / "report.html").is_file()
+    for name in ("metrics.json", "results.jsonl", "config.json", "report.html"):
+        assert (run / name).is_file(), name
 
 
 def test_a_shallower_retrieval_fails_an_examples_baseline(example: Example) -> None:
@@ -147,7 +149,7 @@ def test_a_shallower_retrieval_fails_an_examples_baseline(example: Example) -> N
     failed = {line.split()[1] for line in output.splitlines() if line.startswith("FAILED eval_sets/governance.jsonl::")}
     assert any("::multi-" in key for key in failed), _shown(result)  # one section cannot answer a two-part question
     lines = output.splitlines()
-    assert lines[-1].startswith("= rageval FAILED (exit 1): ") and "gate FAILED: regression" in lines[-1], _shown(result)  # one verdict
+    assert " rageval FAILED (exit 1): " in lines[-1] and "gate FAILED: regression" in lines[-1], _shown(result)  # one verdict
     start = lines.index("  cases that flipped from pass to fail:")
     flipped = set()
     for line in lines[start + 1 :]:
