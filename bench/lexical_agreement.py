@@ -114,7 +114,7 @@ def calibration() -> None:
     """``rageval calibrate``'s figures for the offline judge on the shipped set."""
     import asyncio
 
-    from pytest_rageval.judges.calibrate import SHIPPED_SET, calibrate, format_figures, load_set
+    from pytest_rageval.judges.calibration_measure import SHIPPED_SET, calibrate, format_figures, load_set
 
     figures = asyncio.run(calibrate(LexicalJudge(), load_set(SHIPPED_SET), ["groundedness", "correctness"]))
     print(f"\nrageval calibrate (the offline judge, the shipped set of {len(load_set(SHIPPED_SET))} answers):")

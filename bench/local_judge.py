@@ -132,7 +132,7 @@ def run_once(cases: int, k: int, concurrency: int, n_ctx: int, timeout: float) -
 
 def calibrate_once(answers: int, n_ctx: int, timeout: float) -> None:
     """``rageval calibrate`` of the local model over ``answers`` answers of the shipped set, spread evenly."""
-    from pytest_rageval.judges.calibrate import SHIPPED_SET
+    from pytest_rageval.judges.calibration_measure import SHIPPED_SET
 
     lines = [line for line in SHIPPED_SET.read_text(encoding="utf-8").splitlines() if line.startswith("{")]
     step = max(1, len(lines) // answers)

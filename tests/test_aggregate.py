@@ -566,7 +566,7 @@ def test_coverage_without_an_attempt_list_counts_the_verdicts_held_under_their_m
 
 
 def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
-    from pytest_rageval.plugin.runner import _combine
+    from pytest_rageval.engine.evaluate import _combine
 
     abstained = {"recall_at_k": 1, "abstained": True, "false_abstention": 1, "latency_ms": 10.0}
     answered = {"recall_at_k": 1, "abstained": False, "false_abstention": 0, "latency_ms": 20.0, "groundedness": 4, "correctness": 3}

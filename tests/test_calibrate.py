@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from openai_server import OpenAIServer, verdicts
 
-from pytest_rageval.judges.calibrate import SHIPPED_SET, Figures, calibrate, load_set
+from pytest_rageval.judges.calibration_measure import SHIPPED_SET, Figures, calibrate, load_set
 from pytest_rageval.judges.lexical import LexicalJudge
 
 ALWAYS_PASS = {

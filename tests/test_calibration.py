@@ -1,4 +1,4 @@
-"""judges/calibration.py: the --rageval-judge-check cases, with the lexical judge and a loopback OpenAI server."""
+"""judges/judge_check.py: the --rageval-judge-check cases, with the lexical judge and a loopback OpenAI server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from openai_server import OpenAIServer, content, metric_of, ok, user_text, verdicts
 
 from pytest_rageval.judges.base import Judge
-from pytest_rageval.judges.calibration import CALIBRATION_CASES, CheckResult, check_judge
+from pytest_rageval.judges.judge_check import CALIBRATION_CASES, CheckResult, check_judge
 from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 

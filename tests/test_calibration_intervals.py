@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rageval.judges.calibrate import Figures, agreement_intervals, disagreement_lines
-from pytest_rageval.judges.calibrations import CalibrationRefused, required_calibration, write_calibration
+from pytest_rageval.judges.calibration_measure import Figures, agreement_intervals, disagreement_lines
+from pytest_rageval.judges.calibration_store import CalibrationRefused, required_calibration, write_calibration
 
 IDENTITY = {"kind": "lexical", "model": "lexical-heuristic", "base_url": None, "prompt_version": "lex-test"}
 

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from pytest_rageval.engine.judge_factory import DEFAULT_PRICES
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.judges.base import JudgeInput
 from pytest_rageval.judges.estimate import COMPLETION_TOKENS, plan, usd
 from pytest_rageval.judges.prompts import build_messages
-from pytest_rageval.plugin.judge_factory import DEFAULT_PRICES
 
 GOLD = [{"rel_path": "docs/new.md"}, {"rel_path": "docs/old.md"}]
 CASES = [

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from ask_server import AskServer, answer, chunk
 
+from pytest_rageval.engine.flow_share import FlowAddress, FlowServer, SharedLimiter, SharedSpec, link_to
 from pytest_rageval.flow import EndpointLimiter
-from pytest_rageval.plugin.flow_share import FlowAddress, FlowServer, SharedLimiter, SharedSpec, link_to
 
 
 class Counter:

@@ -15,7 +15,7 @@ from typing import Any
 
 from openai_server import OpenAIServer, error, ok, user_text
 
-from pytest_rageval.judges.calibrate import SHIPPED_SET, LabelledAnswer, load_set
+from pytest_rageval.judges.calibration_measure import SHIPPED_SET, LabelledAnswer, load_set
 from pytest_rageval.judges.invariance import CHANGES, PRESERVING, as_json, invariance, perturb
 from pytest_rageval.judges.lexical import LexicalJudge
 

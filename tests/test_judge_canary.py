@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_of, ok, user_text
 
-from pytest_rageval.judges.calibrate import SHIPPED_SET, LabelledAnswer, load_set
+from pytest_rageval.judges.calibration_measure import SHIPPED_SET, LabelledAnswer, load_set
 from pytest_rageval.judges.canary import canary_items, compare_canary, wilson
 
 KEY = "sk-canary-test-0123456789"

@@ -94,14 +94,14 @@ def test_requests_in_flight_are_bounded() -> None:
 
 def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None:
     """A second model on the same endpoint counts against the same cap (and so pauses with it on a 429)."""
-    from pytest_rageval.plugin.judge_factory import build_judge
-    from pytest_rageval.plugin.limits import Limits
+    from pytest_rageval.engine.endpoint_limits import EndpointLimits
+    from pytest_rageval.engine.judge_factory import build_judge
     from pytest_rageval.plugin.settings import Settings
 
     in_flight = InFlight()
     with OpenAIServer(in_flight) as server:
         settings = Settings(rootdir=tmp_path, judge="openai", judge_model="m", judge_base_url=server.base_url, concurrency=2, no_cache=True)
-        limits = Limits(settings)
+        limits = EndpointLimits(settings)
         primary = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"}, limits=limits)
         spot = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"}, model="m2", limits=limits)
         assert primary is not None and spot is not None

@@ -9,9 +9,16 @@ the pytest surface's types, for its re-exports).
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
+
+#: the modules that hold the settings (the Settings object, the [tool.rageval] table, the command-line checks):
+#: pytest-free, below the engine, which names ``Settings`` for its types only
+SETTINGS: tuple[str, ...] = ("config.*", "plugin.settings", "plugin.config", "plugin.cmdline")
 
 #: lowest first; a module may import from its own layer or a lower one (docs/internals.md). ``name.*`` is a
 #: subpackage and every module in it; a top-level module is named one by one, so a new one must be placed.
@@ -26,9 +33,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gate.*", "runs.*"),
     # 4 reports
     ("report.*",),
-    # 5 the pytest surface
+    # 5 the settings: the Settings object and the [tool.rageval] table (no pytest)
+    SETTINGS,
+    # 6 the engine: a run's work without pytest, which the pytest surface and the command line share
+    ("engine.*",),
+    # 7 the pytest surface
     ("plugin.*",),
-    # 6 the command line
+    # 8 the command line
     ("cli.*",),
     # the bundled demo RAG imports nothing of the plugin
     ("demo.*",),
@@ -188,6 +199,51 @@ def test_pytest_only_in_the_pytest_surface() -> None:
             if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
                 importing.append(f"{module}:{node.lineno}")
     assert importing == []
+
+
+def test_the_engine_runs_without_the_pytest_surface() -> None:
+    """engine/ imports nothing of plugin/ when it runs (the settings' type alone, under ``TYPE_CHECKING``), and cli/
+    nothing of plugin/ but the settings: importing any ``plugin.x`` runs plugin/__init__.py, which loads pytest."""
+    graph = imports()
+    reaching = [
+        f"{_short(module)} imports {_short(target)}"
+        for module, targets in sorted(graph.items())
+        if _short(module).startswith(("engine", "cli"))
+        for target in sorted(targets)
+        if _short(target).startswith("plugin") and not any(_matches(target, name) for name in SETTINGS)
+    ]
+    assert reaching == []
+
+
+def _pytest_modules_loaded(*args: str, cwd: Path, status: int = 0) -> list[str]:
+    """The ``_pytest`` modules that ``python -X importtime -m pytest_rageval.cli ARGS`` imports (its stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+    assert proc.returncode == status, proc.stdout + proc.stderr[-2000:]
+    names = [line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return [name for name in names if name in ("pytest", "_pytest") or name.startswith(("_pytest.", "pytest."))]
+
+
+def test_rageval_help_loads_no_pytest(tmp_path: Path) -> None:
+    assert _pytest_modules_loaded("--help", cwd=tmp_path) == []
+
+
+def test_rageval_commands_load_no_pytest(tmp_path: Path) -> None:
+    """Real commands: ``rageval history`` over two stored runs, and ``rageval rescore``, which loads the engine's
+    case evaluation before it refuses a folder without results.jsonl."""
+    metrics = {"eval_set_hash": "h", "aggregates": {"hit_rate_at_k": 0.5}, "counts": {"total": 1}}
+    for run_id in ("20260101-000000-aaaaaa", "20260102-000000-bbbbbb"):
+        (tmp_path / "out" / run_id).mkdir(parents=True)
+        (tmp_path / "out" / run_id / "metrics.json").write_text(json.dumps({**metrics, "run_id": run_id}), encoding="utf-8")
+    assert _pytest_modules_loaded("history", "out", cwd=tmp_path) == []
+    assert _pytest_modules_loaded("rescore", "out/20260101-000000-aaaaaa", "--k", "1", cwd=tmp_path, status=2) == []
+
+
+def test_the_importtime_check_sees_pytest(tmp_path: Path) -> None:
+    """The check above can fail: ``-X importtime`` of a command that loads pytest names its ``_pytest`` modules."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert any(line.rpartition("|")[2].strip().startswith("_pytest.") for line in proc.stderr.splitlines())
 
 
 def test_no_worker_branch_outside_the_one_place_that_decides() -> None:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pytest_rageval.judges.base import ALL_METRICS, CLASSIFIERS, SCALES, Judge, JudgeError, JudgeInput, Verdict
-from pytest_rageval.judges.calibration import CALIBRATION_CASES
+from pytest_rageval.judges.judge_check import CALIBRATION_CASES
 from pytest_rageval.judges.lexical import (
     CONTRADICTION_CAP,
     LEXICAL_METRICS,

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from pytest_rageval.judges.base import JudgeInput, Verdict
-from pytest_rageval.judges.calibrate import SHIPPED_SET, load_set
+from pytest_rageval.judges.calibration_measure import SHIPPED_SET, load_set
 from pytest_rageval.judges.lexical import LexicalJudge
 
 

@@ -14,7 +14,7 @@ import pytest
 from ask_server import AskServer, answer, chunk
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
-# "warm" first: a target's first call goes out alone (target_gate), then "slow" and the others run together
+# "warm" first: a target's first call goes out alone (first_call), then "slow" and the others run together
 IDS = ["warm", "slow", "q2", "q3", "q4", "q5"]
 
 

@@ -14,16 +14,16 @@ import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
 
 from pytest_rageval.cli.rejudge import RejudgeResult, rejudge_run
+from pytest_rageval.engine.evaluate import RunOptions, evaluate_case
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import ThresholdConfig, resolve_thresholds
 from pytest_rageval.gate.aggregate import aggregate
 from pytest_rageval.judges.base import JudgeAuthError
 from pytest_rageval.judges.cache import CachedJudge, JudgeCache
-from pytest_rageval.judges.calibration import CALIBRATION_CASES
+from pytest_rageval.judges.judge_check import CALIBRATION_CASES
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.judges.openai_judge import OpenAIJudge
-from pytest_rageval.plugin.runner import RunOptions, evaluate_case
 from pytest_rageval.runs.folder import read_records, write_json_atomic
 from pytest_rageval.targets.client import CallableClient
 

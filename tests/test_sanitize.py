@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rageval.engine.evaluate import bound_response
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
-from pytest_rageval.plugin.runner import bound_response
 from pytest_rageval.runs.artifacts import writable_record
 from pytest_rageval.safejson import dumps
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes, terminal_safe

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_rageval.engine.evaluate import Engine
 from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.evalset import EvalFile, LoadedCase
 from pytest_rageval.evaluation.label_edit import CHOICE_HELP, Choice, ChoiceError, EvalSetText, LabelEditError, labelled_line, parse_choice
 from pytest_rageval.evaluation.schema import Chunk, EvalCase
 from pytest_rageval.evaluation.stored_chunk import heading_text
-from pytest_rageval.plugin.runner import Engine
 from pytest_rageval.sanitize import terminal_safe
 from pytest_rageval.suggest import did_you_mean
 from pytest_rageval.targets.client import RagCallError, RagClient

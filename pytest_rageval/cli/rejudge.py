@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval.engine.evaluate import TRUNCATE
+from pytest_rageval.engine.judge_factory import judge_info
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.metrics import score_verdict_fed
 from pytest_rageval.evaluation.record import error
@@ -39,8 +41,6 @@ from pytest_rageval.gate.aggregate import Aggregator
 from pytest_rageval.gate.configs import add_ranking
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, verdict_dict
-from pytest_rageval.plugin.judge_factory import judge_info
-from pytest_rageval.plugin.runner import TRUNCATE
 from pytest_rageval.runs.artifacts import case_config, with_seed_keys
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
 from pytest_rageval.sanitize import error_message

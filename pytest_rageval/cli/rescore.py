@@ -36,6 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval.engine.evaluate import RunOptions, evaluate_case
+from pytest_rageval.engine.judge_factory import judge_info
 from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation import thresholds as _thresholds
@@ -46,8 +48,6 @@ from pytest_rageval.gate.aggregate import Aggregator, xfail_counts
 from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
-from pytest_rageval.plugin.judge_factory import judge_info
-from pytest_rageval.plugin.runner import RunOptions, evaluate_case
 from pytest_rageval.runs.artifacts import case_config, compose_metrics, config_hash, new_run_id, what_ran, why_not_latest, with_seed_keys
 from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import Limits, error_message

@@ -3,7 +3,7 @@
 Pure logic (layer 1): no pytest, no I/O. A case runs ``repeat`` times when it
 says so, 3 times when it is ``flaky`` without a ``repeat``, else
 ``--rageval-repeat N`` times when it is judge-dependent (:func:`runs_for`), else
-once. A repeated case passes on the majority of its runs (runner.py) and is
+once. A repeated case passes on the majority of its runs (engine/evaluate.py) and is
 classed by its runs' verdicts (:func:`classify`): ``stable_pass`` (every run
 passed), ``flaky`` (some did, some did not) or ``stable_fail`` (none did).
 

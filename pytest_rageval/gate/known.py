@@ -11,7 +11,7 @@ With a baseline, each case's verdict is set against the baseline's entry of the 
 - ``fixed``: it failed in the baseline and passes now (on every metric it missed then, now measured).
 
 A case that passed in the baseline, an added or changed case, and an errored one get no verdict here: they
-fail or pass on their thresholds alone. Pure; the case runner reads the baseline (plugin/known_failures.py).
+fail or pass on their thresholds alone. Pure; the case runner reads the baseline (engine/known_failures.py).
 """
 
 from __future__ import annotations

@@ -2,5 +2,5 @@
 `rageval calibrate`, stored calibrations) and the judge reliability spot check.
 
 Imports the foundations and evaluation; no pytest. The judge a session's settings ask for is built in
-plugin/judge_factory.py.
+engine/judge_factory.py.
 """

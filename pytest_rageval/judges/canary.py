@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Judge, JudgeError, Verdict
-from .calibrate import LabelledAnswer, passes
+from .calibration_measure import LabelledAnswer, passes
 
 __all__ = ["CanaryResult", "canary_items", "compare_canary", "judge_canary", "wilson"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .base import Judge, JudgeError, Verdict
-from .calibrate import LabelledAnswer, passes
+from .calibration_measure import LabelledAnswer, passes
 from .lexical_text import MONTHS
 
 __all__ = ["CHANGES", "Change", "InvarianceFigures", "as_json", "format_invariance", "invariance", "perturb"]

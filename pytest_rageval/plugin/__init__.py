@@ -22,8 +22,9 @@ from pytest_rageval import defaults
 from pytest_rageval.defaults import INI_KEYS
 
 if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
+    from pytest_rageval.engine.judge_factory import SessionJudge
+
     from .handwritten import SessionClient
-    from .judge_factory import SessionJudge
 
 IniType = Literal["string", "linelist", "bool"]
 

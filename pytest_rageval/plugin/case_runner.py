@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rageval.engine.evaluate import Engine, RunOptions, as_rag_client, base_record, evaluate_case
+from pytest_rageval.engine.judge_factory import SessionJudge
+from pytest_rageval.engine.known_failures import KnownFailures
+from pytest_rageval.engine.run_setup import RunSetup
 from pytest_rageval.evaluation.record import CaseRecord, Outcome, error
 from pytest_rageval.judges.base import JudgeAuthError
 from pytest_rageval.judges.cache import JudgeCacheError
@@ -26,16 +30,12 @@ from pytest_rageval.report.terminal import escape_longrepr
 from pytest_rageval.runs.artifacts import portable_record
 from pytest_rageval.sanitize import error_message, terminal_safe
 from pytest_rageval.targets.client import RagClient, RagConfigError
+from pytest_rageval.targets.first_call import GatedClient, TargetMismatch
 from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
-from pytest_rageval.targets.target_gate import GatedClient, TargetMismatch
 
 from .collect import BadLineItem, CaseItem
 from .handwritten import EvaluateError, SessionClient, record_outcomes
-from .judge_factory import SessionJudge
-from .known_failures import KnownFailures
 from .progress import LiveProgress
-from .run_setup import RunSetup
-from .runner import Engine, RunOptions, as_rag_client, base_record, evaluate_case
 from .schedule import NOTHING, Lookahead, cached_fixture, is_own_fixture, runs_conftest_setup, skipped_by_marks
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ class CaseRunner:
         return self._lookahead
 
     def _gated(self, client: RagClient) -> RagClient:
-        """``client`` with its first call alone and its calls in flight capped (target_gate), one gate per client."""
+        """``client`` with its first call alone and its calls in flight capped (first_call), one gate per client."""
         gate = self._gates.get(id(client))
         if gate is None:
             described = client.describe()

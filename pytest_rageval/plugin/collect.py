@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from pytest_rageval.engine.evaluate import NO_REL_PATH
 from pytest_rageval.errors import RagevalWarning
 from pytest_rageval.evaluation.evalpaths import expand_globs, loop_problem, loop_target, real_path
 from pytest_rageval.evaluation.evalset import BadLine, gc_paused, iter_eval_file, parse_line
@@ -28,11 +29,10 @@ from pytest_rageval.evaluation.selection import Selection
 from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_name, coerce_threshold
 
 from . import compat
-from .runner import NO_REL_PATH
 from .schedule import in_shard
 
 if TYPE_CHECKING:
-    from .run_setup import RunSetup
+    from pytest_rageval.engine.run_setup import RunSetup
 
 
 class CaseRunning(Protocol):

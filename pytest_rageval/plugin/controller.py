@@ -22,6 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rageval.engine import signals
+from pytest_rageval.engine.canary_check import canary_check
+from pytest_rageval.engine.endpoint_limits import flow_notes
+from pytest_rageval.engine.gating import gate_run
+from pytest_rageval.engine.intake import Intake
+from pytest_rageval.engine.run_setup import RunSetup
+from pytest_rageval.engine.spot_check import spot_check
+from pytest_rageval.engine.writing import config_json, metrics_json, write_ci_summaries, write_report_html
 from pytest_rageval.evaluation.selection import Selection
 from pytest_rageval.flow import FlowStats
 from pytest_rageval.gate.configs import add_ranking
@@ -31,16 +39,9 @@ from pytest_rageval.runs.artifacts import case_config, config_hash, file_digests
 from pytest_rageval.runs.commit import run_commit
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
 
-from . import compat, signals
-from .canary_check import canary_check
-from .gating import gate_run
-from .intake import Intake
-from .limits import flow_notes
+from . import compat
 from .preflight import check_judge, dry_run_lines, header_lines, unreachable_gold_lines, what_serves
 from .run_folder_setup import PreparedRunFolder, prepare_run_folder, run_identity
-from .run_setup import RunSetup
-from .spot_check import spot_check
-from .writing import config_json, metrics_json, write_ci_summaries, write_report_html
 
 if TYPE_CHECKING:
     from pytest_rageval.gate.compare import Comparison
@@ -311,8 +312,9 @@ class RunController:
     def build_config(self) -> dict[str, Any]:
         """config.json (the run folder writes it with the first record too)."""
         return config_json(
-            self.config,
             self.setup,
+            args=self.config.invocation_params.args,
+            pytest_version=pytest.__version__,
             identity=run_identity(self.config, self.settings),
             run_id=self.writer.run_id if self.writer else None,
             eval_set_hash=self.metrics["eval_set_hash"] if self.metrics else None,

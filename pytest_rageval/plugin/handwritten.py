@@ -27,6 +27,7 @@ from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_rageval.engine.evaluate import Engine, RunOptions, evaluate_case
 from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.anchors import normalize_heading_path
 from pytest_rageval.evaluation.record import CaseError, CaseRecord
@@ -36,12 +37,11 @@ from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_na
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient
 
-from .runner import Engine, RunOptions, evaluate_case
-
 if TYPE_CHECKING:
     import pytest
 
-    from .run_setup import RunSetup
+    from pytest_rageval.engine.run_setup import RunSetup
+
     from .settings import Settings
 
 

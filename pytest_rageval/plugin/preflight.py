@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rageval.engine.evaluate import Engine
+from pytest_rageval.engine.run_setup import RunSetup
 from pytest_rageval.evaluation.evalset import LoadedCase, iter_eval_file
 from pytest_rageval.evaluation.reach import unreachable_gold
 from pytest_rageval.evaluation.schema import EvalCase
@@ -20,8 +22,6 @@ from pytest_rageval.redact import public_url
 from pytest_rageval.sanitize import terminal_safe
 
 from .collect import CaseItem
-from .run_setup import RunSetup
-from .runner import Engine
 
 #: Unreachable gold supports named at the start of a run (rageval inspect lists every one).
 MAX_UNREACHABLE_SHOWN = 20
@@ -77,7 +77,7 @@ def header_lines(setup: RunSetup, served: dict[str, str | None]) -> list[str]:
 def check_judge(setup: RunSetup) -> list[str]:
     """``--rageval-judge-check``: the judge must tell a faithful answer from a hallucinated one; its lines when
     it does, else the session ends here (``pytest.exit``)."""
-    from pytest_rageval.judges.calibration import check_judge
+    from pytest_rageval.judges.judge_check import check_judge
 
     judge_setup = setup.judge_setup
     if judge_setup is None:
@@ -96,9 +96,8 @@ def check_judge(setup: RunSetup) -> list[str]:
 
 def dry_run_lines(setup: RunSetup, items: list[pytest.Item]) -> list[str]:
     """The planned requests, tokens and cost of ``items``; a config matrix's requests after the retrieval cache."""
+    from pytest_rageval.engine.judge_factory import DEFAULT_PRICES
     from pytest_rageval.judges.estimate import plan
-
-    from .judge_factory import DEFAULT_PRICES
 
     s = setup.settings
     lexical = s.judge == "lexical"

@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
+from pytest_rageval.engine.flow_share import FlowAddress
+from pytest_rageval.engine.run_setup import RunSetup
 from pytest_rageval.judges.cache import JudgeCacheError
-from pytest_rageval.judges.calibrate import CalibrationError
-from pytest_rageval.judges.calibrations import CalibrationRefused
+from pytest_rageval.judges.calibration_measure import CalibrationError
+from pytest_rageval.judges.calibration_store import CalibrationRefused
 from pytest_rageval.runs.folder import RunFolder, read_records
 from pytest_rageval.targets.client import RagConfigError
 
@@ -31,8 +33,6 @@ from .case_runner import CaseRunner, WorkerLink
 from .cmdline import root_moved_by
 from .collect import EvalCollection, collection_key, runner_key
 from .controller import RunController, controller_key
-from .flow_share import FlowAddress
-from .run_setup import RunSetup
 from .schedule import Lookahead, WorkerLookahead
 from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .xdist_link import XdistControllerLink

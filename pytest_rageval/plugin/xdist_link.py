@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rageval.engine.endpoint_limits import combined
+from pytest_rageval.engine.flow_share import FlowServer
 from pytest_rageval.evaluation.selection import Selection
 from pytest_rageval.flow import FlowStats
-
-from .flow_share import FlowServer
-from .limits import combined
 
 if TYPE_CHECKING:
     from .controller import RunController

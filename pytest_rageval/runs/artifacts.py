@@ -62,7 +62,7 @@ def portable_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_config(*, k: int | None, config_hash: str | None, judge: Mapping[str, Any]) -> dict[str, Any]:
-    """Seed 003's per-case ``config``: what a case's numbers depend on (judge from ``plugin.judge_factory.judge_info``;
+    """Seed 003's per-case ``config``: what a case's numbers depend on (judge from ``engine.judge_factory.judge_info``;
     k and hash None when ``rageval judge`` rewrites a record that lacks them)."""
     return {
         "k": k,

@@ -121,7 +121,7 @@ class RagCallError(RagevalError):
         self.message = message
         self.status = status
         self.attempts = attempts
-        self.unbindable = False  # a callable could not take (question, params) at all: it is not a target (target_gate)
+        self.unbindable = False  # a callable could not take (question, params) at all: it is not a target (first_call)
 
     def __str__(self) -> str:
         return self.message
@@ -607,7 +607,7 @@ class HttpClient:
         self.url = _public_url(self._url, with_query=False)  # for messages: no query, no userinfo
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: holds each attempt (retries included) to the endpoint's limit and hears how it went (target_gate sets it)
+        #: holds each attempt (retries included) to the endpoint's limit and hears how it went (first_call sets it)
         self.limiter: Limiter | None = None
 
     def __repr__(self) -> str:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from ask_server import AskServer, answer, chunk
 
+from pytest_rageval.engine.flow_share import FlowAddress, FlowServer, SharedLimiter, SharedSpec, link_to
 from pytest_rageval.flow import EndpointLimiter
-from pytest_rageval.plugin.flow_share import FlowAddress, FlowServer, SharedLimiter, SharedSpec, link_to
 
 #: a process of the same user that finds the session's socket in the temp folder and tries to stall the run: it
 #: asks for the target's only place at a rate of one request in 1e300 s, pauses the endpoint for 1e308 s, and stays

@@ -14,7 +14,7 @@ import pytest
 from openai_server import OpenAIServer, verdicts
 
 from pytest_rageval.judges.base import JudgeInput
-from pytest_rageval.judges.calibrations import CALIBRATION_DIR, CalibrationRefused, required_calibration, write_calibration
+from pytest_rageval.judges.calibration_store import CALIBRATION_DIR, CalibrationRefused, required_calibration, write_calibration
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 
 IDENTITY = {"kind": "lexical", "model": "lexical-heuristic", "base_url": None, "prompt_version": "v1"}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rageval.plugin.signals import held
+from pytest_rageval.engine.signals import held
 
 RAG = "def ask(question, params):\n    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n"
 SIGTERM_AT_THE_END = (

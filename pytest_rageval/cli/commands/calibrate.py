@@ -1,5 +1,5 @@
 """``rageval calibrate``: how far the configured judge agrees with a labelled set, per metric (the work is
-judges/calibrate.py's); writes calibration.json."""
+judges/calibration_measure.py's); writes calibration.json."""
 
 from __future__ import annotations
 
@@ -50,12 +50,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    """``rageval calibrate``: the configured judge's agreement with a labelled set, per metric (judges/calibrate.py)."""
+    """``rageval calibrate``: the configured judge's agreement with a labelled set, per metric (judges/calibration_measure.py)."""
     import asyncio
     import os
 
+    from pytest_rageval.engine.judge_factory import build_judge, judge_info
     from pytest_rageval.judges.base import JudgeAuthError
-    from pytest_rageval.judges.calibrate import (
+    from pytest_rageval.judges.calibration_measure import (
         SHIPPED_SET,
         CalibrationError,
         calibrate,
@@ -64,10 +65,9 @@ def run(args: argparse.Namespace) -> int:
         load_set,
         set_hash,
     )
-    from pytest_rageval.judges.calibrations import CALIBRATION_DIR, judge_identity, write_calibration
+    from pytest_rageval.judges.calibration_store import CALIBRATION_DIR, judge_identity, write_calibration
     from pytest_rageval.judges.invariance import as_json as invariance_json
     from pytest_rageval.judges.invariance import format_invariance, invariance
-    from pytest_rageval.plugin.judge_factory import build_judge, judge_info
     from pytest_rageval.plugin.settings import SettingsError
     from pytest_rageval.runs.artifacts import new_run_id
 

@@ -33,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from pytest_rageval.engine.judge_factory import build_judge
     from pytest_rageval.evaluation import registry
     from pytest_rageval.judges.base import JudgeAuthError
-    from pytest_rageval.plugin.judge_factory import build_judge
     from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.runs.folder import RunFolder
 

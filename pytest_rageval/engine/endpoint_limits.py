@@ -9,17 +9,21 @@ workers share one limit per endpoint (a fixed N stays each worker's own). ``rage
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pytest_rageval import defaults
 from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter, RateSpacing, format_rate
 from pytest_rageval.redact import scrub_urls
 
 from .flow_share import FlowAddress, SharedLimiter, SharedSpec, link_to
-from .settings import Settings
 
-__all__ = ["Limits", "combined", "flow_notes"]
+if TYPE_CHECKING:
+    from pytest_rageval.plugin.settings import Settings
+
+__all__ = ["EndpointLimits", "combined", "flow_notes"]
 
 
-class Limits:
+class EndpointLimits:
     """One limiter per endpoint (made on first use): the judge's by base URL, the target's by name."""
 
     def __init__(self, settings: Settings, *, shared: FlowAddress | None = None) -> None:

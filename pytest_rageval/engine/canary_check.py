@@ -11,13 +11,13 @@ import os
 from typing import Any
 
 from pytest_rageval.judges.base import JudgeAuthError
-from pytest_rageval.judges.calibrate import set_hash
-from pytest_rageval.judges.calibrations import judge_identity
+from pytest_rageval.judges.calibration_measure import set_hash
+from pytest_rageval.judges.calibration_store import judge_identity
 from pytest_rageval.judges.canary import judge_canary
 
+from .evaluate import Engine
 from .judge_factory import build_judge, judge_info
 from .run_setup import RunSetup
-from .runner import Engine
 
 
 def canary_check(setup: RunSetup, aggregate: dict[str, Any], *, complete: bool) -> tuple[dict[str, Any] | None, list[str]]:

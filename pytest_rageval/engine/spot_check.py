@@ -1,18 +1,18 @@
 """The spot check at the end of a run (``--rageval-spot-check``): the sampled judged cases re-judged by the second
 model once every case ran, giving metrics.json's ``judge_reliability``. The sample and the re-judging itself
-live in judges/spotcheck.py.
+live in judges/spot_sample.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_rageval.judges import spotcheck
+from pytest_rageval.judges import spot_sample
 from pytest_rageval.judges.base import JudgeAuthError
-from pytest_rageval.judges.spotcheck import SpotSample
+from pytest_rageval.judges.spot_sample import SpotSample
 
+from .evaluate import Engine
 from .run_setup import RunSetup
-from .runner import Engine
 
 
 def spot_check(setup: RunSetup, sample: SpotSample, aggregate: dict[str, Any], *, complete: bool) -> tuple[dict[str, Any], list[str]]:
@@ -27,7 +27,7 @@ def spot_check(setup: RunSetup, sample: SpotSample, aggregate: dict[str, Any], *
     if chosen:
         engine = Engine(s.concurrency)
         try:
-            results = engine.run(spotcheck.rejudge(spot_setup, chosen))
+            results = engine.run(spot_sample.rejudge(spot_setup, chosen))
         except JudgeAuthError as exc:
             notes.append(f"spot check not made: {exc.message}")
         finally:
@@ -38,7 +38,7 @@ def spot_check(setup: RunSetup, sample: SpotSample, aggregate: dict[str, Any], *
         aggregate["cost"]["judge_total_usd"] += spent["judge_cost_usd"]
         aggregate["judge_cache"]["hits"] += spent["hits"]
         aggregate["judge_cache"]["misses"] += spent["misses"]
-    reliability = spotcheck.reliability(results, requested=s.spot_check, judged=sample.judged, model=s.spot_check_model)
+    reliability = spot_sample.reliability(results, requested=s.spot_check, judged=sample.judged, model=s.spot_check_model)
     if not complete:
         notes.append("spot check not made: the run is incomplete")
     elif sample.judged < s.spot_check:

@@ -31,13 +31,13 @@ from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse, defin
 from pytest_rageval.evaluation.stored_chunk import stored_chunk
 from pytest_rageval.evaluation.thresholds import find_misses, judge_metrics
 from pytest_rageval.flow import CASE_ORDER
-from pytest_rageval.judges import spotcheck
+from pytest_rageval.judges import spot_sample
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput, Verdict
 from pytest_rageval.judges.cache import warm
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, judge_input, verdict_dict
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes
 from pytest_rageval.targets.client import CallableClient, RagCallError, RagClient
-from pytest_rageval.targets.target_gate import TargetMismatch
+from pytest_rageval.targets.first_call import TargetMismatch
 
 T = TypeVar("T")
 TRUNCATE = 200
@@ -320,7 +320,7 @@ async def evaluate_case(
     case shows one run that agrees with the majority verdict: its answer,
     retrieval, verdicts and misses (``shown_run``, 1-based). With
     ``spot_input`` a judged case carries what the spot check needs to re-judge
-    it (``record["spot_input"]``, see spotcheck.py; not written to results.jsonl).
+    it (``record["spot_input"]``, see judges/spot_sample.py; not written to results.jsonl).
     ``repeat`` is ``--rageval-repeat``: it applies to a judge-dependent case
     without its own ``repeat``/``flaky`` (every case when ``judge`` is None).
     """
@@ -452,7 +452,7 @@ async def _evaluate(
         record["shown_run"] = shown + 1
     record["misses"] = [] if passed else [m.as_dict() for m in find_misses(per_run[shown], thresholds)]
     if spot_input and inp is not None:
-        payload = spotcheck.spot_input(case, inp, per_run[shown]["abstained"], run_verdicts)
+        payload = spot_sample.spot_input(case, inp, per_run[shown]["abstained"], run_verdicts)
         if payload is not None:
             record["spot_input"] = payload
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import EvalCase
@@ -19,10 +19,12 @@ from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
 from pytest_rageval.targets.resolve import client_of, load_target
 
+from .endpoint_limits import EndpointLimits
 from .flow_share import FlowAddress
 from .judge_factory import build_judge, judge_info
-from .limits import Limits
-from .settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_rageval.plugin.settings import Settings
 
 
 @dataclass
@@ -36,22 +38,22 @@ class RunSetup:
     _axis_clients: dict[str, RagClient] = field(default_factory=dict, repr=False)  # the matrix's target axis
     calibration: dict[str, Any] | None = None  # the stored calibration rageval_min_judge_agreement found
     canary_items: list[Any] = field(default_factory=list)  # the judge canary's labelled answers (check_canary)
-    _limits: Limits | None = field(default=None, repr=False)
+    _limits: EndpointLimits | None = field(default=None, repr=False)
 
     @property
-    def limits(self) -> Limits:
+    def limits(self) -> EndpointLimits:
         """This process's endpoint limiters (the judge's and the target's)."""
         if self._limits is None:
-            self._limits = Limits(self.settings)
+            self._limits = EndpointLimits(self.settings)
         return self._limits
 
     def check_calibration(self) -> None:
         """With ``rageval_min_judge_agreement`` and a judge: find a sufficient calibration of that judge
-        (``calibrations.CalibrationRefused`` saying what is missing otherwise), before any request."""
+        (``calibration_store.CalibrationRefused`` saying what is missing otherwise), before any request."""
         s = self.settings
         if s.min_judge_agreement is None or self.judge_setup is None:
             return
-        from pytest_rageval.judges.calibrations import judge_identity, required_calibration
+        from pytest_rageval.judges.calibration_store import judge_identity, required_calibration
 
         identity = judge_identity(self.judge_setup.judge.describe(), self.judge_info())
         self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir)
@@ -59,16 +61,16 @@ class RunSetup:
     @property
     def canary_path(self) -> Path:
         """The labelled set the judge canary takes its answers from."""
-        from pytest_rageval.judges.calibrate import SHIPPED_SET
+        from pytest_rageval.judges.calibration_measure import SHIPPED_SET
 
         return self.settings.calibration_set or SHIPPED_SET
 
     def check_canary(self) -> None:
         """With ``rageval_judge_canary`` and a judge: read the canary's labelled answers now, before any case
-        (``calibrate.CalibrationError`` naming the file, line and field of a bad one)."""
+        (``calibration_measure.CalibrationError`` naming the file, line and field of a bad one)."""
         if self.settings.judge_canary <= 0 or self.judge_setup is None:
             return
-        from pytest_rageval.judges.calibrate import load_set
+        from pytest_rageval.judges.calibration_measure import load_set
         from pytest_rageval.judges.canary import canary_items
 
         self.canary_items = canary_items(load_set(self.canary_path), self.settings.judge_canary)
@@ -78,7 +80,7 @@ class RunSetup:
         """``shared_limits``: the socket (and key) of the xdist controller's shared endpoint limits (on a worker);
         ``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges after
         the run, where results are kept)."""
-        limits = Limits(settings, shared=shared_limits)
+        limits = EndpointLimits(settings, shared=shared_limits)
         judge_setup = build_judge(settings, os.environ, limits=limits)
         spot_setup = (
             build_judge(settings, os.environ, model=settings.spot_check_model, limits=limits)

@@ -9,8 +9,9 @@ from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import Budget, JudgeSetup
 
 if TYPE_CHECKING:
-    from .limits import Limits
-    from .settings import Settings
+    from pytest_rageval.plugin.settings import Settings
+
+    from .endpoint_limits import EndpointLimits
 
 #: USD per 1M (prompt, completion) tokens; ``[tool.rageval.judge.prices]`` adds or overrides.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -22,7 +23,9 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-def build_judge(settings: Settings, environ: Mapping[str, str], *, model: str | None = None, limits: Limits | None = None) -> JudgeSetup | None:
+def build_judge(
+    settings: Settings, environ: Mapping[str, str], *, model: str | None = None, limits: EndpointLimits | None = None
+) -> JudgeSetup | None:
     """The judge in use (None without one); ``model`` overrides the configured one (spot checks).
 
     ``limits``: the process's endpoint limiters; judges of one endpoint (the spot check's second model) take the
@@ -37,7 +40,7 @@ def build_judge(settings: Settings, environ: Mapping[str, str], *, model: str | 
     from pytest_rageval.judges.cache import CachedJudge, JudgeCache
     from pytest_rageval.judges.openai_judge import OpenAIJudge, resolve_api_key
 
-    from .limits import Limits
+    from .endpoint_limits import EndpointLimits
 
     inner = OpenAIJudge(
         model=model or settings.judge_model or "",
@@ -48,7 +51,7 @@ def build_judge(settings: Settings, environ: Mapping[str, str], *, model: str | 
         max_response_bytes=settings.max_response_bytes,
         prices={**DEFAULT_PRICES, **settings.judge_prices},
         max_in_flight=settings.concurrency,
-        limiter=(limits or Limits(settings)).judge(settings.judge_base_url),
+        limiter=(limits or EndpointLimits(settings)).judge(settings.judge_base_url),
     )
     cache = None if settings.no_cache else JudgeCache(settings.cache_dir)
     return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))

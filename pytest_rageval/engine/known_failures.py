@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_rageval.evaluation.record import CaseRecord
 from pytest_rageval.gate.compare import load_baseline, setting_differences
 from pytest_rageval.gate.known import BaselineFailures, known_verdict
 from pytest_rageval.sanitize import terminal_safe
 
-from .settings import Settings
+if TYPE_CHECKING:
+    from pytest_rageval.plugin.settings import Settings
 
 
 class KnownFailures:

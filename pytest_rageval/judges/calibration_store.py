@@ -29,7 +29,7 @@ class CalibrationRefused(RagevalError):
 
 def judge_identity(describe: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
     """What makes two judges the same judge: ``{kind, model, base_url, prompt_version}`` from a judge's
-    ``describe()`` (base URL already without credentials) and ``plugin.judge_factory.judge_info``."""
+    ``describe()`` (base URL already without credentials) and ``engine.judge_factory.judge_info``."""
     return {"kind": info.get("name"), "model": info.get("model"), "base_url": describe.get("base_url"), "prompt_version": info.get("prompt_version")}
 
 

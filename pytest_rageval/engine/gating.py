@@ -18,9 +18,8 @@ from pytest_rageval.gate.configs import gate_configs
 from pytest_rageval.judges.canary import compare_canary
 from pytest_rageval.runs.folder import RunFolder, write_json_atomic
 
-from .settings import Settings
-
 if TYPE_CHECKING:
+    from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.report.baseline import GateOutcome
 
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 from pytest_rageval import __version__
 from pytest_rageval.evaluation.selection import Selection
@@ -65,9 +63,10 @@ def metrics_json(
 
 
 def config_json(
-    config: pytest.Config,
     setup: RunSetup,
     *,
+    args: Sequence[str],
+    pytest_version: str,
     identity: dict[str, Any],
     run_id: str | None,
     eval_set_hash: str | None,
@@ -88,8 +87,8 @@ def config_json(
         "git_commit": commit,
         "plugin_version": __version__,
         "python": sys.version.split()[0],
-        "pytest": pytest.__version__,
-        "args": public_args(config.invocation_params.args, s.redactor(os.environ)),
+        "pytest": pytest_version,
+        "args": public_args(args, s.redactor(os.environ)),
         "config": identity["config"],
         "selection": identity["selection"],  # what a resume must select again (resume.py)
         "client": (

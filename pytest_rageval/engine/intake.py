@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_rageval.evaluation.selection import Selection
 from pytest_rageval.gate.aggregate import Aggregator
-from pytest_rageval.judges.spotcheck import SpotSample
+from pytest_rageval.judges.spot_sample import SpotSample
 from pytest_rageval.runs.artifacts import with_seed_keys, writable_record
 from pytest_rageval.runs.folder import RunFolder
 
