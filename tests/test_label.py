@@ -20,7 +20,7 @@ import pytest
 from ask_server import AskServer, answer, chunk
 
 from pytest_rageval.cli import build_parser
-from pytest_rageval.cli.label import LabelResult, LineChooser, Question, format_question, label_set
+from pytest_rageval.engine.label import LabelResult, LineChooser, Question, format_question, label_set
 from pytest_rageval.evaluation.anchors import support_matches
 from pytest_rageval.evaluation.evalset import load_eval_file
 from pytest_rageval.evaluation.label_edit import Choice, ChoiceError, EvalSetText, LabelEditError, anchor_of, labelled_line, parse_choice

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
 
-from pytest_rageval.cli.rejudge import RejudgeResult, rejudge_run
+from pytest_rageval.engine.rejudge import RejudgeResult, rejudge_run
 from pytest_rageval.engine.evaluate import RunOptions, evaluate_case
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import ThresholdConfig, resolve_thresholds

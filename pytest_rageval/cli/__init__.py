@@ -3,10 +3,11 @@
 Every command first registers the metrics of the installed ``pytest_rageval.metrics`` entry points.
 
 ``main`` lives here (the entry points loaded, the command run, the errors every command shares turned into
-exit statuses); the parser in ``parser.py``; each command in its own module of ``commands/`` (its sub-parser
-and ``run``); what several commands share in ``common.py``; the work of the larger commands, importable on
-its own, in ``rejudge.py``, ``merge.py``, ``rescore.py``, ``label.py`` and ``inspect_target.py``. The top
-layer: may import every other subpackage; nothing imports it.
+exit statuses); the parser in ``parser.py``; each command in a module of its own named after it (``compare.py``,
+``rescore.py``, ...: its sub-parser, ``add_parser``, and ``run``, which reads the arguments and prints), with the
+work in the layer that owns it (``engine/rescore.py``, ``engine/rejudge.py``, ``engine/label.py``,
+``runs/merge.py``, ``targets/inspect_target.py``, ...); what several commands share in ``common.py`` and
+``project.py``. The top layer: may import every other subpackage; nothing imports it.
 """
 
 from __future__ import annotations

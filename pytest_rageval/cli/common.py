@@ -81,14 +81,15 @@ def earlier_runs(output_dir: Path, run_id: Any, metrics: dict[str, Any] | None =
 
 
 def project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
-    """The project's settings (label.ProjectClient) and a client of the target that ``args`` and the project
+    """The project's settings (project.ProjectClient) and a client of the target that ``args`` and the project
     name, as the plugin would make it: the command line, then the project's ini keys, then the environment."""
     import os
 
+    from pytest_rageval.engine.label import LabelError
     from pytest_rageval.targets.client import RagConfigError, parse_request_map, parse_response_map
     from pytest_rageval.targets.resolve import load_target
 
-    from .label import LabelError, project_client
+    from .project import project_client
 
     if args.pyproject is not None and not Path(args.pyproject).is_file():
         raise usage_error(f"{command}: --pyproject {args.pyproject}: no such file")

@@ -1,10 +1,13 @@
-"""The ``rageval`` argument parser: each command's sub-parser, added by its module in ``cli/commands/``."""
+"""The ``rageval`` argument parser: each command's sub-parser, added by the command's own module in ``cli/``.
+
+Every command module is light to import (the standard library and ``cli.common`` at the top), so building the
+parser for ``rageval --help`` loads no command's work: ``run`` imports it."""
 
 from __future__ import annotations
 
 import argparse
 
-from .commands import calibrate, compare, history, inspect, judge, label, merge, report, rescore, schema
+from . import calibrate, compare, history, inspect, judge, label, merge, report, rescore, schema
 
 #: the commands in the order ``rageval --help`` lists them
 COMMANDS = (schema, compare, report, judge, merge, rescore, history, label, inspect, calibrate)

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..common import earlier_runs, gate_table, load_metrics, say
+from .common import earlier_runs, gate_table, load_metrics, say
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,4 +1,4 @@
-"""``rageval judge RUN``: re-judge a stored run from its stored judge inputs (the work is cli/rejudge.py's)."""
+"""``rageval judge RUN``: re-judge a stored run from its stored judge inputs (the work is engine/rejudge.py's)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..common import say, usage_error
 from . import report
+from .common import say, usage_error
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,12 +34,11 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from pytest_rageval.engine.judge_factory import build_judge
+    from pytest_rageval.engine.rejudge import rejudge_run
     from pytest_rageval.evaluation import registry
     from pytest_rageval.judges.base import JudgeAuthError
     from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.runs.folder import RunFolder
-
-    from ..rejudge import rejudge_run
 
     # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.
     used = RunFolder(Path(args.run)).config()

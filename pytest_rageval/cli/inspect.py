@@ -1,5 +1,5 @@
 """``rageval inspect [TARGET] QUESTION``: ask once, show the response as the metrics read it, and the gold that
-could never match (the work is cli/inspect_target.py's)."""
+could never match (the work is targets/inspect_target.py's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..common import project_target, say, usage_error
+from .common import project_target, say, usage_error
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    """``rageval inspect TARGET QUESTION``: the normalised response, and the gold that could never match (cli/inspect_target.py)."""
-    from ..inspect_target import InspectError, inspect_target
+    """``rageval inspect TARGET QUESTION``: the normalised response, and the gold that could never match (targets/inspect_target.py)."""
+    from pytest_rageval.targets.inspect_target import InspectError, inspect_target
 
     if args.k < 1:
         raise usage_error(f"inspect: --k must be at least 1, got {args.k}")
