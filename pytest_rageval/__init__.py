@@ -32,7 +32,9 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy names below
         assert_cites,
         assert_metrics,
     )
-    from pytest_rageval.targets.client import CallableClient, HttpClient, RagCallError
+    from pytest_rageval.targets.callable_client import CallableClient
+    from pytest_rageval.targets.http_client import HttpClient
+    from pytest_rageval.targets.protocol import RagCallError
 
 __version__ = "0.1.0"
 
@@ -53,9 +55,9 @@ _EXPORTS = {
     "GoldSupport": "pytest_rageval.evaluation.schema",
     "Chunk": "pytest_rageval.evaluation.schema",
     "RagResponse": "pytest_rageval.evaluation.schema",
-    "HttpClient": "pytest_rageval.targets.client",
-    "CallableClient": "pytest_rageval.targets.client",
-    "RagCallError": "pytest_rageval.targets.client",
+    "HttpClient": "pytest_rageval.targets.http_client",
+    "CallableClient": "pytest_rageval.targets.callable_client",
+    "RagCallError": "pytest_rageval.targets.protocol",
 }
 
 __all__ = [

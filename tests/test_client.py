@@ -19,20 +19,12 @@ from ask_server import SEED_001_RESPONSE_MAP
 from loopback import LoopbackServer
 
 from pytest_rageval.evaluation.schema import RagResponse
-from pytest_rageval.targets.client import (
-    CallableClient,
-    HttpClient,
-    RagCallError,
-    RagClient,
-    RagConfigError,
-    RagReply,
-    ResponseMap,
-    load_target,
-    map_response,
-    parse_headers,
-    parse_request_map,
-    parse_response_map,
-)
+from pytest_rageval.targets.callable_client import CallableClient
+from pytest_rageval.targets.headers import parse_headers
+from pytest_rageval.targets.http_client import HttpClient
+from pytest_rageval.targets.maps import ResponseMap, map_response, parse_request_map, parse_response_map
+from pytest_rageval.targets.protocol import RagCallError, RagClient, RagConfigError, RagReply
+from pytest_rageval.targets.resolve import load_target
 
 SEED_001_MAP = "\n".join(SEED_001_RESPONSE_MAP)
 

@@ -42,7 +42,7 @@ def test_every_error_and_warning_has_the_one_root() -> None:
     [
         ("pytest_rageval.evaluation.thresholds", "ThresholdError", ConfigError),
         ("pytest_rageval.evaluation.matrix", "MatrixError", ConfigError),
-        ("pytest_rageval.targets.client", "RagConfigError", ConfigError),
+        ("pytest_rageval.targets.protocol", "RagConfigError", ConfigError),
         ("pytest_rageval.runs.folder", "RunFolderError", DataError),
         ("pytest_rageval.judges.cache", "JudgeCacheError", DataError),
     ],

@@ -14,9 +14,9 @@ import pytest
 from pytest_rageval.evaluation.docpaths import heading_path, own_heading, relative_path
 from pytest_rageval.evaluation.reach import markdown_heading_paths, shape_problems, unreachable_gold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase
-from pytest_rageval.targets.client import ResponseMap, map_response, parse_response_map
 from pytest_rageval.targets.frameworks.detect import has_base
 from pytest_rageval.targets.frameworks.topk import TopKVariants
+from pytest_rageval.targets.maps import ResponseMap, map_response, parse_response_map
 
 
 @pytest.mark.parametrize(

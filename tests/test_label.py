@@ -25,7 +25,7 @@ from pytest_rageval.evaluation.anchors import support_matches
 from pytest_rageval.evaluation.evalset import load_eval_file
 from pytest_rageval.evaluation.label_edit import Choice, ChoiceError, EvalSetText, LabelEditError, anchor_of, labelled_line, parse_choice
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport
-from pytest_rageval.targets.client import CallableClient
+from pytest_rageval.targets.callable_client import CallableClient
 
 HOSTILE = "\x1b[2J\x1b[H\x1b]52;c;cHduZWQ=\x07fake prompt\rOVERWRITTEN " + "long " * 20000
 

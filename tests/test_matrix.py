@@ -125,7 +125,7 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     import threading
     import time
 
-    from pytest_rageval.targets.client import CallableClient
+    from pytest_rageval.targets.callable_client import CallableClient
     from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
 
     calls: list[dict] = []

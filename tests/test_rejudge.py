@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
 
-from pytest_rageval.engine.rejudge import RejudgeResult, rejudge_run
 from pytest_rageval.engine.evaluate import RunOptions, evaluate_case
+from pytest_rageval.engine.rejudge import RejudgeResult, rejudge_run
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import ThresholdConfig, resolve_thresholds
 from pytest_rageval.gate.aggregate import aggregate
@@ -25,7 +25,7 @@ from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 from pytest_rageval.runs.folder import read_records, write_json_atomic
-from pytest_rageval.targets.client import CallableClient
+from pytest_rageval.targets.callable_client import CallableClient
 
 STIP = CALIBRATION_CASES[0]
 METRICS = ("groundedness", "correctness")

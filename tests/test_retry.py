@@ -15,7 +15,7 @@ from openai_server import OpenAIServer, fail_times, verdicts
 from pytest_rageval.judges.base import JudgeInput
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 from pytest_rageval.retry import backoff_delay
-from pytest_rageval.targets.client import HttpClient
+from pytest_rageval.targets.http_client import HttpClient
 
 
 def constant(value: float) -> Any:

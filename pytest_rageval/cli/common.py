@@ -86,7 +86,8 @@ def project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
     import os
 
     from pytest_rageval.engine.label import LabelError
-    from pytest_rageval.targets.client import RagConfigError, parse_request_map, parse_response_map
+    from pytest_rageval.targets.maps import parse_request_map, parse_response_map
+    from pytest_rageval.targets.protocol import RagConfigError
     from pytest_rageval.targets.resolve import load_target
 
     from .project import project_client
@@ -134,7 +135,8 @@ def project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
 
 def _headers(project: Any, lines: list[str], environ: Any) -> dict[str, str]:
     """The project's rageval_headers, then each --header (a later one replaces a header of the same name)."""
-    from pytest_rageval.targets.client import RagConfigError, parse_headers
+    from pytest_rageval.targets.headers import parse_headers
+    from pytest_rageval.targets.protocol import RagConfigError
 
     headers = parse_headers(project.headers, environ)
     for number, line in enumerate(lines, start=1):

@@ -36,8 +36,9 @@ from pytest_rageval.judges.base import JudgeAuthError, JudgeInput, Verdict
 from pytest_rageval.judges.cache import warm
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, judge_input, verdict_dict
 from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes
-from pytest_rageval.targets.client import CallableClient, RagCallError, RagClient
+from pytest_rageval.targets.callable_client import CallableClient
 from pytest_rageval.targets.first_call import TargetMismatch
+from pytest_rageval.targets.protocol import RagCallError, RagClient
 
 T = TypeVar("T")
 TRUNCATE = 200

@@ -4,7 +4,7 @@
 ``choose`` (a function of a :class:`Question` returning an answer line such as ``"1 3"`` or a
 :class:`~pytest_rageval.evaluation.label_edit.Choice`)::
 
-    from pytest_rageval.targets.client import load_target
+    from pytest_rageval.targets.resolve import load_target
     from pytest_rageval.engine.label import label_set
 
     client = load_target("http://localhost:8080/api/v1/ask")
@@ -32,7 +32,7 @@ from pytest_rageval.evaluation.schema import Chunk, EvalCase
 from pytest_rageval.evaluation.stored_chunk import heading_text
 from pytest_rageval.sanitize import terminal_safe
 from pytest_rageval.suggest import did_you_mean
-from pytest_rageval.targets.client import RagCallError, RagClient
+from pytest_rageval.targets.protocol import RagCallError, RagClient
 
 __all__ = ["LabelError", "LabelResult", "LineChooser", "Question", "format_question", "label_set", "select_cases"]
 

@@ -51,7 +51,7 @@ from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.runs.artifacts import case_config, compose_metrics, config_hash, new_run_id, what_ran, why_not_latest, with_seed_keys
 from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import Limits, error_message
-from pytest_rageval.targets.client import RagReply
+from pytest_rageval.targets.protocol import RagReply
 
 __all__ = ["RescoreError", "RescoreResult", "StoredClient", "StoredVerdicts", "rescore_run"]
 

@@ -16,7 +16,9 @@ from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import resolve_thresholds
 from pytest_rageval.judges.judging import JudgeSetup
-from pytest_rageval.targets.client import RagClient, RagConfigError, check_maps, parse_headers, parse_request_map, parse_response_map
+from pytest_rageval.targets.headers import parse_headers
+from pytest_rageval.targets.maps import check_maps, parse_request_map, parse_response_map
+from pytest_rageval.targets.protocol import RagClient, RagConfigError
 from pytest_rageval.targets.resolve import client_of, load_target
 
 from .endpoint_limits import EndpointLimits

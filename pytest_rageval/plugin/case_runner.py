@@ -29,8 +29,8 @@ from pytest_rageval.judges.judging import JudgeSetup, stopped_answering
 from pytest_rageval.report.terminal import escape_longrepr
 from pytest_rageval.runs.artifacts import portable_record
 from pytest_rageval.sanitize import error_message, terminal_safe
-from pytest_rageval.targets.client import RagClient, RagConfigError
 from pytest_rageval.targets.first_call import GatedClient, TargetMismatch
+from pytest_rageval.targets.protocol import RagClient, RagConfigError
 from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
 
 from .collect import BadLineItem, CaseItem

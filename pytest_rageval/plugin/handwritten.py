@@ -35,7 +35,7 @@ from pytest_rageval.evaluation.schema import EvalCase, HeadingPath, RagResponse
 from pytest_rageval.evaluation.stored_chunk import StoredChunk
 from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_name, coerce_threshold, find_misses, shorten
 from pytest_rageval.judges.judging import JudgeSetup
-from pytest_rageval.targets.client import RagClient
+from pytest_rageval.targets.protocol import RagClient
 
 if TYPE_CHECKING:
     import pytest

@@ -26,7 +26,7 @@ from pytest_rageval.judges.cache import JudgeCacheError
 from pytest_rageval.judges.calibration_measure import CalibrationError
 from pytest_rageval.judges.calibration_store import CalibrationRefused
 from pytest_rageval.runs.folder import RunFolder, read_records
-from pytest_rageval.targets.client import RagConfigError
+from pytest_rageval.targets.protocol import RagConfigError
 
 from . import compat
 from .case_runner import CaseRunner, WorkerLink

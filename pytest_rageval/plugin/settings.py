@@ -116,7 +116,8 @@ class Settings:
     def redactor(self, environ: Mapping[str, str]) -> Redactor:
         """Every secret this configuration knows: header values (``${VAR}`` expanded from ``environ``),
         credentials in the target and judge URLs, and the judge key."""
-        from pytest_rageval.targets.client import RagConfigError, parse_headers
+        from pytest_rageval.targets.headers import parse_headers
+        from pytest_rageval.targets.protocol import RagConfigError
 
         try:
             headers = parse_headers(self.headers_text, environ)
@@ -421,7 +422,8 @@ def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, ju
 
 def _check_targets(matrix: Matrix | None) -> None:
     """A ``target`` axis holds URLs or ``module:callable`` names (imported when the first case asks)."""
-    from pytest_rageval.targets.client import RagConfigError, check_target
+    from pytest_rageval.targets.protocol import RagConfigError
+    from pytest_rageval.targets.target_import import check_target
 
     if matrix is None:
         return

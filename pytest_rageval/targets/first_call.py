@@ -16,7 +16,8 @@ from typing import Any
 
 from pytest_rageval.flow import Limiter
 
-from .client import HOW_TARGETS_ARE_CALLED, RagCallError, RagClient, RagReply
+from .callable_client import HOW_TARGETS_ARE_CALLED
+from .protocol import RagCallError, RagClient, RagReply
 
 __all__ = ["GatedClient", "TargetMismatch", "is_mismatch"]
 

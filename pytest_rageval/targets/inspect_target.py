@@ -12,7 +12,7 @@ from pytest_rageval.evaluation.anchors import normalize_heading_path
 from pytest_rageval.evaluation.evalset import load_eval_file
 from pytest_rageval.evaluation.reach import Unreachable, shape_problems, unreachable_gold
 from pytest_rageval.evaluation.schema import Chunk
-from pytest_rageval.targets.client import RagCallError, RagClient
+from pytest_rageval.targets.protocol import RagCallError, RagClient
 
 __all__ = ["InspectError", "inspect_target"]
 

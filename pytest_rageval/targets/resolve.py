@@ -6,19 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .client import (
-    HOW_TARGETS_ARE_CALLED,
-    CallableClient,
-    HttpClient,
-    RagClient,
-    RagConfigError,
-    callable_client,
-    check_target,
-    python_options,
-    resolve,
-    signature_problem,
-)
+from .callable_client import HOW_TARGETS_ARE_CALLED, CallableClient, callable_client, python_options, signature_problem
 from .frameworks import recognise
+from .http_client import HttpClient
+from .protocol import RagClient, RagConfigError
+from .target_import import check_target, resolve
 
 __all__ = ["client_of", "load_target"]
 

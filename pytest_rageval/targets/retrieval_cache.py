@@ -25,7 +25,7 @@ from pytest_rageval.atomic import write_bytes_atomic
 from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.schema import RagResponse
 
-from .client import RagCallError, RagClient, RagReply
+from .protocol import RagCallError, RagClient, RagReply
 
 try:  # pragma: no cover - every POSIX system has it
     import fcntl

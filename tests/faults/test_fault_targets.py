@@ -128,7 +128,8 @@ def test_abandoned_calls_are_bounded_by_the_concurrency() -> None:
     """At most ``abandon_limit`` hung calls keep a thread; the next call waits within its timeout, then errors."""
     import asyncio
 
-    from pytest_rageval.targets.client import CallableClient, RagCallError
+    from pytest_rageval.targets.callable_client import CallableClient
+    from pytest_rageval.targets.protocol import RagCallError
 
     release = threading.Event()
 

@@ -10,7 +10,9 @@ from typing import Any
 from pytest_rageval.evaluation.docpaths import relative_path
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
 
-from ..client import CallableClient, RagCallError, RagReply, ResponseMap, _raised
+from ..callable_client import CallableClient, _raised
+from ..maps import ResponseMap
+from ..protocol import RagCallError, RagReply
 from .common import Adapter
 
 __all__ = ["FrameworkClient"]

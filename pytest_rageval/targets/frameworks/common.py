@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_rageval.evaluation.docpaths import PATH_KEYS, heading_path
 
-from ..client import RagCallError
+from ..protocol import RagCallError
 
 __all__ = ["Adapter", "FrameworkError", "chunk", "json_safe", "shape_error"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..client import RagConfigError
+from ..protocol import RagConfigError
 from .common import Adapter, chunk, shape_error
 from .detect import has_base
 from .graph_input import graph_input_keys
