@@ -1,6 +1,6 @@
 """Time of the gate's paired bootstrap over 5,000 cases: the one stdlib random source against the former numpy path.
 
-The gate (gate/compare.py ``bootstrap_interval``) draws ``samples`` resamples of the
+The gate (gate/statistics.py ``bootstrap_interval``) draws ``samples`` resamples of the
 paired per-case differences with ``random.Random(seed)`` only, so an interval
 is the same in every process whether numpy is importable or not. Before, runs
 of more than 2,000,000 draws (cases x samples) used numpy's
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_rageval.gate.aggregate import percentile
-from pytest_rageval.gate.compare import bootstrap_interval
+from pytest_rageval.gate.statistics import bootstrap_interval
 
 Interval = tuple[float, float] | None
 

@@ -12,7 +12,7 @@ import pytest
 
 import pytest_rageval
 from pytest_rageval import BaselineError, ConfigError, DataError, RagevalError, RagevalWarning
-from pytest_rageval.gate.compare import load_baseline
+from pytest_rageval.gate.baseline_file import load_baseline
 
 #: Signals between the package's own parts, caught where they are raised and never shown as they are.
 INTERNAL = {"Abandoned", "NotStarted", "BodyRefused", "TargetMismatch", "BadRequest", "_OverBudget", "BadMessage"}

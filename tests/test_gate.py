@@ -1,4 +1,4 @@
-"""gate/compare.py: baseline comparison, tolerances, paired bootstrap, invariants, flipped cases."""
+"""gate/: baseline comparison (compare.py), tolerances, paired bootstrap (statistics.py), invariants, flipped cases."""
 
 from __future__ import annotations
 
@@ -10,19 +10,12 @@ import pytest
 
 from pytest_rageval import safejson
 from pytest_rageval.gate.aggregate import aggregate
-from pytest_rageval.gate.compare import (
-    Comparison,
-    MetricDelta,
-    bootstrap_interval,
-    check_invariants,
-    compare,
-    default_tolerances,
-    format_comparison,
-    format_delta,
-    gate_runs,
-    load_baseline,
-    lower_is_better,
-)
+from pytest_rageval.gate.baseline_file import load_baseline
+from pytest_rageval.gate.compare import Comparison, MetricDelta, compare, gate_runs
+from pytest_rageval.gate.comparison_text import format_comparison, format_delta
+from pytest_rageval.gate.gated_values import default_tolerances, lower_is_better
+from pytest_rageval.gate.invariants import check_invariants
+from pytest_rageval.gate.statistics import bootstrap_interval
 
 JUDGE = {"name": "openai", "model": "gpt-4o-mini", "prompt_version": "g1", "temperature": 0}
 
@@ -494,7 +487,7 @@ def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
         "import sys\n"
         "if sys.argv[1] == 'no-numpy':\n"
         "    sys.modules['numpy'] = None  # import numpy raises ImportError\n"
-        "from pytest_rageval.gate.compare import bootstrap_interval\n"
+        "from pytest_rageval.gate.statistics import bootstrap_interval\n"
         "diffs = [(-1.0, 0.0, 0.0, 1.0, 0.5, 0.25)[i % 6] + (i % 7) / 100 for i in range(3000)]\n"
         "print(repr(bootstrap_interval(diffs, samples=1000, seed=5)))\n"
     )

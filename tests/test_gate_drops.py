@@ -7,7 +7,8 @@ import json
 import pytest
 from test_known_failures import newest_run, project, run, write_state
 
-from pytest_rageval.gate.compare import compare, drop_lines
+from pytest_rageval.gate.compare import compare
+from pytest_rageval.gate.comparison_text import drop_lines
 
 
 def test_the_largest_drops_are_named_worst_first_and_at_most_ten() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_known_failures import project, run, write_state
 
-from pytest_rageval.gate.compare import setting_differences
+from pytest_rageval.gate.invariants import setting_differences
 
 
 def test_judge_invariants_apply_only_when_both_runs_judged() -> None:

@@ -196,7 +196,7 @@ def test_run_aggregates_and_gate_pairs_share_one_per_case_definition() -> None:
     the gate pairs the same values (compare.py); false_abstention_rate alone counts an answerable case of unknown
     abstention as not abstained in the run, where the gate leaves it out."""
     from pytest_rageval.gate.aggregate import aggregate
-    from pytest_rageval.gate.compare import per_case_getters
+    from pytest_rageval.gate.statistics import per_case_getters
 
     metric_values: list[dict[str, Any]] = [
         {"abstained": True, "false_abstention": 1, "mrr": 0.5, "groundedness": 4.0},

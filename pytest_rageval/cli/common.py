@@ -28,7 +28,7 @@ def usage_error(message: str) -> SystemExit:
 
 def load_metrics(path: str) -> dict[str, Any]:
     """The metrics.json of ``path`` (the file or its run folder); a usage error when it is missing or unreadable."""
-    from pytest_rageval.gate.compare import load_baseline
+    from pytest_rageval.gate.baseline_file import load_baseline
 
     try:
         data = load_baseline(Path(path))

@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     """The session's gate policy (gate.gate_verdict) on two stored runs: exit 0, 1 on a regression, 2 when not compared."""
-    from pytest_rageval.gate.compare import format_comparison, gate_runs, gate_verdict
+    from pytest_rageval.gate.compare import gate_runs, gate_verdict
+    from pytest_rageval.gate.comparison_text import format_comparison
 
     gate = gate_table(args.pyproject)
     base, new = load_metrics(args.base), load_metrics(args.new)

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_rageval.gate.compare import Comparison, gate_runs, gate_verdict, load_baseline
+from pytest_rageval.gate.baseline_file import load_baseline
+from pytest_rageval.gate.compare import Comparison, gate_runs, gate_verdict
 from pytest_rageval.gate.configs import gate_configs
 from pytest_rageval.judges.canary import compare_canary
 from pytest_rageval.runs.folder import RunFolder, write_json_atomic

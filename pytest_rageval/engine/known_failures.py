@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_rageval.evaluation.record import CaseRecord
-from pytest_rageval.gate.compare import load_baseline, setting_differences
+from pytest_rageval.gate.baseline_file import load_baseline
+from pytest_rageval.gate.invariants import setting_differences
 from pytest_rageval.gate.known import BaselineFailures, known_verdict
 from pytest_rageval.sanitize import terminal_safe
 

@@ -153,7 +153,7 @@ class Classifier:
 class CaseMean:
     """One aggregate as a mean over a run's scored cases, defined once per case for the run and the gate.
 
-    ``paired`` is the per-case value the gate pairs and resamples (gate/compare.py); ``counted`` the one
+    ``paired`` is the per-case value the gate pairs and resamples (gate/statistics.py); ``counted`` the one
     the run's aggregate averages over the cases where it is not None (gate/aggregate.py), ``paired``
     unless set. ``complement``: the key of 1 - this mean, listed right after it.
     """
@@ -558,7 +558,7 @@ def case_means() -> dict[str, CaseMean]:
     then the abstention aggregates (each followed by its complement).
 
     The run's aggregate is the mean of ``run_value`` over the scored cases where it is not None
-    (gate/aggregate.py); the gate pairs and resamples ``paired`` (gate/compare.py).
+    (gate/aggregate.py); the gate pairs and resamples ``paired`` (gate/statistics.py).
     """
     out: dict[str, CaseMean] = {}
     for kind in ("avg", "rate"):

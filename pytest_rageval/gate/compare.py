@@ -1,6 +1,7 @@
-"""Baseline comparison: tolerances, paired bootstrap, invariants, flipped cases.
+"""Baseline comparison: each gated value's delta against its tolerance, flipped cases, and the one gate policy.
 
-Pure apart from :func:`load_baseline`, which reads one file. Inputs are
+Pure. The gated names and tolerances are gated_values.py's, the invariants invariants.py's, the paired
+statistics statistics.py's, reading a baseline baseline_file.py's, the terminal lines comparison_text.py's. Inputs are
 metrics.json dicts (top level ``eval_set_hash``, ``judge``, ``aggregate_metrics``
 and ``cases``). When both runs have ``cases``, every delta and its interval
 come from the same pairs: the cases both runs share and scored, so a ``-k``
@@ -14,71 +15,36 @@ the baseline, and the interval always contains the delta. A baseline without
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
-import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from pytest_rageval import defaults, safejson
-from pytest_rageval.errors import BaselineError
-from pytest_rageval.evaluation import registry
-from pytest_rageval.runs import readback
-from pytest_rageval.runs.store import metrics_file
-
-from .aggregate import as_number, percentile
+from .aggregate import as_number
+from .gated_values import (
+    DEFAULT_MIN_JUDGE_COVERAGE,
+    DEFAULT_MIN_SHARED_CASES,
+    FAILING,
+    PASSING,
+    SLACK,
+    cases_by_id,
+    comparable_values,
+    compared_order,
+    default_tolerances,
+    gate_name,
+    lower_is_better,
+)
+from .invariants import check_invariants
+from .statistics import LATENCY_QUANTILES, is_scored, largest_drops, latency_delta, metric_getter, paired_delta, paired_values, per_case_getters
 
 __all__ = [
     "ALLOWED_NOTE",
     "Comparison",
     "GateVerdict",
     "MetricDelta",
-    "bootstrap_interval",
-    "check_invariants",
     "compare",
-    "default_tolerances",
-    "format_comparison",
-    "gate_name",
-    "gate_names",
     "gate_runs",
     "gate_verdict",
-    "load_baseline",
-    "lower_is_better",
 ]
-
-#: ``[tool.rageval.gate] min_judge_coverage`` when not set
-DEFAULT_MIN_JUDGE_COVERAGE = 0.95
-#: ``rageval_min_shared_cases`` when not set
-DEFAULT_MIN_SHARED_CASES = defaults.MIN_SHARED_CASES
-
-#: compared names that are no metric's aggregate, in delta order
-_OPERATIONAL: tuple[str, ...] = ("error_rate", "timeout_rate", "empty_response_rate", "latency_p50_ms", "latency_p95_ms")
-#: of those (and flake_rate), every one: a rise is the bad direction
-_OPERATIONAL_LOWER: frozenset[str] = frozenset({*_OPERATIONAL, "flake_rate"})
-
-
-def default_tolerances() -> dict[str, float]:
-    """Aggregate -> the allowed drop (rise, for a lower-is-better one) when ``[tool.rageval.gate]`` says nothing."""
-    return registry.default_tolerances()
-
-
-def lower_is_better() -> frozenset[str]:
-    """Compared names where a rise is the bad direction (everything else: a drop is)."""
-    return frozenset(k for k in registry.metric_aggregates() if registry.aggregate_direction(k) == "lower") | _OPERATIONAL_LOWER
-
-
-def _order() -> tuple[str, ...]:
-    """Order of the deltas (the metrics' aggregates, then operational ones); other numeric scalars follow, sorted."""
-    return (*registry.metric_aggregates(), *_OPERATIONAL)
-
-
-_PASS = ("passed", "xpassed")
-_FAIL = ("failed", "error", "xfailed")  # an xfail is a failure pytest expected: xfailed -> xpassed is a flip too
-_UNSCORED = ("error", "skipped")
-_SLACK = 1e-9
-_NUMPY_MIN_DRAWS = 2_000_000  # below this many draws (cases x samples) pure Python is used
 
 
 @dataclass
@@ -151,9 +117,9 @@ class Comparison:
         for d in self.deltas:
             if (d.whole_old is None) != (d.whole_new is None):
                 where = (
-                    f"null in the baseline, {_f(d.whole_new)} in this run"
+                    f"null in the baseline, {number_text(d.whole_new)} in this run"
                     if d.whole_old is None
-                    else (f"{_f(d.whole_old)} in the baseline, null in this run")
+                    else (f"{number_text(d.whole_old)} in the baseline, null in this run")
                 )
                 notes.append(f"not compared: {d.name} ({where})")
         return notes
@@ -187,7 +153,7 @@ class Comparison:
         if self.shared_cases is None:
             return "compared on whole-run aggregates (a run has no per-case data): no intervals, no flipped cases"
         scope = (
-            f"compared on {self.shared_cases} shared case{_s(self.shared_cases)} of {self.baseline_cases} "
+            f"compared on {self.shared_cases} shared case{plural(self.shared_cases)} of {self.baseline_cases} "
             f"in the baseline and {self.current_cases} in this run"
         )
         moves = [
@@ -204,7 +170,7 @@ class Comparison:
         if self.not_compared:
             return f"not compared with the baseline: {self.not_compared}"
         parts = [
-            f"{d.name} {_f(d.old)} → {_f(d.new)} ({d.delta:+.3f}, tolerance {d.tolerance:.3f})"
+            f"{d.name} {number_text(d.old)} → {number_text(d.new)} ({d.delta:+.3f}, tolerance {d.tolerance:.3f})"
             for d in self.deltas
             if d.regressed and d.delta is not None and d.tolerance is not None
         ]
@@ -232,346 +198,8 @@ class Comparison:
         }
 
 
-def _s(n: int | None) -> str:
+def plural(n: int | None) -> str:
     return "" if n == 1 else "s"
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def load_baseline(path: str | Path) -> dict[str, Any] | None:
-    """Read a baseline: a metrics.json file, a run directory, or an output folder with ``latest``.
-
-    Returns None when nothing is there; raises ValueError naming the path when
-    the file is not valid JSON or not a metrics.json, and naming the field too when
-    a value is not what a metrics.json holds (readback.METRICS).
-    """
-    path = metrics_file(path)
-    if not path.is_file():
-        return None
-    try:
-        data = safejson.read_file(path)
-    except safejson.JsonFileError as exc:
-        if exc.unreadable:
-            raise BaselineError(f"{path}: cannot read baseline: {exc.detail}") from None
-        raise BaselineError(f"{path}: baseline is not valid JSON ({exc.detail})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("aggregate_metrics"), dict):
-        raise BaselineError(f"{path}: not a metrics.json (no aggregate_metrics object)")
-    problems = non_numbers(data)
-    if problems:
-        raise BaselineError(f"{path}: " + "; ".join(problems) + " (a gated value must be a number or null)")
-    found = readback.problems(data, readback.METRICS)
-    if found:
-        raise readback.ReadbackError(readback.file_problem(path, found))
-    return data
-
-
-def _gated_raw(metrics_json: Mapping[str, Any]) -> dict[str, Any]:
-    """The values :func:`_scalars` compares, as stored: the known metrics' aggregates, rates and latency percentiles."""
-    agg = metrics_json.get("aggregate_metrics") or {}
-    raw = {key: agg[key] for key in sorted(gate_names()) if key in agg}
-    operational = agg.get("operational_metrics")
-    if isinstance(operational, Mapping):
-        raw.update({key: operational[key] for key in ("error_rate", "timeout_rate", "empty_response_rate") if key in operational})
-    latency = agg.get("latency")
-    if isinstance(latency, Mapping):
-        raw.update({f"latency_{key}": latency[key] for key in ("p50_ms", "p95_ms") if key in latency})
-    return raw
-
-
-def non_numbers(metrics_json: Mapping[str, Any]) -> list[str]:
-    """One problem per known metric whose stored value is neither a finite number nor null (a gate would skip it)."""
-    problems = []
-    for name, value in _gated_raw(metrics_json).items():
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            continue  # (an integer beyond float range is refused by readback, in its words)
-        if isinstance(value, float) and math.isfinite(value):
-            continue
-        if isinstance(value, float):
-            shown = repr(value).replace("nan", "NaN").replace("inf", "Infinity")
-        else:
-            shown = json.dumps(value, default=str)[:40]
-        problems.append(f"{name} is {shown}, not a number")
-    return problems
-
-
-# --------------------------------------------------------------------------- invariants
-
-
-def _short(value: Any, limit: int = 12) -> str:
-    text = str(value)
-    return text[:limit] + "…" if len(text) > limit else text
-
-
-def _shown(value: Any, shorten: bool) -> str:
-    if value is None:
-        return "(missing)"
-    return _short(value) if shorten else str(value)
-
-
-def _judge_field(metrics_json: Mapping[str, Any], name: str) -> Any:
-    judge = metrics_json.get("judge")
-    return judge.get(name) if isinstance(judge, Mapping) else None
-
-
-def _eval_set_difference(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[Any, Any] | None:
-    """The differing eval-set identities, or None when the eval sets are comparable.
-
-    With per-file digests on both sides (``eval_set_files``), only the files both
-    runs ran must be identical: a run of fewer or other files is compared on
-    the cases it shares with the baseline. Otherwise the whole ``eval_set_hash``
-    must match.
-    """
-    old_files, new_files = baseline.get("eval_set_files"), current.get("eval_set_files")
-    if isinstance(old_files, Mapping) and isinstance(new_files, Mapping) and old_files and new_files:
-        changed = sorted(f for f in set(old_files) & set(new_files) if old_files[f] != new_files[f])
-        if not changed:
-            return None
-        more = f" (+{len(changed) - 1} more changed files)" if len(changed) > 1 else ""
-        return f"{changed[0]} {_short(old_files[changed[0]])}{more}", f"{changed[0]} {_short(new_files[changed[0]])}"
-
-    def eval_hash(m: Mapping[str, Any]) -> Any:
-        value = m.get("eval_set_hash")
-        return value if value is not None else m.get("eval_set_commit_hash")  # the field's earlier name
-
-    old, new = eval_hash(baseline), eval_hash(current)
-    if old == new:
-        return None
-    return _shown(old, True), _shown(new, True)
-
-
-def _defined(metrics_json: Mapping[str, Any]) -> bool:
-    """Whether every case of a run carries its definition hash (runs made before it existed do not)."""
-    cases = _cases(metrics_json)
-    return bool(cases) and all(isinstance(c.get("definition"), str) for c in cases.values())
-
-
-def _target_kind(metrics_json: Mapping[str, Any]) -> str | None:
-    """What served the cases (``fixture``, ``http``, ``callable``), as far as the run recorded it."""
-    target = metrics_json.get("target")
-    kind = target.get("kind") if isinstance(target, Mapping) else None
-    return kind if isinstance(kind, str) else None
-
-
-def check_invariants(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """Messages naming each invariant that differs (k, judge model/prompt/temperature; the eval set only when a
-    side has no per-case definitions: otherwise the gate compares the cases whose definition held).
-
-    A value missing (or null) on both sides is no difference; on one side only it is.
-    """
-    messages: list[str] = []
-    eval_set = None if _defined(baseline) and _defined(current) else _eval_set_difference(baseline, current)
-    if eval_set is not None:
-        messages.append(f"eval_set_hash differs: baseline {eval_set[0]} vs this run {eval_set[1]}")
-    return messages + setting_differences(baseline, current)
-
-
-def used_judge(metrics_json: Mapping[str, Any]) -> bool:
-    """Whether a run scored with a judge (metrics.json ``judge.name`` other than ``none``)."""
-    judge = metrics_json.get("judge")
-    name = judge.get("name") if isinstance(judge, Mapping) else None
-    return isinstance(name, str) and name != "none"
-
-
-def setting_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """The invariants of how the runs were made that differ: target kind, k, and the judge's model, prompt version
-    and temperature, these only when both runs used a judge (a retrieval-only run is compared with a judged
-    baseline on the metrics both have)."""
-    messages: list[str] = []
-    old_kind, new_kind = _target_kind(baseline), _target_kind(current)
-    if old_kind is not None and new_kind is not None and old_kind != new_kind:
-        messages.append(f"target kind differs: baseline {old_kind} vs this run {new_kind}")
-    old_k, new_k = baseline.get("k"), current.get("k")
-    if old_k is not None and new_k is not None and old_k != new_k:
-        messages.append(f"k differs: baseline {_shown(old_k, False)} vs this run {_shown(new_k, False)}")
-    if not (used_judge(baseline) and used_judge(current)):
-        return messages
-    for name in ("model", "prompt_version", "temperature"):
-        old, new = _judge_field(baseline, name), _judge_field(current, name)
-        if old is None and new is None:
-            continue
-        if old == new:
-            continue
-        messages.append(f"judge {name} differs: baseline {_shown(old, False)} vs this run {_shown(new, False)}")
-    return messages
-
-
-# --------------------------------------------------------------------------- bootstrap
-
-
-def bootstrap_interval(diffs: Sequence[float], *, samples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile interval of the mean of ``diffs`` under resampling with replacement.
-
-    Deterministic for given inputs, in every process and environment: one random
-    source, ``random.Random(seed)``, whatever else is importable. None with fewer
-    than 2 values or no samples.
-    """
-    values = [float(d) for d in diffs]
-    n = len(values)
-    if n < 2 or samples < 1:
-        return None
-    if all(v == values[0] for v in values):
-        return values[0], values[0]
-    choices = random.Random(seed).choices
-    means = [sum(choices(values, k=n)) / n for _ in range(samples)]
-    means.sort()
-    tail = (1.0 - level) / 2.0 * 100.0
-    low = percentile(means, tail)
-    high = percentile(means, 100.0 - tail)
-    assert low is not None and high is not None
-    return low, high
-
-
-Getter = Callable[[Mapping[str, Any]], float | None]
-
-
-def _scored(case: Mapping[str, Any]) -> bool:
-    return case.get("outcome") not in _UNSCORED
-
-
-def _metric_getter(metric: str) -> Getter:
-    def get(case: Mapping[str, Any]) -> float | None:
-        if not _scored(case):
-            return None
-        metrics = case.get("metrics") or {}
-        return as_number(metrics.get(metric))
-
-    return get
-
-
-def _paired_getter(mean: registry.CaseMean) -> Getter:
-    """A scored case's value behind one metric aggregate, as the registry defines it (``mean.paired``)."""
-
-    def get(case: Mapping[str, Any]) -> float | None:
-        if not _scored(case):
-            return None
-        return mean.paired(case.get("answerable") is not False, case.get("metrics") or {})
-
-    return get
-
-
-def _operational(test: Callable[[Mapping[str, Any]], bool]) -> Getter:
-    """A per-case 0/1 over every case that ran (errored ones included, skipped ones not), like the run's rates."""
-
-    def get(case: Mapping[str, Any]) -> float | None:
-        if case.get("outcome") == "skipped":
-            return None
-        return 1.0 if test(case) else 0.0
-
-    return get
-
-
-#: the operational rates (no metric's aggregate) -> per-case value
-_OPERATIONAL_PER_CASE: dict[str, Getter] = {
-    "error_rate": _operational(lambda c: c.get("outcome") == "error"),
-    "timeout_rate": _operational(lambda c: c.get("outcome") == "error" and c.get("error_kind") == "timeout"),
-    "empty_response_rate": _operational(lambda c: bool(c.get("empty_response"))),
-}
-
-
-def per_case_getters() -> dict[str, Getter]:
-    """Aggregate metric -> per-case value; the paired delta and bootstrap are over these."""
-    return {**{key: _paired_getter(mean) for key, mean in registry.case_means().items()}, **_OPERATIONAL_PER_CASE}
-
-
-#: latency percentiles, compared over the latencies of the paired cases (no interval)
-_LATENCY: dict[str, float] = {"latency_p50_ms": 50.0, "latency_p95_ms": 95.0}
-
-
-def _pairs(shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter) -> list[tuple[float, float]]:
-    """(old, new) of every shared case where both values exist."""
-    out: list[tuple[float, float]] = []
-    for old_case, new_case in shared:
-        old, new = getter(old_case), getter(new_case)
-        if old is not None and new is not None:
-            out.append((old, new))
-    return out
-
-
-#: cases named for each regressed metric (the largest paired drops)
-MAX_DROPS = 10
-
-
-def largest_drops(
-    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter, *, lower: bool, limit: int = MAX_DROPS
-) -> list[dict[str, Any]]:
-    """The shared cases whose value moved the bad way most (down; up for a lower-is-better metric), at most
-    ``limit``, worst first (ties by key): whether or not their outcome flipped, these are the cases behind a drop."""
-    moved: list[tuple[float, str, float, float]] = []
-    for key, (old_case, new_case) in shared.items():
-        old, new = getter(old_case), getter(new_case)
-        if old is None or new is None:
-            continue
-        worse = new - old if lower else old - new
-        if worse > _SLACK:
-            moved.append((-worse, key, old, new))
-    moved.sort()
-    return [{"case": key, "old": old, "new": new} for _, key, old, new in moved[:limit]]
-
-
-def paired_delta(
-    pairs: Sequence[tuple[float, float]], *, samples: int = 1000, seed: int = 0
-) -> tuple[float, float, float, tuple[float, float] | None]:
-    """(old mean, new mean, mean difference, 95% interval) over the pairs; the interval contains the difference.
-
-    The percentile bootstrap brackets the mean of the differences in practice;
-    the interval is widened to it where resampling noise would leave it just outside.
-    """
-    n = len(pairs)
-    diffs = [new - old for old, new in pairs]
-    delta = math.fsum(diffs) / n
-    interval = bootstrap_interval(diffs, samples=samples, seed=seed)
-    if interval is not None:
-        interval = (min(interval[0], delta), max(interval[1], delta))
-    return math.fsum(o for o, _ in pairs) / n, math.fsum(v for _, v in pairs) / n, delta, interval
-
-
-def _latency_delta(pairs: Sequence[tuple[float, float]], q: float) -> tuple[float, float, float]:
-    old = percentile(sorted(o for o, _ in pairs), q)
-    new = percentile(sorted(v for _, v in pairs), q)
-    assert old is not None and new is not None
-    return old, new, new - old
-
-
-# --------------------------------------------------------------------------- compare
-
-
-def _scalars(metrics_json: Mapping[str, Any]) -> dict[str, float | None]:
-    """The comparable scalars of a metrics.json: aggregate_metrics numbers, operational rates, latency percentiles."""
-    agg = metrics_json.get("aggregate_metrics") or {}
-    out: dict[str, float | None] = {}
-    for key, value in agg.items():
-        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-            out[key] = as_number(value)
-    operational = agg.get("operational_metrics")
-    if isinstance(operational, Mapping):
-        for key in ("error_rate", "timeout_rate", "empty_response_rate"):
-            if key in operational:
-                out[key] = as_number(operational.get(key))
-    latency = agg.get("latency")
-    if isinstance(latency, Mapping):
-        for key in ("p50_ms", "p95_ms"):
-            if key in latency:
-                out[f"latency_{key}"] = as_number(latency.get(key))
-    return out
-
-
-def gate_names() -> frozenset[str]:
-    """Every name a ``[tool.rageval.gate]`` table may set."""
-    return frozenset(_order()) | lower_is_better() | {"min_judge_coverage"}
-
-
-def gate_name(key: str) -> str:
-    """The aggregate a gate key means (``recall_at_k`` means ``recall_at_k_avg``); ValueError with a did-you-mean."""
-    names = gate_names()
-    for name in (key, key + "_avg", key + "_rate"):
-        if name in names:
-            return name
-    import difflib
-
-    close = difflib.get_close_matches(key, sorted(names), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"unknown metric {key!r}{hint}")
 
 
 def _resolve_tolerances(tolerances: Mapping[str, Any] | None) -> dict[str, float | None]:
@@ -596,8 +224,8 @@ def _resolve_tolerances(tolerances: Mapping[str, Any] | None) -> dict[str, float
 
 def _is_regression(name: str, delta: float, tolerance: float, lower: frozenset[str]) -> bool:
     if name in lower:
-        return delta > tolerance + _SLACK
-    return -delta > tolerance + _SLACK
+        return delta > tolerance + SLACK
+    return -delta > tolerance + SLACK
 
 
 def _flips(shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]]) -> tuple[list[str], list[str]]:
@@ -605,9 +233,9 @@ def _flips(shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]]) ->
     to_pass: list[str] = []
     for key, (old_case, new_case) in shared.items():
         old, new = old_case.get("outcome"), new_case.get("outcome")
-        if old in _PASS and new in _FAIL:
+        if old in PASSING and new in FAILING:
             to_fail.append(key)
-        elif old in _FAIL and new in _PASS:
+        elif old in FAILING and new in PASSING:
             to_pass.append(key)
     return to_fail, to_pass
 
@@ -636,7 +264,7 @@ def too_few_shared(comparison: Comparison, minimum: int) -> str | None:
     if comparison.shared_cases >= needed:
         return None
     return (
-        f"only {comparison.shared_cases} unchanged case{_s(comparison.shared_cases)} shared with the baseline, "
+        f"only {comparison.shared_cases} unchanged case{plural(comparison.shared_cases)} shared with the baseline, "
         f"fewer than {needed} (rageval_min_shared_cases)"
     )
 
@@ -646,13 +274,6 @@ def _ratio(value: float, other: float) -> str:
     if text == f"{other:.2f}":
         text = f"{value:.4f}"
     return text
-
-
-def _cases(metrics_json: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    cases = metrics_json.get("cases")
-    if not isinstance(cases, Mapping):
-        return {}
-    return {str(k): v for k, v in cases.items() if isinstance(v, Mapping)}
 
 
 def _all_errored(metrics_json: Mapping[str, Any], cases: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -689,7 +310,7 @@ def _why_not_compared(
         return None
     if not shared:
         return f"no case of this run is in the baseline ({len(old_cases)} cases in the baseline, {len(new_cases)} in this run)"
-    if not any(_scored(old) and _scored(new) for old, new in shared.values()):
+    if not any(is_scored(old) and is_scored(new) for old, new in shared.values()):
         return f"none of the {len(shared)} shared cases was scored in both runs"
     return None
 
@@ -708,8 +329,8 @@ def compare(
     """Compare this run's metrics.json with a baseline's, on the cases both share when both have ``cases``:
     those whose definition held (and, with ``compare_changed``, the changed ones too; they are named either way)."""
     resolved = _resolve_tolerances(tolerances)
-    old_scalars, new_scalars = _scalars(baseline), _scalars(current)
-    old_cases, new_cases = _cases(baseline), _cases(current)
+    old_scalars, new_scalars = comparable_values(baseline), comparable_values(current)
+    old_cases, new_cases = cases_by_id(baseline), cases_by_id(current)
     paired = bool(old_cases) and bool(new_cases)
     both = sorted(set(old_cases) & set(new_cases))
     changed = [key for key in both if _definition_changed(old_cases[key], new_cases[key])]
@@ -728,7 +349,7 @@ def compare(
     if result.not_compared:
         return result
 
-    order, lower, per_case = _order(), lower_is_better(), per_case_getters()
+    order, lower, per_case = compared_order(), lower_is_better(), per_case_getters()
     names = [n for n in order if n in old_scalars or n in new_scalars]
     names += sorted((set(old_scalars) | set(new_scalars)) - set(order))
     pairs_of = list(shared.values())
@@ -740,14 +361,14 @@ def compare(
         delta = new - old if old is not None and new is not None else None
         interval: tuple[float, float] | None = None
         n_pairs = 0
-        getter = per_case.get(name, _metric_getter("latency_ms") if name in _LATENCY else None)
+        getter = per_case.get(name, metric_getter("latency_ms") if name in LATENCY_QUANTILES else None)
         if paired and getter is not None:
-            pairs = _pairs(pairs_of, getter)
+            pairs = paired_values(pairs_of, getter)
             n_pairs = len(pairs)
             if not pairs:
                 delta = None
-            elif name in _LATENCY:
-                old, new, delta = _latency_delta(pairs, _LATENCY[name])
+            elif name in LATENCY_QUANTILES:
+                old, new, delta = latency_delta(pairs, LATENCY_QUANTILES[name])
             else:
                 old, new, delta, interval = paired_delta(pairs, samples=bootstrap_samples, seed=seed)
         tolerance = resolved.get(name)
@@ -783,7 +404,7 @@ def compare(
         for metric in sorted(coverage):
             entry = coverage[metric]
             value = as_number(entry.get("coverage")) if isinstance(entry, Mapping) else None
-            if value is not None and value < min_judge_coverage - _SLACK:
+            if value is not None and value < min_judge_coverage - SLACK:
                 result.coverage_failures.append(
                     f"judge coverage of {metric} {_ratio(value, min_judge_coverage)} < {_ratio(min_judge_coverage, value)}"
                 )
@@ -857,80 +478,5 @@ def gate_verdict(comparison: Comparison, *, allow_regressions: bool = False) -> 
     return GateVerdict(failed=True, exit_code=comparison.exit_code, reason=comparison.reason())
 
 
-# --------------------------------------------------------------------------- terminal
-
-
-def _f(value: float | None) -> str:
+def number_text(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def format_delta(d: MetricDelta) -> str:
-    """``mrr_avg: 1.000 → 0.500 (-0.500; 95% CI -0.750..-0.250; tolerance 0.050) REGRESSED``.
-
-    When the paired values differ from the whole-run aggregates (the runs do
-    not share every case, or a case was scored in one run only), both are shown.
-    """
-    parts: list[str] = []
-    if d.delta is None:
-        parts.append("not comparable")
-    else:
-        parts.append(f"{d.delta:+.3f}")
-    if d.ci_low is not None and d.ci_high is not None:
-        parts.append(f"95% CI {d.ci_low:.3f}..{d.ci_high:.3f}")
-    if d.tolerance is not None:
-        parts.append(f"tolerance {d.tolerance:.3f}")
-    if d.delta is not None and (_f(d.whole_old), _f(d.whole_new)) != (_f(d.old), _f(d.new)):
-        parts.append(f"on {d.n_shared} paired case{_s(d.n_shared)}; whole runs {_f(d.whole_old)} → {_f(d.whole_new)}")
-    line = f"{d.name}: {_f(d.old)} → {_f(d.new)} ({'; '.join(parts)})"
-    return line + " REGRESSED" if d.regressed else line
-
-
-def drop_lines(d: MetricDelta) -> list[str]:
-    """A regressed metric's cases that moved it most, indented under its line (flipped or not)."""
-    if not d.largest_drops:
-        return []
-    lines = [f"  cases that moved {d.name} most ({len(d.largest_drops)}, largest drop first):"]
-    lines += [f"    {drop['case']}: {_f(drop.get('old'))} → {_f(drop.get('new'))}" for drop in d.largest_drops]
-    return lines
-
-
-def _case_list(title: str, keys: list[str], max_cases: int) -> list[str]:
-    if not keys:
-        return []
-    lines = [title]
-    shown = keys[: max(0, max_cases)]
-    lines += [f"  {key}" for key in shown]
-    if len(keys) > len(shown):
-        lines.append(f"  (+{len(keys) - len(shown)} more)")
-    return lines
-
-
-def case_moves(comparison: Comparison, max_cases: int = 20) -> list[str]:
-    """The cases not compared, by id: added to the eval set, changed (another definition), not in this run."""
-    lines = _case_list("cases added since the baseline (not compared):", comparison.added_cases, max_cases)
-    lines += _case_list(
-        "cases changed since the baseline (question, gold, reference, thresholds, marks or params; not compared):",
-        comparison.changed_cases,
-        max_cases,
-    )
-    lines += _case_list("cases removed since the baseline:", comparison.removed_cases, max_cases)
-    return lines
-
-
-def format_comparison(comparison: Comparison, *, max_cases: int = 20) -> list[str]:
-    """Terminal lines: the cases compared, one per metric delta, flipped cases, invariant and coverage messages."""
-    if comparison.refused:
-        return list(comparison.invariant_differences)
-    lines = [comparison.scope()]
-    if comparison.not_compared:
-        return [*lines, f"not compared: {comparison.not_compared}"]
-    for d in comparison.deltas:
-        lines.append(format_delta(d))
-        lines += drop_lines(d)
-    lines += comparison.one_sided
-    lines += _case_list("cases that flipped from pass to fail:", comparison.flipped_to_fail, max_cases)
-    lines += _case_list("cases that flipped from fail to pass:", comparison.flipped_to_pass, max_cases)
-    lines += case_moves(comparison, max_cases)
-    lines += list(comparison.invariant_differences)
-    lines += list(comparison.coverage_failures)
-    return lines

@@ -18,7 +18,8 @@ from typing import Any
 from pytest_rageval.evaluation import registry
 
 from .aggregate import as_number
-from .compare import Comparison, GateVerdict, bootstrap_interval, gate_runs, gate_verdict, per_case_getters
+from .compare import Comparison, GateVerdict, gate_runs, gate_verdict
+from .statistics import bootstrap_interval, per_case_getters
 
 __all__ = ["ConfigGate", "add_ranking", "config_view", "default_rank_metric", "gate_configs", "rank_configs"]
 

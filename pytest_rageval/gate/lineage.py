@@ -16,7 +16,7 @@ from typing import Any
 from pytest_rageval import safejson
 from pytest_rageval.runs.store import RunStore
 
-from .compare import per_case_getters
+from .statistics import per_case_getters
 
 __all__ = ["Edit", "edit_between", "lineages", "linked_history", "paired_change"]
 

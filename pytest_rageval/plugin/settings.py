@@ -230,7 +230,7 @@ def _table(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 def parse_gate(table: Mapping[str, Any], where: str) -> dict[str, float]:
     """``[tool.rageval.gate]``: tolerances by aggregate metric, plus min_judge_coverage."""
-    from pytest_rageval.gate.compare import gate_name
+    from pytest_rageval.gate.gated_values import gate_name
 
     out: dict[str, float] = {}
     for name, value in table.items():
@@ -437,7 +437,7 @@ def _check_targets(matrix: Matrix | None) -> None:
 
 def _rank_by(option: Any, ini: Mapping[str, Any]) -> str | None:
     """The aggregate configs are ranked by (``recall_at_k`` means ``recall_at_k_avg``); None: the default."""
-    from pytest_rageval.gate.compare import gate_name
+    from pytest_rageval.gate.gated_values import gate_name
 
     value = _first(getattr(option, "rageval_rank_by", None), ini.get("rageval_rank_by"))
     if value is None:

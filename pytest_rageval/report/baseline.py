@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval import defaults
-from pytest_rageval.gate.compare import Comparison, MetricDelta, load_baseline
+from pytest_rageval.gate.baseline_file import load_baseline
+from pytest_rageval.gate.compare import Comparison, MetricDelta
 from pytest_rageval.runs.folder import RecordIndex, RunFolder
 from pytest_rageval.runs.store import metrics_file
 from pytest_rageval.sanitize import cap

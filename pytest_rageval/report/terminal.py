@@ -291,7 +291,7 @@ def run_line(run_dir: Path) -> tuple[str, Markup]:
 
 def _comparison_lines(comparison: Comparison) -> list[tuple[str, Markup]]:
     """The baseline verdict, the cases compared, and what regressed (red) or flipped."""
-    from pytest_rageval.gate.compare import format_comparison
+    from pytest_rageval.gate.comparison_text import format_comparison
 
     if comparison.refused:
         head = "baseline refused (use --rageval-ignore-invariants to compare anyway):"
