@@ -1,7 +1,7 @@
 """The project's own pytest wiring (the test suite and the main job both load it).
 
 - ``pytester`` for the suite's end-to-end runs of the plugin;
-- ``tests/`` on ``sys.path``, so the shared loopback servers (``ask_server``, ``openai_server``,
+- ``tests/helpers/`` on ``sys.path``, so the shared loopback servers (``ask_server``, ``openai_server``,
   ``llama_server``, ``loopback``) and helpers (``needs``, ``browser``) import from any test folder;
 - shared fixtures: ``xdist`` (each requesting test runs serially and under ``-n 2``, the way syrupy's
   ``plugin_args`` does), ``demo_url`` (the bundled demo RAG served on a loopback port) and
@@ -27,9 +27,9 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-TESTS = str(Path(__file__).resolve().parent / "tests")
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
+HELPERS = str(Path(__file__).resolve().parent / "tests" / "helpers")
+if HELPERS not in sys.path:
+    sys.path.insert(0, HELPERS)
 
 
 def _is_worker(config: pytest.Config) -> bool:

@@ -40,7 +40,7 @@ from common import source_state
 from pytest_rageval.judges.agreement import LabelledItem, agreement_rows, format_table, judge_items, load_labelled
 from pytest_rageval.judges.lexical import LexicalJudge
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "unit" / "judges" / "data"
 DEFAULT_SETS = [DATA / f"lexical_{name}.jsonl" for name in ("labelled", "public", "holdout2", "holdout3", "holdout4", "holdout5")]
 #: Sets in HaluEval's QA shape (a right and a hallucinated answer over one passage): also measured by groundedness
 #: alone, without the reference, as a judge sees an answer when the eval set has none.

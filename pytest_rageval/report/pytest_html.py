@@ -7,7 +7,7 @@ which escape everything that is not one where it joins them). What goes to
 pytest-html is a plain ``str``: ``report.extras`` crosses to the xdist
 controller, whose serializer takes no ``str`` subclass.
 
-Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/test_pytest_html.py:
+Hook order (pytest-html 4.2, pluggy 1.x), checked by tests/unit/report/test_pytest_html.py:
 
 - ``pytest_runtest_logreport`` on the process that keeps the results (a serial
   session, or the xdist controller, where every worker's report arrives with its

@@ -1,6 +1,6 @@
 """A judge server that dies mid-run: one line says so, the cases after it are errors naming it, no retry storm.
 
-The judge is a real process (``tests/openai_server.py --die-after 2``) that answers two chat completions and then
+The judge is a real process (``tests/helpers/openai_server.py --die-after 2``) that answers two chat completions and then
 kills itself with SIGKILL, as a local LLM server that crashes does: its port refuses connections from then on.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ask_server import AskServer, answer, chunk
 
-SERVER = Path(__file__).resolve().parents[1] / "openai_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "helpers" / "openai_server.py"
 CASES = 12
 #: A case whose judge requests all go out and all wait out every retry (6 attempts, backoff up to 30 s) takes about
 #: a minute once the server is gone; the run must end long before twelve of them would.

@@ -22,7 +22,7 @@ from needs import need_installed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # each test runs pytest and the rageval command in processes of their own
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 #: example folder -> (the module that is its target, the packages it imports)
 APPS: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -243,7 +243,7 @@ def test_missing_target_is_one_clear_error_per_case(pytester: pytest.Pytester) -
 
 
 def test_a_malformed_target_or_timeout_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    # An unimportable target is a usage error too now (issue 7): tests/test_config_errors.py.
+    # An unimportable target is a usage error too now (issue 7): tests/unit/plugin/test_config_errors.py.
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q"}])
     for bad in ("ftp://example.com/ask", "myrag: ask"):
         usage = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={bad}")

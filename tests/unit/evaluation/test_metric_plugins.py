@@ -19,7 +19,7 @@ from pytest_rageval.evaluation.metric_plugins import MetricPluginError, load_ent
 from pytest_rageval.evaluation.registry import Metric
 
 #: the package's checkout, and the PYTHONPATH this suite was started with (before a test adds a folder)
-WORKTREE = str(Path(__file__).resolve().parents[1])
+WORKTREE = str(Path(__file__).resolve().parents[3])
 OUTER_PYTHONPATH = os.environ.get("PYTHONPATH", "")
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}

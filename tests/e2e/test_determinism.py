@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SEEDS = ("0", "1", "2", "3")
 #: Keys whose values come from the clock: run identity, times and latencies.
 CLOCK_KEYS = frozenset({"run_id", "timestamp", "latency", "latency_ms", "timings", "duration", "durations"})

@@ -27,7 +27,7 @@ from pytest_rageval.demo.notes import load_chunks
 from pytest_rageval.demo.retrieval import retrieve
 from pytest_rageval.evaluation.schema import EvalCase
 
-EVAL_SET = Path(__file__).resolve().parents[1] / "eval_sets" / "demo.jsonl"
+EVAL_SET = Path(__file__).resolve().parents[3] / "eval_sets" / "demo.jsonl"
 K = 5
 CHUNK_KEYS = {
     "chunk_id",

@@ -19,7 +19,7 @@ import pytest
 from pytest_rageval.demo import ask
 from pytest_rageval.demo.__main__ import main as demo_main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 COUNCIL = "How many members does the Security Council have, and how many signatures does an emergency action require?"
 POWERS = ("council/overview.md", "# Security Council > ## Powers")
 

@@ -1,4 +1,4 @@
-"""report.html in a real headless Chromium (tests/browser.py's DevTools driver): the filter bar on a 5,000-case
+"""report.html in a real headless Chromium (tests/helpers/browser.py's DevTools driver): the filter bar on a 5,000-case
 page, the layout at 1280 px, the page without JavaScript. Hostile values through the filters: test_report_escaping.py."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from llama_server import LlamaServer, missing
 from needs import missing as part_missing
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 PORTABLE_HINT = (
     "llama.cpp built with the build machine's native CPU flags dies so on its first completion on some CPUs; "
     "build it portably: bash .ci/llama-portable (CMAKE_ARGS=-DGGML_NATIVE=OFF, without pip's wheel cache)"

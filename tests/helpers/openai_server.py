@@ -16,7 +16,7 @@ with Retry-After), ``reject_json_schema`` (llama.cpp's 500), ``sequence``,
 (a strict json_schema subset without maxLength/maxItems), ``refuse_extras``
 (unknown request fields refused), and ``OneSlot`` (one request at a time, in
 arrival order, each taking a fixed time: a local server with one slot).
-Run ``python tests/openai_server.py`` to serve ``verdicts()`` by hand; ``--die-after N`` serves N chat
+Run ``python tests/helpers/openai_server.py`` to serve ``verdicts()`` by hand; ``--die-after N`` serves N chat
 completions and then kills its own process (a judge server that crashes mid-run).
 """
 

@@ -1,6 +1,6 @@
 """`rageval label` (issue 10 item 4, seed 003 section 4): gold labelled through stdin against a loopback ask server.
 
-The end-to-end tests run the `rageval` console script in a subprocess with stdin piped, against tests/ask_server.py,
+The end-to-end tests run the `rageval` console script in a subprocess with stdin piped, against tests/helpers/ask_server.py,
 on real files; the labelled set is then run with `pytest --rageval` (pytester) against the same server.
 """
 

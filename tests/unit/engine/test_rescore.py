@@ -293,7 +293,7 @@ def test_a_repeated_case_stored_without_its_runs_is_carried_over(project: pytest
 
 def test_the_demo_rescored_at_k5_equals_its_k5_run(pytester: pytest.Pytester) -> None:
     """The bundled demo (offline, lexical judge): its answers do not change between K=10 and K=5."""
-    demo = Path(__file__).resolve().parents[1] / "eval_sets" / "demo.jsonl"
+    demo = Path(__file__).resolve().parents[3] / "eval_sets" / "demo.jsonl"
     pytester.makefile(".jsonl", **{"eval_sets/demo": demo.read_text(encoding="utf-8")})
     out = []
     for k in (10, 5):

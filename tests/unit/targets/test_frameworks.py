@@ -21,7 +21,7 @@ from run_checks import assert_run_whole
 
 pytestmark = pytest.mark.e2e  # the tests here run pytest or the rageval command in processes of their own
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 APPS = Path(__file__).resolve().parent / "framework_apps"
 CORPUS = ROOT / "pytest_rageval" / "demo" / "corpus"
 EVAL_SET = ROOT / "eval_sets" / "demo.jsonl"
