@@ -2,7 +2,7 @@
 
 Every record of ``RUN/results.jsonl`` that carries ``judge_input``, has no
 error but a judge failure and is neither skipped nor an invalid line is judged again with
-``judging.judge_case``, exactly as ``runner.evaluate_case`` judges a case: the
+``judging.judge_case``, exactly as ``evaluate.evaluate_case`` judges a case: the
 verdicts go to ``record["judge"]``, the scale scores to ``record["metrics"]``, the
 deterministic metrics a new verdict feeds (abstained, false_abstention,
 conflict_rule) are scored again by their registry scoring functions
@@ -152,7 +152,7 @@ def _jobs(records: list[dict[str, Any]], k: int | None, results: Path) -> list[_
 
 
 def _apply(job: _Job, outcome: CaseVerdicts, setup: JudgeSetup) -> None:
-    """Write the verdicts into the record the way runner.evaluate_case does."""
+    """Write the verdicts into the record the way evaluate.evaluate_case does."""
     record = job.record
     record.pop("spot_check", None)  # compared the old verdicts with another model
     record["judge"] = {m: verdict_dict(v) for m, v in outcome.verdicts.items()}

@@ -5,7 +5,7 @@ chunks with every field and their full text, the references, the answer, the
 judge's verdicts and a ``trace`` (runner.case_trace: the eval-set line as read,
 K, the snippet rule, the RAG's own ``abstained`` flag); a repeated case keeps
 each run (runner.run_trace). Each such record is replayed through
-``runner.evaluate_case`` itself, with a client that answers from the record
+``evaluate.evaluate_case`` itself, with a client that answers from the record
 (:class:`StoredClient`) at a K no larger than the run's: the deterministic
 metrics, thresholds, misses and outcome come from the very code a pytest run
 uses, so a smaller K reproduces a run made at that K. The judge is the run's:
@@ -351,7 +351,7 @@ async def _replay_all(
     limits: Limits,
     per_case: Mapping[str, Any],
 ) -> None:
-    """Replay each job through runner.evaluate_case and put the new record in its place in ``out``.
+    """Replay each job through evaluate.evaluate_case and put the new record in its place in ``out``.
 
     ``new_k`` None: each record at the K it was run at (a config matrix with a k axis)."""
     lexical = LexicalJudge(judge_desc.get("citation_patterns") or ()) if judge_name == "lexical" else None
