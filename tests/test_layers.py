@@ -22,8 +22,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluation.*",),
     # 2 the system under test; the judges
     ("targets.*", "judges.*"),
-    # 3 aggregation and comparison; run storage
-    ("gate.*", "runs.*"),
+    # 3 aggregation and comparison; run storage; the settings
+    ("gate.*", "runs.*", "config.*"),
     # 4 reports
     ("report.*",),
     # 5 the pytest surface

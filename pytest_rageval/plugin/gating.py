@@ -13,12 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.gate.compare import Comparison, gate_runs, gate_verdict, load_baseline
 from pytest_rageval.gate.configs import gate_configs
 from pytest_rageval.judges.canary import compare_canary
 from pytest_rageval.runs.folder import RunFolder, write_json_atomic
-
-from .settings import Settings
 
 if TYPE_CHECKING:
     from pytest_rageval.report.baseline import GateOutcome

@@ -41,8 +41,9 @@ from .runner import Engine, RunOptions, evaluate_case
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_rageval.config.settings import Settings
+
     from .run_setup import RunSetup
-    from .settings import Settings
 
 
 class HandwrittenRunner(Protocol):

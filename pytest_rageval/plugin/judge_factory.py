@@ -9,8 +9,9 @@ from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import Budget, JudgeSetup
 
 if TYPE_CHECKING:
+    from pytest_rageval.config.settings import Settings
+
     from .limits import Limits
-    from .settings import Settings
 
 #: USD per 1M (prompt, completion) tokens; ``[tool.rageval.judge.prices]`` adds or overrides.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {

@@ -11,12 +11,11 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.evaluation.record import CaseRecord
 from pytest_rageval.gate.compare import load_baseline, setting_differences
 from pytest_rageval.gate.known import BaselineFailures, known_verdict
 from pytest_rageval.sanitize import terminal_safe
-
-from .settings import Settings
 
 
 class KnownFailures:

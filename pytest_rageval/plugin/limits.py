@@ -10,11 +10,11 @@ workers share one limit per endpoint (a fixed N stays each worker's own). ``rage
 from __future__ import annotations
 
 from pytest_rageval import defaults
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter, RateSpacing, format_rate
 from pytest_rageval.redact import scrub_urls
 
 from .flow_share import FlowAddress, SharedLimiter, SharedSpec, link_to
-from .settings import Settings
 
 __all__ = ["Limits", "combined", "flow_notes"]
 

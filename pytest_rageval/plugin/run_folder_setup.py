@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.runs.artifacts import config_hash
 from pytest_rageval.runs.folder import RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results
 from pytest_rageval.runs.resume import differences, selection_of
-
-from .settings import Settings
 
 
 @dataclasses.dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import resolve_thresholds
@@ -22,7 +23,6 @@ from pytest_rageval.targets.resolve import client_of, load_target
 from .flow_share import FlowAddress
 from .judge_factory import build_judge, judge_info
 from .limits import Limits
-from .settings import Settings
 
 
 @dataclass

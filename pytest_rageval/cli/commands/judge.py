@@ -33,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from pytest_rageval.config.settings import Settings
     from pytest_rageval.evaluation import registry
     from pytest_rageval.judges.base import JudgeAuthError
     from pytest_rageval.plugin.judge_factory import build_judge
-    from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.runs.folder import RunFolder
 
     from ..rejudge import rejudge_run
