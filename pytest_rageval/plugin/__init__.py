@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
     from .handwritten import SessionClient
     from .judge_factory import SessionJudge
 
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """The plugin's own hooks (``pytest_rageval_metrics``), as pytest-xdist and pytest-html add theirs."""
     from . import hookspecs
