@@ -316,15 +316,19 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         raise PluginError(str(exc)) from None
 
 
+def _shown(page: Path) -> str:
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+
+
 def main(argv: list[str]) -> int:
     """Rewrite the reference pages (or, with ``--check``, list the stale ones and exit 1)."""
     if "--check" in argv:
         stale = stale_pages()
         for page in stale:
-            print(f"{page.relative_to(ROOT)}: stale; run {REGENERATE}")
+            print(f"{_shown(page)}: stale; run {REGENERATE}")
         return 1 if stale else 0
     for page in write_pages():
-        print(f"wrote {page.relative_to(ROOT)}")
+        print(f"wrote {_shown(page)}")
     return 0
 
 
