@@ -11,6 +11,8 @@ import argparse
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -81,7 +83,7 @@ def test_the_cli_page_lists_every_command_and_each_of_its_flags() -> None:
         assert f"`{flag}" in section
 
 
-@pytest.mark.parametrize("shape", ["RECORD", "CHUNK", "METRICS", "CONFIG"])
+@pytest.mark.parametrize("shape", ["RECORD", "CHUNK", "METRICS", "CONFIG", "CALIBRATION"])
 def test_every_field_of_each_artifact_is_on_the_artifacts_page(shape: str) -> None:
     page = (REFERENCE / "artifacts.md").read_text(encoding="utf-8")
     for path, _ in readback.fields(getattr(readback, shape)):
@@ -135,3 +137,21 @@ def test_what_real_runs_write_is_what_the_readers_shapes_declare(pytester: pytes
     folders = [run for output, _ in runs for run in (pytester.path / output).iterdir() if run.is_dir()]
     assert len(folders) == 3
     assert [problem for run in folders for problem in _checked(run)] == []
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_what_rageval_calibrate_writes_is_what_the_calibration_shape_declares(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "calibrate", "--judge", "lexical", "-o", "out", "--invariance"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    (written,) = (tmp_path / "out").rglob("calibration.json")
+    data = json.loads(written.read_text(encoding="utf-8"))
+    assert data["invariance"] and data["metrics"]
+    assert list(readback.undeclared(data, readback.CALIBRATION)) == []
+    assert readback.problems(data, readback.CALIBRATION) == []

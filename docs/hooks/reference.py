@@ -9,9 +9,9 @@ As an MkDocs hook, :func:`on_page_markdown` fills the tables of the page being b
   (``pytest_rageval/config/table.py``), by group;
 - ``eval-fields``: every field of an eval-set line, from ``pytest_rageval/eval_case.schema.json``;
 - ``cli``: every command of ``rageval`` and each of its arguments, from its argparse parser;
-- ``artifact-record``, ``artifact-chunk``, ``artifact-metrics``, ``artifact-config``: every field of a
-  results.jsonl record, a stored chunk, metrics.json and config.json, from the shapes the readers check
-  (``pytest_rageval/runs/readback.py``).
+- ``artifact-record``, ``artifact-chunk``, ``artifact-metrics``, ``artifact-config``, ``artifact-calibration``:
+  every field of a results.jsonl record, a stored chunk, metrics.json, config.json and calibration.json, from
+  the shapes the readers check (``pytest_rageval/runs/readback.py``).
 
 The build documents the checkout it runs in: the repository root goes first on ``sys.path``.
 """
@@ -36,28 +36,6 @@ MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->\n?(?:(.*?)<!--\s*end ge
 PAGES = tuple(ROOT / "docs" / "reference" / name for name in ("options.md", "ini.md", "eval-lines.md", "cli.md", "artifacts.md"))
 #: the command that rewrites them
 REGENERATE = "python docs/hooks/reference.py"
-
-#: What each eval-line field means, for the fields whose schema carries no description of its own (a schema
-#: description wins). tests/test_docs.py checks that every field of the schema is described one way or the other.
-FIELD_MEANINGS = {
-    "question": "the question sent to the RAG (alias `query`)",
-    "answerable": "false: the system must abstain",
-    "reference_answer": "for correctness judging (alias `referenceAnswer`)",
-    "expected_key_facts": "facts a correct answer contains",
-    "gold_supports": "anchors of supporting content",
-    "gold_doc_ids": "id-based gold: matches a chunk's doc_id (aliases `expectedProposalIds`, `expected_doc_ids`)",
-    "tags": "free tags, usable with `-k`",
-    "category": "factual, reasoning, multi_hop, recency/conflict, general, adversarial, ...",
-    "difficulty": "easy / medium / hard",
-    "vaults": "scope of the question (carried into results)",
-    "folders": "scope of the question (carried into results)",
-    "thresholds": "per-case threshold overrides, `{metric: value}`",
-    "flaky": "run `repeat` times (3 when `repeat` is not given), pass on majority, report as flaky",
-    "repeat": "runs of this case, 1 to 100 (1; 3 when flaky)",
-    "skip": "reason: pytest skip; nothing is sent for a skipped case",
-    "xfail": "reason: pytest xfail",
-    "metadata": "free-form, carried into results",
-}
 
 
 def _cell(text: str) -> str:
@@ -186,9 +164,9 @@ def eval_field_rows() -> list[tuple[str, str, str, str, str]]:
     rows = []
     for name in names:
         spec = schema["properties"][name]
-        meaning = spec.get("description") or FIELD_MEANINGS.get(name, "")
+        meaning = spec.get("description", "")
         if not meaning:
-            raise ValueError(f"eval-set field {name} has no description: add one to docs/hooks/reference.py FIELD_MEANINGS")
+            raise ValueError(f"eval-set field {name} has no description: give it one in pytest_rageval/evaluation/schema.py")
         if name in required:
             default = ""
         elif "default" in spec:
@@ -273,6 +251,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "artifact-chunk": _artifact("CHUNK"),
     "artifact-metrics": _artifact("METRICS"),
     "artifact-config": _artifact("CONFIG"),
+    "artifact-calibration": _artifact("CALIBRATION"),
 }
 
 

@@ -4,7 +4,7 @@ metrics.json, config.json and results.jsonl are written by the plugin, but an ol
 a hostile file may hold anything. Their JSON syntax is read strictly elsewhere (:func:`safejson.read_file`,
 :func:`.folder.load_record_line`); here their values are: every number finite and within float range,
 every string valid Unicode (no lone surrogate), and each field of the type it must be, by the shapes below
-(:data:`METRICS`, :data:`RECORD`, :data:`CONFIG`, :data:`CHUNK`, :data:`HISTORY_ENTRY`). The shapes are the one
+(:data:`METRICS`, :data:`RECORD`, :data:`CONFIG`, :data:`CHUNK`, :data:`HISTORY_ENTRY`, :data:`CALIBRATION`). The shapes are the one
 declaration of these files: they name every field the plugin writes (:func:`undeclared` finds a written field
 they lack; the tests run real runs through it) and the reference page of the run artifacts is generated from
 them (:func:`fields`). Reading, unknown fields are allowed, and any field may be missing or null. Each problem is one
@@ -30,6 +30,7 @@ from pytest_rageval.evaluation.schema import HeadingPath
 from pytest_rageval.evaluation.stored_chunk import StoredChunk
 
 __all__ = [
+    "CALIBRATION",
     "CHUNK",
     "CONFIG",
     "FORMAT_VERSION",
@@ -365,6 +366,37 @@ CONFIG: dict[str, Any] = {
         "matrix": OBJECT,
         "docs_root": TEXT,
     },
+}
+
+
+_FIGURES = {  # a judge metric's agreement with the labels (judges/calibrate.py)
+    **{name: INTEGER for name in ("n", "tp", "fp", "tn", "fn", "errors", "requests")},
+    **{name: NUMBER for name in ("accuracy", "balanced_accuracy", "kappa", "cost_usd")},
+    **{name: [NUMBER] for name in ("accuracy_ci", "balanced_accuracy_ci", "kappa_ci")},
+    "disagreements": [TEXT],  # the labelled answers the judge got wrong, by id
+}
+_CHANGE = {  # one change of the invariance check (judges/invariance.py)
+    "kind": TEXT,
+    "description": TEXT,
+    "metrics": {
+        EACH: {
+            **{name: INTEGER for name in ("n", "errors", "flips", "detected")},
+            "flip_rate": NUMBER,
+            "detection_rate": NUMBER,
+            "flipped": [TEXT],
+            "missed": [TEXT],
+        }
+    },
+}
+
+#: calibration.json (``rageval calibrate``, below ``<output>/calibration/<id>/``): what a run's
+#: ``rageval_min_judge_agreement`` check reads.
+CALIBRATION: dict[str, Any] = {
+    "judge": {"kind": TEXT, "model": TEXT, "base_url": TEXT, "prompt_version": TEXT},
+    "set": TEXT,
+    "set_hash": TEXT,
+    "metrics": {EACH: _FIGURES},
+    "invariance": {EACH: _CHANGE},
 }
 
 
