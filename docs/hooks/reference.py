@@ -265,7 +265,7 @@ def render(markdown: str, where: str = "", *, markers: bool = True) -> str:
             raise ValueError(f"{where}: unknown generated table {name!r} (known: {', '.join(GENERATORS)})")
         if not markers:
             return GENERATORS[name]()
-        return f"<!-- generated: {name} -->\n{GENERATORS[name]()}<!-- end generated: {name} -->"
+        return f"<!-- generated: {name} -->\n\n{GENERATORS[name]()}\n<!-- end generated: {name} -->"
 
     return MARKER.sub(table, markdown)
 
