@@ -8,6 +8,7 @@ run artifacts' fields come from the shapes the readers check, which must declare
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
 import shutil
@@ -155,3 +156,17 @@ def test_what_rageval_calibrate_writes_is_what_the_calibration_shape_declares(tm
     assert data["invariance"] and data["metrics"]
     assert list(readback.undeclared(data, readback.CALIBRATION)) == []
     assert readback.problems(data, readback.CALIBRATION) == []
+
+
+def test_the_run_folder_file_names_are_spelled_only_in_runs() -> None:
+    """Everywhere else names a run folder's files through ``RunFolder`` (``config_path``, ``metrics_path``, ...)."""
+    names = {RunFolder.RESULTS, RunFolder.METRICS, RunFolder.CONFIG, RunFolder.REPORT, RunFolder.LATEST}
+    package = ROOT / "pytest_rageval"
+    spelled = [
+        f"{path.relative_to(package)}:{node.lineno}: {node.value}"
+        for path in sorted(package.rglob("*.py"))
+        if path.parent.name != "runs"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in names
+    ]
+    assert spelled == []
