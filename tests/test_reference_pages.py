@@ -170,3 +170,12 @@ def test_the_run_folder_file_names_are_spelled_only_in_runs() -> None:
         if isinstance(node, ast.Constant) and node.value in names
     ]
     assert spelled == []
+
+
+def test_the_record_shape_has_every_key_of_the_type_records_are_built_as() -> None:
+    """The runner builds a record as a ``CaseRecord``; the readers check it by ``RECORD``: the same keys."""
+    from typing import get_type_hints
+
+    from pytest_rageval.evaluation.record import CaseRecord
+
+    assert set(readback.RECORD) == set(get_type_hints(CaseRecord)) - {"spot_input"}

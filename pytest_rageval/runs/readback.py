@@ -136,7 +136,8 @@ _JUDGE_INFO = {
 
 _ERROR = dict.fromkeys(("kind", "message"), TEXT)  # record.CaseError's fields, both text
 
-#: A results.jsonl line (record.CaseRecord): the fields re-judging, rescoring, merging and the reports read.
+#: A results.jsonl line: every key of record.CaseRecord, the type the record is built as (but ``spot_input``, never
+#: written), with what each holds.
 RECORD: dict[str, Any] = {
     "key": TEXT,
     "test_case_id": TEXT,
@@ -166,7 +167,8 @@ RECORD: dict[str, Any] = {
     "correctness": {"score": SCORE, "reasoning": TEXT},
     "abstention": {"abstained": FLAG, "hallucinated": FLAG},
     "thresholds": OBJECT,
-    "misses": [{"metric": TEXT, "op": TEXT, "threshold": NUMBER, "value": SCORE}],
+    "misses": [{"metric": TEXT, "op": TEXT, "threshold": SCORE, "value": SCORE}],
+    "since_baseline": {"kind": TEXT, "text": TEXT},
     "warnings": [TEXT],
     "notes": [TEXT],
     "answer": TEXT,
@@ -179,6 +181,7 @@ RECORD: dict[str, Any] = {
     "judge": {EACH: _VERDICT},
     "judge_input": {"question": TEXT, "answer": TEXT, "contexts": [TEXT], "context_chunks_truncated": [TEXT], "context_chunk_ids": LIST},
     "judge_attempted": [TEXT],
+    "spot_check": OBJECT,
     "judge_cache": {"hits": INTEGER, "misses": INTEGER},
     "cost": {"judge_tokens": INTEGER, "judge_cost_usd": NUMBER},
     "trace": {"k": INTEGER, "case": OBJECT, "require_snippets": FLAG, "rag_abstained": FLAG},
