@@ -49,6 +49,7 @@ class Setting:
     env: str | None = None
     table: tuple[str, ...] = ()  # key path below [tool.rageval]
     repeatable: bool = False
+    unset: Any = None  # what pytest hands over when nobody set the option or ini key (None: its "not set")
 
     @property
     def dest(self) -> str | None:
@@ -61,7 +62,10 @@ class Setting:
 
     @property
     def ini_default(self) -> Any:
-        """What pytest returns for an ini key nobody set: "not set", so the later sources and the default apply."""
+        """What pytest returns for an ini key nobody set: "not set" unless told, so the later sources and the
+        default apply."""
+        if self.unset is not None:
+            return self.unset
         return [] if self.kind == "lines" else False if self.kind == "bool" else ""
 
     @property
@@ -100,7 +104,7 @@ class Setting:
         attrs: dict[str, Any] = {"help": self.option_help()}
         if self.kind == "flag":
             return {**attrs, "action": "store_true", "default": False}
-        attrs["default"] = [] if self.repeatable else None
+        attrs["default"] = [] if self.repeatable else self.unset
         if self.repeatable:
             attrs["action"] = "append"
         if self.kind in ("int", "float"):
@@ -135,6 +139,7 @@ SETTINGS: tuple[Setting, ...] = (
         ini="rageval_eval_sets",
         kind="lines",
         default=", ".join(defaults.EVAL_SET_GLOBS),
+        unset=list(defaults.EVAL_SET_GLOBS),
     ),
     _s(
         "repeat",
@@ -173,7 +178,14 @@ SETTINGS: tuple[Setting, ...] = (
         kind="lines",
     ),
     _s("response_map_text", "response mapping, lines `target = source.path`", "System under test", ini="rageval_response_map", kind="lines"),
-    _s("timeout", "seconds before a RAG call times out", "System under test", ini="rageval_timeout", default=f"{defaults.TIMEOUT:g}"),
+    _s(
+        "timeout",
+        "seconds before a RAG call times out",
+        "System under test",
+        ini="rageval_timeout",
+        default=f"{defaults.TIMEOUT:g}",
+        unset=f"{defaults.TIMEOUT:g}",
+    ),
     _s(
         "params_hook",
         "package.module:function(target, params) returning the framework object to ask for a call's params",
@@ -274,6 +286,7 @@ SETTINGS: tuple[Setting, ...] = (
         kind="int",
         metavar="N",
         default="0",
+        unset=0,
     ),
     _s("spot_check_model", "second judge model for the spot check", "Judge", option="--rageval-spot-check-model", metavar="MODEL"),
     _s(
