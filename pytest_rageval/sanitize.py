@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from . import defaults
 
@@ -61,14 +61,6 @@ class Limits:
     chunk_text: int = defaults.MAX_CHUNK_CHARS
     reasoning: int = defaults.MAX_REASONING_CHARS
     error: int = defaults.MAX_ERROR_CHARS
-
-    #: The ini key of each limit.
-    INI: ClassVar[dict[str, str]] = {
-        "answer": "rageval_max_answer_chars",
-        "chunk_text": "rageval_max_chunk_chars",
-        "reasoning": "rageval_max_reasoning_chars",
-        "error": "rageval_max_error_chars",
-    }
 
 
 def cap(text: str, limit: int, what: str) -> tuple[str, str | None]:

@@ -16,10 +16,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 
-#: the modules that hold the settings (the Settings object, the [tool.rageval] table, the command-line checks):
-#: pytest-free, below the engine, which names ``Settings`` for its types only
-SETTINGS: tuple[str, ...] = ("config.*", "plugin.settings", "plugin.config", "plugin.cmdline")
-
 #: lowest first; a module may import from its own layer or a lower one (docs/internals.md). ``name.*`` is a
 #: subpackage and every module in it; a top-level module is named one by one, so a new one must be placed.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -29,17 +25,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluation.*",),
     # 2 the system under test; the judges
     ("targets.*", "judges.*"),
-    # 3 aggregation and comparison; run storage
-    ("gate.*", "runs.*"),
+    # 3 aggregation and comparison; run storage; the settings
+    ("gate.*", "runs.*", "config.*"),
     # 4 reports
     ("report.*",),
-    # 5 the settings: the Settings object and the [tool.rageval] table (no pytest)
-    SETTINGS,
-    # 6 the engine: a run's work without pytest, which the pytest surface and the command line share
+    # 5 the engine: a run's work without pytest, which the pytest surface and the command line share
     ("engine.*",),
-    # 7 the pytest surface
+    # 6 the pytest surface
     ("plugin.*",),
-    # 8 the command line
+    # 7 the command line
     ("cli.*",),
     # the bundled demo RAG imports nothing of the plugin
     ("demo.*",),
@@ -202,15 +196,15 @@ def test_pytest_only_in_the_pytest_surface() -> None:
 
 
 def test_the_engine_runs_without_the_pytest_surface() -> None:
-    """engine/ imports nothing of plugin/ when it runs (the settings' type alone, under ``TYPE_CHECKING``), and cli/
-    nothing of plugin/ but the settings: importing any ``plugin.x`` runs plugin/__init__.py, which loads pytest."""
+    """Neither engine/ nor cli/ imports anything of plugin/: importing any ``plugin.x`` runs plugin/__init__.py,
+    which loads pytest."""
     graph = imports()
     reaching = [
         f"{_short(module)} imports {_short(target)}"
         for module, targets in sorted(graph.items())
         if _short(module).startswith(("engine", "cli"))
         for target in sorted(targets)
-        if _short(target).startswith("plugin") and not any(_matches(target, name) for name in SETTINGS)
+        if _short(target).startswith("plugin")
     ]
     assert reaching == []
 

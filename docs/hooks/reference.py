@@ -1,19 +1,24 @@
-"""MkDocs hook: the reference tables generated from the plugin's own definitions, so they cannot drift.
+"""The reference pages' tables, generated from the code's own definitions and committed as Markdown.
 
-A page holds a marker such as ``<!-- generated: options -->``; at build time :func:`on_page_markdown`
-replaces it with the table of that name:
+A page holds each table between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->`` (HTML
+comments: a code host shows the table alone). ``python docs/hooks/reference.py`` rewrites the tables of every
+page in :data:`PAGES`; ``--check`` only says which are stale (``tests/test_reference_pages.py`` fails then).
+As an MkDocs hook, :func:`on_page_markdown` fills the tables of the page being built the same way.
 
-- ``options``: every command-line option ``pytest_rageval.plugin.pytest_addoption`` registers on a real
-  pytest ``Parser`` (the object pytest itself passes), with its value, default and help;
-- ``ini``: every ini key it registers with ``parser.addini``, with its type, default and help;
-- ``eval-fields``: every field of an eval-set line, from ``pytest_rageval/eval_case.schema.json``.
+- ``options``, ``ini``: every command-line option and ini key of the settings table
+  (``pytest_rageval/config/table.py``), by group;
+- ``eval-fields``: every field of an eval-set line, from ``pytest_rageval/eval_case.schema.json``;
+- ``cli``: every command of ``rageval`` and each of its arguments, from its argparse parser;
+- ``artifact-record``, ``artifact-chunk``, ``artifact-metrics``, ``artifact-config``, ``artifact-calibration``:
+  every field of a results.jsonl record, a stored chunk, metrics.json, config.json and calibration.json, from
+  the shapes the readers check (``pytest_rageval/runs/readback.py``).
 
-The rendering functions are importable on their own (``tests/test_docs.py`` calls them). The build documents
-the checkout it runs in: the repository root goes first on ``sys.path``.
+The build documents the checkout it runs in: the repository root goes first on ``sys.path``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -26,40 +31,11 @@ if str(ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(ROOT))
 
 SCHEMA_PATH = ROOT / "pytest_rageval" / "eval_case.schema.json"
-MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->")
-
-#: What each eval-line field means, for the fields whose schema carries no description of its own (a schema
-#: description wins). tests/test_docs.py checks that every field of the schema is described one way or the other.
-FIELD_MEANINGS = {
-    "question": "the question sent to the RAG (alias `query`)",
-    "answerable": "false: the system must abstain",
-    "reference_answer": "for correctness judging (alias `referenceAnswer`)",
-    "expected_key_facts": "facts a correct answer contains",
-    "gold_supports": "anchors of supporting content",
-    "gold_doc_ids": "id-based gold: matches a chunk's doc_id (aliases `expectedProposalIds`, `expected_doc_ids`)",
-    "tags": "free tags, usable with `-k`",
-    "category": "factual, reasoning, multi_hop, recency/conflict, general, adversarial, ...",
-    "difficulty": "easy / medium / hard",
-    "vaults": "scope of the question (carried into results)",
-    "folders": "scope of the question (carried into results)",
-    "thresholds": "per-case threshold overrides, `{metric: value}`",
-    "flaky": "run `repeat` times (3 when `repeat` is not given), pass on majority, report as flaky",
-    "repeat": "runs of this case, 1 to 100 (1; 3 when flaky)",
-    "skip": "reason: pytest skip; nothing is sent for a skipped case",
-    "xfail": "reason: pytest xfail",
-    "metadata": "free-form, carried into results",
-}
-
-
-def _parser() -> Any:
-    """A real pytest ``Parser`` with the plugin's options and ini keys registered, as pytest does at start-up."""
-    from _pytest.config.argparsing import Parser  # pytest.Parser is the same class, not meant to be built by plugins
-
-    from pytest_rageval.plugin import pytest_addoption
-
-    parser = Parser(_ispytest=True)
-    pytest_addoption(parser)
-    return parser
+MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->\n?(?:(.*?)<!--\s*end generated:\s*\1\s*-->)?", re.S)
+#: the pages that hold generated tables
+PAGES = tuple(ROOT / "docs" / "reference" / name for name in ("options.md", "ini.md", "eval-lines.md", "cli.md", "artifacts.md"))
+#: the command that rewrites them
+REGENERATE = "python docs/hooks/reference.py"
 
 
 def _cell(text: str) -> str:
@@ -87,67 +63,70 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _takes_value(attrs: dict[str, Any]) -> bool:
-    """Whether the option takes a value (pytest 7 keeps the ``action`` name, later pytest argparse's ``nargs``)."""
-    action = attrs.get("action")
-    if isinstance(action, str):
-        return action not in ("store_true", "store_false", "store_const", "count", "append_const")
-    return attrs.get("nargs") != 0
-
-
-def _option_usage(names: list[str], attrs: dict[str, Any]) -> str:
-    """``--rageval-k K``: the option's names and the value it takes."""
-    value = ""
-    if _takes_value(attrs):
-        if attrs.get("choices"):
-            value = " {" + ",".join(str(c) for c in attrs["choices"]) + "}"
-        else:
-            value = " " + (attrs.get("metavar") or str(attrs.get("dest", "value")).upper())
-    return ", ".join(name + value for name in names)
-
-
 def _default(value: Any) -> str:
-    """A default as code spans, one a line for a list; "" when there is none (None, "", [])."""
-    if value is None or value == "" or value == []:
-        return ""
-    if isinstance(value, list):
-        return "<br>".join(_code(str(item)) for item in value)
-    return _code(json.dumps(value) if isinstance(value, bool) else str(value))
+    """A default as a code span; "" when there is none."""
+    return _code(str(value)) if value not in (None, "", [], False) else ""
 
 
-def option_rows() -> list[tuple[str, str, str]]:
-    """(usage, default, help) of every option in the plugin's option group, in registration order."""
-    rows = []
-    for option in _parser().getgroup("rageval").options:
-        attrs = option.attrs()
-        help_text = str(attrs.get("help") or "").replace("%%", "%")
-        if not help_text.strip():
-            raise ValueError(f"option {option.names()[0]} has no help text: give it one in pytest_addoption")
-        default = attrs.get("default")
-        shown = "" if default is False else _default(default)  # a flag's False says nothing
-        rows.append((_code(_option_usage(option.names(), attrs)), shown, _cell(help_text)))
-    return rows
+def _setting_table() -> Any:
+    from pytest_rageval.config import table
+
+    return table
+
+
+def _also(setting: Any, skip: str) -> str:
+    """Where else a setting is set: its option, ini key, ``[tool.rageval]`` key, environment variable."""
+    parts = []
+    if setting.option and skip != "option":
+        parts.append(_code(setting.option))
+    if setting.ini and skip != "ini":
+        parts.append("ini " + _code(setting.ini))
+    if setting.table_key:
+        parts.append(_code(setting.table_key))
+    if setting.env:
+        parts.append("env " + _code(setting.env))
+    return ", ".join(parts)
+
+
+def _option_usage(setting: Any) -> str:
+    """``--rageval-k K``: the option and the value it takes."""
+    if setting.kind == "flag":
+        return str(setting.option)
+    value = "{" + ",".join(setting.choices) + "}" if setting.choices else setting.option_attrs()["metavar"]
+    return f"{setting.option} {value.replace('|', '/')}"  # a code host splits a table cell at any pipe
+
+
+def _grouped(rows_of: Callable[[Any], list[str] | None], header: tuple[str, ...]) -> str:
+    """One table a group of settings, under a ``###`` heading, in the settings table's order."""
+    table = _setting_table()
+    parts = []
+    for group in table.GROUPS:
+        rows = [row for s in table.SETTINGS if s.group == group and (row := rows_of(s)) is not None]
+        if rows:
+            parts.append(f"### {group}\n\n" + _table(header, rows))
+    return "\n".join(parts)
+
+
+def _option_row(setting: Any) -> list[str] | None:
+    if not setting.option:
+        return None
+    return [_code(_option_usage(setting)), _default(setting.default), _cell(setting.help), _also(setting, "option")]
+
+
+def _ini_row(setting: Any) -> list[str] | None:
+    if not setting.ini:
+        return None
+    return [_code(setting.ini), setting.ini_type, _default(setting.default), _cell(setting.help), _also(setting, "ini")]
 
 
 def options_markdown() -> str:
-    """The Markdown table of every command-line option of the plugin."""
-    return _table(("option", "default", "meaning"), option_rows())
-
-
-def ini_rows() -> list[tuple[str, str, str, str]]:
-    """(name, type, default, help) of every ini key, in registration order."""
-    rows = []
-    for name, (help_text, kind, default) in _parser()._inidict.items():  # pytest has no public reader of ini keys
-        if not str(help_text or "").strip():
-            raise ValueError(f"ini key {name} has no help text: give it one in pytest_rageval/defaults.py INI_KEYS")
-        shown = _default(default)
-        rows.append((_code(name), str(kind or "string"), shown, _cell(str(help_text))))
-    return rows
+    """The Markdown tables of every command-line option of the plugin, by group."""
+    return _grouped(_option_row, ("option", "default", "meaning", "also set by"))
 
 
 def ini_markdown() -> str:
-    """The Markdown table of every ini key of the plugin (``[pytest]`` / ``[tool.pytest.ini_options]``)."""
-    return _table(("ini key", "type", "default", "meaning"), ini_rows())
+    """The Markdown tables of every ini key of the plugin (``[pytest]`` / ``[tool.pytest.ini_options]``), by group."""
+    return _grouped(_ini_row, ("ini key", "type", "default", "meaning", "also set by"))
 
 
 def _schema_type(spec: dict[str, Any], defs: dict[str, Any]) -> str:
@@ -185,9 +164,9 @@ def eval_field_rows() -> list[tuple[str, str, str, str, str]]:
     rows = []
     for name in names:
         spec = schema["properties"][name]
-        meaning = spec.get("description") or FIELD_MEANINGS.get(name, "")
+        meaning = spec.get("description", "")
         if not meaning:
-            raise ValueError(f"eval-set field {name} has no description: add one to docs/hooks/reference.py FIELD_MEANINGS")
+            raise ValueError(f"eval-set field {name} has no description: give it one in pytest_rageval/evaluation/schema.py")
         if name in required:
             default = ""
         elif "default" in spec:
@@ -205,23 +184,103 @@ def eval_fields_markdown() -> str:
     return _cell(schema.get("description", "")) + "\n\n" + table
 
 
+def _argument(action: argparse.Action) -> str:
+    """``--max-cases N`` or ``RUN...``: an argument as a usage line writes it."""
+    if not action.option_strings:
+        name = str(action.metavar or action.dest).upper()
+        return name + ("..." if action.nargs in ("+", "*") else "")
+    if action.nargs == 0:
+        return ", ".join(action.option_strings)
+    if action.choices:
+        value = "{" + ",".join(str(c) for c in action.choices) + "}"
+    else:
+        value = str(action.metavar or action.dest.upper())
+    return ", ".join(f"{name} {value}" for name in action.option_strings) + (" ..." if action.nargs in ("+", "*") else "")
+
+
+def _commands() -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """(name, parser, summary) of every command of ``rageval``, in ``rageval --help`` order."""
+    from pytest_rageval.cli.parser import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    summaries = {choice.dest: str(choice.help or "") for choice in sub._choices_actions}
+    return [(name, command, summaries.get(name, "")) for name, command in sub.choices.items()]
+
+
+def command_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
+    """(argument, default, meaning) of each argument of one command (``--help`` left out)."""
+    rows = []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        help_text = str(action.help or "").replace("%%", "%")
+        if not help_text.strip():
+            raise ValueError(f"rageval {parser.prog.split()[-1]}: {_argument(action)} has no help text: give it one in its add_argument")
+        default = "" if action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings else _code(str(action.default))
+        rows.append([_code(_argument(action)), default, _cell(help_text)])
+    return rows
+
+
+def cli_markdown() -> str:
+    """A section for each command of ``rageval``: what it does, then each of its arguments."""
+    parts = []
+    for name, parser, summary in _commands():
+        rows = command_rows(parser)
+        body = _cell(summary) + "\n\n" + (_table(("argument", "default", "meaning"), rows) if rows else "No arguments.\n")
+        parts.append(f"### rageval {name}\n\n{body}")
+    return "\n".join(parts)
+
+
+def _artifact(shape_name: str) -> Callable[[], str]:
+    def markdown() -> str:
+        from pytest_rageval.runs import readback
+
+        rows = [[_code(path), _cell(kind)] for path, kind in readback.fields(getattr(readback, shape_name))]
+        return _table(("field", "type"), rows)
+
+    return markdown
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "options": options_markdown,
     "ini": ini_markdown,
     "eval-fields": eval_fields_markdown,
+    "cli": cli_markdown,
+    "artifact-record": _artifact("RECORD"),
+    "artifact-chunk": _artifact("CHUNK"),
+    "artifact-metrics": _artifact("METRICS"),
+    "artifact-config": _artifact("CONFIG"),
+    "artifact-calibration": _artifact("CALIBRATION"),
 }
 
 
-def render(markdown: str, where: str = "") -> str:
-    """``markdown`` with every ``<!-- generated: NAME -->`` marker replaced by its table."""
+def render(markdown: str, where: str = "", *, markers: bool = True) -> str:
+    """``markdown`` with the table of every ``<!-- generated: NAME -->`` block made anew (a lone start marker
+    gets its table and end marker); without ``markers``, the tables alone (the built site)."""
 
     def table(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:
             raise ValueError(f"{where}: unknown generated table {name!r} (known: {', '.join(GENERATORS)})")
-        return GENERATORS[name]()
+        if not markers:
+            return GENERATORS[name]()
+        return f"<!-- generated: {name} -->\n\n{GENERATORS[name]()}\n<!-- end generated: {name} -->"
 
     return MARKER.sub(table, markdown)
+
+
+def stale_pages() -> list[Path]:
+    """The pages of :data:`PAGES` whose generated tables are not what the code defines now."""
+    return [page for page in PAGES if render(page.read_text(encoding="utf-8"), page.name) != page.read_text(encoding="utf-8")]
+
+
+def write_pages() -> list[Path]:
+    """Rewrite the generated tables of every page; the pages that changed."""
+    changed = stale_pages()
+    for page in changed:
+        page.write_text(render(page.read_text(encoding="utf-8"), page.name), encoding="utf-8")
+    return changed
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -231,6 +290,26 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     from mkdocs.exceptions import PluginError
 
     try:
-        return render(markdown, page.file.src_uri)
+        return render(markdown, page.file.src_uri, markers=False)
     except ValueError as exc:
         raise PluginError(str(exc)) from None
+
+
+def _shown(page: Path) -> str:
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+
+
+def main(argv: list[str]) -> int:
+    """Rewrite the reference pages (or, with ``--check``, list the stale ones and exit 1)."""
+    if "--check" in argv:
+        stale = stale_pages()
+        for page in stale:
+            print(f"{_shown(page)}: stale; run {REGENERATE}")
+        return 1 if stale else 0
+    for page in write_pages():
+        print(f"wrote {_shown(page)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

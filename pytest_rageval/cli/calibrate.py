@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from pytest_rageval.config.settings import SettingsError
     from pytest_rageval.engine.judge_factory import build_judge, judge_info
     from pytest_rageval.judges.base import JudgeAuthError
     from pytest_rageval.judges.calibration_measure import (
@@ -68,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     from pytest_rageval.judges.calibration_store import CALIBRATION_DIR, judge_identity, write_calibration
     from pytest_rageval.judges.invariance import as_json as invariance_json
     from pytest_rageval.judges.invariance import format_invariance, invariance
-    from pytest_rageval.plugin.settings import SettingsError
     from pytest_rageval.runs.artifacts import new_run_id
 
     path = Path(args.set) if args.set else SHIPPED_SET
@@ -135,9 +135,9 @@ def _judge_settings(args: argparse.Namespace) -> Any:
     ``--judge-base-url`` over them."""
     import os
 
+    from pytest_rageval.config.pyproject import read_tool_tables
+    from pytest_rageval.config.settings import build_settings, read_pyproject_table
     from pytest_rageval.errors import ConfigError
-    from pytest_rageval.plugin.config import read_tool_tables
-    from pytest_rageval.plugin.settings import build_settings, read_pyproject_table
 
     if args.pyproject is not None and not Path(args.pyproject).is_file():
         raise usage_error(f"calibrate: --pyproject {args.pyproject}: no such file")

@@ -41,13 +41,14 @@ def load_metrics(path: str) -> dict[str, Any]:
 
 def nearest_pyproject() -> Path | None:
     """The pyproject.toml of the current folder or the nearest folder above it, or None."""
-    here = Path.cwd()
-    return next((d / "pyproject.toml" for d in (here, *here.parents) if (d / "pyproject.toml").is_file()), None)
+    from pytest_rageval.config.pyproject import find_pyproject
+
+    return find_pyproject(Path.cwd())
 
 
 def gate_table(pyproject: str | None) -> dict[str, float]:
     """``[tool.rageval.gate]`` of ``pyproject`` or of the nearest pyproject.toml above the current folder."""
-    from pytest_rageval.plugin.settings import SettingsError, parse_gate, read_pyproject_table
+    from pytest_rageval.config.settings import SettingsError, parse_gate, read_pyproject_table
 
     path: Path | None
     if pyproject is not None:

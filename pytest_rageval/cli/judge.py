@@ -33,11 +33,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from pytest_rageval.config.settings import Settings
     from pytest_rageval.engine.judge_factory import build_judge
     from pytest_rageval.engine.rejudge import rejudge_run
     from pytest_rageval.evaluation import registry
     from pytest_rageval.judges.base import JudgeAuthError
-    from pytest_rageval.plugin.settings import Settings
     from pytest_rageval.runs.folder import RunFolder
 
     # By default the run's own judge again ("judge later"), or lexical after a run without an LLM judge.

@@ -52,8 +52,8 @@ def project_client(path: Path | None) -> ProjectClient:
     plugin reads them; LabelError for a file that cannot be read or a timeout that is not a number."""
     if path is None:
         return ProjectClient()
+    from pytest_rageval.config.pyproject import read_tool_tables
     from pytest_rageval.errors import ConfigError
-    from pytest_rageval.plugin.config import read_tool_tables
 
     try:
         ini, table = read_tool_tables(path)

@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_rageval import defaults
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.flow import Aimd, EndpointLimiter, FlowStats, Limiter, RateSpacing, format_rate
 from pytest_rageval.redact import scrub_urls
 
 from .flow_share import FlowAddress, SharedLimiter, SharedSpec, link_to
 
 if TYPE_CHECKING:
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
 
 __all__ = ["EndpointLimits", "combined", "flow_notes"]
 

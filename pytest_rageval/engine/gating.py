@@ -20,7 +20,7 @@ from pytest_rageval.judges.canary import compare_canary
 from pytest_rageval.runs.folder import RunFolder, write_json_atomic
 
 if TYPE_CHECKING:
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
     from pytest_rageval.report.baseline import GateOutcome
 
 

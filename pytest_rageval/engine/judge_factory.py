@@ -9,7 +9,7 @@ from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import Budget, JudgeSetup
 
 if TYPE_CHECKING:
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
 
     from .endpoint_limits import EndpointLimits
 

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.evaluation.record import CaseRecord
 from pytest_rageval.gate.baseline_file import load_baseline
 from pytest_rageval.gate.invariants import setting_differences
@@ -18,7 +19,7 @@ from pytest_rageval.gate.known import BaselineFailures, known_verdict
 from pytest_rageval.sanitize import terminal_safe
 
 if TYPE_CHECKING:
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
 
 
 class KnownFailures:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import EvalCase
 from pytest_rageval.evaluation.thresholds import resolve_thresholds
@@ -26,7 +27,7 @@ from .flow_share import FlowAddress
 from .judge_factory import build_judge, judge_info
 
 if TYPE_CHECKING:
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
 
 
 @dataclass

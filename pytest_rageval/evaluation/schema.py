@@ -105,14 +105,21 @@ class EvalCase(BaseModel):
         description="Printable characters only (no control characters, no leading or trailing whitespace), "
         "without '::', '[' or ']', and not of the form line<N> (the name of a bad line's error item).",
     )
-    question: str = Field(min_length=1, validation_alias=AliasChoices("question", "query"))
-    answerable: bool = True
-    reference_answer: str | None = Field(default=None, validation_alias=AliasChoices("reference_answer", "referenceAnswer"))
-    expected_key_facts: list[str] = Field(default_factory=list)
-    gold_supports: list[GoldSupport] = Field(default_factory=list)
+    question: str = Field(
+        min_length=1, validation_alias=AliasChoices("question", "query"), description="the question sent to the RAG (alias `query`)"
+    )
+    answerable: bool = Field(default=True, description="false: the system must abstain")
+    reference_answer: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("reference_answer", "referenceAnswer"),
+        description="for correctness judging (alias `referenceAnswer`)",
+    )
+    expected_key_facts: list[str] = Field(default_factory=list, description="facts a correct answer contains")
+    gold_supports: list[GoldSupport] = Field(default_factory=list, description="anchors of supporting content")
     gold_doc_ids: list[str] = Field(
         default_factory=list,
         validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
+        description="id-based gold: matches a chunk's doc_id (aliases `expectedProposalIds`, `expected_doc_ids`)",
     )
     required_support_groups: list[list[int]] | None = Field(
         default=None,
@@ -124,28 +131,28 @@ class EvalCase(BaseModel):
         description="Expected behaviour on conflicting sources, judged on the references. The first gold "
         "support is the newer source; in a case without gold_supports, the first gold doc id.",
     )
-    tags: list[str] = Field(default_factory=list)
-    category: str = CATEGORY_DEFAULT
-    difficulty: str | None = None
-    vaults: list[str] = Field(default_factory=list)
-    folders: list[str] = Field(default_factory=list)
-    thresholds: dict[str, bool | float] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list, description="free tags, usable with `-k`")
+    category: str = Field(default=CATEGORY_DEFAULT, description="factual, reasoning, multi_hop, recency/conflict, general, adversarial, ...")
+    difficulty: str | None = Field(default=None, description="easy / medium / hard")
+    vaults: list[str] = Field(default_factory=list, description="scope of the question (carried into results)")
+    folders: list[str] = Field(default_factory=list, description="scope of the question (carried into results)")
+    thresholds: dict[str, bool | float] = Field(default_factory=dict, description="per-case threshold overrides, `{metric: value}`")
     params: dict[str, Any] = Field(
         default_factory=dict,
         json_schema_extra=_PARAMS_SCHEMA,
         description="Extra request parameters of this case; not 'question' or 'k', which the plugin sends itself.",
     )
-    flaky: bool = False
+    flaky: bool = Field(default=False, description="run `repeat` times (3 when `repeat` is not given), pass on majority, report as flaky")
     judge: bool | None = Field(
         default=None,
         description="true/false overrides whether the case is judge-dependent (adds/removes the judge marker); "
         "false also leaves the judge out of this case.",
     )
     marks: list[str] = Field(default_factory=list, description="extra pytest markers on the case's items")
-    repeat: int | None = Field(default=None, ge=1, le=MAX_REPEAT)
-    skip: str | None = None
-    xfail: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    repeat: int | None = Field(default=None, ge=1, le=MAX_REPEAT, description="runs of this case, 1 to 100 (1; 3 when flaky)")
+    skip: str | None = Field(default=None, description="reason: pytest skip; nothing is sent for a skipped case")
+    xfail: str | None = Field(default=None, description="reason: pytest xfail")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="free-form, carried into results")
 
     @field_validator("id")
     @classmethod

@@ -16,19 +16,16 @@ decides which).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rageval import defaults
-from pytest_rageval.defaults import INI_KEYS
+from pytest_rageval.config.table import SETTINGS, ini_keys
 
 if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
     from pytest_rageval.engine.judge_factory import SessionJudge
 
     from .handwritten import SessionClient
-
-IniType = Literal["string", "linelist", "bool"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -39,90 +36,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Every option and ini key of the settings table (config/table.py), where each is declared once."""
     group = parser.getgroup("rageval", "RAG evaluation (pytest-rageval)")
-    group.addoption("--rageval", action="store_true", default=False, help="collect eval sets (*.jsonl) as tests and write run artifacts")
-    group.addoption(
-        "--rageval-target", default=None, metavar="URL|MODULE:CALLABLE", help="system under test (ini rageval_target, env RAGEVAL_TARGET)"
-    )
-    group.addoption("--rageval-k", default=None, type=int, metavar="K", help=f"how many retrieved chunks count (ini rageval_k, default {defaults.K})")
-    group.addoption(
-        "--rageval-output", default=None, metavar="DIR", help=f"folder of run artifacts (ini rageval_output, default {defaults.OUTPUT_DIR})"
-    )
-    group.addoption(
-        "--rageval-baseline", default=None, metavar="PATH", help="baseline metrics.json or run folder to compare with (ini rageval_baseline)"
-    )
-    group.addoption(
-        "--rageval-update-baseline", action="store_true", default=False, help="write this run's metrics.json to the baseline path instead of gating"
-    )
-    group.addoption("--rageval-allow-regressions", action="store_true", default=False, help="report baseline regressions without failing the session")
-    group.addoption(
-        "--rageval-ignore-invariants", action="store_true", default=False, help="compare with a baseline even if its eval set or judge differ"
-    )
-    group.addoption(
-        "--rageval-gate-significance", action="store_true", default=False, help="fail only drops whose 95%% paired-bootstrap interval excludes zero"
-    )
-    group.addoption(
-        "--rageval-threshold", action="append", default=[], metavar="METRIC=VALUE", help="override a threshold for every case (repeatable)"
-    )
-    group.addoption(
-        "--rageval-store-full-text", action="store_true", default=False, help="store full chunk text in results.jsonl (default: first 200 characters)"
-    )
-    group.addoption("--rageval-retrieval-only", action="store_true", default=False, help="run without judge metrics")
-    group.addoption(
-        "--rageval-concurrency",
-        default=None,
-        type=int,
-        metavar="N",
-        help="cases in flight at once in this process, RAG and judge requests included (default: adaptive per endpoint, "
-        f"from {defaults.CONCURRENCY} up to ini rageval_max_concurrency, {defaults.MAX_CONCURRENCY})",
-    )
-    group.addoption(
-        "--rageval-repeat",
-        default=None,
-        metavar="N",
-        help="run each judge-dependent case N times (every case without a judge), pass on majority, class it stable_pass/flaky/stable_fail; a case's own repeat wins (ini rageval_repeat)",
-    )
-    group.addoption(
-        "--rageval-shard", default=None, metavar="I/N", help="run share I of N of the cases (by a hash of file and id), for CI matrix jobs"
-    )
-    group.addoption(
-        "--rageval-summary-md",
-        default=None,
-        metavar="PATH",
-        help="write a short Markdown summary of the run for CI (also appended to $GITHUB_STEP_SUMMARY when set)",
-    )
-    group.addoption("--rageval-resume", default=None, metavar="RUN", help="finish an interrupted run folder: run only the cases it lacks")
-    group.addoption(
-        "--rageval-matrix",
-        default=None,
-        metavar="AXES",
-        help="run every case under every config, e.g. 'top_k=5,10;alpha=0.0,0.5' (wins over [tool.rageval.matrix])",
-    )
-    group.addoption("--rageval-rank-by", default=None, metavar="METRIC", help="aggregate the matrix's configs are ranked by (ini rageval_rank_by)")
-    group.addoption(
-        "--rageval-judge",
-        default=None,
-        choices=defaults.JUDGE_CHOICES,
-        help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical",
-    )
-    group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
-    group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")
-    group.addoption(
-        "--rageval-cache-dir", default=None, metavar="DIR", help=f"judge cache folder (ini rageval_cache_dir, default {defaults.CACHE_DIR})"
-    )
-    group.addoption("--rageval-no-cache", action="store_true", default=False, help="neither read nor write the judge cache")
-    group.addoption("--rageval-clear-cache", action="store_true", default=False, help="empty the judge cache before the run")
-    group.addoption(
-        "--rageval-judge-check", action="store_true", default=False, help="first check that the judge tells a faithful from a hallucinated answer"
-    )
-    group.addoption(
-        "--rageval-dry-run", action="store_true", default=False, help="print the planned RAG and judge requests, tokens and cost; send none"
-    )
-    group.addoption("--rageval-max-judge-cost", default=None, type=float, metavar="USD", help="stop judging once this much is spent (per process)")
-    group.addoption("--rageval-spot-check", default=0, type=int, metavar="N", help="re-judge N random cases with --rageval-spot-check-model")
-    group.addoption("--rageval-spot-check-model", default=None, metavar="MODEL", help="second judge model for the spot check")
-    for name, help_text, kind, default in INI_KEYS:
-        parser.addini(name, help_text, type=kind, default=default)
+    for setting in SETTINGS:
+        if setting.option:
+            group.addoption(setting.option, **setting.option_attrs())
+    for setting in SETTINGS:
+        if setting.ini:
+            parser.addini(setting.ini, setting.ini_help(), type=setting.ini_type, default=setting.ini_default)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups
     register_plugin_metrics(config)  # before the settings: thresholds and gate tolerances may name the metrics
-    start_session(config, INI_KEYS)
+    start_session(config, ini_keys())
 
 
 @pytest.hookimpl(trylast=True)  # after the session's plugin objects' own unconfigure

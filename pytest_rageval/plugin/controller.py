@@ -197,7 +197,7 @@ class RunController:
         self.metrics["session"] = self.verdict(session).as_dict()  # report.html and the CI summary state it
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
         if kept:
-            self.gate_notes.append(f"{self.settings.output_dir / 'latest'} not moved: {kept}")
+            self.gate_notes.append(f"{self.settings.output_dir / RunFolder.LATEST} not moved: {kept}")
         try:
             self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
             self.write_html()

@@ -40,9 +40,8 @@ from pytest_rageval.targets.protocol import RagClient
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_rageval.config.settings import Settings
     from pytest_rageval.engine.run_setup import RunSetup
-
-    from .settings import Settings
 
 
 class HandwrittenRunner(Protocol):

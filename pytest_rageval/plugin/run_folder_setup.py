@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_rageval.config.settings import Settings
 from pytest_rageval.runs.artifacts import config_hash
-from pytest_rageval.runs.folder import RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results
+from pytest_rageval.runs.folder import RunFolder, RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results
 from pytest_rageval.runs.resume import differences, selection_of
-
-from .settings import Settings
 
 
 @dataclasses.dataclass
@@ -85,7 +84,7 @@ def run_identity(config: pytest.Config, settings: Settings) -> dict[str, Any]:
 
 def recorded_identity(run_dir: Path) -> dict[str, Any]:
     """The run's config.json; without one (a run folder of an older version, killed) its first case's ``config``."""
-    recorded = read_json_object(run_dir / "config.json")
+    recorded = read_json_object(RunFolder(run_dir).config_path)
     if recorded:
         return recorded
     per_case = next((r["config"] for r in read_records(run_dir) if isinstance(r.get("config"), dict)), None)

@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from pytest_rageval.config.pyproject import find_pyproject
+from pytest_rageval.config.rootdir_check import root_moved_by
+from pytest_rageval.config.settings import Settings, SettingsError, build_settings, read_pyproject_table
 from pytest_rageval.engine.flow_share import FlowAddress
 from pytest_rageval.engine.run_setup import RunSetup
 from pytest_rageval.judges.cache import JudgeCacheError
@@ -30,15 +33,13 @@ from pytest_rageval.targets.protocol import RagConfigError
 
 from . import compat
 from .case_runner import CaseRunner, WorkerLink
-from .cmdline import root_moved_by
 from .collect import EvalCollection, collection_key, runner_key
 from .controller import RunController, controller_key
 from .schedule import Lookahead, WorkerLookahead
-from .settings import Settings, SettingsError, build_settings, pyproject_path, read_pyproject_table
 from .xdist_link import XdistControllerLink
 
 
-def start_session(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any]]) -> None:
+def start_session(config: pytest.Config, ini_keys: Sequence[str]) -> None:
     """Resolve the settings and register this process's plugin objects (a mistake is one usage error)."""
     invocation = Path(str(config.invocation_params.dir))
     named = [invocation / a.partition("::")[0] for a in config.args] if config.args_source == pytest.Config.ArgsSource.ARGS else []
@@ -151,15 +152,15 @@ def _distributes(config: pytest.Config) -> bool:
     return (getattr(config.option, "dist", "no") or "no") != "no" and not config.option.collectonly
 
 
-def _settings(config: pytest.Config, ini_keys: Sequence[tuple[str, Any, Any, Any]]) -> Settings:
+def _settings(config: pytest.Config, ini_keys: Sequence[str]) -> Settings:
     rootdir = Path(str(config.rootpath))
     try:
-        pyproject = read_pyproject_table(pyproject_path(config.inipath, rootdir))
+        pyproject = read_pyproject_table(find_pyproject(rootdir, config.inipath))
         settings = build_settings(
             rootdir=rootdir,
             invocation_dir=Path(str(config.invocation_params.dir)),
             option=config.option,
-            ini={name: config.getini(name) for name, *_ in ini_keys},
+            ini={name: config.getini(name) for name in ini_keys},
             pyproject=pyproject,
             environ=os.environ,
         )

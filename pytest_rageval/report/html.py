@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from pytest_rageval.atomic import open_atomic
 from pytest_rageval.runs import readback
-from pytest_rageval.runs.folder import read_checked
+from pytest_rageval.runs.folder import RunFolder, read_checked
 
 from . import browse
 from .baseline import BaselineCases, GateOutcome
@@ -232,7 +232,7 @@ def write_report(
 
     ``config`` defaults to the ``config`` of the run folder's config.json beside ``path`` (when there is one)."""
     if config is None:
-        recorded = read_checked(Path(path).parent / "config.json", readback.CONFIG).get("config")
+        recorded = read_checked(RunFolder(Path(path).parent).config_path, readback.CONFIG).get("config")
         config = recorded if isinstance(recorded, dict) else None
     with contextlib.ExitStack() as stack:
         pieces = _page(

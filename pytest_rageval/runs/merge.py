@@ -38,7 +38,7 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         raise MergeError("name at least one run folder")
     notes: list[str] = []
     metrics = [_read_json(RunFolder(d).metrics_path, readback.METRICS) for d in run_dirs]
-    configs = [_read_json(d / "config.json", readback.CONFIG) for d in run_dirs]
+    configs = [_read_json(RunFolder(d).config_path, readback.CONFIG) for d in run_dirs]
     if len({m.get("config_hash") for m in metrics}) > 1:
         notes.append("warning: the runs were made with different configurations (config_hash differs)")
     if len({json.dumps(m.get("judge"), sort_keys=True) for m in metrics}) > 1:

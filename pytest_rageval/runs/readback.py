@@ -3,9 +3,11 @@
 metrics.json, config.json and results.jsonl are written by the plugin, but an older version, a hand edit or
 a hostile file may hold anything. Their JSON syntax is read strictly elsewhere (:func:`safejson.read_file`,
 :func:`.folder.load_record_line`); here their values are: every number finite and within float range,
-every string valid Unicode (no lone surrogate), and each field the code reads of the type it expects, by the
-shapes below (:data:`METRICS`, :data:`RECORD`, :data:`CONFIG`, :data:`HISTORY_ENTRY`). A shape names only the
-fields the code reads: unknown fields are allowed, and any field may be missing or null. Each problem is one
+every string valid Unicode (no lone surrogate), and each field of the type it must be, by the shapes below
+(:data:`METRICS`, :data:`RECORD`, :data:`CONFIG`, :data:`CHUNK`, :data:`HISTORY_ENTRY`, :data:`CALIBRATION`). The shapes are the one
+declaration of these files: they name every field the plugin writes (:func:`undeclared` finds a written field
+they lack; the tests run real runs through it) and the reference page of the run artifacts is generated from
+them (:func:`fields`). Reading, unknown fields are allowed, and any field may be missing or null. Each problem is one
 line naming the field path and what is wrong (``cases["s.jsonl::a"].metrics.mrr: expected a number, got
 'abc'``), so a damaged file is one message naming file, field and problem, never a traceback.
 
@@ -27,7 +29,21 @@ from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation.schema import HeadingPath
 from pytest_rageval.evaluation.stored_chunk import StoredChunk
 
-__all__ = ["CONFIG", "FORMAT_VERSION", "HISTORY_ENTRY", "METRICS", "RECORD", "ReadbackError", "file_problem", "problems", "read_json"]
+__all__ = [
+    "CALIBRATION",
+    "CHUNK",
+    "CONFIG",
+    "FORMAT_VERSION",
+    "HISTORY_ENTRY",
+    "METRICS",
+    "RECORD",
+    "ReadbackError",
+    "fields",
+    "file_problem",
+    "problems",
+    "read_json",
+    "undeclared",
+]
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,8 @@ FLAG = Kind("true or false", lambda v: isinstance(v, bool))
 SCORE = Kind("a number or true/false", lambda v: isinstance(v, (int, float)))
 OBJECT = Kind("an object", lambda v: isinstance(v, dict))
 LIST = Kind("a list", lambda v: isinstance(v, list))
+#: a value the readers take as it comes (free-form, or shown as unknown when it is not what they expect)
+ANY = Kind("any value", lambda v: True)
 #: a heading path in either form: ``"# Setup > ## Embeddings"`` or ``["Setup", "Embeddings"]``
 HEADING = Kind(
     "a heading path (a string or a list of strings)",
@@ -89,13 +107,37 @@ def _shape_of(typed: type) -> dict[str, Kind]:
 
 
 #: A stored chunk (evaluation/stored_chunk.py, the one owner of its shape).
-_CHUNK = _shape_of(StoredChunk)
-_VERDICT = {"score": SCORE, "label": FLAG, "reasoning": TEXT, "prompt_tokens": INTEGER, "completion_tokens": INTEGER, "cost_usd": NUMBER}
-_JUDGE_INFO = {"name": TEXT, "model": TEXT, "prompt_version": TEXT, "base_url": TEXT, "json_mode": TEXT}
+CHUNK = _shape_of(StoredChunk)
+_VERDICT = {
+    "metric": TEXT,
+    "score": SCORE,
+    "label": FLAG,
+    "reasoning": TEXT,
+    "supported_claims": [TEXT],
+    "unsupported_claims": [TEXT],
+    "raw": TEXT,
+    "attempts": INTEGER,
+    "cached": FLAG,
+    "prompt_tokens": INTEGER,
+    "completion_tokens": INTEGER,
+    "cost_usd": NUMBER,
+}
+_JUDGE_INFO = {
+    "name": TEXT,
+    "model": TEXT,
+    "prompt_version": TEXT,
+    "prompt_versions": {EACH: TEXT},
+    "base_url": TEXT,
+    "json_mode": TEXT,
+    "temperature": NUMBER,
+    "seed": INTEGER,
+    "heuristic": FLAG,
+}
 
 _ERROR = dict.fromkeys(("kind", "message"), TEXT)  # record.CaseError's fields, both text
 
-#: A results.jsonl line (record.CaseRecord): the fields re-judging, rescoring, merging and the reports read.
+#: A results.jsonl line: every key of record.CaseRecord, the type the record is built as (but ``spot_input``, never
+#: written), with what each holds.
 RECORD: dict[str, Any] = {
     "key": TEXT,
     "test_case_id": TEXT,
@@ -103,32 +145,43 @@ RECORD: dict[str, Any] = {
     "file": TEXT,
     "line": INTEGER,
     "category": TEXT,
+    "difficulty": TEXT,
     "tags": [TEXT],
     "answerable": FLAG,
     "question": TEXT,
     "reference_answer": TEXT,
     "expected_key_facts": [TEXT],
+    "expected_gold": [OBJECT],
     "recency_conflict_rule": TEXT,
+    "selected_folders": [TEXT],
+    "params": OBJECT,
+    "metadata": OBJECT,
     "invalid_line": FLAG,
     "matrix": OBJECT,
     "config_id": TEXT,
     "outcome": TEXT,
     "error": _ERROR,
     "metrics": {EACH: SCORE},
+    "retrieval_metrics": {EACH: SCORE},
+    "groundedness": {"score": SCORE, "reasoning": TEXT, "unsupported_claims": [TEXT], "supported_claims": [TEXT]},
+    "correctness": {"score": SCORE, "reasoning": TEXT},
+    "abstention": {"abstained": FLAG, "hallucinated": FLAG},
     "thresholds": OBJECT,
-    "misses": [{"metric": TEXT, "op": TEXT}],
+    "misses": [{"metric": TEXT, "op": TEXT, "threshold": SCORE, "value": SCORE}],
+    "since_baseline": {"kind": TEXT, "text": TEXT},
     "warnings": [TEXT],
     "notes": [TEXT],
     "answer": TEXT,
     "abstained": FLAG,
     "abstain_reason": TEXT,
     "empty_response": FLAG,
-    "retrieved_chunks": [_CHUNK],
-    "references": [_CHUNK],
+    "retrieved_chunks": [CHUNK],
+    "references": [CHUNK],
     "latency": {EACH: NUMBER},
     "judge": {EACH: _VERDICT},
     "judge_input": {"question": TEXT, "answer": TEXT, "contexts": [TEXT], "context_chunks_truncated": [TEXT], "context_chunk_ids": LIST},
     "judge_attempted": [TEXT],
+    "spot_check": OBJECT,
     "judge_cache": {"hits": INTEGER, "misses": INTEGER},
     "cost": {"judge_tokens": INTEGER, "judge_cost_usd": NUMBER},
     "trace": {"k": INTEGER, "case": OBJECT, "require_snippets": FLAG, "rag_abstained": FLAG},
@@ -137,7 +190,14 @@ RECORD: dict[str, Any] = {
     "stability": TEXT,
     "shown_run": INTEGER,
     "repeats": [{"passed": FLAG, "metrics": {EACH: SCORE}, "trace": OBJECT}],
-    "config": {"k": INTEGER, "config_hash": TEXT},
+    "config": {
+        "k": INTEGER,
+        "config_hash": TEXT,
+        "judge": TEXT,
+        "judge_model": TEXT,
+        "judge_prompt_version": TEXT,
+        "judge_temperature": NUMBER,
+    },
 }
 
 _CASE = {
@@ -150,14 +210,17 @@ _CASE = {
     "tags": [TEXT],
     "config_id": TEXT,
     "error_kind": TEXT,
+    "empty_response": FLAG,
+    "missed": [TEXT],
 }
 _AGGREGATES = {  # (an aggregate that is no number is shown as unknown; a gated one is refused by gate.non_numbers)
-    "latency": {"p50_ms": NUMBER, "p95_ms": NUMBER},
+    "latency": {"p50_ms": NUMBER, "p95_ms": NUMBER, "total_ms": NUMBER},
     "operational_metrics": {EACH: NUMBER},
     "judge_coverage": {EACH: {"coverage": NUMBER, "attempted": INTEGER, "scored": INTEGER}},
     "cost": OBJECT,
     "judge_cache": OBJECT,
     "judge_reliability": OBJECT,
+    EACH: ANY,  # an average or rate by name (recall_at_k_avg, a plugin metric's ...)
 }
 _DELTA = {
     "name": TEXT,
@@ -172,6 +235,7 @@ _DELTA = {
     "lower_is_better": FLAG,
     "whole_old": NUMBER,
     "whole_new": NUMBER,
+    "largest_drops": LIST,
 }
 
 #: The fields of metrics.json that the history, the trend charts and `rageval history` read of an older run.
@@ -210,6 +274,17 @@ METRICS: dict[str, Any] = {
     "eval_set_commit_hash": TEXT,
     "aggregate_metrics": _AGGREGATES,
     "invalid_lines": INTEGER,
+    "answerable_tests": INTEGER,
+    "unanswerable_tests": INTEGER,
+    "flaky": INTEGER,
+    "known_failures": INTEGER,
+    "fixed_since_baseline": INTEGER,
+    "by_tag": {EACH: OBJECT},
+    "by_category": {EACH: OBJECT},
+    "by_answerable": {EACH: OBJECT},
+    "judge_coverage": {EACH: {"coverage": NUMBER, "attempted": INTEGER, "scored": INTEGER}},
+    "judge_canary": OBJECT,
+    "session": {"exit_status": INTEGER, "parts": [TEXT], "verdict": TEXT},
     "cases": {EACH: _CASE},
     "repeats": {
         "repeated_cases": INTEGER,
@@ -218,6 +293,7 @@ METRICS: dict[str, Any] = {
         "stable_fail": INTEGER,
         "flake_rate": NUMBER,
         "spread": {EACH: NUMBER},
+        "spread_measure": TEXT,
         "flaky_cases": [{"key": TEXT, "passed_runs": INTEGER, "runs": INTEGER}],
     },
     "by_config": {EACH: {**_COUNTS, "aggregate_metrics": _AGGREGATES, "params": OBJECT}},
@@ -236,6 +312,7 @@ METRICS: dict[str, Any] = {
         "baseline_cases": INTEGER,
         "current_cases": INTEGER,
         "not_compared": TEXT,
+        "scope": TEXT,
         "gate": {"failed": FLAG, "reason": TEXT, "refused": FLAG},
         **{
             name: [TEXT]
@@ -259,10 +336,119 @@ CONFIG: dict[str, Any] = {
     "format_version": FORMAT,
     "run_id": TEXT,
     "config_hash": TEXT,
+    "eval_set_hash": TEXT,
     "eval_set_files": {EACH: TEXT},
+    "git_commit": TEXT,
+    "plugin_version": TEXT,
+    "python": TEXT,
+    "pytest": TEXT,
+    "args": [TEXT],
+    "selection": {"paths": [TEXT], "keyword": TEXT, "markexpr": TEXT, "deselect": [TEXT], "shard": TEXT},
+    "client": OBJECT,
+    "merged_from": [TEXT],
     "judge": _JUDGE_INFO,
-    "config": {"k": INTEGER, "judge_metrics": [TEXT], "store_full_text": FLAG, "limits": {EACH: INTEGER}, "thresholds": {"cli": OBJECT}},
+    "config": {
+        "target": TEXT,
+        "header_names": [TEXT],
+        "request_map": TEXT,
+        "response_map": TEXT,
+        "timeout": NUMBER,
+        "k": INTEGER,
+        "require_snippets": FLAG,
+        "judge": TEXT,
+        "judge_model": TEXT,
+        "judge_base_url": TEXT,
+        "judge_metrics": [TEXT],
+        "retrieval_only": FLAG,
+        "store_full_text": FLAG,
+        "limits": {EACH: INTEGER},
+        "thresholds": {"global": OBJECT, "by_category": OBJECT, "cli": OBJECT},
+        "gate": OBJECT,
+        "known_failures": TEXT,
+        "repeat": INTEGER,
+        "matrix": OBJECT,
+        "docs_root": TEXT,
+    },
 }
+
+
+_FIGURES = {  # a judge metric's agreement with the labels (judges/calibrate.py)
+    **{name: INTEGER for name in ("n", "tp", "fp", "tn", "fn", "errors", "requests")},
+    **{name: NUMBER for name in ("accuracy", "balanced_accuracy", "kappa", "cost_usd")},
+    **{name: [NUMBER] for name in ("accuracy_ci", "balanced_accuracy_ci", "kappa_ci")},
+    "disagreements": [TEXT],  # the labelled answers the judge got wrong, by id
+}
+_CHANGE = {  # one change of the invariance check (judges/invariance.py)
+    "kind": TEXT,
+    "description": TEXT,
+    "metrics": {
+        EACH: {
+            **{name: INTEGER for name in ("n", "errors", "flips", "detected")},
+            "flip_rate": NUMBER,
+            "detection_rate": NUMBER,
+            "flipped": [TEXT],
+            "missed": [TEXT],
+        }
+    },
+}
+
+#: calibration.json (``rageval calibrate``, below ``<output>/calibration/<id>/``): what a run's
+#: ``rageval_min_judge_agreement`` check reads.
+CALIBRATION: dict[str, Any] = {
+    "judge": {"kind": TEXT, "model": TEXT, "base_url": TEXT, "prompt_version": TEXT},
+    "set": TEXT,
+    "set_hash": TEXT,
+    "metrics": {EACH: _FIGURES},
+    "invariance": {EACH: _CHANGE},
+}
+
+
+# --------------------------------------------------------------------------- the fields of a shape
+
+
+def fields(shape: Shape, path: str = "") -> Iterator[tuple[str, str]]:
+    """(field path, what it must be) of every field of ``shape``, in its order, nested fields after the field
+    that holds them: ``judge.*.score`` (``*``: any name), ``misses[].metric`` (each item of a list). A list of
+    chunks is one row (:data:`CHUNK` is an artifact of its own)."""
+    if isinstance(shape, Kind):
+        yield path, shape.name
+    elif isinstance(shape, list):
+        item = shape[0]
+        if item is CHUNK:
+            yield path, "a list of chunks"
+        elif isinstance(item, Kind):
+            yield path, f"a list, each {item.name}"
+        else:
+            yield path, "a list of objects"
+            yield from _nested(fields(item, f"{path}[]"), path + "[]")
+    else:
+        if path:
+            yield path, "an object"
+        for name, sub in shape.items():
+            yield from fields(sub, f"{path}.{name}" if path else name)
+
+
+def _nested(rows: Iterator[tuple[str, str]], own: str) -> Iterator[tuple[str, str]]:
+    """``rows`` without the row of the list item itself (its object row says nothing the list row did not)."""
+    return ((path, kind) for path, kind in rows if path != own)
+
+
+def undeclared(value: Any, shape: Shape, path: tuple[Any, ...] = ()) -> Iterator[str]:
+    """The path of each field of ``value`` that ``shape`` does not declare (what a writer wrote and no reader,
+    nor the reference page, knows of)."""
+    if isinstance(shape, Kind) or value is None:
+        return
+    if isinstance(shape, list):
+        for index, item in enumerate(value if isinstance(value, list) else ()):
+            yield from undeclared(item, shape[0], (*path, index))
+        return
+    for name, sub in value.items() if isinstance(value, dict) else ():
+        if name in shape:
+            yield from undeclared(sub, shape[name], (*path, name))
+        elif EACH in shape:
+            yield from undeclared(sub, shape[EACH], (*path, name))
+        else:
+            yield path_text((*path, name))
 
 
 # --------------------------------------------------------------------------- checking

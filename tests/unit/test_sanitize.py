@@ -97,7 +97,7 @@ def test_unwritable_field_makes_the_record_an_error_naming_it() -> None:
 
 
 def test_summary_lines_are_terminal_safe(tmp_path: Path) -> None:
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
     from pytest_rageval.report.terminal import summary_lines
 
     lines = summary_lines({"aggregate_metrics": {}}, Settings(rootdir=tmp_path), None, ["flipped: s.jsonl::\x1b[2Jid\nFAKE"], None)

@@ -94,9 +94,9 @@ def test_requests_in_flight_are_bounded() -> None:
 
 def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None:
     """A second model on the same endpoint counts against the same cap (and so pauses with it on a 429)."""
+    from pytest_rageval.config.settings import Settings
     from pytest_rageval.engine.endpoint_limits import EndpointLimits
     from pytest_rageval.engine.judge_factory import build_judge
-    from pytest_rageval.plugin.settings import Settings
 
     in_flight = InFlight()
     with OpenAIServer(in_flight) as server:

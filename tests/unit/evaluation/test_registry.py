@@ -162,7 +162,7 @@ def test_every_verdict_has_its_facts_here_and_its_code_in_judges() -> None:
 
 def test_default_judge_metrics_are_the_registrys_everywhere() -> None:
     from pytest_rageval.cli import build_parser
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
 
     assert Settings(rootdir=Path(".")).judge_metrics == registry.default_judge_metrics()
     judge_help = build_parser()._subparsers._group_actions[0].choices["judge"].format_help()  # type: ignore[union-attr]

@@ -365,7 +365,7 @@ def test_resume_of_an_interrupted_repeated_run(project: pytest.Pytester) -> None
 
 def test_repeat_in_the_run_identity(tmp_path: Path) -> None:
     """config.json (and the config hash) holds repeat only when it repeats: runs made before it existed keep their hash."""
-    from pytest_rageval.plugin.settings import Settings
+    from pytest_rageval.config.settings import Settings
 
     assert Settings(tmp_path, repeat=1).snapshot() == Settings(tmp_path).snapshot()
     assert Settings(tmp_path, repeat=3).snapshot() == {**Settings(tmp_path).snapshot(), "repeat": 3}

@@ -1,6 +1,7 @@
-"""One frozen ``Settings`` resolved from CLI > ini/pyproject > env > defaults.
+"""One frozen ``Settings`` resolved from CLI > ini > pyproject > env > defaults.
 
-The ``[tool.rageval]`` table arrives checked (config.py: ``RagevalConfig``,
+Which option, ini key, ``[tool.rageval]`` key and variable set each value is the settings table's (table.py).
+The ``[tool.rageval]`` table arrives checked (pyproject.py: ``RagevalConfig``,
 with the value checks below joined to its messages); the defaults are
 defaults.py's. Paths given on the command line are relative to the current
 directory; paths from ini/pyproject are relative to rootdir.
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from pytest_rageval import defaults
 from pytest_rageval.errors import ConfigError
@@ -33,7 +36,18 @@ from pytest_rageval.redact import Redactor, environment_secrets, header_secrets,
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
 
-from .config import Problem, RagevalConfig, read_config
+from .pyproject import Problem, RagevalConfig, read_config
+from .table import by_name
+
+#: each setting of the table by name
+SETTING = by_name()
+#: the field of ``Limits`` each size cap of the table sets
+LIMIT_SETTINGS = {
+    "answer": SETTING["max_answer_chars"],
+    "chunk_text": SETTING["max_chunk_chars"],
+    "reasoning": SETTING["max_reasoning_chars"],
+    "error": SETTING["max_error_chars"],
+}
 
 #: A configuration value is wrong; the message names the setting (one error type for every configuration mistake).
 SettingsError = ConfigError
@@ -262,6 +276,42 @@ def _lines(value: Any) -> str:
     return str(value or "")
 
 
+@dataclass(frozen=True)
+class Sources:
+    """Where settings are read from, in order: pytest's ``config.option`` (attribute access), the ini keys, the
+    checked ``[tool.rageval]`` table, the environment. Each setting's option, key and variable are the table's."""
+
+    option: Any
+    ini: Mapping[str, Any]
+    pyproject: RagevalConfig
+    environ: Mapping[str, str]
+
+    def option_value(self, name: str) -> Any:
+        dest = SETTING[name].dest
+        return getattr(self.option, dest, None) if dest else None
+
+    def ini_value(self, name: str) -> Any:
+        key = SETTING[name].ini
+        return self.ini.get(key) if key else None
+
+    def table_value(self, name: str) -> Any:
+        value: Any = self.pyproject
+        for part in SETTING[name].table or ("",):
+            value = getattr(value, part, None) if isinstance(value, BaseModel) else value.get(part) if isinstance(value, Mapping) else None
+        return value
+
+    def env_value(self, name: str) -> Any:
+        env = SETTING[name].env
+        return self.environ.get(env) if env else None
+
+    def value(self, name: str) -> Any:
+        """The first value set (option, ini key, table key, environment), or None."""
+        return _first(self.option_value(name), self.ini_value(name), self.table_value(name), self.env_value(name))
+
+    def flag(self, name: str) -> bool:
+        return bool(self.value(name))
+
+
 def build_settings(
     *,
     rootdir: Path,
@@ -272,120 +322,148 @@ def build_settings(
     environ: Mapping[str, str],
 ) -> Settings:
     """Resolve settings. ``option`` is pytest's ``config.option`` (attribute access); ``pyproject`` the checked table."""
+    src = Sources(option, ini, pyproject, environ)
 
-    def cli_path(value: str | None) -> Path | None:
-        return None if not value else (invocation_dir / value).resolve()
+    def path(name: str) -> Path | None:
+        """A path option is relative to the current folder, an ini or table path to rootdir."""
+        given = src.option_value(name)
+        if given:
+            return (invocation_dir / str(given)).resolve()
+        given = _first(src.ini_value(name), src.table_value(name))
+        return (rootdir / str(given)).resolve() if given else None
 
-    def ini_path(value: str | None) -> Path | None:
-        return None if not value else (rootdir / value).resolve()
+    timeout = _timeout(src.ini_value("timeout"))
+    judge, judge_model = _judge(src)
+    judged = judge != "none" and not src.flag("retrieval_only")
+    spot_check = int(src.value("spot_check") or 0)
+    if spot_check and not src.value("spot_check_model"):
+        raise SettingsError("--rageval-spot-check needs --rageval-spot-check-model (the second judge model)")
+    concurrency = _concurrency(src.option_value("concurrency"), src.ini_value("max_concurrency"))
+    return Settings(
+        rootdir=rootdir,
+        eval_set_globs=tuple(src.value("eval_set_globs") or defaults.EVAL_SET_GLOBS),
+        target=src.value("target"),
+        headers_text=_lines(src.value("headers_text")),
+        request_map_text=_lines(src.value("request_map_text")),
+        response_map_text=_lines(src.value("response_map_text")),
+        timeout=timeout,
+        k=_k(src.option_value("k"), src.ini_value("k")),
+        require_snippets=src.flag("require_snippets"),
+        judge=judge,
+        output_dir=path("output_dir") or rootdir / defaults.OUTPUT_DIR,
+        baseline=path("baseline"),
+        update_baseline=src.flag("update_baseline"),
+        allow_regressions=src.flag("allow_regressions"),
+        ignore_invariants=src.flag("ignore_invariants"),
+        min_shared_cases=_min_shared(src.value("min_shared_cases")),
+        known_failures=_known_failures(src.value("known_failures")),
+        gate_significance=src.flag("gate_significance"),
+        store_full_text=src.flag("store_full_text"),
+        limits=_limits(src),
+        max_response_bytes=_max_response_bytes(src.value("max_response_bytes")),
+        retrieval_only=src.flag("retrieval_only"),
+        thresholds=_thresholds(src),
+        gate=parse_gate(pyproject.gate, "[tool.rageval.gate]"),
+        judge_model=judge_model,
+        judge_base_url=src.value("judge_base_url"),
+        judge_json_mode=_json_mode(src.value("judge_json_mode")),
+        judge_metrics=_judge_metrics(pyproject.judge.metrics),
+        judge_prices=_prices(pyproject.judge.prices),
+        citation_patterns=_citation_patterns(src.value("citation_patterns")),
+        cache_dir=path("cache_dir") or rootdir / defaults.CACHE_DIR,
+        no_cache=src.flag("no_cache"),
+        clear_cache=src.flag("clear_cache"),
+        judge_check=src.flag("judge_check"),
+        dry_run=src.flag("dry_run"),
+        max_judge_cost=_budget(src.value("max_judge_cost")),
+        spot_check=spot_check,
+        spot_check_model=src.value("spot_check_model"),
+        concurrency=concurrency,
+        adaptive=src.option_value("concurrency") is None,
+        target_concurrency=_target_concurrency(src.value("target_concurrency"), concurrency),
+        judge_rate=_rate("rageval_judge_rate", src.value("judge_rate"), timeout),
+        target_rate=_rate("rageval_target_rate", src.value("target_rate"), timeout),
+        repeat=_repeat(src),
+        shard=_shard(src.value("shard")),
+        resume=path("resume"),
+        summary_md=path("summary_md"),
+        step_summary=_step_summary(environ, invocation_dir),
+        matrix=_matrix(src, judged=judged),
+        rank_by=_rank_by(src.value("rank_by")),
+        marks=_marks(pyproject.marks),
+        docs_root=path("docs_root"),
+        params_hook=str(src.value("params_hook") or "").strip(),
+        min_judge_agreement=_agreement(src.value("min_judge_agreement")),
+        judge_canary=_canary(src.value("judge_canary")),
+        calibration_set=path("calibration_set"),
+    )
 
+
+def _step_summary(environ: Mapping[str, str], invocation_dir: Path) -> Path | None:
+    """``$GITHUB_STEP_SUMMARY``: the file GitHub Actions shows under the job (relative to the current folder)."""
+    value = environ.get("GITHUB_STEP_SUMMARY")
+    return (invocation_dir / value).resolve() if value else None
+
+
+def _k(cli: int | None, ini_value: Any) -> int:
     try:
-        k = int(_first(option.rageval_k, ini.get("rageval_k"), defaults.K))
+        k = int(_first(cli, ini_value, defaults.K))
     except (TypeError, ValueError):
-        raise SettingsError(f"rageval_k: must be a whole number, got {ini.get('rageval_k')!r}") from None
+        raise SettingsError(f"rageval_k: must be a whole number, got {ini_value!r}") from None
     if k < 1:
         raise SettingsError(f"--rageval-k: must be at least 1, got {k}")
-    try:
-        timeout = float(_first(ini.get("rageval_timeout"), defaults.TIMEOUT))
-    except (TypeError, ValueError):
-        raise SettingsError(f"rageval_timeout: must be a number of seconds, got {ini.get('rageval_timeout')!r}") from None
-    if not 0 < timeout < float("inf"):
-        raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {ini.get('rageval_timeout')!r}")
+    return k
 
-    judge_table = pyproject.judge
-    judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"), judge_table.model)
-    judge = _first(option.rageval_judge, ini.get("rageval_judge"), defaults.JUDGE)
+
+def _timeout(value: Any) -> float:
+    try:
+        timeout = float(_first(value, defaults.TIMEOUT))
+    except (TypeError, ValueError):
+        raise SettingsError(f"rageval_timeout: must be a number of seconds, got {value!r}") from None
+    if not 0 < timeout < float("inf"):
+        raise SettingsError(f"rageval_timeout: must be more than 0 seconds, got {value!r}")
+    return timeout
+
+
+def _judge(src: Sources) -> tuple[str, str | None]:
+    """The judge (``auto`` resolved) and its model; ``openai`` needs one."""
+    judge_model = src.value("judge_model")
+    judge = src.value("judge") or defaults.JUDGE
     if judge not in JUDGE_CHOICES:
         raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
     if judge == "auto":
         judge = "openai" if judge_model else "lexical"
     if judge == "openai" and not judge_model:
         raise SettingsError("--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model or [tool.rageval.judge] model")
-    json_mode = _first(ini.get("rageval_judge_json_mode"), judge_table.json_mode, defaults.JUDGE_JSON_MODE)
+    return judge, judge_model
+
+
+def _json_mode(value: Any) -> str:
+    json_mode = value or defaults.JUDGE_JSON_MODE
     if json_mode not in defaults.JUDGE_JSON_MODES:
         raise SettingsError(f"rageval_judge_json_mode: must be json_schema, json_object or text, got {json_mode!r}")
-    citation_patterns = tuple(str(line) for line in ini.get("rageval_citation_patterns") or [])
-    try:
-        from pytest_rageval.judges.lexical_text import compile_citation_patterns
+    return str(json_mode)
 
-        compile_citation_patterns(citation_patterns)
+
+def _citation_patterns(value: Any) -> tuple[str, ...]:
+    from pytest_rageval.judges.lexical_text import compile_citation_patterns
+
+    patterns = tuple(str(line) for line in value or [])
+    try:
+        compile_citation_patterns(patterns)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    judge_metrics = _judge_metrics(judge_table.metrics)
-    prices = _prices(judge_table.prices)
-    spot_check = int(option.rageval_spot_check or 0)
-    if spot_check and not option.rageval_spot_check_model:
-        raise SettingsError("--rageval-spot-check needs --rageval-spot-check-model (the second judge model)")
+    return patterns
 
+
+def _thresholds(src: Sources) -> ThresholdConfig:
+    """``[tool.rageval.thresholds]`` and the ``--rageval-threshold`` overrides."""
     try:
-        global_, by_category = parse_threshold_table(pyproject.thresholds, "[tool.rageval.thresholds]")
-        cli = parse_cli_thresholds(list(option.rageval_threshold or []))
+        global_, by_category = parse_threshold_table(src.pyproject.thresholds, "[tool.rageval.thresholds]")
+        cli = parse_cli_thresholds(list(src.option_value("threshold") or []))
     except ThresholdError as exc:
         raise SettingsError(str(exc)) from None
-
-    globs = ini.get("rageval_eval_sets") or defaults.EVAL_SET_GLOBS
-    output = cli_path(option.rageval_output) or ini_path(ini.get("rageval_output")) or rootdir / defaults.OUTPUT_DIR
-    baseline = cli_path(option.rageval_baseline) or ini_path(ini.get("rageval_baseline"))
-    return Settings(
-        rootdir=rootdir,
-        eval_set_globs=tuple(globs),
-        target=_first(option.rageval_target, ini.get("rageval_target"), environ.get("RAGEVAL_TARGET")),
-        headers_text=_lines(ini.get("rageval_headers")),
-        request_map_text=_lines(ini.get("rageval_request_map")),
-        response_map_text=_lines(ini.get("rageval_response_map")),
-        timeout=timeout,
-        k=k,
-        require_snippets=bool(ini.get("rageval_require_snippets")),
-        judge=judge,
-        output_dir=output,
-        baseline=baseline,
-        update_baseline=bool(option.rageval_update_baseline),
-        allow_regressions=bool(option.rageval_allow_regressions),
-        ignore_invariants=bool(option.rageval_ignore_invariants),
-        min_shared_cases=_min_shared(ini.get("rageval_min_shared_cases")),
-        known_failures=_known_failures(ini.get("rageval_known_failures")),
-        gate_significance=bool(option.rageval_gate_significance),
-        store_full_text=bool(option.rageval_store_full_text),
-        limits=_limits(ini),
-        max_response_bytes=_max_response_bytes(ini.get("rageval_max_response_bytes")),
-        retrieval_only=bool(option.rageval_retrieval_only),
-        thresholds=ThresholdConfig(global_, by_category, cli),
-        gate=parse_gate(pyproject.gate, "[tool.rageval.gate]"),
-        judge_model=judge_model,
-        judge_base_url=_first(option.rageval_judge_base_url, ini.get("rageval_judge_base_url"), judge_table.base_url, environ.get("OPENAI_BASE_URL")),
-        judge_json_mode=json_mode,
-        judge_metrics=judge_metrics,
-        judge_prices=prices,
-        citation_patterns=citation_patterns,
-        cache_dir=cli_path(option.rageval_cache_dir) or ini_path(ini.get("rageval_cache_dir")) or rootdir / defaults.CACHE_DIR,
-        no_cache=bool(option.rageval_no_cache),
-        clear_cache=bool(option.rageval_clear_cache),
-        judge_check=bool(option.rageval_judge_check),
-        dry_run=bool(option.rageval_dry_run),
-        max_judge_cost=_budget(option.rageval_max_judge_cost),
-        spot_check=spot_check,
-        spot_check_model=option.rageval_spot_check_model,
-        concurrency=_concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency")),
-        adaptive=option.rageval_concurrency is None,
-        target_concurrency=_target_concurrency(
-            ini.get("rageval_target_concurrency"), _concurrency(option.rageval_concurrency, ini.get("rageval_max_concurrency"))
-        ),
-        judge_rate=_rate("rageval_judge_rate", ini.get("rageval_judge_rate"), timeout),
-        target_rate=_rate("rageval_target_rate", ini.get("rageval_target_rate"), timeout),
-        repeat=_repeat(option, ini),
-        shard=_shard(option.rageval_shard),
-        resume=cli_path(option.rageval_resume),
-        summary_md=cli_path(option.rageval_summary_md),
-        step_summary=cli_path(environ.get("GITHUB_STEP_SUMMARY")),
-        matrix=_matrix(option, ini, pyproject.matrix, judged=judge != "none" and not option.rageval_retrieval_only),
-        rank_by=_rank_by(option, ini),
-        marks=_marks(pyproject.marks),
-        docs_root=ini_path(_first(ini.get("rageval_docs_root"), pyproject.docs_root)),
-        params_hook=str(ini.get("rageval_params_hook") or "").strip(),
-        min_judge_agreement=_agreement(ini.get("rageval_min_judge_agreement")),
-        judge_canary=_canary(ini.get("rageval_judge_canary")),
-        calibration_set=ini_path(ini.get("rageval_calibration_set")),
-    )
+    return ThresholdConfig(global_, by_category, cli)
 
 
 def _matrix_table(table: Mapping[str, Any], slice_k: bool | None) -> Matrix | None:
@@ -397,19 +475,20 @@ def _matrix_table(table: Mapping[str, Any], slice_k: bool | None) -> Matrix | No
     return matrix
 
 
-def _matrix(option: Any, ini: Mapping[str, Any], table: Mapping[str, Any], *, judged: bool) -> Matrix | None:
+def _matrix(src: Sources, *, judged: bool) -> Matrix | None:
     """``--rageval-matrix`` (wins: the table's axes and excludes are not used) or ``[tool.rageval.matrix]``;
     ini ``rageval_slice_k`` over the table's ``slice_k`` over the default: slice only a run without a judge (its
     metrics read the chunks alone; an answer built from 10 chunks is not the answer at 5)."""
-    raw = str(ini.get("rageval_slice_k") or "").strip().lower()
+    table = src.pyproject.matrix
+    raw = str(src.ini_value("slice_k") or "").strip().lower()
     if raw not in ("", "true", "false"):
-        raise SettingsError(f"rageval_slice_k: must be true or false, got {ini.get('rageval_slice_k')!r}")
+        raise SettingsError(f"rageval_slice_k: must be true or false, got {src.ini_value('slice_k')!r}")
     slice_k = None if not raw else raw == "true"
     if slice_k is None and isinstance(table.get("slice_k"), bool):
         slice_k = table["slice_k"]
     if slice_k is None:
         slice_k = not judged
-    text = getattr(option, "rageval_matrix", None)
+    text = src.option_value("matrix")
     if text is None:
         return _matrix_table(table, slice_k)
     try:
@@ -435,11 +514,10 @@ def _check_targets(matrix: Matrix | None) -> None:
                 raise SettingsError(f"{matrix.source}: axis 'target': {exc}") from None
 
 
-def _rank_by(option: Any, ini: Mapping[str, Any]) -> str | None:
+def _rank_by(value: Any) -> str | None:
     """The aggregate configs are ranked by (``recall_at_k`` means ``recall_at_k_avg``); None: the default."""
     from pytest_rageval.gate.gated_values import gate_name
 
-    value = _first(getattr(option, "rageval_rank_by", None), ini.get("rageval_rank_by"))
     if value is None:
         return None
     try:
@@ -448,11 +526,11 @@ def _rank_by(option: Any, ini: Mapping[str, Any]) -> str | None:
         raise SettingsError(f"--rageval-rank-by: {exc}") from None
 
 
-def _limits(ini: Mapping[str, Any]) -> Limits:
+def _limits(src: Sources) -> Limits:
     """The ``rageval_max_*_chars`` ini keys: each a whole number of characters, at least 100."""
     values: dict[str, int] = {}
-    for name, key in Limits.INI.items():
-        raw = ini.get(key)
+    for name, setting in LIMIT_SETTINGS.items():
+        key, raw = setting.ini, src.ini_value(setting.name)
         if raw in (None, ""):
             continue
         try:
@@ -490,10 +568,10 @@ def _shard(value: str | None) -> tuple[int, int] | None:
     return i, n
 
 
-def _repeat(option: Any, ini: Mapping[str, Any]) -> int | None:
+def _repeat(src: Sources) -> int | None:
     """``--rageval-repeat N`` over ini ``rageval_repeat``: runs of each judge-dependent case (stability.runs_for)."""
-    cli = getattr(option, "rageval_repeat", None)
-    where, value = ("--rageval-repeat", cli) if cli is not None else ("rageval_repeat", ini.get("rageval_repeat"))
+    cli = src.option_value("repeat")
+    where, value = ("--rageval-repeat", cli) if cli is not None else ("rageval_repeat", src.ini_value("repeat"))
     try:
         return parse_repeat(value, where)
     except RepeatError as exc:
@@ -641,11 +719,3 @@ def _marks(table: Mapping[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
             raise SettingsError(f'[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. ["slow", "multi_hop"]')
         out.append((str(name), frozenset(selectors)))
     return tuple(out)
-
-
-def pyproject_path(inipath: Path | None, rootdir: Path) -> Path | None:
-    """The pyproject.toml that holds ``[tool.rageval]``: the ini file if it is one, else rootdir's."""
-    if inipath is not None and inipath.name == "pyproject.toml":
-        return inipath
-    candidate = rootdir / "pyproject.toml"
-    return candidate if candidate.is_file() else None

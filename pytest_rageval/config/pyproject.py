@@ -12,7 +12,8 @@ mistake, in file order. Values whose rules live with the code that reads them
 ``value_problems`` callable the caller hands in (settings.py), so their
 messages join the same list. A key left out is ``None`` (or empty): the
 defaults themselves are in defaults.py, applied by settings.py after the ini
-keys and the environment had their say.
+keys and the environment had their say. :func:`find_pyproject` is the one rule
+that finds the file, for the plugin and the ``rageval`` command alike.
 """
 
 from __future__ import annotations
@@ -26,17 +27,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_rageval.defaults import INI_KEYS
 from pytest_rageval.errors import ConfigError
 from pytest_rageval.evaluation.evalset import json_kind
 from pytest_rageval.suggest import closest
+
+from .table import ini_keys
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["ConfigError", "JudgeConfig", "RagevalConfig", "key_line", "read_config", "table_name", "table_problems"]
+__all__ = ["ConfigError", "JudgeConfig", "RagevalConfig", "find_pyproject", "key_line", "read_config", "table_name", "table_problems"]
 
 #: (key path below ``[tool.rageval]``, problem): one mistake in the table.
 Problem = tuple[tuple[str, ...], str]
@@ -65,6 +67,15 @@ class RagevalConfig(_Table):
     matrix: dict[str, Any] = Field(default_factory=dict)  # axis = [values], exclude = [{...}], slice_k (matrix.py)
     marks: dict[str, Any] = Field(default_factory=dict)  # marker = [tags or categories whose cases it marks]
     docs_root: str | None = Field(default=None, min_length=1)  # the folder gold rel_paths are relative to
+
+
+def find_pyproject(folder: Path, inifile: Path | None = None) -> Path | None:
+    """The project's pyproject.toml: pytest's configuration file when it is one, else the pyproject.toml of
+    ``folder`` (pytest's rootdir, or the current folder for the ``rageval`` command) or of the nearest folder
+    above it; None when there is none."""
+    if inifile is not None and inifile.name == "pyproject.toml":
+        return inifile
+    return next((d / "pyproject.toml" for d in (folder, *folder.parents) if (d / "pyproject.toml").is_file()), None)
 
 
 def read_config(path: Path | None, value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()) -> RagevalConfig:
@@ -164,7 +175,7 @@ def _problem(err: Mapping[str, Any]) -> str:
 
 
 def _hint(parent: tuple[str, ...], key: str, *, as_table: bool) -> str:
-    if not parent and not as_table and f"rageval_{key}" in {name for name, *_ in INI_KEYS}:
+    if not parent and not as_table and f"rageval_{key}" in ini_keys():
         return f" (rageval_{key} is an ini key: set it under [tool.pytest.ini_options])"
     match = closest(key, _model_at(parent).model_fields)
     if match is None:

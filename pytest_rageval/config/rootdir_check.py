@@ -12,10 +12,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .table import path_options
+
 __all__ = ["PATH_OPTIONS", "root_moved_by"]
 
 #: the plugin's options that take a path
-PATH_OPTIONS = ("--rageval-output", "--rageval-baseline", "--rageval-resume", "--rageval-summary-md", "--rageval-cache-dir")
+PATH_OPTIONS = path_options()
 
 
 #: files pytest reads its configuration from (the folder of the nearest one is its root)
