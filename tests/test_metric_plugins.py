@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rageval.evaluation import metric_plugins, registry
-from pytest_rageval.evaluation.metric_plugins import MetricPluginError, load_entry_points, register_returned
+from pytest_rageval.evaluation import external_metrics, registry
+from pytest_rageval.evaluation.external_metrics import MetricPluginError, load_entry_points, register_returned
 from pytest_rageval.evaluation.registry import Metric
 
 #: the package's checkout, and the PYTHONPATH this suite was started with (before a test adds a folder)
@@ -114,7 +114,7 @@ def install(site: Path, name: str, module: str, entry_points: dict[str, str]) ->
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n", encoding="utf-8")
     lines = "".join(f"{ep} = {value}\n" for ep, value in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[{metric_plugins.ENTRY_POINT_GROUP}]\n{lines}", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[{external_metrics.ENTRY_POINT_GROUP}]\n{lines}", encoding="utf-8")
     return site
 
 
@@ -267,7 +267,7 @@ def test_a_broken_entry_point_is_one_line_in_pytest_and_the_command(
 def own_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The registry and the loader's record of origins as they are; restored afterwards."""
     monkeypatch.setattr(registry, "METRICS", list(registry.METRICS))
-    monkeypatch.setattr(metric_plugins, "_ORIGINS", {})
+    monkeypatch.setattr(external_metrics, "_ORIGINS", {})
     yield
 
 

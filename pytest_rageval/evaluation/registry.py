@@ -490,7 +490,7 @@ BUILT_IN: frozenset[str] = frozenset(m.name for m in METRICS)
 
 def register(metric: Metric) -> Metric:
     """Add a deterministic metric now (the lower-level call under the ``pytest_rageval_metrics`` hook and the
-    ``pytest_rageval.metrics`` entry points, which :mod:`.metric_plugins` registers through; a conftest.py may
+    ``pytest_rageval.metrics`` entry points, which :mod:`.external_metrics` registers through; a conftest.py may
     still call it at import).
 
     It is scored for every case from then on and appears in results.jsonl,

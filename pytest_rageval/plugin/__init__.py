@@ -8,7 +8,7 @@ Every pytest run imports this module wherever the plugin is installed, so it
 imports nothing heavy. Without ``--rageval`` it only registers options, markers
 and the ``pytest_rageval_metrics`` hook (hookspecs.py); with it,
 ``pytest_configure`` registers the metrics of the entry points and of that hook
-(plugin_metrics.py), then the plugin objects of this process's part (session.py
+(extension_hooks.py), then the plugin objects of this process's part (session.py
 decides which).
 """
 
@@ -131,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rageval"):
         return
     from .compat import arm_gc_freeze
-    from .plugin_metrics import register_plugin_metrics
+    from .extension_hooks import register_plugin_metrics
     from .session import start_session
 
     arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_rageval.evaluation.metric_plugins import MetricPluginError, load_entry_points, register_returned
+from pytest_rageval.evaluation.external_metrics import MetricPluginError, load_entry_points, register_returned
 from pytest_rageval.sanitize import error_message
 
 HOOK = "pytest_rageval_metrics"
