@@ -108,20 +108,13 @@ class StoredClient:
         return {"kind": "stored", "responses": len(self.responses)}
 
 
-class StoredVerdicts:
+class StoredVerdicts(Judge):
     """An LLM judge's stored verdicts of one case, given back unchanged (run ``repeat_index``'s own)."""
 
     def __init__(self, description: Mapping[str, Any], verdicts: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(name=str(description.get("name") or "stored"), heuristic=bool(description.get("heuristic")))
         self._description = dict(description)
         self._verdicts = [dict(v) for v in verdicts]
-
-    @property
-    def name(self) -> str:
-        return str(self._description.get("name") or "stored")
-
-    @property
-    def heuristic(self) -> bool:
-        return bool(self._description.get("heuristic"))
 
     def describe(self) -> dict[str, Any]:
         return dict(self._description)
