@@ -48,6 +48,7 @@ from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.plugin.judge_factory import judge_info
 from pytest_rageval.plugin.runner import RunOptions, evaluate_case
+from pytest_rageval.runs import user_fields
 from pytest_rageval.runs.artifacts import case_config, compose_metrics, config_hash, new_run_id, what_ran, why_not_latest, with_seed_keys
 from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import Limits, error_message
@@ -240,7 +241,7 @@ def rescore_run(
         aggregated=aggregator.result(),
         selection={name: old_metrics.get(name) for name in _SELECTION_FIELDS} if "partial" in old_metrics else None,
         timestamp=(now or datetime.now(timezone.utc)).isoformat(timespec="milliseconds"),
-        run=what_ran(old_metrics),
+        run={**what_ran(old_metrics), **user_fields.carried(old_metrics)},
     )
     metrics["rescored_from"] = rescored_from
     new_config = dict(config)

@@ -6,10 +6,10 @@ May import everything below it (foundations, evaluation, targets, judges, gate, 
 
 Every pytest run imports this module wherever the plugin is installed, so it
 imports nothing heavy. Without ``--rageval`` it only registers options, markers
-and the ``pytest_rageval_metrics`` hook (hookspecs.py); with it,
-``pytest_configure`` registers the metrics of the entry points and of that hook
-(extension_hooks.py), then the plugin objects of this process's part (session.py
-decides which).
+and the plugin's hooks (hookspecs.py); with it, ``pytest_configure`` registers the
+metrics of the entry points and of the ``pytest_rageval_metrics`` hook and the judges
+of the ``pytest_rageval_judges`` hook (extension_hooks.py), then the plugin objects of
+this process's part (session.py decides which).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ IniType = Literal["string", "linelist", "bool"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    """The plugin's own hooks (``pytest_rageval_metrics``), as pytest-xdist and pytest-html add theirs."""
+    """The plugin's own hooks (``pytest_rageval_metrics``, ``pytest_rageval_judges``, ``pytest_rageval_run_fields``),
+    as pytest-xdist and pytest-html add theirs."""
     from . import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
@@ -99,8 +100,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--rageval-judge",
         default=None,
-        choices=defaults.JUDGE_CHOICES,
-        help="judge in use (ini rageval_judge): auto = openai when a judge model is configured, else lexical",
+        metavar="NAME",
+        help="judge in use (ini rageval_judge): auto (openai when a judge model is configured, else lexical), openai, lexical, "
+        "none, or the name of a judge of the pytest_rageval_judges hook",
     )
     group.addoption("--rageval-judge-model", default=None, metavar="MODEL", help="model of the OpenAI-compatible judge (ini rageval_judge_model)")
     group.addoption("--rageval-judge-base-url", default=None, metavar="URL", help="judge endpoint (ini rageval_judge_base_url, env OPENAI_BASE_URL)")
@@ -131,11 +133,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rageval"):
         return
     from .compat import arm_gc_freeze
-    from .extension_hooks import register_plugin_metrics
+    from .extension_hooks import register_plugin_judges, register_plugin_metrics
     from .session import start_session
 
     arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups
     register_plugin_metrics(config)  # before the settings: thresholds and gate tolerances may name the metrics
+    register_plugin_judges(config)  # and --rageval-judge the judges
     start_session(config, INI_KEYS)
 
 

@@ -29,6 +29,7 @@ from pytest_rageval.evaluation.thresholds import (
     parse_threshold_table,
 )
 from pytest_rageval.flow import parse_rate
+from pytest_rageval.judges import external_judges
 from pytest_rageval.redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
@@ -294,8 +295,8 @@ def build_settings(
     judge_table = pyproject.judge
     judge_model = _first(option.rageval_judge_model, ini.get("rageval_judge_model"), judge_table.model)
     judge = _first(option.rageval_judge, ini.get("rageval_judge"), defaults.JUDGE)
-    if judge not in JUDGE_CHOICES:
-        raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
+    if judge not in JUDGE_CHOICES and judge not in external_judges.names():
+        raise SettingsError(f"rageval_judge: must be one of {', '.join((*JUDGE_CHOICES, *external_judges.names()))}, got {judge!r}")
     if judge == "auto":
         judge = "openai" if judge_model else "lexical"
     if judge == "openai" and not judge_model:
