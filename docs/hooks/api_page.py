@@ -78,6 +78,8 @@ def _annotation(annotation: Any) -> str:
 
 
 def _default(value: Any) -> str:
+    if isinstance(value, _Factory):
+        return repr(value)
     if dataclasses.is_dataclass(value) or callable(value) or " at 0x" in repr(value):
         return "..."
     return repr(value)
@@ -129,12 +131,34 @@ def _is_exception(obj: object) -> bool:
     return isinstance(obj, type) and issubclass(obj, BaseException)
 
 
+class _Factory:
+    """A default made by a factory, shown as dataclasses show it."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+def _pydantic_signature(cls: type) -> inspect.Signature | None:
+    """A pydantic model's constructor from its fields (names, defaults), keyword-only: the same whatever pydantic
+    version builds the model's own signature."""
+    fields = getattr(cls, "model_fields", None)
+    if not isinstance(fields, dict):
+        return None
+    params = []
+    for name, info in fields.items():
+        default = inspect.Parameter.empty if info.is_required() else _Factory() if info.default_factory is not None else info.default
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=info.annotation))
+    if getattr(cls, "model_config", {}).get("extra") == "allow":
+        params.append(inspect.Parameter("extra", inspect.Parameter.VAR_KEYWORD, annotation="Any"))
+    return inspect.Signature(params)
+
+
 def _class_signature(cls: type) -> inspect.Signature | None:
     """The constructor's signature, each parameter annotated as the class's source writes it (a string under
     postponed annotations), so the page does not depend on how a pydantic or Python version prints a type."""
     if _is_exception(cls) and "__init__" not in vars(cls):
         return None
-    signature = _safe_signature(cls)
+    signature = _pydantic_signature(cls) or _safe_signature(cls)
     if signature is None:
         return None
     written: dict[str, Any] = {}
