@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy names below
     from pytest_rageval.errors import BaselineError, ConfigError, DataError, RagevalError, RagevalWarning
+    from pytest_rageval.evaluation.registry import Metric, ScoreContext
     from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
+    from pytest_rageval.judges.base import Judge, JudgeError, JudgeInput, Verdict
     from pytest_rageval.plugin.handwritten import (
         CaseResult,
         EvaluateError,
@@ -55,6 +57,12 @@ _EXPORTS = {
     "GoldSupport": "pytest_rageval.evaluation.schema",
     "Chunk": "pytest_rageval.evaluation.schema",
     "RagResponse": "pytest_rageval.evaluation.schema",
+    "Metric": "pytest_rageval.evaluation.registry",
+    "ScoreContext": "pytest_rageval.evaluation.registry",
+    "Judge": "pytest_rageval.judges.base",
+    "JudgeError": "pytest_rageval.judges.base",
+    "JudgeInput": "pytest_rageval.judges.base",
+    "Verdict": "pytest_rageval.judges.base",
     "HttpClient": "pytest_rageval.targets.http_client",
     "CallableClient": "pytest_rageval.targets.callable_client",
     "RagCallError": "pytest_rageval.targets.protocol",
@@ -71,11 +79,17 @@ __all__ = [
     "EvaluateError",
     "GoldSupport",
     "HttpClient",
+    "Judge",
+    "JudgeError",
+    "JudgeInput",
+    "Metric",
     "RagCallError",
     "RagResponse",
     "RagevalError",
     "RagevalWarning",
+    "ScoreContext",
     "SessionClient",
+    "Verdict",
     "__version__",
     "assert_abstained",
     "assert_answered",

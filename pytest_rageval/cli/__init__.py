@@ -24,7 +24,7 @@ __all__ = ["build_parser", "main"]
 def _load_metric_entry_points() -> None:
     """The metrics of the installed ``pytest_rageval.metrics`` entry points, before any command: a merged, rescored
     or re-judged run aggregates them as ``pytest --rageval`` does (a conftest.py is not read here)."""
-    from pytest_rageval.evaluation.metric_plugins import MetricPluginError, load_entry_points
+    from pytest_rageval.evaluation.external_metrics import MetricPluginError, load_entry_points
 
     try:
         load_entry_points()

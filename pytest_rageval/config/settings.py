@@ -32,6 +32,7 @@ from pytest_rageval.evaluation.thresholds import (
     parse_threshold_table,
 )
 from pytest_rageval.flow import parse_rate
+from pytest_rageval.judges.external_judges import names as external_judge_names
 from pytest_rageval.redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
@@ -429,8 +430,8 @@ def _judge(src: Sources) -> tuple[str, str | None]:
     """The judge (``auto`` resolved) and its model; ``openai`` needs one."""
     judge_model = src.value("judge_model")
     judge = src.value("judge") or defaults.JUDGE
-    if judge not in JUDGE_CHOICES:
-        raise SettingsError(f"rageval_judge: must be one of {', '.join(JUDGE_CHOICES)}, got {judge!r}")
+    if judge not in JUDGE_CHOICES and judge not in external_judge_names():
+        raise SettingsError(f"rageval_judge: must be one of {', '.join((*JUDGE_CHOICES, *external_judge_names()))}, got {judge!r}")
     if judge == "auto":
         judge = "openai" if judge_model else "lexical"
     if judge == "openai" and not judge_model:

@@ -221,11 +221,12 @@ SETTINGS: tuple[Setting, ...] = (
     # Judge
     _s(
         "judge",
-        "judge in use: auto = openai when a judge model is configured, else lexical",
+        "judge in use: auto (openai when a judge model is configured, else lexical), openai, lexical, none, "
+        "or the name of a judge of the pytest_rageval_judges hook",
         "Judge",
         option="--rageval-judge",
         ini="rageval_judge",
-        choices=defaults.JUDGE_CHOICES,
+        metavar="NAME",
         default=defaults.JUDGE,
     ),
     _s("retrieval_only", "run without judge metrics", "Judge", option="--rageval-retrieval-only", kind="flag"),

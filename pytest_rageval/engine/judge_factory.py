@@ -37,6 +37,10 @@ def build_judge(
         from pytest_rageval.judges.lexical import LexicalJudge
 
         return JudgeSetup(LexicalJudge(settings.citation_patterns), settings.judge_metrics, cached=False)
+    if settings.judge != "openai" and model is None:  # a judge of the pytest_rageval_judges hook
+        from pytest_rageval.judges.external_judges import make
+
+        return JudgeSetup(make(settings.judge), settings.judge_metrics, cached=False)
     from pytest_rageval.judges.cache import CachedJudge, JudgeCache
     from pytest_rageval.judges.openai_judge import OpenAIJudge, resolve_api_key
 

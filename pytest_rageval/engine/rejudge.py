@@ -41,6 +41,7 @@ from pytest_rageval.gate.aggregate import Aggregator
 from pytest_rageval.gate.configs import add_ranking
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput
 from pytest_rageval.judges.judging import CaseVerdicts, JudgeSetup, judge_case, verdict_dict
+from pytest_rageval.runs import user_fields
 from pytest_rageval.runs.artifacts import case_config, with_seed_keys
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
 from pytest_rageval.sanitize import error_message
@@ -253,6 +254,7 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: int | None = None)
     metrics["k"] = old_metrics.get("k")
     metrics["rejudged_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     metrics.update(aggregator.result())
+    metrics.update(user_fields.carried(old_metrics))  # the user section, as it was
     add_ranking(metrics, (old_metrics.get("config_ranking") or {}).get("metric"))  # a matrix run: configs re-ranked
     folder.write_metrics(metrics)
     _update_config(folder, config, setup, metrics["rejudged_at"])

@@ -48,6 +48,7 @@ from pytest_rageval.gate.aggregate import Aggregator, xfail_counts
 from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
+from pytest_rageval.runs import user_fields
 from pytest_rageval.runs.artifacts import case_config, compose_metrics, config_hash, new_run_id, what_ran, why_not_latest, with_seed_keys
 from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import Limits, error_message
@@ -108,20 +109,13 @@ class StoredClient:
         return {"kind": "stored", "responses": len(self.responses)}
 
 
-class StoredVerdicts:
+class StoredVerdicts(Judge):
     """An LLM judge's stored verdicts of one case, given back unchanged (run ``repeat_index``'s own)."""
 
     def __init__(self, description: Mapping[str, Any], verdicts: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(name=str(description.get("name") or "stored"), heuristic=bool(description.get("heuristic")))
         self._description = dict(description)
         self._verdicts = [dict(v) for v in verdicts]
-
-    @property
-    def name(self) -> str:
-        return str(self._description.get("name") or "stored")
-
-    @property
-    def heuristic(self) -> bool:
-        return bool(self._description.get("heuristic"))
 
     def describe(self) -> dict[str, Any]:
         return dict(self._description)
@@ -247,7 +241,7 @@ def rescore_run(
         aggregated=aggregator.result(),
         selection={name: old_metrics.get(name) for name in _SELECTION_FIELDS} if "partial" in old_metrics else None,
         timestamp=(now or datetime.now(timezone.utc)).isoformat(timespec="milliseconds"),
-        run=what_ran(old_metrics),
+        run={**what_ran(old_metrics), **user_fields.carried(old_metrics)},
     )
     metrics["rescored_from"] = rescored_from
     new_config = dict(config)

@@ -167,9 +167,9 @@ class CaseMean:
         return (self.counted or self.paired)(answerable, metrics)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Metric:
-    """One per-case metric.
+    """One per-case metric; every argument is given by keyword.
 
     ``score`` (deterministic metrics only) is called only for cases in
     ``applies_to``; it may still return None where the metric does not apply
@@ -404,22 +404,68 @@ _FIVE = (0.0, 5.0)
 
 #: Every per-case metric, in the order of a record's ``metrics``: deterministic, measured, judge.
 METRICS: list[Metric] = [
-    Metric("recall_at_k", "deterministic", _UNIT, "higher", "gold", "avg", default_threshold=1.0, tolerance=0.05, score=recall_at_k, headline=True),
-    Metric("recall_all_at_k", "deterministic", _UNIT, "higher", "gold", "avg", score=recall_all_at_k),
-    Metric("mrr", "deterministic", _UNIT, "higher", "gold", "avg", tolerance=0.05, score=mrr, headline=True),
-    Metric("precision_at_k", "deterministic", _UNIT, "higher", "gold", "avg", score=precision_at_k),
-    Metric("ndcg_at_k", "deterministic", _UNIT, "higher", "gold", "avg", score=ndcg_at_k),
-    Metric("scope_miss", "deterministic", _UNIT, "lower", "gold", "rate", tolerance=0.10, score=scope_miss),
-    Metric("attribution_hit", "deterministic", _UNIT, "higher", "gold", "rate", score=attribution_hit),
-    Metric("conflict_rule", "deterministic", _UNIT, "higher", "rule", "rate", default_threshold=1.0, verdict="conflict_ack", score=conflict_rule),
     Metric(
-        "abstained",
-        "deterministic",
-        _UNIT,
-        "equal",
-        "all",
-        "abstention",
-        "abstention_accuracy",
+        name="recall_at_k",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="gold",
+        aggregate_kind="avg",
+        default_threshold=1.0,
+        tolerance=0.05,
+        score=recall_at_k,
+        headline=True,
+    ),
+    Metric(
+        name="recall_all_at_k", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="avg", score=recall_all_at_k
+    ),
+    Metric(
+        name="mrr",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="gold",
+        aggregate_kind="avg",
+        tolerance=0.05,
+        score=mrr,
+        headline=True,
+    ),
+    Metric(
+        name="precision_at_k", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="avg", score=precision_at_k
+    ),
+    Metric(name="ndcg_at_k", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="avg", score=ndcg_at_k),
+    Metric(
+        name="scope_miss",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="lower",
+        applies_to="gold",
+        aggregate_kind="rate",
+        tolerance=0.10,
+        score=scope_miss,
+    ),
+    Metric(
+        name="attribution_hit", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="rate", score=attribution_hit
+    ),
+    Metric(
+        name="conflict_rule",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="rule",
+        aggregate_kind="rate",
+        default_threshold=1.0,
+        verdict="conflict_ack",
+        score=conflict_rule,
+    ),
+    Metric(
+        name="abstained",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="equal",
+        applies_to="all",
+        aggregate_kind="abstention",
+        aggregate="abstention_accuracy",
         default_threshold=True,
         default_for="unanswerable",
         tolerance=0.10,
@@ -429,27 +475,27 @@ METRICS: list[Metric] = [
         case_mean=CaseMean(_abstained_unanswerable, complement=HALLUCINATION_RATE),
     ),
     Metric(
-        "false_abstention",
-        "deterministic",
-        _UNIT,
-        "lower",
-        "answerable",
-        "abstention",
-        "false_abstention_rate",
+        name="false_abstention",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="lower",
+        applies_to="answerable",
+        aggregate_kind="abstention",
+        aggregate="false_abstention_rate",
         default_threshold=0.0,
         tolerance=0.05,
         verdict="abstention",
         score=false_abstention,
         case_mean=CaseMean(_abstained_answerable, _abstained_answerable_counted),
     ),
-    Metric("latency_ms", "measured", (0.0, float("inf")), "lower", "all"),
+    Metric(name="latency_ms", kind="measured", scale=(0.0, float("inf")), direction="lower", applies_to="all"),
     Metric(
-        "groundedness",
-        "judge",
-        _FIVE,
-        "higher",
-        "answered",
-        "avg",
+        name="groundedness",
+        kind="judge",
+        scale=_FIVE,
+        direction="higher",
+        applies_to="answered",
+        aggregate_kind="avg",
         default_threshold=3.0,
         default_for="all",
         tolerance=0.5,
@@ -457,22 +503,54 @@ METRICS: list[Metric] = [
         judge=JudgeSpec("v2", "GroundednessAnswer", "groundedness", default_on=True),
     ),
     Metric(
-        "correctness",
-        "judge",
-        _FIVE,
-        "higher",
-        "answerable",
-        "avg",
+        name="correctness",
+        kind="judge",
+        scale=_FIVE,
+        direction="higher",
+        applies_to="answerable",
+        aggregate_kind="avg",
         default_threshold=3.0,
         tolerance=0.5,
         headline=True,
         judge=JudgeSpec("v2", "FivePointAnswer", "correctness", default_on=True),
     ),
-    Metric("faithfulness", "judge", _UNIT, "higher", "answered", "avg", judge=JudgeSpec("v2", "PassingAnswer", "faithfulness")),
-    Metric("relevancy", "judge", _UNIT, "higher", "answered", "avg", judge=JudgeSpec("v2", "PassingAnswer", "relevancy")),
-    Metric("completeness", "judge", _UNIT, "higher", "answerable", "avg", judge=JudgeSpec("v2", "UnitScoreAnswer", "completeness")),
+    Metric(
+        name="faithfulness",
+        kind="judge",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="answered",
+        aggregate_kind="avg",
+        judge=JudgeSpec("v2", "PassingAnswer", "faithfulness"),
+    ),
+    Metric(
+        name="relevancy",
+        kind="judge",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="answered",
+        aggregate_kind="avg",
+        judge=JudgeSpec("v2", "PassingAnswer", "relevancy"),
+    ),
+    Metric(
+        name="completeness",
+        kind="judge",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="answerable",
+        aggregate_kind="avg",
+        judge=JudgeSpec("v2", "UnitScoreAnswer", "completeness"),
+    ),
     # the lexical judge does not score reasoning_quality: clarity and logic are not visible in token overlap
-    Metric("reasoning_quality", "judge", _UNIT, "higher", "answered", "avg", judge=JudgeSpec("v2", "UnitScoreAnswer", None)),
+    Metric(
+        name="reasoning_quality",
+        kind="judge",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="answered",
+        aggregate_kind="avg",
+        judge=JudgeSpec("v2", "UnitScoreAnswer", None),
+    ),
 ]
 
 #: The judge verdicts that classify, in prompt-version order (after the judge metrics): abstention, asked
@@ -490,7 +568,7 @@ BUILT_IN: frozenset[str] = frozenset(m.name for m in METRICS)
 
 def register(metric: Metric) -> Metric:
     """Add a deterministic metric now (the lower-level call under the ``pytest_rageval_metrics`` hook and the
-    ``pytest_rageval.metrics`` entry points, which :mod:`.metric_plugins` registers through; a conftest.py may
+    ``pytest_rageval.metrics`` entry points, which :mod:`.external_metrics` registers through; a conftest.py may
     still call it at import).
 
     It is scored for every case from then on and appears in results.jsonl,

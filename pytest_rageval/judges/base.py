@@ -2,15 +2,16 @@
 
 A judge scores one metric of one case per call: ``await judge.judge(metric,
 JudgeInput, repeat_index=0) -> Verdict``. The OpenAI-compatible judge, the
-offline lexical judge and the caching wrapper all follow this protocol.
+offline lexical judge and the caching wrapper are all subclasses of :class:`Judge`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -43,7 +44,11 @@ class JudgeInput:
 
 
 class Verdict(BaseModel):
-    """One judge answer, already parsed and on the metric's scale."""
+    """One judge answer, already parsed and on the metric's scale; every field is given by keyword.
+
+    ``score`` is on the metric's scale (None for a classifier); ``label`` answers a classifier (``abstention``:
+    the answer abstained; ``conflict_ack``: it acknowledges the conflict; a 0/1 metric: passing).
+    """
 
     metric: str
     score: float | None = None  # on SCALES[metric]; None for classifiers
@@ -76,23 +81,36 @@ class JudgeAuthError(JudgeError):
     """401/403 from the judge endpoint: the session stops with one clear message."""
 
 
-class Judge(Protocol):
-    @property
-    def name(self) -> str:
-        """``openai`` or ``lexical``."""
-        ...
+class Judge(ABC):
+    """The base of every judge: subclass it, give the constructor a ``name`` and write :meth:`judge`.
 
-    @property
-    def heuristic(self) -> bool:
-        """Whether its verdicts come from word overlap rather than a model."""
-        ...
+    A judge scores one metric of one case per call. The built-in judges (``openai``, ``lexical``) are
+    subclasses; a judge of your own is handed over by the ``pytest_rageval_judges`` hook and chosen with
+    ``--rageval-judge NAME`` (or ini ``rageval_judge``). ``heuristic`` says its verdicts come from word overlap
+    or rules rather than a model (reports mark them so).
+    """
+
+    def __init__(self, *, name: str, heuristic: bool = False) -> None:
+        self.name = name
+        self.heuristic = heuristic
 
     def describe(self) -> dict[str, Any]:
-        """name, model, base_url, prompt_versions, temperature, seed, json_mode, heuristic; never a key."""
-        ...
+        """What config.json and metrics.json record about the judge: name, model, base_url, prompt_versions,
+        temperature, seed, json_mode, heuristic (those it has); never a key. By default the name and
+        ``heuristic``."""
+        return {"name": self.name, "model": None, "heuristic": self.heuristic}
 
-    def supports(self, metric: str) -> bool: ...
+    def supports(self, metric: str) -> bool:
+        """Whether it scores ``metric`` (a judge metric such as ``groundedness``, or a classifier such as
+        ``abstention``); by default every one."""
+        return True
 
-    async def judge(self, metric: str, inp: JudgeInput, *, repeat_index: int = 0) -> Verdict: ...
+    @abstractmethod
+    async def judge(self, metric: str, inp: JudgeInput, *, repeat_index: int = 0) -> Verdict:
+        """The verdict on ``metric`` for one case: ``Verdict(metric=..., score=...)`` on the metric's scale for a
+        judge metric, ``Verdict(metric=..., label=...)`` for a classifier. ``repeat_index`` counts the runs of a
+        repeated case. Raise :class:`JudgeError` when no verdict can be given: that case becomes an error."""
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release what the judge holds (clients, connections) at the end of the session; by default nothing."""
+        return None

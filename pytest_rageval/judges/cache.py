@@ -334,7 +334,7 @@ def check_judge_cache(judge: Any) -> None:
             cache.close()
 
 
-class CachedJudge:
+class CachedJudge(Judge):
     """A ``Judge`` that answers from a ``JudgeCache`` and asks ``inner`` only on a miss.
 
     ``cache=None`` (``--rageval-no-cache``) passes every call through and counts it
@@ -344,19 +344,12 @@ class CachedJudge:
     """
 
     def __init__(self, inner: Judge, cache: JudgeCache | None) -> None:
+        super().__init__(name=inner.name, heuristic=inner.heuristic)
         self.inner = inner
         self.cache = cache
         self._hits = 0
         self._misses = 0
         self._count_lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def heuristic(self) -> bool:
-        return self.inner.heuristic
 
     @property
     def hits(self) -> int:

@@ -67,7 +67,7 @@ from typing import Any
 
 from pytest_rageval.evaluation import registry
 
-from .base import JudgeError, JudgeInput, Verdict
+from .base import Judge, JudgeError, JudgeInput, Verdict
 from .lexical_rules import (
     anchored,
     answer_polarity,
@@ -603,7 +603,7 @@ def _describe_facts(checks: Sequence[FactCheck]) -> str:
 # --------------------------------------------------------------------------- judge
 
 
-class LexicalJudge:
+class LexicalJudge(Judge):
     """Offline, deterministic judge built on token overlap (``lexical``).
 
     Scores groundedness, correctness, faithfulness, relevancy, completeness, abstention
@@ -617,11 +617,10 @@ class LexicalJudge:
     an invalid one raises ValueError naming its line.
     """
 
-    name = "lexical"
-    heuristic = True
     PROMPT_VERSION = "lexical/v9"
 
     def __init__(self, citation_patterns: Sequence[str] = ()) -> None:
+        super().__init__(name="lexical", heuristic=True)
         self.citation_patterns = tuple(p.strip() for p in citation_patterns if p.strip())
         self._citations = compile_citation_patterns(self.citation_patterns)
         # the scorers by the names the registry's judge specs give them (JudgeSpec.lexical)

@@ -64,7 +64,7 @@ from pytest_rageval.retry import backoff_delay, retry_after_seconds
 
 from . import prompts
 from .answers import AbstentionAnswer, ConflictAnswer, PassingAnswer
-from .base import ALL_METRICS, SCALES, JudgeAuthError, JudgeError, JudgeInput, Verdict
+from .base import ALL_METRICS, SCALES, Judge, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .probe import Probe
 
@@ -205,11 +205,8 @@ class _Attempt:
         self.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
 
 
-class OpenAIJudge:
+class OpenAIJudge(Judge):
     """Judge metrics with an OpenAI-compatible chat endpoint (implements ``judges.base.Judge``)."""
-
-    name = "openai"
-    heuristic = False
 
     def __init__(
         self,
@@ -231,6 +228,7 @@ class OpenAIJudge:
         limiter: Limiter | None = None,
         max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
     ) -> None:
+        super().__init__(name="openai")
         if not model:
             raise ValueError("a judge model is required")
         if json_mode not in JSON_MODES:

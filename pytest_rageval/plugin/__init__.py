@@ -8,10 +8,10 @@ imports it but the package's lazy exports (cli/ reads only the settings).
 
 Every pytest run imports this module wherever the plugin is installed, so it
 imports nothing heavy. Without ``--rageval`` it only registers options, markers
-and the ``pytest_rageval_metrics`` hook (hookspecs.py); with it,
-``pytest_configure`` registers the metrics of the entry points and of that hook
-(plugin_metrics.py), then the plugin objects of this process's part (session.py
-decides which).
+and the plugin's hooks (hookspecs.py); with it, ``pytest_configure`` registers the
+metrics of the entry points and of the ``pytest_rageval_metrics`` hook and the judges
+of the ``pytest_rageval_judges`` hook (extension_hooks.py), then the plugin objects of
+this process's part (session.py decides which).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # types only: the plugin module imports nothing heavy
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    """The plugin's own hooks (``pytest_rageval_metrics``), as pytest-xdist and pytest-html add theirs."""
+    """The plugin's own hooks (``pytest_rageval_metrics``, ``pytest_rageval_judges``, ``pytest_rageval_run_fields``),
+    as pytest-xdist and pytest-html add theirs."""
     from . import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
@@ -55,11 +56,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("rageval"):
         return
     from .compat import arm_gc_freeze
-    from .plugin_metrics import register_plugin_metrics
+    from .extension_hooks import register_plugin_judges, register_plugin_metrics
     from .session import start_session
 
     arm_gc_freeze(config)  # here, before pytest's own plugins register their config cleanups
     register_plugin_metrics(config)  # before the settings: thresholds and gate tolerances may name the metrics
+    register_plugin_judges(config)  # and --rageval-judge the judges
     start_session(config, ini_keys())
 
 

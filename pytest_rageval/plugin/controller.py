@@ -38,8 +38,10 @@ from pytest_rageval.report.session_verdict import SessionVerdict, session_verdic
 from pytest_rageval.runs.artifacts import case_config, config_hash, file_digests, new_run_id, why_not_latest
 from pytest_rageval.runs.commit import run_commit
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
+from pytest_rageval.runs.user_fields import USER_KEY, UserFieldsError
 
 from . import compat
+from .extension_hooks import run_fields
 from .preflight import check_judge, dry_run_lines, header_lines, unreachable_gold_lines, what_serves
 from .run_folder_setup import PreparedRunFolder, prepare_run_folder, run_identity
 
@@ -74,6 +76,7 @@ class RunController:
         self.baseline: dict[str, Any] | None = None  # the compared baseline's metrics.json: trend charts draw it
         self.outcome: GateOutcome | None = None  # the gate's outcome as the reports show it (None: not gated)
         self.gate_notes: list[str] = []
+        self.user_fields: dict[str, Any] | None = None  # the pytest_rageval_run_fields hook's section
         self.gate_failed = False
         self.gate_reason = ""  # the session's last line when the gate failed
         self.stop_message: str | None = None  # why the session stopped (a worker's refused judge key, a full disk)
@@ -193,6 +196,7 @@ class RunController:
         )
         self.metrics = self.build_metrics(complete)
         add_ranking(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked
+        self.add_user_fields(session)
         self.gate(session)  # before writing: metrics.json carries the comparison
         self.metrics["session"] = self.verdict(session).as_dict()  # report.html and the CI summary state it
         kept = why_not_latest(self.metrics, whole_share=self.selection.whole_share)
@@ -309,8 +313,27 @@ class RunController:
             metrics["judge_canary"] = canary
         return metrics
 
+    def add_user_fields(self, session: pytest.Session) -> None:
+        """metrics.json's (and config.json's) ``user`` section: what the ``pytest_rageval_run_fields`` hook returns,
+        known secrets masked. A mistake is a note and exit status 4; the run is written without the section."""
+        assert self.metrics is not None
+        try:
+            fields = run_fields(self.config, self.metrics)
+        except UserFieldsError as exc:
+            self.gate_notes.append(self._public(f"pytest-rageval: {exc}"))
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        if fields:
+            self.user_fields = self.settings.redactor(os.environ).mask_data(fields)
+            self.metrics[USER_KEY] = self.user_fields
+
     def build_config(self) -> dict[str, Any]:
-        """config.json (the run folder writes it with the first record too)."""
+        """config.json (the run folder writes it with the first record too; the last time with the user section)."""
+        if self.user_fields is not None:
+            return {**self._config_json(), USER_KEY: self.user_fields}
+        return self._config_json()
+
+    def _config_json(self) -> dict[str, Any]:
         return config_json(
             self.setup,
             args=self.config.invocation_params.args,

@@ -28,6 +28,7 @@ from pytest_rageval.engine.run_setup import RunSetup
 from pytest_rageval.judges.cache import JudgeCacheError
 from pytest_rageval.judges.calibration_measure import CalibrationError
 from pytest_rageval.judges.calibration_store import CalibrationRefused
+from pytest_rageval.judges.external_judges import JudgePluginError
 from pytest_rageval.runs.folder import RunFolder, read_records
 from pytest_rageval.targets.protocol import RagConfigError
 
@@ -48,7 +49,10 @@ def start_session(config: pytest.Config, ini_keys: Sequence[str]) -> None:
         raise pytest.UsageError(f"pytest-rageval: {moved}")
     worker = compat.is_xdist_worker(config)
     # a worker never spot-checks: the controller re-judges after the run
-    setup = RunSetup.build(_settings(config, ini_keys), shared_limits=_flow_address(config) if worker else None, spot_judge=not worker)
+    try:
+        setup = RunSetup.build(_settings(config, ini_keys), shared_limits=_flow_address(config) if worker else None, spot_judge=not worker)
+    except JudgePluginError as exc:  # a judge of the pytest_rageval_judges hook could not be made
+        raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     collection = EvalCollection(config, setup)
     controller = None if worker else _controller(config, setup, collection)
     runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)

@@ -12,7 +12,7 @@ from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation.selection import merged_selection
 from pytest_rageval.gate.aggregate import Aggregator
 from pytest_rageval.gate.configs import add_ranking
-from pytest_rageval.runs import readback
+from pytest_rageval.runs import readback, user_fields
 from pytest_rageval.runs.artifacts import compose_metrics, new_run_id, what_ran
 from pytest_rageval.runs.folder import RunFolder
 
@@ -66,7 +66,11 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
         aggregated=aggregator.result(),
         selection=merged_selection(metrics),
         git_commit=_one({str(m["git_commit"]) for m in metrics if isinstance(m.get("git_commit"), str)}),
-        run={**what_ran(metrics[0]), **({"git_dirty": True} if any(m.get("git_dirty") is True for m in metrics) else {})},
+        run={
+            **what_ran(metrics[0]),
+            **({"git_dirty": True} if any(m.get("git_dirty") is True for m in metrics) else {}),
+            **user_fields.carried(metrics[0]),  # the first run's user section
+        },
     )
     add_ranking(merged, (metrics[0].get("config_ranking") or {}).get("metric"))  # matrix shards: configs ranked
     folder = RunFolder.new(output_dir, run_id)

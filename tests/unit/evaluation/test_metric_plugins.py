@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rageval.evaluation import metric_plugins, registry
-from pytest_rageval.evaluation.metric_plugins import MetricPluginError, load_entry_points, register_returned
+from pytest_rageval.evaluation import external_metrics, registry
+from pytest_rageval.evaluation.external_metrics import MetricPluginError, load_entry_points, register_returned
 from pytest_rageval.evaluation.registry import Metric
 
 #: the package's checkout, and the PYTHONPATH this suite was started with (before a test adds a folder)
@@ -43,7 +43,10 @@ def top_is_gold(case, response, ctx):
     return int(bool(ctx.top) and bool(ctx.top[0]))
 
 
-TOP_IS_GOLD = Metric("top_is_gold", "deterministic", (0.0, 1.0), "higher", "gold", "avg", score=top_is_gold)
+TOP_IS_GOLD = Metric(
+    name="top_is_gold", kind="deterministic", scale=(0.0, 1.0), direction="higher",
+    applies_to="gold", aggregate_kind="avg", score=top_is_gold,
+)
 
 
 def metrics():
@@ -52,7 +55,7 @@ def metrics():
 
 #: What docs/how-to/own-metric.md tells a user to write in conftest.py.
 CONFTEST = '''
-from pytest_rageval.evaluation.registry import Metric
+from pytest_rageval import Metric
 
 
 def top_is_gold(case, response, ctx):
@@ -61,7 +64,12 @@ def top_is_gold(case, response, ctx):
 
 
 def pytest_rageval_metrics():
-    return [Metric("top_is_gold", "deterministic", (0.0, 1.0), "higher", "gold", "avg", score=top_is_gold)]
+    return [
+        Metric(
+            name="top_is_gold", kind="deterministic", scale=(0.0, 1.0), direction="higher",
+            applies_to="gold", aggregate_kind="avg", score=top_is_gold,
+        )
+    ]
 '''
 
 
@@ -114,7 +122,7 @@ def install(site: Path, name: str, module: str, entry_points: dict[str, str]) ->
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n", encoding="utf-8")
     lines = "".join(f"{ep} = {value}\n" for ep, value in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[{metric_plugins.ENTRY_POINT_GROUP}]\n{lines}", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[{external_metrics.ENTRY_POINT_GROUP}]\n{lines}", encoding="utf-8")
     return site
 
 
@@ -157,20 +165,22 @@ def test_without_the_hook_the_metric_is_unknown(pytester: pytest.Pytester) -> No
     ("returns", "message"),
     [
         (
-            "[Metric('mrr', 'deterministic', (0.0, 1.0), 'higher', 'gold', 'avg', score=lambda c, r, x: 1)]",
+            "[Metric(name='mrr', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
+            "applies_to='gold', aggregate_kind='avg', score=lambda c, r, x: 1)]",
             ": metric 'mrr' clashes with the built-in metric of that name",
         ),
         (
-            "[Metric('mrr_avg', 'deterministic', (0.0, 1.0), 'higher', 'gold', 'rate', 'mrr_avg', score=lambda c, r, x: 1)]",
+            "[Metric(name='mrr_avg', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
+            "applies_to='gold', aggregate_kind='rate', aggregate='mrr_avg', score=lambda c, r, x: 1)]",
             ": the aggregate 'mrr_avg' of metric 'mrr_avg' is taken by the built-in metric 'mrr'",
         ),
         ("'top_is_gold'", ": expected a Metric or a list of Metrics, got 'top_is_gold' (str)"),
         (
-            "[Metric('tone', 'judge', (0.0, 1.0), 'higher', 'answered', 'avg')]",
+            "[Metric(name='tone', kind='judge', scale=(0.0, 1.0), direction='higher', applies_to='answered', aggregate_kind='avg')]",
             ": metric 'tone' is a judge metric; only deterministic metrics can be added",
         ),
         (
-            "[Metric('nothing', 'deterministic', (0.0, 1.0), 'higher', 'all')]",
+            "[Metric(name='nothing', kind='deterministic', scale=(0.0, 1.0), direction='higher', applies_to='all')]",
             " raised ValueError: metric 'nothing': a deterministic metric needs a score function, others have none",
         ),
     ],
@@ -236,7 +246,8 @@ BROKEN = [
     ("def metrics():\n    raise RuntimeError('no config\\nsecond line')\n", "calling it raised RuntimeError: no config"),
     (
         "from pytest_rageval.evaluation.registry import Metric\n"
-        "def metrics():\n    return Metric('recall_at_k', 'deterministic', (0.0, 1.0), 'higher', 'gold', 'avg', score=lambda c, r, x: 1)\n",
+        "def metrics():\n    return Metric(name='recall_at_k', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
+        "applies_to='gold', aggregate_kind='avg', score=lambda c, r, x: 1)\n",
         "metric 'recall_at_k' clashes with the built-in metric of that name",
     ),
 ]
@@ -267,12 +278,21 @@ def test_a_broken_entry_point_is_one_line_in_pytest_and_the_command(
 def own_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The registry and the loader's record of origins as they are; restored afterwards."""
     monkeypatch.setattr(registry, "METRICS", list(registry.METRICS))
-    monkeypatch.setattr(metric_plugins, "_ORIGINS", {})
+    monkeypatch.setattr(external_metrics, "_ORIGINS", {})
     yield
 
 
 def scored(name: str, **fields: Any) -> Metric:
-    return Metric(name, "deterministic", (0.0, 1.0), "higher", "all", "avg", score=lambda c, r, x: 1, **fields)
+    return Metric(
+        name=name,
+        kind="deterministic",
+        scale=(0.0, 1.0),
+        direction="higher",
+        applies_to="all",
+        aggregate_kind="avg",
+        score=lambda c, r, x: 1,
+        **fields,
+    )
 
 
 @pytest.mark.usefixtures("own_registry")
@@ -300,9 +320,11 @@ def test_what_a_plugin_returns_is_registered_once_and_a_clash_names_the_first_so
 def test_entry_points_load_in_name_order_and_again_as_no_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = (
         "from pytest_rageval.evaluation.registry import Metric\n"
-        "ONE = Metric('ep_one', 'deterministic', (0.0, 1.0), 'higher', 'all', 'avg', score=lambda c, r, x: 1)\n"
+        "ONE = Metric(name='ep_one', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
+        "applies_to='all', aggregate_kind='avg', score=lambda c, r, x: 1)\n"
         "def two():\n"
-        "    return [Metric('ep_two', 'deterministic', (0.0, 1.0), 'higher', 'all', 'rate', score=lambda c, r, x: 1)]\n"
+        "    return [Metric(name='ep_two', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
+        "applies_to='all', aggregate_kind='rate', score=lambda c, r, x: 1)]\n"
     )
     site = install(tmp_path / "site", "orderedmetrics_ep", module, {"b_two": "orderedmetrics_ep:two", "a_one": "orderedmetrics_ep:ONE"})
     monkeypatch.syspath_prepend(str(site))

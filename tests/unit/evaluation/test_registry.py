@@ -130,14 +130,32 @@ def test_register_refuses_a_taken_name_and_judge_metrics() -> None:
     before = list(registry.METRICS)
     assert register(registry.METRICS[0]) is registry.METRICS[0]  # the same entry again: a no-op
     with pytest.raises(ValueError, match="'mrr' already exists"):
-        register(Metric("mrr", "deterministic", (0.0, 1.0), "higher", "gold", "avg", score=lambda c, r, x: 1))
+        register(
+            Metric(
+                name="mrr",
+                kind="deterministic",
+                scale=(0.0, 1.0),
+                direction="higher",
+                applies_to="gold",
+                aggregate_kind="avg",
+                score=lambda c, r, x: 1,
+            )
+        )
     with pytest.raises(ValueError, match="only deterministic"):
-        register(Metric("tone", "judge", (0.0, 1.0), "higher", "answered", "avg"))
+        register(Metric(name="tone", kind="judge", scale=(0.0, 1.0), direction="higher", applies_to="answered", aggregate_kind="avg"))
     with pytest.raises(ValueError, match="needs a score function"):
-        Metric("nothing", "deterministic", (0.0, 1.0), "higher", "all")
+        Metric(name="nothing", kind="deterministic", scale=(0.0, 1.0), direction="higher", applies_to="all")
     assert registry.METRICS == before
     with pytest.raises(ValueError, match="only a judge metric has a judge spec"):
-        Metric("spec", "deterministic", (0.0, 1.0), "higher", "all", judge=registry.JudgeSpec("v1", "PassingAnswer", None), score=lambda c, r, x: 1)
+        Metric(
+            name="spec",
+            kind="deterministic",
+            scale=(0.0, 1.0),
+            direction="higher",
+            applies_to="all",
+            judge=registry.JudgeSpec("v1", "PassingAnswer", None),
+            score=lambda c, r, x: 1,
+        )
 
 
 # --------------------------------------------------------------------------- judge verdicts: facts here, code in judges/
@@ -241,7 +259,12 @@ def top_is_gold(case, response, ctx):
     return int(bool(ctx.top) and bool(ctx.top[0]))
 
 
-register(Metric("top_is_gold", "deterministic", (0.0, 1.0), "higher", "gold", "avg", score=top_is_gold))
+register(
+    Metric(
+        name="top_is_gold", kind="deterministic", scale=(0.0, 1.0), direction="higher",
+        applies_to="gold", aggregate_kind="avg", score=top_is_gold,
+    )
+)
 '''
 
 

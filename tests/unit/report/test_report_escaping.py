@@ -152,7 +152,16 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
     evil_metric = h("registered metric")
     monkeypatch.setattr(registry, "METRICS", list(registry.METRICS))
     registry.register(
-        Metric(evil_metric, "deterministic", (0.0, 1.0), "higher", "all", "avg", score=lambda case, response, ctx: 0.5, default_threshold=0.25)
+        Metric(
+            name=evil_metric,
+            kind="deterministic",
+            scale=(0.0, 1.0),
+            direction="higher",
+            applies_to="all",
+            aggregate_kind="avg",
+            score=lambda case, response, ctx: 0.5,
+            default_threshold=0.25,
+        )
     )
     record = hostile_record(h)
     record["metrics"][evil_metric] = 0.5
