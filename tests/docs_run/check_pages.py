@@ -21,6 +21,7 @@ from pytest_rageval.plugin import pytest_addoption
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "docs" / "tutorial.md", *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
 
+
 def _parse_all() -> tuple[list[Block], dict[str, str]]:
     """Every page's blocks, and the error of each page whose markers do not say how to run a block."""
     blocks: list[Block] = []
@@ -58,10 +59,7 @@ def test_the_pages_have_blocks() -> None:
     assert len(BLOCKS) > 40
 
 
-
-@pytest.mark.parametrize(
-    "block", [pytest.param(block, id=block.test_id, marks=pytest.mark.xdist_group(block.page)) for block in BLOCKS]
-)
+@pytest.mark.parametrize("block", [pytest.param(block, id=block.test_id, marks=pytest.mark.xdist_group(block.page)) for block in BLOCKS])
 def test_block(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
     if block.page in FAILED:
         pytest.skip(f"{block.page}:{FAILED[block.page]} failed before it")

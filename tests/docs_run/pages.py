@@ -13,9 +13,10 @@ MkDocs, each on the line before its block (alone or at the end of that line):
   fills it with the repository's ``pyproject.toml`` and ``eval_sets/``;
 - ``<!-- env: NAME=VALUE -->`` the commands after it run with that environment variable.
 
-A ``bash``/``sh`` block runs as one script, a ``python`` block as a Python script (both in the page's folder). A ``text``/``console`` block whose first line is ``$ COMMAND`` holds
-commands and the output each prints; a ``text`` block right after a run block is that block's output. Any other block
-needs a marker: a block nothing runs, checks or skips is an error naming its line.
+A ``bash``/``sh`` block runs as one script, a ``python`` block as a Python script (both in the page's folder). A
+``text``/``console`` block whose first line is ``$ COMMAND`` holds commands and the output each prints; a ``text``
+block right after a run block is that block's output. Any other block needs a marker: a block nothing runs, checks
+or skips is an error naming its line.
 """
 
 from __future__ import annotations
