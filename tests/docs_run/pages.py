@@ -9,8 +9,9 @@ MkDocs, each on the line before its block (alone or at the end of that line):
   ``pyproject.toml`` table): written to PATH in a copy of the folder, where pytest must read it without a complaint;
 - ``<!-- skip: REASON -->`` the block does not run; REASON is in its test id;
 - ``<!-- exit: N -->`` the block's (last) command exits with N (default 0);
-- ``<!-- folder: SHOWN [clone] -->`` the blocks after it run in a new folder, shown in outputs as SHOWN; ``clone``
-  fills it with the repository's ``pyproject.toml`` and ``eval_sets/``;
+- ``<!-- folder: SHOWN [clone] [venv] -->`` the blocks after it run in a new folder, shown in outputs as SHOWN;
+  ``clone`` fills it with the repository's ``pyproject.toml`` and ``eval_sets/``, ``venv`` gives it a virtual
+  environment of its own (seeing this one's packages), first on PATH, for a page that installs a package;
 - ``<!-- env: NAME=VALUE -->`` the commands after it run with that environment variable.
 
 A ``bash``/``sh`` block runs as one script, a ``python`` block as a Python script (both in the page's folder). A
@@ -64,7 +65,7 @@ class Block:
     reason: str = ""  # why a skip block does not run
     exit_code: int = 0
     commands: list[Command] = field(default_factory=list)
-    folder: tuple[str, bool] | None = None  # a new folder from here on: (shown as, cloned)
+    folder: tuple[str, frozenset[str]] | None = None  # a new folder from here on: (shown as, {clone, venv})
     env: dict[str, str] = field(default_factory=dict)  # variables set from here on
 
     @property
@@ -137,10 +138,10 @@ def parse(path: Path, root: Path) -> list[Block]:
 def _apply(block: Block, marker: _Marker) -> None:
     where = f"{block.page}:{block.line}"
     if marker.name == "folder":
-        shown, _, clone = marker.arguments.partition(" ")
-        if clone not in ("", "clone"):
-            raise PageError(f"{where}: folder marker: expected 'SHOWN' or 'SHOWN clone', got {marker.arguments!r}")
-        block.folder = (shown, clone == "clone")
+        shown, *options = marker.arguments.split()
+        if not set(options) <= {"clone", "venv"}:
+            raise PageError(f"{where}: folder marker: expected 'SHOWN [clone] [venv]', got {marker.arguments!r}")
+        block.folder = (shown, frozenset(options))
     elif marker.name == "env":
         name, sep, value = marker.arguments.partition("=")
         if not sep or not name.isidentifier():

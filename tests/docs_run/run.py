@@ -108,15 +108,34 @@ class Workspace:
     def enter(self, block: Block) -> None:
         """Take the folder and environment markers before ``block``."""
         if block.folder is not None:
-            shown, clone = block.folder
+            shown, options = block.folder
             self.folder = self.base / f"folder-{block.line}"
             self.folder.mkdir()
             self.shown_as = shown
-            if clone:
+            if "venv" in options:
+                self._venv(self.base / f"venv-{block.line}")
+            if "clone" in options:
                 shutil.copy(self.repository / "pyproject.toml", self.folder / "pyproject.toml")
                 shutil.copytree(self.repository / "eval_sets", self.folder / "eval_sets")
                 (self.folder / "tests").mkdir()  # what testpaths names (the suite itself is not needed)
         self.env.update(block.env)
+
+    def _venv(self, where: Path) -> None:
+        """A virtual environment that sees this interpreter's packages (its venv's too), first on PATH."""
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(where)], check=True)
+        site_packages = next(where.glob("lib/python*/site-packages"))
+        seen = [path for path in sys.path if path.endswith("site-packages")]
+        # a .pth line that starts with import runs: this interpreter's package folders, first on sys.path
+        (site_packages / "docs_run_parent.pth").write_text(
+            f"import site, sys; n = len(sys.path); any(map(site.addsitedir, {seen!r})); sys.path[:] = sys.path[n:] + sys.path[:n]\n",
+            encoding="utf-8",
+        )
+        bin_folder = where / "bin"
+        for name, how in (("pytest", "-m pytest"), ("rageval", "-m pytest_rageval.cli"), ("pip", "-m pip")):
+            (bin_folder / name).write_text(f'#!/bin/sh\nexec "{bin_folder / "python"}" {how} "$@"\n', encoding="utf-8")
+            (bin_folder / name).chmod(0o755)
+        self.env["PATH"] = f"{bin_folder}{os.pathsep}{self.env['PATH']}"
+        self.env["VIRTUAL_ENV"] = str(where)
 
     def run(self, block: Block) -> None:
         """Do what ``block`` says; an AssertionError says what went wrong."""
