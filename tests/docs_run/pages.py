@@ -6,7 +6,8 @@ MkDocs, each on the line before its block (alone or at the end of that line):
 
 - ``<!-- file: PATH -->`` the block is the content of PATH (written, replacing it); ``<!-- append: PATH -->`` adds it;
 - ``<!-- alt: PATH -->`` the block is another form of the last file written (``pytest.ini`` for a
-  ``pyproject.toml`` table): written to PATH in a copy of the folder, where pytest must read it without a complaint;
+  ``pyproject.toml`` table), or a configuration file shown alone: written to PATH in a copy of the folder (without
+  that last file), where ``pytest --rageval --collect-only`` must read it without a complaint;
 - ``<!-- skip: REASON -->`` the block does not run; REASON is in its test id;
 - ``<!-- exit: N -->`` the block's (last) command exits with N (default 0);
 - ``<!-- folder: SHOWN [clone] [venv] -->`` the blocks after it run in a new folder, shown in outputs as SHOWN;

@@ -191,12 +191,11 @@ class Workspace:
             raise AssertionError(f"{block.page}:{block.line}: the output shown differs from the output: {problem}")
 
     def _check_alternative(self, block: Block) -> None:
-        """Another form of the last file written: pytest reads it, in a copy of the folder, without a complaint."""
-        if self.last_file is None:
-            raise AssertionError(f"{block.page}:{block.line}: an alt block with no file written before it")
+        """Another form of the last file written (if any): pytest reads it, in a copy of the folder, without a complaint."""
         copy = self.base / f"alt-{block.line}"
         shutil.copytree(self.folder, copy)
-        (copy / self.last_file.relative_to(self.folder)).unlink()
+        if self.last_file is not None:
+            (copy / self.last_file.relative_to(self.folder)).unlink()
         (copy / block.path).write_text(block.source, encoding="utf-8")
         command = [sys.executable, "-m", "pytest", "--rageval", "--collect-only", "-q", "-W", "error::pytest.PytestConfigWarning"]
         done = subprocess.run(command, cwd=copy, env=self.env, capture_output=True, text=True, timeout=TIMEOUT)
