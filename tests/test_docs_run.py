@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from docs_run.pages import PageError, fenced_blocks, parse
 from docs_run.run import Workspace, mismatch, shims
 
