@@ -1,0 +1,78 @@
+"""The docs job: every code block of README.md, docs/tutorial.md and docs/how-to/*.md, run as a reader would.
+
+Not part of the suite (its name is no ``test_*.py``): ``.ci/run`` runs it by path,
+``python -m pytest -p no:randomly -n 2 --dist loadgroup tests/docs_run/check_pages.py``. Each page runs in a fresh
+folder of its own, its blocks in page order on one worker (one xdist group a page); the commands are the installed
+``pytest`` and ``rageval`` of this interpreter. The markers a page uses are described in ``pages.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from _pytest.config.argparsing import Parser
+
+from docs_run.pages import Block, PageError, fenced_blocks, parse
+from docs_run.run import Workspace, shims
+from pytest_rageval.plugin import pytest_addoption
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "tutorial.md", *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
+
+
+def _parse_all() -> tuple[list[Block], dict[str, str]]:
+    """Every page's blocks, and the error of each page whose markers do not say how to run a block."""
+    blocks: list[Block] = []
+    errors: dict[str, str] = {}
+    for page in PAGES:
+        try:
+            blocks += parse(page, ROOT)
+        except PageError as error:
+            errors[page.relative_to(ROOT).as_posix()] = str(error)
+    return blocks, errors
+
+
+BLOCKS, PAGE_ERRORS = _parse_all()
+FLAG = re.compile(r"--rageval-[a-z-]+")
+#: Each page's folder and state, made at its first block (the blocks of a page run in order in one process).
+WORKSPACES: dict[str, Workspace] = {}
+FAILED: dict[str, int] = {}
+
+
+def _options() -> set[str]:
+    parser = Parser(_ispytest=True)
+    pytest_addoption(parser)
+    return {"--" + dest.replace("_", "-") for dest in vars(parser.parse_known_args([]))}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_every_block_of_the_page_is_collected(page: Path) -> None:
+    name = page.relative_to(ROOT).as_posix()
+    assert name not in PAGE_ERRORS, PAGE_ERRORS.get(name)
+    found = [block for block in BLOCKS if block.page == name]
+    assert len(found) == fenced_blocks(page.read_text(encoding="utf-8"))
+
+
+def test_the_pages_have_blocks() -> None:
+    assert len(BLOCKS) > 40
+
+
+@pytest.mark.parametrize("block", [pytest.param(block, id=block.test_id, marks=pytest.mark.xdist_group(block.page)) for block in BLOCKS])
+def test_block(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
+    if block.page in FAILED:
+        pytest.skip(f"{block.page}:{FAILED[block.page]} failed before it")
+    if block.page not in WORKSPACES:
+        base = tmp_path_factory.mktemp(re.sub(r"\W", "-", block.page))
+        WORKSPACES[block.page] = Workspace(base, ROOT, shims(tmp_path_factory.getbasetemp() / "bin"))
+    if block.kind == "skip":
+        unknown = sorted(set(FLAG.findall(block.source)) - _options())
+        assert not unknown, f"{block.page}:{block.line}: a skipped block names options that do not exist: {unknown}"
+        WORKSPACES[block.page].enter(block)
+        pytest.skip(block.reason)
+    try:
+        WORKSPACES[block.page].run(block)
+    except BaseException:
+        FAILED[block.page] = block.line
+        raise
