@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from needs import need_module
@@ -456,7 +456,8 @@ def test_garbage_database_gives_a_clear_error_and_clear_recovers(tmp_path: Path)
     db = tmp_path / DB_NAME
     db.write_bytes(b"this is not an sqlite database\n" * 200)
     cache = JudgeCache(tmp_path)
-    for call in (lambda: cache.get(key()), lambda: cache.put(key(), make_verdict(), meta=META), cache.open):
+    calls: list[Callable[[], object]] = [lambda: cache.get(key()), lambda: cache.put(key(), make_verdict(), meta=META), cache.open]
+    for call in calls:
         with pytest.raises(JudgeCacheError) as info:
             call()
         assert str(db) in str(info.value) and "--rageval-clear-cache" in str(info.value)
@@ -481,7 +482,7 @@ def test_secret_of_the_real_openai_judge_never_reaches_the_files(tmp_path: Path)
 
     class RealDescribe(CountingJudge):
         def describe(self) -> dict[str, Any]:
-            return real.describe()
+            return cast("dict[str, Any]", real.describe())
 
     async def main() -> None:
         cache = JudgeCache(tmp_path)
