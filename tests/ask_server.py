@@ -80,8 +80,9 @@ class AskServer:
                 with server._lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                 reply = server.responder(body)
-                headers: dict[str, Any] = {}
-                status, payload = 200, reply
+                payload: Any  # the reply, or its body when it is (status, body[, headers])
+                headers: dict[str, Any]
+                status, payload, headers = 200, reply, {}
                 if isinstance(reply, tuple):
                     status, payload = reply[0], reply[1]
                     headers = reply[2] if len(reply) > 2 else {}
