@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pytest_rageval.gate.aggregate import percentile
 from pytest_rageval.gate.statistics import bootstrap_interval
 
-Interval = tuple[float, float] | None
+Interval = tuple[float | None, float | None] | None  # percentile() is None for no samples
 
 
 def numpy_interval(diffs: list[float], samples: int, seed: int) -> Interval:

@@ -26,6 +26,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,7 +64,7 @@ def main() -> int:
             "eval set (--rageval)": [*base, "--rageval", "eval_sets/big.jsonl"],
             "parametrize": [*base, "test_param.py"],
         }
-        results: dict[str, list] = {name: [] for name in commands}
+        results: dict[str, list[Any]] = {name: [] for name in commands}
         env = child_env()
         # Warm-up (bytecode, assertion-rewrite cache), then interleave the two so drift hits both alike.
         for cmd in commands.values():
@@ -75,6 +76,7 @@ def main() -> int:
                     print(f"--- {name}: exit {res.returncode}\n{res.tail()}")
                     return 1
                 collected = next((line for line in res.stdout.splitlines()[::-1] if "collected" in line or "tests collected" in line), "")
+                assert res.max_rss_kb is not None  # run_with_rss always measures it
                 results[name].append((res.wall, res.max_rss_kb, collected.strip()))
                 print(f"{name}: {res.wall:.2f} s, {res.max_rss_kb / 1024:.0f} MiB  ({collected.strip()})", flush=True)
 
@@ -90,7 +92,7 @@ def main() -> int:
     print(f"\nratio eval set / parametrize: {ratio:.2f}  (bar <= 2: {'yes' if ratio <= 2 else 'NO'})")
     phase = [re.search(r"in ([0-9.]+)s", b[2]) for b in (ev, par)]
     if all(phase):
-        a, b = (float(m.group(1)) for m in phase)
+        a, b = (float(m.group(1)) for m in phase if m)
         print(
             f"collection phase only (pytest's own 'collected in'): {a:.2f} s / {b:.2f} s = {a / b:.2f} "
             f"(wall also holds start-up and the end of the session: garbage collection and interpreter exit)"

@@ -29,7 +29,7 @@ import resource
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -52,7 +52,7 @@ def write_project(root: Path, n: int, rag_url: str) -> None:
 def latest_metrics(root: Path) -> dict[str, Any] | None:
     try:
         run_id = (root / "results" / "latest").read_text().strip()
-        return json.loads((root / "results" / run_id / "metrics.json").read_text())
+        return cast("dict[str, Any] | None", json.loads((root / "results" / run_id / "metrics.json").read_text()))
     except (OSError, ValueError):
         return None
 

@@ -89,7 +89,7 @@ def test_case(case):
 
 
 def passed_count(text: str) -> str:
-    found = re.findall(r"(\d+ (?:passed|failed|error|errors)(?:, \d+ (?:passed|failed|error|errors|warnings?))*)", text)
+    found: list[str] = re.findall(r"(\d+ (?:passed|failed|error|errors)(?:, \d+ (?:passed|failed|error|errors|warnings?))*)", text)
     return found[-1] if found else "?"
 
 

@@ -67,7 +67,7 @@ def main() -> None:
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     start = time.perf_counter()
-    page = render_report({"run_id": "new"}, iter(new), outcome=outcome, baseline=baseline)
+    page = render_report({"run_id": "new"}, iter(new), outcome=outcome, baseline_cases=baseline)
     with_baseline = time.perf_counter() - start
     start = time.perf_counter()
     plain = render_report({"run_id": "new"}, iter(new))

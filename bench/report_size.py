@@ -23,6 +23,7 @@ import tempfile
 import time
 from io import BytesIO
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, load_note, python, source_state, table
@@ -43,7 +44,7 @@ def _text(rng: random.Random, chars: int) -> str:
     return " ".join(out)[:chars]
 
 
-def make_records(n: int, seed: int = 0) -> list[dict]:
+def make_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     tags = [f"tag-{i:02d}" for i in range(20)]
     records = []
@@ -140,7 +141,7 @@ def render_with(source: Path, results: Path, out: Path, repeat: int) -> list[flo
     )
     if proc.returncode:
         raise SystemExit(f"render with {source} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return cast("list[float]", json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def export(ref: str, into: Path) -> Path:
@@ -174,23 +175,17 @@ def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: boo
             tab.open(page)
             wall = (time.perf_counter() - start) * 1000
             load = tab.js("performance.getEntriesByType('navigation')[0].loadEventEnd")
-            runs["load"].append(float(load) if isinstance(load, (int, float)) else wall)  # type: ignore[arg-type]
+            runs["load"].append(float(load) if isinstance(load, (int, float)) else wall)
             if not filters:
                 continue
             runs["filter"].append(
-                float(
-                    tab.js(
-                        apply.format(  # type: ignore[arg-type]
-                            submit="false", changes=json.dumps([["rv-o", "failed", "change"], ["rv-t", tag, "change"]])
-                        )
-                    )
-                )
+                float(tab.js(apply.format(submit="false", changes=json.dumps([["rv-o", "failed", "change"], ["rv-t", tag, "change"]]))))
             )
-            runs["shown"].append(float(tab.js("document.querySelectorAll('.case:not([hidden])').length")))  # type: ignore[arg-type]
+            runs["shown"].append(float(tab.js("document.querySelectorAll('.case:not([hidden])').length")))
             runs["search"].append(
                 float(
                     tab.js(
-                        apply.format(  # type: ignore[arg-type]
+                        apply.format(
                             submit="true", changes=json.dumps([["rv-o", "", "change"], ["rv-t", "", "change"], ["rv-q", "refund window", "input"]])
                         )
                     )
@@ -199,7 +194,7 @@ def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: boo
             runs["sort"].append(
                 float(
                     tab.js(
-                        apply.format(  # type: ignore[arg-type]
+                        apply.format(
                             submit="false", changes=json.dumps([["rv-q", "", "input"], ["rv-s", "m:mrr", "change"], ["rv-d", "desc", "change"]])
                         )
                     )
@@ -223,7 +218,8 @@ def main() -> None:
         results = folder / "results.jsonl"
         results.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         sides = {"this": REPO, args.peer: export(args.peer, folder / "peer")}
-        rows, timings = [], {}
+        rows: list[list[Any]] = []
+        timings: dict[str, dict[str, Any]] = {}  # browser_times() per side
         for name, source in sides.items():
             out = folder / f"report-{name.replace('/', '_')}.html"
             times = render_with(source, results, out, args.repeat)

@@ -41,7 +41,9 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = tuple[int, dict, Any]  # (status, headers, JSON-able body)
+from typing_extensions import Self
+
+Reply = tuple[int, dict[str, Any], Any]  # (status, headers, JSON-able body)
 
 #: Passing verdicts for pytest-rageval's judge metrics (the shapes its prompts ask for).
 RAGEVAL_VERDICTS: dict[str, dict[str, Any]] = {
@@ -153,7 +155,7 @@ class LoopbackServer:
             def do_GET(self) -> None:
                 self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-            def _send(self, status: int, headers: dict, payload: Any) -> None:
+            def _send(self, status: int, headers: dict[str, Any], payload: Any) -> None:
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -180,8 +182,7 @@ class LoopbackServer:
 
     @property
     def root(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_port}"  # bound to 127.0.0.1 above
 
     def reset(self) -> None:
         """Forget the counts (between runs of one benchmark)."""
@@ -194,7 +195,7 @@ class LoopbackServer:
             self.arrivals.clear()
             self.refused_arrivals.clear()
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

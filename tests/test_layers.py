@@ -191,6 +191,7 @@ def test_pytest_only_in_the_pytest_surface() -> None:
                 else []
             )
             if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
+                assert isinstance(node, (ast.Import, ast.ImportFrom))  # only imports name modules
                 importing.append(f"{module}:{node.lineno}")
     assert importing == []
 

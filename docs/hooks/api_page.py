@@ -98,7 +98,7 @@ def _parameters(signature: inspect.Signature) -> list[str]:
             starred = True
         if param.kind is param.VAR_POSITIONAL:
             starred = True
-        text = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "") + param.name
+        text = ("*" if param.kind is param.VAR_POSITIONAL else "**" if param.kind is param.VAR_KEYWORD else "") + param.name
         if param.annotation is not param.empty:
             text += f": {_annotation(param.annotation)}"
         if param.default is not param.empty:

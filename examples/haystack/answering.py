@@ -30,7 +30,7 @@ def words(text: str) -> list[str]:
 
 def sentences(text: str) -> list[str]:
     """The sentences of a passage: each line (headings, front matter and list marks dropped), split at full stops."""
-    found = []
+    found: list[str] = []
     for line in text.splitlines():
         line = line.strip().lstrip("-*+ ").strip()
         if not line or line.startswith("#") or _FRONT_MATTER.match(line):

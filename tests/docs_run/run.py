@@ -164,11 +164,11 @@ class Workspace:
             assert self.last_output is not None
             self._compare(block, block.source, self.last_output)
         elif block.kind == "commands":
-            for number, command in enumerate(block.commands, 1):
+            for number, step in enumerate(block.commands, 1):
                 expected = block.exit_code if number == len(block.commands) else 0
-                output = self._run(block, ["bash", "-e", "-o", "pipefail", "-c", command.command], None, expected, command.command)
-                if command.shown.strip():
-                    self._compare(block, command.shown, output)
+                output = self._run(block, ["bash", "-e", "-o", "pipefail", "-c", step.command], None, expected, step.command)
+                if step.shown.strip():
+                    self._compare(block, step.shown, output)
 
     def _run(self, block: Block, command: list[str], stdin: str | None, expected: int | None = None, what: str = "") -> str:
         expected = block.exit_code if expected is None else expected

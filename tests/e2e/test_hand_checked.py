@@ -70,7 +70,7 @@ CASES = [
 OTHER = [chunk("other.md", "# Other", None)]
 
 
-def respond(body: dict) -> Any:
+def respond(body: dict[str, Any]) -> Any:
     q = body["question"]
     if q == "q-prefix":
         chunks = [chunk("docs/deploy.md", "# Deploy2", 1), chunk("docs/deploy.md", "# Deploy > ## Steps", 2), chunk("other.md", "# O", 3)]
@@ -123,7 +123,7 @@ def respond(body: dict) -> Any:
 
 N = None
 # Hand-computed per-case metrics: recall, recall_all, mrr, precision, ndcg, scope_miss, attribution, conflict, abstained, false_abst
-EXPECTED: dict[str, tuple] = {
+EXPECTED: dict[str, tuple[Any, ...]] = {
     "prefix": (1, 1, 0.5, 0.2, L2, N, 1, N, False, 0),
     "beyond_k": (0, 0, 0.0, 0.0, 0.0, N, 0, N, False, 0),
     "groups": (1, 1, 1.0, 0.4, (1 + L3) / (1 + L2 + L3), N, 1, N, False, 0),
@@ -171,7 +171,7 @@ OUTCOMES = {
 }
 
 
-def _mean(values: list) -> Any:
+def _mean(values: list[Any]) -> Any:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
 
@@ -245,10 +245,10 @@ def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester) 
 
 
 def test_serial_and_xdist_give_identical_metrics(project: pytest.Pytester) -> None:
-    def run(server: AskServer, *extra: str) -> dict:
+    def run(server: AskServer, *extra: str) -> dict[str, Any]:
         project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *extra)
         latest = (project.path / "results" / "latest").read_text().strip()
-        data = json.loads((project.path / "results" / latest / "metrics.json").read_text())
+        data: dict[str, Any] = json.loads((project.path / "results" / latest / "metrics.json").read_text())
         for volatile in ("run_id", "timestamp"):
             data.pop(volatile)
         data["aggregate_metrics"].pop("latency")

@@ -72,7 +72,7 @@ class System:
         self._flaky = itertools.count()
         self._lock = threading.Lock()
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         question = body["question"]
         if question == "q-flaky":
             with self._lock:
@@ -91,7 +91,7 @@ def llm_judge() -> Any:
     """The OpenAI-compatible judge: classifies a refusal as abstaining, else the default verdicts."""
     default = verdicts()
 
-    def respond(body: dict, headers: dict) -> Any:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         if metric_of(body) == "abstention":
             return ok(json.dumps({"abstained": REFUSAL in user_text(body), "confidence": 0.9}))
         return default(body, headers)
@@ -103,7 +103,7 @@ def latest_run(root: Path) -> Path:
     return root / "results" / (root / "results" / "latest").read_text().strip()
 
 
-def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,23 +34,23 @@ def cases(n: int) -> str:
     return "\n".join(rows) + "\n"
 
 
-def ranked(body: dict) -> Any:
+def ranked(body: dict[str, Any]) -> Any:
     i = int(body["question"][1:])
     gold = chunk("docs/a.md", "# A", 1 + i % 3)
     others = [chunk(f"o{j}.md", "# O", j) for j in range(1, 5) if j != 1 + i % 3]
     return answer("A.", [gold, *others], references=[gold] if i % 2 else [])
 
 
-def slow(delay: float):
-    def respond(body: dict) -> Any:
+def slow(delay: float) -> Callable[[dict[str, Any]], Any]:
+    def respond(body: dict[str, Any]) -> Any:
         time.sleep(delay)
         return ranked(body)
 
     return respond
 
 
-def metrics_of(run_dir: Path) -> dict:
-    data = json.loads((run_dir / "metrics.json").read_text())
+def metrics_of(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "metrics.json").read_text())
     for volatile in ("run_id", "timestamp"):
         data.pop(volatile)
     data.pop("session", None)  # the pytest session's exit status and parts: `rageval merge` ran none
@@ -67,7 +68,7 @@ def test_cases_report_in_collection_order_with_random_latencies(pytester: pytest
     rng = random.Random(1)
     delays = {f"q{i}": rng.uniform(0.0, 0.15) for i in range(24)}
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         time.sleep(delays[body["question"]])
         return ranked(body)
 
@@ -101,7 +102,7 @@ def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester) ->
     assert whole.ret == 1  # every fourth case misses mrr >= 1
 
 
-def _run_and_interrupt(project: Path, url: str, sig: int, ready: Any) -> tuple[subprocess.Popen, Path]:
+def _run_and_interrupt(project: Path, url: str, sig: int, ready: Any) -> tuple[subprocess.Popen[str], Path]:
     """Start a run (concurrency 2), send ``sig`` once ``ready(lines of results.jsonl)`` holds, wait for the exit."""
     cmd = [
         sys.executable,
@@ -134,7 +135,7 @@ def test_interrupted_run_keeps_finished_cases_cancels_the_rest_and_resumes(pytes
     pytester.makefile(".jsonl", **{"eval_sets/s": cases(20)})
     interrupted = threading.Event()
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         if int(body["question"][1:]) >= 8:
             interrupted.wait(timeout=30)  # q8 and q9 hold both slots until the run is interrupted
         return slow(0.05)(body)

@@ -19,14 +19,14 @@ def _chunk(**extra: Any) -> dict[str, Any]:
     return {"chunk_id": "a#1", "rel_path": "docs/a.md", "heading_path": "# A", "text": "A text.", "rank": 1, "score_final": 0.9, **extra}
 
 
-def _deep() -> list:
-    value: list = []
+def _deep() -> list[Any]:
+    value: list[Any] = []
     for _ in range(DEEP):
         value = [value]
     return value
 
 
-def body(fault: str, question: str) -> dict[str, Any]:
+def body(fault: str, question: str | None) -> dict[str, Any]:
     """The response to ``question`` as a Python value; the fault only for the question "bad"."""
     answer, chunk, extra = "A answer.", _chunk(), {}
     if question == "bad":
@@ -51,7 +51,7 @@ def body(fault: str, question: str) -> dict[str, Any]:
     return {"answer": answer, "references": [chunk], "debug": {"retrieved_chunks": [chunk]}, **extra}
 
 
-def http_reply(fault: str, question: str) -> Any:
+def http_reply(fault: str, question: str | None) -> Any:
     """The loopback server's reply: (status, raw text) so NaN, lone surrogates and huge values go out as written."""
     if question == "bad" and fault == "ansi_error":
         return (400, f"upstream failed: {ANSI}")  # raw bytes, not JSON-escaped

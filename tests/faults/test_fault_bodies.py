@@ -111,7 +111,7 @@ def test_a_bomb_from_the_judge_is_that_cases_judge_error_naming_the_limit(pytest
     write_set(pytester, ["What is the fee?"])
     good = verdicts()
 
-    def respond(body: dict, headers: dict) -> Any:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         if "bomb the judge" in json.dumps(body):
             return 200, {"Content-Encoding": "gzip"}, BOMB
         return good(body, headers)

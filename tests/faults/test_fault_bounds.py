@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openai_server import OpenAIServer, verdicts
@@ -38,7 +38,7 @@ def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
 
 def latest_metrics(root: Path) -> dict[str, Any]:
     run_id = (root / "results" / "latest").read_text().strip()
-    return json.loads((root / "results" / run_id / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((root / "results" / run_id / "metrics.json").read_text()))
 
 
 def no_traceback(result: pytest.RunResult) -> None:

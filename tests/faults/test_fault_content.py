@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer
 from fault_content_payloads import ANSI, GOLD, http_reply
-from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_of, ok, user_text
+from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_named, metric_of, ok, user_text
 
 HERE = Path(__file__).parent
 
@@ -43,7 +43,7 @@ CRASHES = [("surrogate_chunk_extra", "callable"), ("nan_score", "http"), ("deep_
 def strict(line: str) -> dict[str, Any]:
     """A results.jsonl line as a strict JSON reader sees it (no NaN/Infinity), after checking it encodes as UTF-8."""
     line.encode("utf-8")
-    return json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} written to results.jsonl"))
+    return cast("dict[str, Any]", json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} written to results.jsonl")))
 
 
 def run_dir(root: Path) -> Path:
@@ -162,8 +162,8 @@ def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(pytes
     project(pytester, "none", "http")
     reasoning = f"Invented {ANSI} " + "x" * 500
 
-    def judge(body: dict, headers: dict) -> Any:
-        verdict = dict(DEFAULT_VERDICTS[metric_of(body)])
+    def judge(body: dict[str, Any], headers: dict[str, Any]) -> Any:
+        verdict = dict(DEFAULT_VERDICTS[metric_named(body)])
         if "bad" in user_text(body) and metric_of(body) == "groundedness":
             verdict.update(reasoning=reasoning, score=1, unsupported_claims=[f"claim {ANSI}"], supported_claims=[])
         return ok(json.dumps(verdict))

@@ -41,9 +41,9 @@ class Line:
 # --------------------------------------------------------------------------- good lines
 
 #: Printable text without the characters an id may not hold; any Unicode letter, digit, punctuation or symbol.
-ID_TEXT = st.text(st.characters(categories=("L", "N", "P", "S"), exclude_characters="[]:"), max_size=12)
+ID_TEXT = st.text(st.characters(categories=["L", "N", "P", "S"], exclude_characters="[]:"), max_size=12)
 #: Any valid Unicode text (no surrogates): control characters, NUL, RTL marks and emoji included.
-ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
+ANY_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False), ANY_TEXT)
 JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(ANY_TEXT, inner, max_size=3)), max_leaves=8)
 
@@ -71,7 +71,7 @@ def good_line(draw: st.DrawFn, n: int) -> Line:
 # --------------------------------------------------------------------------- bad lines
 
 #: field -> values of the wrong type (or out of range) for it
-WRONG = {
+WRONG: dict[str, list[Any]] = {
     "question": [5, None, [], {"q": 1}, True, "   "],
     "answerable": ["yes", 1, None, []],
     "reference_answer": [3, ["a"], {"x": "y"}],

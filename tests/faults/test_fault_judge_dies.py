@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -35,7 +36,7 @@ def dying_judge() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def _rag(body: dict) -> object:
+def _rag(body: dict[str, Any]) -> dict[str, Any]:
     gold = chunk("docs/a.md", "# A", 1, text="The Foundation proposed STIP.")
     return answer("The Foundation proposed STIP [1].", [gold])
 

@@ -23,7 +23,7 @@ from needs import missing
 CASES = 6
 
 
-def respond(body: dict) -> Any:
+def respond(body: dict[str, Any]) -> Any:
     return answer("A.", [chunk("docs/a.md", "# A", 1)])
 
 
@@ -136,7 +136,7 @@ def test_resume_of_a_killed_run_without_config_json_compares_its_records(project
 def test_a_second_resume_of_the_same_run_is_refused(project: pytest.Pytester) -> None:
     hold, release = threading.Event(), threading.Event()
 
-    def held(body: dict) -> Any:  # once the run is made, the first resume's one case waits for the second resume
+    def held(body: dict[str, Any]) -> Any:  # once the run is made, the first resume's one case waits for the second resume
         if hold.is_set() and body["question"] == f"q{CASES - 1}":
             release.wait(30)
         return respond(body)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -44,7 +44,7 @@ def escaped(text: str) -> str:
 # --------------------------------------------------------------------------- the judge's misbehaviours
 
 
-def _refusal(body: dict) -> Any:
+def _refusal(body: dict[str, Any]) -> Any:
     reply = completion(None)
     reply["choices"][0]["message"]["refusal"] = f"I will not judge this; your key {KEY} is logged."
     return 200, {}, reply
@@ -55,7 +55,7 @@ def _json_text(fields: str) -> Any:
     return ok("{" + fields + "}")
 
 
-JUDGE = {
+JUDGE: dict[str, Callable[[dict[str, Any]], Any]] = {
     # message.refusal echoes the key (content empty): re-asked, then an error naming the refusal
     "j-refusal": _refusal,
     # a 200 whose body is not JSON: the SDK's JSONDecodeError carries the body
@@ -72,7 +72,7 @@ JUDGE = {
 }
 
 
-def judge_responder(body: dict, headers: dict) -> Any:
+def judge_responder(body: dict[str, Any], headers: dict[str, Any]) -> Any:
     found = re.search(r"<question>\n(.*?)\n</question>", user_text(body), re.DOTALL)
     question = found.group(1) if found else ""
     if question in JUDGE:
@@ -87,7 +87,7 @@ def _good(question: str) -> Any:
     return answer("An answer.", [chunk("docs/a.md", "# A", 1, text="A fact.")])
 
 
-RAG = {
+RAG: dict[str, Callable[[str], Any]] = {
     # a 200 answer, reference and chunk echoing the header token and the judge key (one past character 190)
     "r-echo": lambda q: answer(
         f"The token is {TOKEN} and the key {KEY}.",
@@ -108,7 +108,7 @@ RAG = {
 }
 
 
-def rag_responder(body: dict) -> Any:
+def rag_responder(body: dict[str, Any]) -> Any:
     question = body.get("question", "")
     return RAG.get(question, _good)(question)
 

@@ -71,7 +71,7 @@ def project(pytester: pytest.Pytester, faults: dict[str, str]) -> None:
     pytester.makepyfile(myrag=f"FAULTS = {faults!r}\n" + TARGET)
 
 
-def the_run(pytester: pytest.Pytester) -> tuple[dict, list[dict]]:
+def the_run(pytester: pytest.Pytester) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """metrics.json and the records of the one run folder."""
     (run_dir,) = [p for p in (pytester.path / "results").iterdir() if p.is_dir()]
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -162,7 +162,7 @@ def test_abandoned_calls_are_bounded_by_the_concurrency() -> None:
 # -- SIGTERM ---------------------------------------------------------------------------------------
 
 
-def run_until(cmd: list[str], cwd: Path, ready: Any) -> tuple[subprocess.Popen, float]:
+def run_until(cmd: list[str], cwd: Path, ready: Any) -> tuple[subprocess.Popen[str], float]:
     """Start ``cmd``, send SIGTERM once ``ready()`` holds; return the process and seconds from SIGTERM to its exit."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
@@ -190,7 +190,7 @@ def finished_lines(root: Path) -> int:
 LAST = CASES - 1
 
 
-def assert_kept_and_incomplete(root: Path, proc: subprocess.Popen, took: float) -> None:
+def assert_kept_and_incomplete(root: Path, proc: subprocess.Popen[str], took: float) -> None:
     output = proc.stdout.read() if proc.stdout else ""
     assert took < 20, f"exit {took:.1f} s after SIGTERM"
     assert proc.returncode != 0
@@ -227,7 +227,7 @@ def test_sigterm_ends_the_run_while_an_http_request_hangs(pytester: pytest.Pytes
     project(pytester, {})
     release = threading.Event()
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         if body["question"] == f"q{LAST}":
             release.wait(60)
         return answer("A.", [chunk("docs/a.md", "# A", 1)])

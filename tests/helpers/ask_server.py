@@ -10,8 +10,8 @@ from typing import Any
 
 from loopback import LoopbackServer
 
-Reply = dict | tuple  # a JSON body, or (status, body[, headers])
-Responder = Callable[[dict], Reply]
+Reply = dict[str, Any] | tuple[Any, ...]  # a JSON body, or (status, body[, headers])
+Responder = Callable[[dict[str, Any]], Reply]
 
 #: rageval_response_map lines reading seed 001's ``{answer, citations: [{proposal_id, stage, url, snippet}]}``.
 SEED_001_RESPONSE_MAP = (
@@ -31,7 +31,7 @@ def seed_001_ini(*more_response_map: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chunk(rel_path: str, heading: Any, rank: int | None = None, *, doc_id: str | None = None, text: str = "text") -> dict:
+def chunk(rel_path: str, heading: Any, rank: int | None = None, *, doc_id: str | None = None, text: str = "text") -> dict[str, Any]:
     """A retrieved chunk in the default response shape."""
     data: dict[str, Any] = {"chunk_id": f"{rel_path}#{heading}#{rank}", "rel_path": rel_path, "heading_path": heading, "text": text}
     if rank is not None:
@@ -42,8 +42,13 @@ def chunk(rel_path: str, heading: Any, rank: int | None = None, *, doc_id: str |
 
 
 def answer(
-    text: str, chunks: list[dict], *, references: list[dict] | None = None, abstained: bool | None = False, folders: list[str] | None = None
-) -> dict:
+    text: str,
+    chunks: list[dict[str, Any]],
+    *,
+    references: list[dict[str, Any]] | None = None,
+    abstained: bool | None = False,
+    folders: list[str] | None = None,
+) -> dict[str, Any]:
     """A full ask-API response body."""
     body: dict[str, Any] = {"answer": text, "references": references if references is not None else chunks[:1]}
     if abstained is not None:
@@ -75,6 +80,8 @@ class AskServer:
                 with server._lock:
                     server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
                 reply = server.responder(body)
+                payload: Any  # the reply, or its body when it is (status, body[, headers])
+                headers: dict[str, Any]
                 status, payload, headers = 200, reply, {}
                 if isinstance(reply, tuple):
                     status, payload = reply[0], reply[1]
@@ -96,8 +103,7 @@ class AskServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/api/v1/ask"
+        return f"http://127.0.0.1:{self._httpd.server_port}/api/v1/ask"  # bound to 127.0.0.1 above
 
     def questions(self) -> list[str]:
         with self._lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -87,7 +88,7 @@ class Page:
         os.close(child_out)
         self._buffer = b""
         self._next = 0
-        self.events: list[dict] = []
+        self.events: list[dict[str, Any]] = []
         try:
             targets = self._call("Target.getTargets")["targetInfos"]
             target = next(t["targetId"] for t in targets if t.get("type") == "page")
@@ -115,7 +116,7 @@ class Page:
         self._proc.kill()
         self._proc.wait(timeout=30)
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         import json
         import os
         import select
@@ -127,14 +128,14 @@ class Page:
                 pytest.fail("chromium's DevTools pipe closed or stalled", pytrace=False)
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
-        return json.loads(message)
+        return cast("dict[str, Any]", json.loads(message))
 
-    def _call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+    def _call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
         import json
         import os
 
         self._next += 1
-        message: dict = {"id": self._next, "method": method, "params": params or {}}
+        message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
         if session:
             message["sessionId"] = session
         os.write(self._to_child, json.dumps(message).encode() + b"\0")
@@ -143,10 +144,10 @@ class Page:
             if answer.get("id") == self._next:
                 if "error" in answer:
                     pytest.fail(f"chromium refused {method}: {answer['error']}", pytrace=False)
-                return answer.get("result", {})
+                return cast("dict[str, Any]", answer.get("result", {}))
             self.events.append(answer)
 
-    def call(self, method: str, params: dict | None = None) -> dict:
+    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """A DevTools command to the page; its result."""
         return self._call(method, params, self._session)
 
@@ -157,7 +158,7 @@ class Page:
         while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
             self.events.append(self._read())
 
-    def js(self, expression: str) -> object:
+    def js(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (a thrown error fails the test)."""
         result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
         if "exceptionDetails" in result:

@@ -36,9 +36,9 @@ from typing import Any
 
 from loopback import LoopbackServer
 
-Body = dict | list | str | bytes
-Reply = tuple[int, dict, Body]
-Responder = Callable[[dict, dict], Reply]
+Body = dict[str, Any] | list[Any] | str | bytes
+Reply = tuple[int, dict[str, Any], Body]
+Responder = Callable[[dict[str, Any], dict[str, Any]], Reply]
 
 #: A plausible answer for every judge metric (used by ``verdicts()`` for metrics not given).
 DEFAULT_VERDICTS: dict[str, dict[str, Any]] = {
@@ -68,7 +68,7 @@ def completion(
     finish_reason: str = "stop",
     prompt_tokens: int | None = 100,
     completion_tokens: int | None = 20,
-) -> dict:
+) -> dict[str, Any]:
     """A chat.completion body; ``prompt_tokens=None`` leaves ``usage`` out."""
     body: dict[str, Any] = {
         "id": f"chatcmpl-{next(_ids)}",
@@ -88,7 +88,7 @@ def ok(content: str, **kwargs: Any) -> Reply:
     return 200, {}, completion(content, **kwargs)
 
 
-def error(status: int, message: str, *, type_: str = "server_error", headers: dict | None = None) -> Reply:
+def error(status: int, message: str, *, type_: str = "server_error", headers: dict[str, Any] | None = None) -> Reply:
     """An error reply in OpenAI's ``{"error": {...}}`` shape."""
     return status, dict(headers or {}), {"error": {"message": message, "type": type_, "code": status}}
 
@@ -106,6 +106,13 @@ def metric_of(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+def metric_named(body: Mapping[str, Any]) -> str:
+    """The judge metric of a request that must name one (an assertion names the request that does not)."""
+    metric = metric_of(body)
+    assert metric is not None, f"a judge request naming no metric: {body}"
+    return metric
+
+
 def user_text(body: Mapping[str, Any]) -> str:
     """The first user message of a request."""
     return next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
@@ -118,7 +125,7 @@ def verdicts(answers: Mapping[str, Any] | None = None, **kwargs: Any) -> Respond
     """Answer each metric with ``answers[metric]`` (a dict is sent as JSON, a str as is), else its default."""
     table: dict[str, Any] = {**DEFAULT_VERDICTS, **(answers or {})}
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         metric = metric_of(body)
         if metric not in table:
             return error(400, f"test server: no verdict for metric {metric!r}", type_="invalid_request_error")
@@ -142,7 +149,7 @@ def sequence(*responders: Responder) -> Responder:
     """The i-th request goes to ``responders[i]``; the last one answers everything after."""
     lock, calls = threading.Lock(), itertools.count()
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         with lock:
             index = next(calls)
         return responders[min(index, len(responders) - 1)](body, headers)
@@ -163,7 +170,7 @@ def reject_json_schema(then: Responder | None = None) -> Responder:
     """Answer json_schema requests like llama.cpp's server (500); pass the others to ``then``."""
     after = then or verdicts()
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         fmt = body.get("response_format") or {}
         if fmt.get("type") == "json_schema":
             return 500, {}, LLAMA_CPP_REJECTION
@@ -177,7 +184,7 @@ def drop_fields(*fields: str, times: int | None = None, then: Responder | None =
     after = then or verdicts()
     lock, calls = threading.Lock(), itertools.count()
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         with lock:
             index = next(calls)
         if times is not None and index >= times:
@@ -204,7 +211,7 @@ def refuse_bounds(then: Responder | None = None) -> Responder:
     """Refuse a json_schema whose schema has length/item bounds, as a strict subset would (400)."""
     after = then or verdicts()
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         fmt = body.get("response_format") or {}
         if fmt.get("type") == "json_schema" and _has_bounds(fmt.get("json_schema", {}).get("schema")):
             return error(
@@ -222,7 +229,7 @@ def refuse_extras(then: Responder | None = None) -> Responder:
     ``response_format.schema``), naming the field, as a strict server does (400)."""
     after = then or verdicts()
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         fmt = body.get("response_format") or {}
         if fmt.get("type") == "json_schema":
             return error(400, "response_format json_schema is not supported", type_="invalid_request_error")
@@ -248,7 +255,7 @@ class OneSlot:
         self._serving = 0
         self._turn = threading.Condition()
 
-    def __call__(self, body: dict, headers: dict) -> Reply:
+    def __call__(self, body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         with self._turn:
             ticket = next(self._tickets)
             self._turn.wait_for(lambda: self._serving == ticket)
@@ -267,7 +274,7 @@ def slow(seconds: float, then: Responder | None = None) -> Responder:
     """Sleep before answering (for timeouts)."""
     after = then or verdicts()
 
-    def respond(body: dict, headers: dict) -> Reply:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Reply:
         time.sleep(seconds)
         return after(body, headers)
 
@@ -309,7 +316,7 @@ class OpenAIServer:
             def do_GET(self) -> None:
                 self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-            def _send(self, status: int, headers: dict, payload: Body) -> None:
+            def _send(self, status: int, headers: dict[str, Any], payload: Body) -> None:
                 if isinstance(payload, bytes):
                     data, ctype = payload, "application/octet-stream"
                 elif isinstance(payload, str):
@@ -334,17 +341,16 @@ class OpenAIServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._httpd.server_port}/v1"  # bound to 127.0.0.1 above
 
     def bodies(self) -> list[dict[str, Any]]:
         """The JSON bodies of all requests so far."""
         with self._lock:
             return [r["body"] for r in self.requests]
 
-    def metrics(self) -> list[str | None]:
+    def metrics(self) -> list[str]:
         """The judge metric of each request so far."""
-        return [metric_of(b) for b in self.bodies()]
+        return [metric_named(b) for b in self.bodies()]
 
     def start(self) -> OpenAIServer:
         if not self._started:

@@ -22,13 +22,13 @@ def test_metric_takes_keywords_only() -> None:
     )
     assert metric.aggregate == "one_avg"
     with pytest.raises(TypeError):
-        Metric("one", "deterministic", (0.0, 1.0), "higher", "all", "avg", score=lambda c, r, x: 1)  # type: ignore[misc]
+        Metric("one", "deterministic", (0.0, 1.0), "higher", "all", "avg", score=lambda c, r, x: 1)  # type: ignore[call-arg]
 
 
 def test_verdict_takes_keywords_only() -> None:
     assert Verdict(metric="groundedness", score=4.0).score == 4.0
     with pytest.raises(TypeError):
-        Verdict("groundedness", 4.0)  # type: ignore[misc]
+        Verdict("groundedness", 4.0)  # type: ignore[call-arg]
 
 
 class Exact(Judge):
@@ -50,7 +50,7 @@ def test_a_judge_subclass_needs_only_a_name_and_judge() -> None:
     assert verdict.score == 5.0
     asyncio.run(judge.aclose())
     with pytest.raises(TypeError):
-        Judge("exact")  # type: ignore[abstract,misc]
+        Judge("exact")  # type: ignore[abstract,call-arg]
 
 
 def test_a_judge_is_named_by_keyword() -> None:
@@ -59,5 +59,5 @@ def test_a_judge_is_named_by_keyword() -> None:
             return Verdict(metric=metric)
 
     with pytest.raises(TypeError):
-        Bare("bare")  # type: ignore[misc]
+        Bare("bare")  # type: ignore[call-arg]
     assert Bare(name="bare").name == "bare"

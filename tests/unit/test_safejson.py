@@ -90,7 +90,7 @@ def test_bytes_decoded_as_json_says_and_invalid_utf8_is_replaced_with_a_note() -
 
 
 def test_a_deep_path_is_shown_shortened() -> None:
-    deep: list = []
+    deep: list[Any] = []
     for _ in range(MAX_DEPTH + 5):
         deep = [deep]
     with pytest.raises(JsonLimitError) as info:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,12 +66,13 @@ def test_error_message_is_type_and_message_never_a_location() -> None:
 
 
 def test_bound_response_cuts_answer_and_every_chunk_text_with_notes() -> None:
-    chunk = Chunk(chunk_id="c" * 300, text="t" * 300, source="s" * 300)  # an extra field too
+    chunk = Chunk.model_validate({"chunk_id": "c" * 300, "text": "t" * 300, "source": "s" * 300})  # an extra field too
     response = RagResponse(answer="a" * 300, retrieved_chunks=[chunk], references=[Chunk(text="ok")])
     bounded, notes = bound_response(response, Limits(answer=100, chunk_text=200))
     assert len(bounded.answer) == 100 and bounded.references[0].text == "ok"
     cut = bounded.retrieved_chunks[0]
-    assert len(cut.chunk_id) == len(cut.text) == len(cut.source) == 200
+    assert cut.chunk_id is not None and cut.text is not None and cut.model_extra is not None
+    assert len(cut.chunk_id) == len(cut.text) == len(cut.model_extra["source"]) == 200
     assert notes == [
         "answer cut from 300 to 100 characters",
         "retrieved_chunks[0].chunk_id cut from 300 to 200 characters",
@@ -82,7 +84,7 @@ def test_bound_response_cuts_answer_and_every_chunk_text_with_notes() -> None:
 
 
 def test_unwritable_field_makes_the_record_an_error_naming_it() -> None:
-    deep: list = []
+    deep: list[Any] = []
     for _ in range(100_000):  # past the json encoder's recursion limit
         deep = [deep]
     record = {"key": "s.jsonl::a", "outcome": "passed", "error": None, "answer": "ok", "retrieved_chunks": [{"x": deep}]}

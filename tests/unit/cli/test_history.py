@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,9 +77,10 @@ def test_an_unknown_metric_is_refused_with_a_suggestion(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def _commands() -> dict:
+def _commands() -> dict[str, Any]:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    return dict(sub.choices)  # type: ignore[attr-defined]
+    assert isinstance(sub, argparse._SubParsersAction)
+    return dict(sub.choices)
 
 
 def test_every_command_is_checked() -> None:

@@ -109,8 +109,8 @@ def _set_through(setting: Setting, source: str) -> tuple[dict[str, Any], dict[st
     """(options, ini keys) that set ``setting`` to its example through ``source`` (with the values it needs)."""
     value, extra = EXAMPLES[setting.name]
     by_name = {s.name: s for s in SETTINGS}
-    options = {by_name[name].dest: v for name, v in extra.items() if by_name[name].dest}
-    ini = {by_name[name].ini: v for name, v in extra.items() if not by_name[name].dest}
+    options = {str(by_name[name].dest): v for name, v in extra.items() if by_name[name].dest}
+    ini = {str(by_name[name].ini): v for name, v in extra.items() if not by_name[name].dest}
     if source == "option":
         options[str(setting.dest)] = [value] if setting.repeatable and not isinstance(value, list) else value
     else:

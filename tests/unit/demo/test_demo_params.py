@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -35,7 +35,7 @@ def without_timings(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def chunks(response: dict[str, Any]) -> list[dict[str, Any]]:
-    return response["debug"]["retrieved_chunks"]
+    return cast("list[dict[str, Any]]", response["debug"]["retrieved_chunks"])
 
 
 def placed(response: dict[str, Any]) -> list[tuple[str, str]]:

@@ -115,7 +115,7 @@ def _project(pytester: pytest.Pytester, cases: int, ini: str = "") -> None:
 def _responder(counter: Counter, *, refuse_at: int | None = None, hold: float = 0.03) -> Any:
     gold = chunk("docs/a.md", "# A", 1, text="A fact.")
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         now = counter.enter()
         try:
             if refuse_at is not None and now > refuse_at:
@@ -196,7 +196,7 @@ def test_under_xdist_a_target_rate_is_one_budget_for_the_workers(pytester: pytes
     arrivals: list[float] = []
     respond = _responder(counter, hold=0.0)
 
-    def timed(body: dict) -> Any:
+    def timed(body: dict[str, Any]) -> Any:
         with counter.lock:
             arrivals.append(time.monotonic())
         return respond(body)

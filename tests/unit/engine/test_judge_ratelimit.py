@@ -28,7 +28,7 @@ def test_a_429_pauses_every_request_to_the_endpoint() -> None:
     arrivals: list[tuple[float, int]] = []
     lock = threading.Lock()
 
-    def respond(body: dict, headers: dict) -> Any:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         with lock:
             first = not arrivals
             arrivals.append((time.monotonic(), 429 if first else 200))
@@ -37,7 +37,7 @@ def test_a_429_pauses_every_request_to_the_endpoint() -> None:
         time.sleep(0.3)  # the request beside the first holds its slot until the 429 has surely been seen
         return ok(VERDICT)
 
-    async def main(base_url: str) -> list:
+    async def main(base_url: str) -> list[Any]:
         judge = OpenAIJudge(model="m", base_url=base_url, api_key="k", max_in_flight=2, backoff=0.01)
         inputs = [JudgeInput(question=f"q{i}", answer="a", contexts=("c",)) for i in range(6)]
 
@@ -67,7 +67,7 @@ class InFlight:
         self.now = self.max = 0
         self.lock = threading.Lock()
 
-    def __call__(self, body: dict, headers: dict) -> Any:
+    def __call__(self, body: dict[str, Any], headers: dict[str, Any]) -> Any:
         with self.lock:
             self.now += 1
             self.max = max(self.max, self.now)
@@ -172,7 +172,7 @@ def test_judge_requests_are_served_in_case_order_through_the_judge() -> None:
     """CASE_ORDER (set where a case starts) ranks the case's judge requests at the endpoint limiter."""
     release = threading.Event()
 
-    def respond(body: dict, headers: dict) -> Any:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         if "<question>\nq9\n" in user_text(body):
             release.wait(timeout=10)  # case 9 holds the only slot until the others queue behind it
         return ok(VERDICT)
@@ -190,6 +190,7 @@ def test_judge_requests_are_served_in_case_order_through_the_judge() -> None:
             while len(server.requests) < 2:
                 await asyncio.sleep(0.01)
             tasks += [asyncio.create_task(case(order)) for order in (6, 1, 4, 0)]
+            assert isinstance(judge.limiter, EndpointLimiter)  # the judge's own: none was given
             while judge.limiter.waiting < 4:
                 await asyncio.sleep(0.01)
             release.set()

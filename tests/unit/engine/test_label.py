@@ -6,6 +6,7 @@ on real files; the labelled set is then run with `pytest --rageval` (pytester) a
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -46,7 +47,7 @@ RETRIEVED: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def responder(body: dict) -> Any:
+def responder(body: dict[str, Any]) -> Any:
     chunks = RETRIEVED.get(body["question"], [])[: body["k"]]
     return answer("An answer.", chunks)
 
@@ -251,7 +252,8 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.Ca
 
 def test_every_argument_has_help_and_the_protocol_is_in_help() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    parser = sub.choices["label"]  # type: ignore[attr-defined]
+    assert isinstance(sub, argparse._SubParsersAction)
+    parser = sub.choices["label"]
     assert [a.option_strings or [a.dest] for a in parser._actions if a.dest != "help" and not a.help] == []
     text = parser.format_help()
     for line in ("1 3 | 2   support groups", "u         unanswerable", "q         quit"):
@@ -266,7 +268,7 @@ def test_label_set_from_python_with_a_callable_system_and_an_interrupt(tmp_path:
     write_set(path)
     asked: list[Question] = []
 
-    def system(question: str, params: dict) -> dict:
+    def system(question: str, params: dict[str, Any]) -> dict[str, Any]:
         return answer("An answer.", RETRIEVED[question][: params["k"]])
 
     def choose(question: Question) -> str:
@@ -334,7 +336,7 @@ CHUNKS = (
         ("?", "help", (), False),
     ],
 )
-def test_the_answer_protocol(text: str, kind: str, groups: tuple, grouped: bool) -> None:
+def test_the_answer_protocol(text: str, kind: str, groups: tuple[Any, ...], grouped: bool) -> None:
     choice = parse_choice(text, CHUNKS)
     assert (choice.kind, choice.groups, choice.grouped) == (kind, groups, grouped)
 
@@ -463,7 +465,7 @@ def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(
 ) -> None:
     from ask_server import SEED_001_RESPONSE_MAP, seed_001_ini
 
-    def seed001(body: dict) -> Any:
+    def seed001(body: dict[str, Any]) -> Any:
         cited = ["stip", "noise", "stip-bridge"][: body["topK"]]
         return {"answer": "From the proposals.", "citations": [{"proposal_id": p, "snippet": f"About {p}."} for p in cited]}
 

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openai_server import OpenAIServer, error, metric_of, ok, user_text
@@ -29,7 +29,7 @@ from pytest_rageval.targets.callable_client import CallableClient
 
 STIP = CALIBRATION_CASES[0]
 METRICS = ("groundedness", "correctness")
-RUN_FIELDS = {
+RUN_FIELDS: dict[str, Any] = {
     "run_id": "20240101-000000-abcdef",
     "timestamp": "2024-01-01T00:00:00+00:00",
     "complete": True,
@@ -102,7 +102,7 @@ def rag_errored_record() -> dict[str, Any]:
 
 
 def make_run(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
-    run = tmp_path / "results" / RUN_FIELDS["run_id"]
+    run: Path = tmp_path / "results" / RUN_FIELDS["run_id"]
     run.mkdir(parents=True)
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     judge = {"name": "none", "model": None, "prompt_version": None, "temperature": None, "heuristic": False}
@@ -121,7 +121,7 @@ def three_records() -> list[dict[str, Any]]:
 
 
 def metrics_json(run: Path) -> dict[str, Any]:
-    return json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    return cast("dict[str, Any]", json.loads((run / "metrics.json").read_text(encoding="utf-8")))
 
 
 def rejudge(run: Path, setup: JudgeSetup, k: int | None = None) -> RejudgeResult:
@@ -142,7 +142,7 @@ def openai_setup(srv: OpenAIServer, cache_dir: Path | None = None, **kwargs: Any
     return JudgeSetup(CachedJudge(inner, JudgeCache(cache_dir)), METRICS, cached=True)
 
 
-def by_answer(body: dict, headers: dict):
+def by_answer(body: dict[str, Any], headers: dict[str, Any]) -> Any:
     """5 for the faithful answer, 1 for the hallucinated one (it names Offchain Labs)."""
     score = 1 if "Offchain Labs" in user_text(body) else 5
     answer: dict[str, Any] = {"reasoning": "compared with the context", "score": score}
@@ -439,7 +439,7 @@ def test_many_records_are_judged_concurrently_but_bounded(tmp_path: Path) -> Non
     lock = threading.Lock()
     state = {"now": 0, "peak": 0}
 
-    def respond(body: dict, headers: dict):
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         with lock:
             state["now"] += 1
             state["peak"] = max(state["peak"], state["now"])

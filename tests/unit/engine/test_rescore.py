@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -67,7 +67,7 @@ def chunks_for(question: str) -> list[dict[str, Any]]:
     return out
 
 
-def rag(body: dict) -> Any:
+def rag(body: dict[str, Any]) -> Any:
     """The system under test: its answer does not depend on K (the retrieval does)."""
     question, k = body["question"], body["k"]
     if question == "q-broken":
@@ -112,7 +112,7 @@ def rescore(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def metrics_of(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    return cast("dict[str, Any]", json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
 
 
 def records_of(run_dir: Path) -> dict[str, dict[str, Any]]:

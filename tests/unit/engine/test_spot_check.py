@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -15,14 +15,14 @@ UNANSWERABLE = ["question-mars", "question-venus", "question-pluto"]  # the syst
 PRIMARY = verdicts()
 
 
-def rag(body: dict) -> Any:
+def rag(body: dict[str, Any]) -> Any:
     gold = chunk("docs/a.md", "# A", 1, text="A fact.")
     if body["question"] in UNANSWERABLE:
         return answer("I cannot answer that.", [gold], abstained=True)
     return answer("A fact.", [gold])
 
 
-def judges(body: dict, headers: dict) -> Any:
+def judges(body: dict[str, Any], headers: dict[str, Any]) -> Any:
     if body["model"] == "judge-model-b" and metric_of(body) == "groundedness" and "question-bravo" in user_text(body):
         return ok(json.dumps({"reasoning": "Invented.", "score": 1, "supported_claims": [], "unsupported_claims": ["x"]}))
     return PRIMARY(body, headers)
@@ -32,7 +32,7 @@ def judges(body: dict, headers: dict) -> Any:
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", "sk-test")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    cases = [{"id": q, "question": q, "gold_supports": [{"rel_path": "docs/a.md"}]} for q in ANSWERABLE]
+    cases: list[dict[str, Any]] = [{"id": q, "question": q, "gold_supports": [{"rel_path": "docs/a.md"}]} for q in ANSWERABLE]
     cases += [{"id": q, "question": q, "answerable": False} for q in UNANSWERABLE]
     pytester.makefile(".jsonl", **{"eval_sets/j": "\n".join(json.dumps(c) for c in cases) + "\n"})
     return pytester
@@ -59,7 +59,7 @@ def run(pytester: pytest.Pytester, n: int, *extra: str) -> tuple[pytest.RunResul
 
 def latest_metrics(root: Path) -> dict[str, Any]:
     run_dir = root / "results" / (root / "results" / "latest").read_text().strip()
-    return json.loads((run_dir / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((run_dir / "metrics.json").read_text()))
 
 
 def test_exactly_n_judged_cases_the_same_sample_serially_and_under_xdist(project: pytest.Pytester) -> None:

@@ -105,7 +105,8 @@ def test_chunk_paths_without_their_folders_are_named(tmp_path: Path) -> None:
 
 
 def test_a_stored_chunk_of_either_form_reads_back_and_turns_back_into_its_chunk() -> None:
-    for form in ("# A > ## B", ["A", "B"]):
+    forms: tuple[str | list[str], ...] = ("# A > ## B", ["A", "B"])
+    for form in forms:
         chunk = Chunk(rel_path="a.md", heading_path=form, text="x" * 300, rank=1, score_final=0.5)
         stored = stored_chunk(chunk, position=1, gold=True, max_text=200)
         record = json.loads(json.dumps({"retrieved_chunks": [stored], "references": [stored]}))

@@ -26,7 +26,7 @@ def ask(question, params):
 """
 
 KEYS = {"rel_path": "it/security.md", "heading_path": "# Security > ## Keys"}
-CASES = [
+CASES: list[dict[str, Any]] = [
     {"id": "keys", "question": "How often do keys rotate?", "gold_supports": [KEYS]},
     {"id": "welcome", "question": "What does the handbook say first?", "gold_supports": [{"rel_path": "handbook.md", "heading_path": ["Handbook"]}]},
     {"id": "ids", "question": "Which document covers the rotation?", "gold_doc_ids": ["sec"]},

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -26,7 +26,7 @@ class System:
     def __init__(self) -> None:
         self.worse = False
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         k = int(body.get("k", 5))
         alpha = body.get("alpha", 0.0)
         gold_rank = (7 if self.worse else 1) if alpha == 0.5 else 3
@@ -45,7 +45,7 @@ def args(url: str, *extra: str) -> list[str]:
 
 def metrics(pytester: pytest.Pytester) -> dict[str, Any]:
     latest = (pytester.path / "results" / "latest").read_text().strip()
-    return json.loads((pytester.path / "results" / latest / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((pytester.path / "results" / latest / "metrics.json").read_text()))
 
 
 def run_dir(pytester: pytest.Pytester) -> Path:
@@ -104,7 +104,7 @@ def test_bad_option(text: str, message: str) -> None:
         ({"top_k": [5], "exclude": [{"top_k": 5}]}, "exclude: leaves out every combination"),
     ],
 )
-def test_bad_table(table: dict, message: str) -> None:
+def test_bad_table(table: dict[str, Any], message: str) -> None:
     with pytest.raises(MatrixError) as info:
         matrix_from_table(table)
     assert message in str(info.value)
@@ -128,10 +128,10 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     from pytest_rageval.targets.callable_client import CallableClient
     from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
 
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     lock = threading.Lock()
 
-    def target(question: str, params: dict) -> dict:
+    def target(question: str, params: dict[str, Any]) -> dict[str, Any]:
         with lock:
             calls.append(dict(params))
         time.sleep(0.05)  # long enough for every other ask to arrive while this one is in flight
@@ -463,7 +463,7 @@ def test_shards_of_a_matrix_run_merge_with_their_ranking(pytester: pytest.Pytest
 def test_ties_go_to_more_cases_passed_then_smaller_params() -> None:
     from pytest_rageval.gate.configs import rank_configs
 
-    def entry(k: int, passed: int, value: float) -> dict:
+    def entry(k: int, passed: int, value: float) -> dict[str, Any]:
         return {"params": {"top_k": k}, "passed": passed, "failed": 4 - passed, "errors": 0, "aggregate_metrics": {"recall_at_k_avg": value}}
 
     by_config = {"top_k=3": entry(3, 3, 1.0), "top_k=10": entry(10, 4, 1.0), "top_k=5": entry(5, 4, 1.0), "top_k=20": entry(20, 4, 0.5)}

@@ -29,7 +29,7 @@ from pytest_rageval.evaluation.stability import classify, judge_dependent, runs_
 from pytest_rageval.gate.aggregate import aggregate
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
-CASES = [
+CASES: list[dict[str, Any]] = [
     {"id": "alt", "question": "q-alt", "gold_supports": [GOLD]},  # judge: pass, fail, pass -> flaky (passes)
     {"id": "good", "question": "q-good", "gold_supports": [GOLD]},  # always passes -> stable_pass
     {"id": "bad", "question": "q-bad", "gold_supports": [GOLD]},  # always fails -> stable_fail
@@ -46,7 +46,7 @@ class AlternatingJudge:
         self.seen: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def __call__(self, body: dict, headers: dict) -> Any:
+    def __call__(self, body: dict[str, Any], headers: dict[str, Any]) -> Any:
         assert metric_of(body) == "groundedness", body
         text = user_text(body)
         question = next(q for q in QUESTIONS if q in text)
@@ -57,7 +57,7 @@ class AlternatingJudge:
         return ok(json.dumps({"reasoning": f"score {score}", "supported_claims": [], "unsupported_claims": [], "score": score}))
 
 
-def rag(body: dict) -> Any:
+def rag(body: dict[str, Any]) -> Any:
     if body["question"] == "q-mars":
         return answer("I cannot answer that.", [chunk("docs/b.md", "# B", 1)], abstained=True)
     return answer("The answer.", [chunk("docs/a.md", "# A", 1, text="The answer.")])
@@ -103,7 +103,7 @@ def run_dirs(root: Path) -> list[Path]:
     )
 
 
-def read_run(run_dir: Path) -> tuple[dict, dict[str, dict]]:
+def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
     return metrics, {r["test_case_id"]: r for r in records}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from pytest_rageval import safejson
@@ -41,7 +42,7 @@ def group(n: int, passed: int, failed: int, errors: int, **values: float) -> dic
     return out
 
 
-def rec(key: str, outcome: str, answerable: bool = True, category: str = "factual", tags=(), **extra: Any) -> dict:
+def rec(key: str, outcome: str, answerable: bool = True, category: str = "factual", tags: Iterable[str] = (), **extra: Any) -> dict[str, Any]:
     record = {
         "key": f"s.jsonl::{key}",
         "test_case_id": key,
@@ -60,7 +61,7 @@ def rec(key: str, outcome: str, answerable: bool = True, category: str = "factua
     return record
 
 
-def records() -> list[dict]:
+def records() -> list[dict[str, Any]]:
     retrieval_null = dict.fromkeys(["recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss", "attribution_hit"])
     return [
         rec(

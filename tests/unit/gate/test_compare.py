@@ -212,7 +212,7 @@ def test_invariant_differences() -> None:
     assert compare(base, other).invariant_differences == messages
     assert all(m in format_comparison(compare(base, other)) for m in messages)
     # missing on both sides is no difference; 0 and 0.0 are the same temperature
-    bare = {"aggregate_metrics": {}}
+    bare: dict[str, Any] = {"aggregate_metrics": {}}
     assert check_invariants(bare, dict(bare)) == []
     assert check_invariants(base, run(uniform(1), judge=dict(JUDGE, temperature=0.0))) == []
     lexical = run(uniform(1), judge={"name": "lexical", "model": None, "prompt_version": "lex1", "temperature": 0})
@@ -309,7 +309,7 @@ def test_default_tolerances_contract() -> None:
     assert {"false_abstention_rate", "hallucination_rate_unanswerable"} <= lower_is_better()
 
 
-def write(path: Path, data: dict | None = None, text: str | None = None) -> Path:
+def write(path: Path, data: dict[str, Any] | None = None, text: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text if text is not None else safejson.dumps(data), encoding="utf-8")  # as the plugin writes metrics
     return path
@@ -354,7 +354,7 @@ def test_delta_and_interval_come_from_the_same_paired_cases() -> None:
     mrr = delta(compare(base, new), "mrr_avg")
     assert (mrr.old, mrr.new, mrr.delta, mrr.n_shared) == (1.0, 0.75, -0.25, 2)  # a and b: c errored in the baseline
     assert (mrr.whole_old, mrr.whole_new) == (1.0, 0.375)
-    assert mrr.ci_low is not None and mrr.ci_high is not None and mrr.ci_low <= mrr.delta <= mrr.ci_high
+    assert mrr.ci_low is not None and mrr.ci_high is not None and mrr.delta is not None and mrr.ci_low <= mrr.delta <= mrr.ci_high
     line = format_delta(mrr)
     assert line.startswith("mrr_avg: 1.000 → 0.750 (-0.250; 95% CI ")
     assert "on 2 paired cases; whole runs 1.000 → 0.375" in line and line.endswith("REGRESSED")
@@ -385,7 +385,7 @@ def test_a_subset_run_is_compared_on_the_cases_it_shares() -> None:
     ],
     ids=["no-shared-case", "all-error", "nothing-scored-in-both"],
 )
-def test_runs_without_a_shared_scored_case_are_not_compared(new_cases: dict, reason: str) -> None:
+def test_runs_without_a_shared_scored_case_are_not_compared(new_cases: dict[str, Any], reason: str) -> None:
     base = run(uniform(2, mrr=1.0))
     comparison = compare(base, run(new_cases), min_judge_coverage=0.95)
     assert comparison.not_compared == reason
@@ -434,13 +434,13 @@ def test_interval_always_contains_the_delta() -> None:
 
     @settings(max_examples=300, deadline=None, derandomize=True)
     @given(st.lists(case, min_size=1, max_size=40), st.integers(0, 5), st.integers(1, 200))
-    def check(cases: list, seed: int, samples: int) -> None:
+    def check(cases: list[Any], seed: int, samples: int) -> None:
         base = run({f"c{i}": (o1, {"groundedness": v1}) for i, (o1, v1, _, _) in enumerate(cases)})
         new = run({f"c{i}": (o2, {"groundedness": v2}) for i, (_, _, o2, v2) in enumerate(cases)})
         comparison = compare(base, new, seed=seed, bootstrap_samples=samples)
         for d in comparison.deltas:
             if d.ci_low is not None:
-                assert d.delta is not None and d.ci_low <= d.delta <= d.ci_high, d
+                assert d.delta is not None and d.ci_high is not None and d.ci_low <= d.delta <= d.ci_high, d
             if d.delta is not None and d.n_shared:
                 assert d.old is not None and d.new is not None
                 assert abs((d.new - d.old) - d.delta) < 1e-9, d

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from test_known_failures import newest_run, project, run, write_state
@@ -12,7 +13,7 @@ from pytest_rageval.gate.comparison_text import drop_lines
 
 
 def test_the_largest_drops_are_named_worst_first_and_at_most_ten() -> None:
-    def metrics(values: dict[str, float]) -> dict:
+    def metrics(values: dict[str, float]) -> dict[str, Any]:
         cases = {k: {"outcome": "passed", "metrics": {"mrr": v}, "answerable": True} for k, v in values.items()}
         return {"aggregate_metrics": {"mrr_avg": sum(values.values()) / len(values)}, "cases": cases}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -18,7 +18,7 @@ class System:
     def __init__(self) -> None:
         self.ranks: dict[str, int] = {}
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         rank = self.ranks.get(body["question"], 1)
         gold = chunk("docs/a.md", "# A > ## Part", rank)
         other = chunk("docs/b.md", "# B", 2 if rank == 1 else 1)
@@ -39,7 +39,7 @@ def args(url: str, *extra: str) -> list[str]:
 
 def latest_metrics(root: Path) -> dict[str, Any]:
     run = (root / "results" / "latest").read_text().strip()
-    return json.loads((root / "results" / run / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((root / "results" / run / "metrics.json").read_text()))
 
 
 def grown(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,6 +3,8 @@ have (and the reverse), saying which were left out; the judge's invariants apply
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from test_known_failures import project, run, write_state
 
@@ -10,7 +12,7 @@ from pytest_rageval.gate.invariants import setting_differences
 
 
 def test_judge_invariants_apply_only_when_both_runs_judged() -> None:
-    judged = {"k": 5, "judge": {"name": "lexical", "model": "lexical-heuristic", "prompt_version": "lex8", "temperature": 0}}
+    judged: dict[str, Any] = {"k": 5, "judge": {"name": "lexical", "model": "lexical-heuristic", "prompt_version": "lex8", "temperature": 0}}
     unjudged = {"k": 5, "judge": {"name": "none", "model": None, "prompt_version": None, "temperature": None}}
     assert setting_differences(judged, unjudged) == setting_differences(unjudged, judged) == []
     other = {"k": 3, "judge": {**judged["judge"], "model": "gpt-4o"}}

@@ -23,7 +23,7 @@ class System:
         self.rank = 1
         self.down = False
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         if self.down:
             return 500, {"detail": "the index is rebuilding"}
         gold = chunk("docs/a.md", "# A > ## Part", self.rank)
@@ -36,7 +36,7 @@ def eval_set(pytester: pytest.Pytester, name: str, ids: list[str]) -> None:
     pytester.makefile(".jsonl", **{name: "\n".join(json.dumps(c) for c in cases) + "\n"})
 
 
-def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_of
+from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_named
 
 from pytest_rageval.judges.answers import (
     ANSWER_MODELS,
@@ -58,7 +58,7 @@ def sent_formats(json_mode: str) -> dict[str, dict[str, Any]]:
                 await judge.aclose()
 
         asyncio.run(judge_all())
-        return {metric_of(r["body"]): r["body"] for r in server.requests}
+        return {metric_named(r["body"]): r["body"] for r in server.requests}
 
 
 def test_the_schema_sent_is_the_one_made_from_the_model() -> None:
@@ -91,7 +91,7 @@ def test_a_good_answer_validates_and_the_model_reads_it(metric: str) -> None:
 
 
 def test_bad_answers_are_refused() -> None:
-    bad = {
+    bad: dict[str, list[Any]] = {
         "correctness": [
             {"reasoning": "ok"},  # no score
             {"reasoning": "ok", "score": 4.2},  # off the half-point grid

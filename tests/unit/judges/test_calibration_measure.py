@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openai_server import OpenAIServer, verdicts
@@ -28,7 +28,7 @@ def rageval(*args: str, cwd: Path, env: Any = None) -> subprocess.CompletedProce
 
 
 def _calibration(folder: Path) -> dict[str, Any]:
-    return json.loads(next(folder.glob("results/calibration/*/calibration.json")).read_text())
+    return cast("dict[str, Any]", json.loads(next(folder.glob("results/calibration/*/calibration.json")).read_text()))
 
 
 def test_figures_of_a_confusion_table() -> None:

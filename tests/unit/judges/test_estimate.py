@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from pytest_rageval.judges.base import JudgeInput
 from pytest_rageval.judges.estimate import COMPLETION_TOKENS, plan, usd
 from pytest_rageval.judges.prompts import build_messages
 
-GOLD = [{"rel_path": "docs/new.md"}, {"rel_path": "docs/old.md"}]
+GOLD: list[Any] = [{"rel_path": "docs/new.md"}, {"rel_path": "docs/old.md"}]
 CASES = [
     EvalCase(id="a", question="Who proposed STIP?", reference_answer="The Arbitrum Foundation.", expected_key_facts=["Arbitrum Foundation"]),
     EvalCase(id="b", question="What is the capital of Mars?", answerable=False),

@@ -68,7 +68,7 @@ def rageval(*args: str, cwd: Path, env: Any = None) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
-def first_chunk_judge(body: dict, headers: dict) -> tuple[int, dict, Any]:
+def first_chunk_judge(body: dict[str, Any], headers: dict[str, Any]) -> tuple[int, dict[str, Any], Any]:
     """A judge that reads only the first retrieved chunk: grounded when the answer's last word is in it."""
     text = user_text(body)
     answer = re.search(r"<answer>\s*(.*?)\s*</answer>", text, re.S)

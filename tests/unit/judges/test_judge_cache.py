@@ -12,12 +12,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from needs import need_module
 
-from pytest_rageval.judges.base import CLASSIFIERS, SCALES, JudgeError, JudgeInput, Verdict
+from pytest_rageval.judges.base import CLASSIFIERS, SCALES, Judge, JudgeError, JudgeInput, Verdict
 from pytest_rageval.judges.cache import DB_NAME, CachedJudge, JudgeCache, JudgeCacheError
 
 SECRET = "sk-test-SECRET-never-store-7f3a9c21"
@@ -73,13 +73,11 @@ def make_verdict(metric: str = "groundedness", score: float = 4.0, reasoning: st
 META = {"model": "gpt-4o-mini", "metric": "groundedness", "prompt_version": "groundedness-v3", "created_at": "2024-01-01T00:00:00+00:00"}
 
 
-class CountingJudge:
+class CountingJudge(Judge):
     """A tiny real judge: holds a key and headers like the OpenAI judge, counts calls, may fail first."""
 
-    name = "openai"
-    heuristic = False
-
     def __init__(self, *, fail_times: int = 0, api_key: str = SECRET) -> None:
+        super().__init__(name="openai")
         self.api_key = api_key
         self.headers = {"Authorization": f"Bearer {api_key}", "X-Api-Key": api_key}
         self.fail_times = fail_times
@@ -456,7 +454,8 @@ def test_garbage_database_gives_a_clear_error_and_clear_recovers(tmp_path: Path)
     db = tmp_path / DB_NAME
     db.write_bytes(b"this is not an sqlite database\n" * 200)
     cache = JudgeCache(tmp_path)
-    for call in (lambda: cache.get(key()), lambda: cache.put(key(), make_verdict(), meta=META), cache.open):
+    calls: list[Callable[[], object]] = [lambda: cache.get(key()), lambda: cache.put(key(), make_verdict(), meta=META), cache.open]
+    for call in calls:
         with pytest.raises(JudgeCacheError) as info:
             call()
         assert str(db) in str(info.value) and "--rageval-clear-cache" in str(info.value)
@@ -481,7 +480,7 @@ def test_secret_of_the_real_openai_judge_never_reaches_the_files(tmp_path: Path)
 
     class RealDescribe(CountingJudge):
         def describe(self) -> dict[str, Any]:
-            return real.describe()
+            return cast("dict[str, Any]", real.describe())
 
     async def main() -> None:
         cache = JudgeCache(tmp_path)

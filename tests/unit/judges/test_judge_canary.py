@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openai_server import DEFAULT_VERDICTS, OpenAIServer, metric_of, ok, user_text
@@ -24,7 +24,7 @@ def scoring(score: int) -> Any:
     """A judge giving every groundedness and correctness verdict ``score`` (but the project's own case: 5); the
     other metrics their usual verdicts."""
 
-    def respond(body: dict, headers: dict) -> tuple[int, dict, Any]:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> tuple[int, dict[str, Any], Any]:
         metric = metric_of(body)
         if metric not in ("groundedness", "correctness"):
             return ok(json.dumps(DEFAULT_VERDICTS[str(metric)]))
@@ -47,7 +47,7 @@ def project(pytester: pytest.Pytester, canary: int, judge: str = "lexical", extr
 
 def metrics_of(run_output: str) -> dict[str, Any]:
     folder = next(line.split("run: ", 1)[1].split(" (", 1)[0] for line in run_output.splitlines() if line.startswith("run: "))
-    return json.loads((Path(folder) / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((Path(folder) / "metrics.json").read_text()))
 
 
 def canary_requests(server: OpenAIServer) -> int:

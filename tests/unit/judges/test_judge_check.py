@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from openai_server import OpenAIServer, content, metric_of, ok, user_text, verdicts
+from openai_server import OpenAIServer, Responder, content, metric_of, ok, user_text, verdicts
 
 from pytest_rageval.judges.base import Judge
 from pytest_rageval.judges.judge_check import CALIBRATION_CASES, CheckResult, check_judge
@@ -31,10 +31,10 @@ def check(judge: Judge) -> CheckResult:
     return asyncio.run(main())
 
 
-def by_answer(faithful: float, hallucinated: float):
+def by_answer(faithful: float, hallucinated: float) -> Responder:
     """Score the hallucinated answer (it names Offchain Labs) and the faithful one differently, any metric."""
 
-    def respond(body: dict, headers: dict):
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         metric = metric_of(body)
         score = hallucinated if "Offchain Labs" in user_text(body) else faithful
         answer: dict[str, Any] = {"reasoning": "checked against the context", "score": score}
@@ -89,7 +89,7 @@ def test_openai_judge_telling_answers_apart_passes() -> None:
 
 
 def test_gap_below_one_point_fails_even_on_one_metric() -> None:
-    def respond(body: dict, headers: dict):
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         if metric_of(body) == "correctness":
             return by_answer(4, 3.5)(body, headers)
         return by_answer(5, 0)(body, headers)

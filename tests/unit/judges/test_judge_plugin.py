@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
-from openai_server import OpenAIServer, error, fail_times, metric_of, ok, reject_json_schema, user_text
+from openai_server import OpenAIServer, error, fail_times, metric_named, metric_of, ok, reject_json_schema, user_text
 
 from pytest_rageval.judges.prompts import PROMPT_VERSIONS
 
@@ -35,14 +35,14 @@ VERDICTS: dict[str, dict[str, Any]] = {
 }
 
 
-def judge_responder(body: dict, headers: dict) -> Any:
+def judge_responder(body: dict[str, Any], headers: dict[str, Any]) -> Any:
     text = user_text(body)
     question = next(q for q in VERDICTS if f"{q}<" in text or f"{q}\n" in text or f"{q} " in text)
-    verdict = VERDICTS[question][metric_of(body)]
+    verdict = VERDICTS[question][metric_named(body)]
     return ok(verdict if isinstance(verdict, str) else json.dumps(verdict))
 
 
-def rag(body: dict) -> Any:
+def rag(body: dict[str, Any]) -> Any:
     chunks = [chunk("docs/a.md", "# A", 1, text="A fact.")] + [chunk(f"o{i}.md", "# O", i, text=f"other {i}") for i in range(2, 21)]
     if body["question"] == "q-mars":
         return {"answer": "I could not find this.", "references": [], "debug": {"retrieved_chunks": chunks[:2]}}
@@ -79,7 +79,7 @@ def run(pytester: pytest.Pytester, rag_url: str, judge_url: str, *extra: str) ->
     )
 
 
-def latest(root: Path) -> tuple[Path, dict]:
+def latest(root: Path) -> tuple[Path, dict[str, Any]]:
     """The newest run folder (a ``-k`` run writes one but does not move ``results/latest``)."""
     run_dir = max((root / "results").glob("*/metrics.json"), key=lambda p: p.stat().st_mtime_ns).parent
     return run_dir, json.loads((run_dir / "metrics.json").read_text())
@@ -132,7 +132,7 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
 def test_one_request_per_metric_per_case_whatever_k(project: pytest.Pytester, k: int) -> None:
     with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
         run(project, ragsrv.url, judge.base_url, f"--rageval-k={k}", "--rageval-no-cache", "-k", "good or low")
-    assert sorted(metric_of(b) for b in judge.bodies()) == ["correctness", "correctness", "groundedness", "groundedness"]
+    assert sorted(metric_named(b) for b in judge.bodies()) == ["correctness", "correctness", "groundedness", "groundedness"]
     for request in judge.requests:
         body = request["body"]
         assert body["temperature"] == 0 and body["model"] == "judge-model" and "seed" in body
@@ -235,7 +235,7 @@ def test_judge_marker_and_retrieval_only(project: pytest.Pytester) -> None:
 
 
 def test_spot_check_reports_disagreement(project: pytest.Pytester) -> None:
-    def second_opinion(body: dict, headers: dict) -> Any:
+    def second_opinion(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         if body["model"] == "judge-model":
             return judge_responder(body, headers)
         # The second model agrees on correctness and on q-good, but sees q-low's groundedness as 4 (primary said 1).

@@ -119,7 +119,7 @@ def _chunk(doc_id: str, rank: int) -> dict[str, Any]:
     return {"chunk_id": f"{doc_id}-c1", "doc_id": doc_id, "rel_path": rel_path, "heading_path": heading, "text": text, "rank": rank}
 
 
-def respond(body: dict) -> dict:
+def respond(body: dict[str, Any]) -> dict[str, Any]:
     """The stranger's RAG: the case id travels in the request params (``params.case``)."""
     if body.get("case") == "parking":
         return {"answer": REFUSAL, "references": [], "abstained": True, "debug": {"retrieved_chunks": []}}
@@ -133,7 +133,7 @@ def respond(body: dict) -> dict:
 
 
 def _write_eval_set(pytester: pytest.Pytester) -> None:
-    lines = [
+    lines: list[dict[str, Any]] = [
         {
             "id": case_id,
             "question": question,
@@ -186,7 +186,7 @@ def test_a_declined_answerable_case_fails_on_abstention_without_a_judge(pytester
 
 
 def test_citation_patterns_ini(pytester: pytest.Pytester) -> None:
-    def custom(body: dict) -> dict:
+    def custom(body: dict[str, Any]) -> dict[str, Any]:
         reply = respond({"case": "festival-n"})
         reply["answer"] = "The Summer Festival is held in Lisbon in July <<ref:77>>."
         return reply

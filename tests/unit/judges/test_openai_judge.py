@@ -16,6 +16,7 @@ from openai_server import (
     drop_fields,
     error,
     fail_times,
+    metric_named,
     metric_of,
     ok,
     refuse_bounds,
@@ -76,7 +77,7 @@ def run(judge: OpenAIJudge, *metrics: str, inp: JudgeInput = INPUT) -> list[Verd
     return asyncio.run(main())
 
 
-def judge_error(judge: OpenAIJudge, metric: str, error_type: type = JudgeError) -> JudgeError:
+def judge_error(judge: OpenAIJudge, metric: str, error_type: type[JudgeError] = JudgeError) -> JudgeError:
     with pytest.raises(error_type) as info:
         run(judge, metric)
     return info.value
@@ -101,7 +102,7 @@ def test_every_request_has_the_fixed_shape_and_bearer_key() -> None:
         run(make_judge(srv, seed=11), *ALL_METRICS)
         assert sorted(srv.metrics()) == sorted(ALL_METRICS)  # exactly one request per metric
         for request in srv.requests:
-            body, metric = request["body"], metric_of(request["body"])
+            body, metric = request["body"], metric_named(request["body"])
             assert request["path"] == "/v1/chat/completions"
             assert request["headers"]["authorization"] == f"Bearer {KEY}"
             assert body["model"] == "judge-model" and body["temperature"] == 0 and body["seed"] == 11
@@ -206,7 +207,7 @@ def test_failed_calls_count_towards_the_budget_and_the_tally() -> None:
 
 
 def test_a_key_echoed_inside_a_verdict_is_masked() -> None:
-    def echo(body: dict, headers: dict) -> Any:
+    def echo(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         return ok(json.dumps({"reasoning": f"you sent {headers.get('authorization')}", "score": 4}))
 
     with OpenAIServer(echo) as srv:
@@ -411,13 +412,13 @@ def test_json_object_carries_the_schema_in_every_local_server_form() -> None:
         run(make_judge(srv), "groundedness", "abstention")
         bodies = srv.bodies()
     for body in bodies[1:]:
-        metric, schema = metric_of(body), RESPONSE_SCHEMAS[metric_of(body)]
+        metric, schema = metric_named(body), RESPONSE_SCHEMAS[metric_named(body)]
         assert body["response_format"] == {"type": "json_object", "schema": schema}
         assert body["format"] == schema and body["guided_json"] == schema
         assert body["max_tokens"] == MAX_TOKENS[metric]
         assert json.dumps(schema, separators=(",", ":")) in body["messages"][0]["content"]  # the prompt states it too
     assert "format" not in bodies[0] and "guided_json" not in bodies[0]
-    assert json.dumps(RESPONSE_SCHEMAS[metric_of(bodies[0])], separators=(",", ":")) not in bodies[0]["messages"][0]["content"]
+    assert json.dumps(RESPONSE_SCHEMAS[metric_named(bodies[0])], separators=(",", ":")) not in bodies[0]["messages"][0]["content"]
 
 
 def test_a_server_refusing_the_extra_fields_gets_plain_json_object() -> None:
@@ -425,7 +426,7 @@ def test_a_server_refusing_the_extra_fields_gets_plain_json_object() -> None:
         judge = make_judge(srv)
         (verdict,) = run(judge, "correctness")
         (again,) = run(judge, "groundedness")
-        formats = [b.get("response_format") for b in srv.bodies()]
+        formats: list[Any] = [b.get("response_format") for b in srv.bodies()]
         extras = [("format" in b, "guided_json" in b) for b in srv.bodies()]
     assert verdict.score == again.score == 4.0
     assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object", "json_object"]
@@ -450,7 +451,7 @@ def test_every_schema_is_bounded_and_max_tokens_holds_its_longest_answer() -> No
     """The longest answer a schema allows (every string at maxLength, every list full, the longest score)
     fits max_tokens even at one token per character, so constrained decoding always closes the object."""
 
-    def longest(schema: dict) -> Any:
+    def longest(schema: dict[str, Any]) -> Any:
         kind = schema["type"]
         if "enum" in schema:
             return max(schema["enum"], key=lambda value: len(json.dumps(value)))
@@ -469,7 +470,7 @@ def test_every_schema_is_bounded_and_max_tokens_holds_its_longest_answer() -> No
     assert MAX_TOKENS["groundedness"] < 1300 and MAX_TOKENS["abstention"] < 100
 
 
-def _strings(schema: Any) -> list[dict]:
+def _strings(schema: Any) -> list[dict[str, Any]]:
     if isinstance(schema, dict):
         own = [schema] if schema.get("type") == "string" else []
         return own + [s for v in schema.values() for s in _strings(v)]
@@ -500,7 +501,7 @@ def test_a_missing_field_is_reasked_with_what_was_wrong() -> None:
 def test_json_object_rejection_falls_back_to_text_and_fences_are_stripped() -> None:
     """json_object with the schema, then json_object alone (the server may refuse only the extra fields), then text."""
 
-    def respond(body: dict, headers: dict) -> Any:
+    def respond(body: dict[str, Any], headers: dict[str, Any]) -> Any:
         if "response_format" in body:
             return error(400, "response_format is not supported by this server", type_="invalid_request_error")
         return ok('```json\n{"reasoning": "ok", "score": 2}\n```')
@@ -579,7 +580,7 @@ def test_retry_after_header_parsing() -> None:
     later = email.utils.format_datetime(email.utils.localtime().replace(microsecond=0)).replace("+0000", "GMT")
     assert retry_after_seconds({"retry-after": "3"}) == 3.0
     assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert retry_after_seconds({"retry-after": later}) is not None and retry_after_seconds({"retry-after": later}) < 2
+    assert (seconds := retry_after_seconds({"retry-after": later})) is not None and seconds < 2
     assert retry_after_seconds({"retry-after": "soon"}) is None and retry_after_seconds({}) is None
 
 
@@ -644,7 +645,7 @@ def test_responses_of_the_server_helpers() -> None:
 # --------------------------------------------------------------------------- a whole run (pytester)
 
 
-def _rag_without_abstained(body: dict) -> Any:
+def _rag_without_abstained(body: dict[str, Any]) -> Any:
     """An ask-API answer with no ``abstained`` field: every case also needs the abstention classifier."""
     from ask_server import answer, chunk
 

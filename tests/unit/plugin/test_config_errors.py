@@ -19,7 +19,7 @@ from openai_server import OpenAIServer, verdicts
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
 
-def respond(body: dict) -> Any:
+def respond(body: dict[str, Any]) -> Any:
     return answer("A answer.", [chunk("docs/a.md", "# A", 1)])
 
 

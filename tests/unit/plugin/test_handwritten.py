@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -55,7 +55,7 @@ def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
 
 def metrics(root: Path) -> dict[str, Any]:
     run_id = (root / "results" / "latest").read_text().strip()
-    return json.loads((root / "results" / run_id / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((root / "results" / run_id / "metrics.json").read_text()))
 
 
 def test_a_conftest_function_is_the_target_of_hand_written_tests_and_eval_set_cases(pytester: pytest.Pytester) -> None:

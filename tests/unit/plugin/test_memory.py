@@ -69,7 +69,7 @@ class _Item:
 
 
 def test_lookahead_finds_items_next_to_the_last_one_and_out_of_order_too() -> None:
-    items = cast(list[Any], [_Item() for _ in range(50)])
+    items: list[Any] = [_Item() for _ in range(50)]
     ahead = Lookahead(cast(pytest.Config, None), items)
     for place in range(50):  # a serial session: each item just after the last
         assert ahead.index(items[place]) == place

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, answer, chunk, seed_001_ini
@@ -17,9 +17,9 @@ from pytest_rageval.plugin.handwritten import question_id
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 
 
-def latest_metrics(root: Path, output: str = "results") -> dict:
+def latest_metrics(root: Path, output: str = "results") -> dict[str, Any]:
     run = (root / output / "latest").read_text().strip()
-    return json.loads((root / output / run / "metrics.json").read_text())
+    return cast("dict[str, Any]", json.loads((root / output / run / "metrics.json").read_text()))
 
 
 def write_set(pytester: pytest.Pytester, name: str, cases: list[Any]) -> None:
@@ -33,7 +33,7 @@ class Ranked:
     def __init__(self) -> None:
         self.rank = 1
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         gold = chunk("docs/a.md", "# A > ## Part", self.rank)
         other = chunk("docs/b.md", "# B", 2 if self.rank == 1 else 1)
         return answer("A answer.", [gold, other], references=[gold])
@@ -310,7 +310,7 @@ def test_conftest_override_of_rageval_client(pytester: pytest.Pytester) -> None:
 
 
 def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester) -> None:
-    def seed001(body: dict) -> Any:
+    def seed001(body: dict[str, Any]) -> Any:
         assert "query" in body and "topK" in body
         return {
             "answer": "It was executed.",
@@ -335,7 +335,7 @@ def test_header_secret_reaches_server_but_no_artifact(pytester: pytest.Pytester,
     pytester.makeini("[pytest]\nrageval_headers =\n    Authorization: Bearer ${MY_RAG_TOKEN}\n")
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}, {"id": "b", "question": "boom"}])
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         if body["question"] == "boom":
             return (401, {"error": "bad token"})
         return Ranked()(body)
@@ -413,7 +413,7 @@ def test_handwritten_fixture_without_rageval_skips(pytester: pytest.Pytester) ->
 def test_flaky_case_passes_on_majority_and_is_reported(pytester: pytest.Pytester) -> None:
     calls = {"n": 0}
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         calls["n"] += 1
         system = Ranked()
         system.rank = 1 if calls["n"] != 2 else 3  # second of three runs misses mrr >= 1
@@ -432,7 +432,7 @@ def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pyt
     """The misses, answer and retrieval in the message all come from the same run (issue 7)."""
     calls = {"n": 0}
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         calls["n"] += 1
         gold_rank = {1: 1, 2: 3, 3: 2}[calls["n"]]  # run 1 passes mrr >= 1; runs 2 and 3 miss it
         others = [chunk(f"docs/other{i}.md", "# O", r) for i, r in enumerate(r for r in (1, 2, 3) if r != gold_rank)]
@@ -462,7 +462,7 @@ def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pyt
 def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
     long_text = "x" * 500
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         gold = chunk("docs/a.md", "# A", 1, text=long_text)
         return answer("A.", [gold])
 
@@ -491,7 +491,7 @@ def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
 
 
 def test_xfailed_cases_are_their_own_count_in_every_artifact(pytester: pytest.Pytester) -> None:
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         return answer("A.", [chunk("docs/a.md", "# A", 1)])
 
     known_gap = {"rel_path": "nope.md"}
@@ -588,7 +588,7 @@ def test_a_failed_rag_call_under_xfail_counts_as_an_error(pytester: pytest.Pytes
         ],
     )
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         return (500, {"detail": "boom"}) if body["question"] == "q-down" else Ranked()(body)
 
     with AskServer(respond) as server:

@@ -21,7 +21,7 @@ IDS = ["warm", "slow", "q2", "q3", "q4", "q5"]
 def _server() -> AskServer:
     last_asked = threading.Event()
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         if body["question"] == "slow":
             # concurrency 2: one slot holds this case, the other runs q2, q3, q4 and then q5 one after another
             last_asked.wait(timeout=60)
@@ -62,7 +62,7 @@ def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytest
     _eval_set(pytester)
     q4_said = threading.Event()
 
-    def respond(body: dict) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
         if body["question"] == "slow":
             q4_said.wait(timeout=60)
         return answer("A.", [chunk("docs/a.md", "# A", 1)])

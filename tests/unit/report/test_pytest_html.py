@@ -6,7 +6,7 @@ import html
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -38,7 +38,7 @@ class System:
     def __init__(self) -> None:
         self.good_rank = 1
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         question = str(body.get("question"))
         gold = chunk("docs/a.md", "# A > ## Part", 1, text="gold text")
         other = chunk("docs/b.md", "# B", 1, text="other text")
@@ -58,14 +58,14 @@ def write_set(pytester: pytest.Pytester) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in CASES) + "\n"})
 
 
-def report_tests(page: str) -> dict[str, list[dict]]:
+def report_tests(page: str) -> dict[str, list[dict[str, Any]]]:
     """pytest-html 4's test data: JSON in the ``data-jsonblob`` attribute."""
     match = re.search(r'data-jsonblob="([^"]*)"', page)
     assert match, "no data-jsonblob in report.html"
-    return json.loads(html.unescape(match.group(1)))["tests"]
+    return cast("dict[str, list[dict[str, Any]]]", json.loads(html.unescape(match.group(1)))["tests"])
 
 
-def extras_html(tests: dict[str, list[dict]], case_id: str) -> str:
+def extras_html(tests: dict[str, list[dict[str, Any]]], case_id: str) -> str:
     """The HTML extras of one case (every phase's entry carries them; take the distinct ones)."""
     key = f"eval_sets/s.jsonl::{case_id}"
     contents: list[str] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser import Page
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("needs_chromium")
 TAGS = ("alpha", "beta", "gamma", "delta", "epsilon")
 
 
-def _case(i: int) -> dict:
+def _case(i: int) -> dict[str, Any]:
     outcome = "error" if i % 50 == 0 else "failed" if i % 9 == 0 else "passed"
     return {
         "key": f"eval_sets/big.jsonl::case-{i:05d}",
@@ -38,7 +39,7 @@ def _case(i: int) -> dict:
     }
 
 
-def _write(folder: Path, records: list[dict], **kwargs: object) -> Path:
+def _write(folder: Path, records: list[dict[str, Any]], **kwargs: object) -> Path:
     page = folder / "report.html"
     write_report(page, {"run_id": "r1", **aggregate(records)}, records, **kwargs)  # type: ignore[arg-type]
     return page
@@ -72,7 +73,7 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
 
         # as a user: clear, then pick an outcome and sort by a metric, highest first
         tab.js("document.getElementById('rv-x').click()")
-        assert len(tab.js(VISIBLE)) == 5000  # type: ignore[arg-type]
+        assert len(tab.js(VISIBLE)) == 5000
         tab.js("""(() => { const set = (id, v) => { const el = document.getElementById(id); el.value = v;
                    el.dispatchEvent(new Event('change')); };
                    set('rv-o', 'error'); set('rv-s', 'm:mrr'); set('rv-d', 'desc'); })()""")
@@ -105,7 +106,7 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
         assert sorted(s.split("::")[1] for s in tab.js(VISIBLE)) == [
             "case-00007",
             "case-01007",
-            "case-02007",  # type: ignore[union-attr]
+            "case-02007",
             "case-03007",
             "case-04007",
         ]

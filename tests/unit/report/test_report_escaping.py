@@ -10,6 +10,7 @@ import itertools
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -55,7 +56,7 @@ def injected(page: str) -> list[str]:
     return parser.found
 
 
-def hostile_record(h: Hostile) -> dict:
+def hostile_record(h: Hostile) -> dict[str, Any]:
     chunk = {
         "rank": h("chunk.rank"),
         "rel_path": h("chunk.rel_path"),
@@ -180,7 +181,7 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
         assert tab.js(counts) == [True, 0, 0]
         assert tab.js("document.getElementById('rv-t').value") == tag  # the hostile tag, chosen from the hash
         options = tab.js("Array.from(document.querySelectorAll('#rv-t option, #rv-c option, #rv-s option'), o => o.textContent)")
-        assert f"{tag} (1)" in options and f"{category} (1)" in options and evil_metric in options  # type: ignore[operator]
+        assert f"{tag} (1)" in options and f"{category} (1)" in options and evil_metric in options
         assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 1
         tab.js(
             "const q = document.getElementById('rv-q'); q.value = '<img src=x onerror=alert(1)>';"
@@ -189,7 +190,7 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
         tab.js("document.getElementById('rv-x').click()")
         assert tab.js(counts) == [True, 0, 0]
         assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 2
-        assert tab.js("document.title").startswith("<script>")  # type: ignore[union-attr]
+        assert tab.js("document.title").startswith("<script>")
         dialogs = [e for e in tab.events if e.get("method") == "Page.javascriptDialogOpening"]
         assert not dialogs
 

@@ -11,6 +11,7 @@ import re
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser import dump_dom, without_own_script
@@ -24,7 +25,7 @@ PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
-def _record(key: str, outcome: str, **extra: object) -> dict:
+def _record(key: str, outcome: str, **extra: object) -> dict[str, Any]:
     record = {
         "key": f"eval_sets/demo.jsonl::{key}",
         "test_case_id": key,
@@ -50,7 +51,7 @@ def _record(key: str, outcome: str, **extra: object) -> dict:
 
 
 @pytest.fixture
-def records() -> list[dict]:
+def records() -> list[dict[str, Any]]:
     passed = _record("pass-001", "passed")
     failed = _record(
         "fail-001",
@@ -119,7 +120,7 @@ def records() -> list[dict]:
 
 
 @pytest.fixture
-def metrics() -> dict:
+def metrics() -> dict[str, Any]:
     return {
         "run_id": "20240101-000003",
         "timestamp": "2024-01-01T00:00:03Z",
@@ -152,7 +153,7 @@ def metrics() -> dict:
     }
 
 
-def _history(n: int) -> list[dict]:
+def _history(n: int) -> list[dict[str, Any]]:
     return [
         {
             "run_id": f"20240101-00000{i}",
@@ -163,7 +164,7 @@ def _history(n: int) -> list[dict]:
     ]
 
 
-def test_failed_and_errored_come_first(metrics: dict, records: list[dict]) -> None:
+def test_failed_and_errored_come_first(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     page = render_report(metrics, records)
     first_bad = min(page.index("fail-001"), page.index("err-001"), page.index("evil-err"))
     last_bad = max(page.index("fail-001"), page.index("err-001"), page.index("evil-err"))
@@ -175,7 +176,7 @@ def test_failed_and_errored_come_first(metrics: dict, records: list[dict]) -> No
     assert re.search(r'<details class="case o-passed" id="case-r\d+"[ >]', page)
 
 
-def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
+def test_misses_and_case_detail(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     page = render_report(metrics, records)
     fail = page[page.index('class="case o-failed"') :]
     fail = fail[: fail.index("</details>")]
@@ -196,7 +197,7 @@ def test_misses_and_case_detail(metrics: dict, records: list[dict]) -> None:
     assert "timeout" in page
 
 
-def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) -> None:
+def test_header_aggregates_and_breakdowns(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     deltas = [
         {"name": "recall_at_k_avg", "old": 0.9, "new": 0.5, "delta": -0.4, "tolerance": 0.05, "regressed": True, "ci_low": -0.6, "ci_high": -0.2},
         {"name": "mrr_avg", "old": 0.6, "new": 0.625, "delta": 0.025, "tolerance": 0.05, "regressed": False, "ci_low": None, "ci_high": None},
@@ -232,7 +233,7 @@ def test_header_aggregates_and_breakdowns(metrics: dict, records: list[dict]) ->
     assert "incomplete run" in incomplete
 
 
-def test_script_payload_is_escaped_everywhere(metrics: dict, records: list[dict]) -> None:
+def test_script_payload_is_escaped_everywhere(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     history = [*_history(2), {"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z", "aggregate_metrics": {"recall_at_k_avg": 0.1}}]
     page = render_report({**metrics, "run_id": PAYLOAD}, records, history=history, title=PAYLOAD)
     assert "<script" not in without_own_script(page).lower()
@@ -244,14 +245,14 @@ def test_script_payload_is_escaped_everywhere(metrics: dict, records: list[dict]
     assert "default-src &#x27;none&#x27;" in page or "default-src 'none'" in page
 
 
-def test_attribute_quotes_escaped(metrics: dict) -> None:
+def test_attribute_quotes_escaped(metrics: dict[str, Any]) -> None:
     record = _record("q", "failed", tags=['x" onmouseover="alert(1)'], question="a'b\"c")
     page = render_report(metrics, [record])
     assert 'onmouseover="alert' not in page
     assert "&quot; onmouseover=&quot;alert(1)" in page
 
 
-def test_no_external_resources(metrics: dict, records: list[dict]) -> None:
+def test_no_external_resources(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     page = render_report(metrics, records, history=_history(3))
     assert not re.search(r"""(?:src|href|action|xlink:href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
     assert "http://" not in page and "https://" not in page
@@ -259,7 +260,7 @@ def test_no_external_resources(metrics: dict, records: list[dict]) -> None:
     assert "<script" not in without_own_script(page).lower()
 
 
-def test_trends_chart(metrics: dict, records: list[dict]) -> None:
+def test_trends_chart(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     page = render_report(metrics, records, history=_history(3))
     assert "<svg" in page
     trends = page[page.index('id="trends"') : page.index('id="others"')]
@@ -282,7 +283,7 @@ def test_empty_inputs_render() -> None:
     assert "</html>" in page
 
 
-def test_many_cases_render(metrics: dict) -> None:
+def test_many_cases_render(metrics: dict[str, Any]) -> None:
     records = [
         _record(
             f"c{i:05d}",
@@ -316,7 +317,7 @@ def test_run_store_history(tmp_path: Path) -> None:
     assert RunStore(tmp_path / "missing").history() == []
 
 
-def test_write_report_is_atomic(tmp_path: Path, metrics: dict, records: list[dict]) -> None:
+def test_write_report_is_atomic(tmp_path: Path, metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     target = tmp_path / "run" / "report.html"
     write_report(target, metrics, records, history=_history(2))
     text = target.read_text(encoding="utf-8")
@@ -329,7 +330,7 @@ def test_write_report_is_atomic(tmp_path: Path, metrics: dict, records: list[dic
     assert os.listdir(target.parent) == ["report.html"]
 
 
-def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "report.html"
     target.write_text("old", encoding="utf-8")
 
@@ -344,7 +345,7 @@ def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict, monk
 
 
 @pytest.mark.usefixtures("needs_chromium")
-def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, records: list[dict]) -> None:
+def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     page = tmp_path / "report.html"
     write_report(page, metrics, records, history=_history(3))
     dom = dump_dom(page, tmp_path / "profile")
@@ -354,7 +355,7 @@ def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict, r
     assert "fail-001" in dom
 
 
-def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict, records: list[dict]) -> None:
+def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     passed = next(r for r in records if r.get("outcome") == "passed")
     failed = next(r for r in records if r.get("outcome") == "failed")
     many = [dict(passed, key=f"p{i}") for i in range(DETAIL_LIMIT + 50)] + [failed]
@@ -372,11 +373,11 @@ def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict, reco
 
 
 def test_write_report_spools_the_cards_and_writes_the_bytes_of_render_report(
-    tmp_path: Path, metrics: dict, records: list[dict], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, metrics: dict[str, Any], records: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(html, "_SPOOL_IN_MEMORY", 4096)  # every section's cards go to a temporary file
 
-    def many() -> Iterator[dict]:
+    def many() -> Iterator[dict[str, Any]]:
         for i in range(DETAIL_LIMIT + 3000):
             yield _record(f"c{i:04d}", "failed" if i % 9 == 0 else "error" if i % 13 == 0 else "passed", question=f"Q{i} ü {PAYLOAD}")
 
@@ -395,7 +396,7 @@ def test_write_report_spools_the_cards_and_writes_the_bytes_of_render_report(
 
 def test_flipped_sections_from_spooled_cards_equal_the_listed_ones() -> None:
     records = [_record(f"c{i}", "failed" if i % 2 else "passed") for i in range(40)]
-    flips = {"to_fail": [f"eval_sets/demo.jsonl::c{i}" for i in (1, 3)], "to_pass": ["eval_sets/demo.jsonl::c4"]}
+    flips: dict[str, Any] = {"to_fail": [f"eval_sets/demo.jsonl::c{i}" for i in (1, 3)], "to_pass": ["eval_sets/demo.jsonl::c4"]}
     listed = render_cases(records, **flips)
     with contextlib.ExitStack() as stack:
         spooled = render_cases(records, **flips, store=lambda: html.SpooledCards(stack))

@@ -45,7 +45,7 @@ class Rag:
     def __init__(self) -> None:
         self.regressed = False
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, body: dict[str, Any]) -> Any:
         case = str(body.get("question")).removeprefix("q-")
         gold, b, c, d = (
             chunk("docs/a.md", "# A", None),
@@ -241,7 +241,7 @@ def check_the_page_opens_with_the_verdict_and_the_flipped_cases(regression: dict
     assert "onerror=" in html.unescape(dom)  # shown as text
 
 
-def _records(run: Path) -> list[dict]:
+def _records(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
@@ -283,7 +283,7 @@ def check_pytest_html_under_xdist_shows_the_since_section_and_the_flipped_list(r
 # -- without a baseline, and the parts on their own ------------------------------------------------------------
 
 
-def _record(key: str, outcome: str, answer_text: str = "an answer") -> dict:
+def _record(key: str, outcome: str, answer_text: str = "an answer") -> dict[str, Any]:
     return {
         "key": f"s.jsonl::{key}",
         "test_case_id": key,
@@ -334,7 +334,7 @@ def test_chunk_moves() -> None:
 def test_chunks_are_the_same_by_anchor_and_text_whatever_their_volatile_ids() -> None:
     """A framework gives every node a new random id on each index build: an unchanged system moves nothing."""
 
-    def chunks(build: str) -> list[dict]:
+    def chunks(build: str) -> list[dict[str, Any]]:
         return [
             {
                 "chunk_id": f"{build}-{i}",

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ask_server import AskServer, answer, chunk
@@ -29,9 +30,9 @@ def comparison(to_fail: list[str], to_pass: list[str], *deltas: MetricDelta) -> 
 
 
 def render(comp: Comparison | None, **kwargs: object) -> str:
-    args: dict = {"anchors": {}, "report": "report.html", "gate_failed": False, "gate_reason": "", "notes": []}
+    args: dict[str, Any] = {"anchors": {}, "report": "report.html", "gate_failed": False, "gate_reason": "", "notes": []}
     args.update(kwargs)
-    return summary_markdown(METRICS, comp, **args)  # type: ignore[arg-type]
+    return summary_markdown(METRICS, comp, **args)
 
 
 def test_a_regression_names_the_metric_with_its_interval_and_links_the_flipped_cases() -> None:
@@ -114,7 +115,7 @@ class System:
     def __init__(self, gold: set[str]) -> None:
         self.gold = gold
 
-    def __call__(self, body: dict) -> dict:
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         case = body["question"].removeprefix("q-")
         hit = chunk("docs/a.md", "# A", 1) if case in self.gold else chunk("docs/b.md", "# B", 1)
         return answer("An answer.", [hit], references=[hit])

@@ -20,7 +20,7 @@ from pytest_rageval.runs.commit import run_commit, short_commit, tree_dirty
 EVAL_SET = "e" * 64
 
 
-def _run(i: int, **aggregates: Any) -> dict:
+def _run(i: int, **aggregates: Any) -> dict[str, Any]:
     extra = aggregates.pop("extra", {})
     return {
         "run_id": f"2024010{i}-120000-aaaaa{i}",

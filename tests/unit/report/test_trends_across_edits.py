@@ -7,12 +7,13 @@ import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from test_known_failures import newest_run, project, run, write_state
 
 
-def add_line(pytester: pytest.Pytester, line: dict) -> None:
+def add_line(pytester: pytest.Pytester, line: dict[str, Any]) -> None:
     path = pytester.path / "eval_sets" / "set.jsonl"
     path.write_text(path.read_text().rstrip("\n") + "\n" + json.dumps(line) + "\n")
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pytest_rageval.runs.resume import differences, selection_of
 
 
-def identity(**changes: object) -> dict:
-    config = {"target": "http://x/ask", "k": 5, "judge": "none", "thresholds": {"global": {"mrr": 0.5}}}
-    selection = {"paths": ["eval_sets"], "keyword": "", "markexpr": "", "deselect": [], "shard": None}
+def identity(**changes: object) -> dict[str, Any]:
+    config: dict[str, Any] = {"target": "http://x/ask", "k": 5, "judge": "none", "thresholds": {"global": {"mrr": 0.5}}}
+    selection: dict[str, Any] = {"paths": ["eval_sets"], "keyword": "", "markexpr": "", "deselect": [], "shard": None}
     for name, value in changes.items():
         (config if name in config else selection)[name] = value
     return {"config_hash": str(sorted(config.items())), "config": config, "selection": selection}

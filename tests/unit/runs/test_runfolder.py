@@ -15,7 +15,7 @@ import pytest
 from pytest_rageval import cli, safejson
 from pytest_rageval.runs.folder import RunFolder, RunFolderError, UnreadableRecord, read_records, repair_results
 
-RECORDS = [
+RECORDS: list[dict[str, Any]] = [
     {"key": "s.jsonl::a", "test_case_id": "a", "outcome": "passed", "metrics": {"mrr": 1.0}, "answer": "é\u2028ü"},
     {"key": "s.jsonl::b", "test_case_id": "b", "outcome": "failed", "metrics": {"mrr": 0.5}, "error": None},
     {"key": "s.jsonl::c", "test_case_id": "c", "outcome": "error", "metrics": {}, "error": {"kind": "timeout", "message": "timed out after 30 s"}},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def log(pytester: pytest.Pytester) -> list:
+def log(pytester: pytest.Pytester) -> list[Any]:
     path = pytester.path / "log.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 

@@ -33,7 +33,7 @@ from pytest_rageval.targets.maps import ResponseMap, map_response, parse_respons
         ({}, "no heading", None),
     ],
 )
-def test_heading_paths_follow_each_frameworks_markdown_splitter(metadata: dict, text: str, expected: Any) -> None:
+def test_heading_paths_follow_each_frameworks_markdown_splitter(metadata: dict[str, Any], text: str, expected: Any) -> None:
     assert heading_path(metadata, text) == expected
 
 
@@ -78,7 +78,7 @@ class Retriever:  # stands for a framework's retriever (has_base reads the class
 
 class Engine:
     def __init__(self, retriever: Retriever) -> None:
-        self.steps = [object(), {"retriever": retriever}]
+        self.steps: list[Any] = [object(), {"retriever": retriever}]
         self.other = "text"
 
 

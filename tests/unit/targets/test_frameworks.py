@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from needs import need_installed, need_module
@@ -67,7 +67,7 @@ def _relative(path: str) -> str:
 
 
 def _llamaindex_anchors(question: str) -> list[tuple[str, list[str], str]]:
-    from tests_framework_apps_import import llamaindex_app  # type: ignore[import-not-found]
+    from tests_framework_apps_import import llamaindex_app
 
     out = []
     for item in llamaindex_app.retriever.retrieve(question):
@@ -80,7 +80,7 @@ def _llamaindex_anchors(question: str) -> list[tuple[str, list[str], str]]:
 
 
 def _langchain_anchors(question: str) -> list[tuple[str, list[str], str]]:
-    from tests_framework_apps_import import langchain_app  # type: ignore[import-not-found]
+    from tests_framework_apps_import import langchain_app
 
     out = []
     for document in langchain_app.retriever.invoke(question):
@@ -90,7 +90,7 @@ def _langchain_anchors(question: str) -> list[tuple[str, list[str], str]]:
 
 
 def _haystack_anchors(question: str) -> list[tuple[str, list[str], str]]:
-    from tests_framework_apps_import import haystack_app  # type: ignore[import-not-found]
+    from tests_framework_apps_import import haystack_app
 
     documents = haystack_app.pipeline.get_component("retriever").run(query=question)["documents"]
     return [
@@ -154,8 +154,8 @@ def _whole(project: Path, result: subprocess.CompletedProcess[str] | pytest.RunR
     status = result.returncode if isinstance(result, subprocess.CompletedProcess) else int(result.ret)
     out = result.stdout if isinstance(result, subprocess.CompletedProcess) else result.stdout.str()
     if expected is None:
-        latest = sorted((project / "results").glob("*/results.jsonl"))[-1]
-        outcomes = {json.loads(line)["outcome"] for line in latest.read_text().splitlines() if line.strip()}
+        newest = sorted((project / "results").glob("*/results.jsonl"))[-1]
+        outcomes = {json.loads(line)["outcome"] for line in newest.read_text().splitlines() if line.strip()}
         expected = 0 if outcomes <= {"passed", "skipped", "xfailed", "xpassed"} else 1
     return assert_run_whole(project / "results", status, expected_status=expected, out=out, latest=latest)
 
@@ -166,7 +166,7 @@ def _records(project: Path) -> list[dict[str, Any]]:
 
 
 def _metrics(project: Path) -> dict[str, Any]:
-    return json.loads(sorted((project / "results").glob("*/metrics.json"))[-1].read_text())
+    return cast("dict[str, Any]", json.loads(sorted((project / "results").glob("*/metrics.json"))[-1].read_text()))
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -359,7 +359,7 @@ def test_label_writes_gold_relative_to_docs_root_from_a_framework_and_over_http(
     assert (gold["rel_path"], gold["heading_path"]) == ("proposals/gaming-catalyst.md", ["Gaming Catalyst Program (GCP)", "Budget"])
 
     # an HTTP service on this machine sending LlamaIndex's absolute file_path, read through the response map
-    def responder(body: dict) -> Any:
+    def responder(body: dict[str, Any]) -> Any:
         return answer("200M ARB.", [{"file_path": str(CORPUS / "proposals" / "gaming-catalyst.md"), "heading_path": ["GCP"]}])
 
     eval_set.write_text(json.dumps({"id": "gcp", "question": "What budget?"}) + "\n")
@@ -411,7 +411,7 @@ def test_a_vector_store_retriever_gets_k_through_search_kwargs_and_paths_relativ
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    def ask(docs_root: Path, params: dict) -> Any:
+    def ask(docs_root: Path, params: dict[str, Any]) -> Any:
         client = load_target("vector_app:retriever", docs_root=docs_root, timeout=30)
         return asyncio.run(client.aask("How many sick days?", k=5, params=params)).response.retrieved_chunks
 

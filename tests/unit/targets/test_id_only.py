@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ask_server import AskServer, seed_001_ini
@@ -17,7 +17,7 @@ CITED = {
     "Who proposed STIP?": ["stip"],
 }
 
-CASES = [
+CASES: list[dict[str, Any]] = [
     {
         "id": "multi-ok",
         "query": "Which grants did STIP and its bridge pay?",
@@ -51,7 +51,7 @@ CASES = [
 ]
 
 
-def seed001(body: dict) -> Any:
+def seed001(body: dict[str, Any]) -> Any:
     cited = CITED[body["query"]][: body["topK"]]
     return {
         "answer": "From the proposals.",
@@ -59,13 +59,13 @@ def seed001(body: dict) -> Any:
     }
 
 
-def write(pytester: pytest.Pytester, cases: list[dict]) -> None:
+def write(pytester: pytest.Pytester, cases: list[dict[str, Any]]) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/ids": "\n".join(json.dumps(c) for c in cases) + "\n"})
 
 
 def metrics_of(pytester: pytest.Pytester) -> dict[str, Any]:
     run = (pytester.path / "results" / "latest").read_text().strip()
-    return json.loads((pytester.path / "results" / run / "metrics.json").read_text())["cases"]
+    return cast("dict[str, Any]", json.loads((pytester.path / "results" / run / "metrics.json").read_text())["cases"])
 
 
 def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pytester) -> None:

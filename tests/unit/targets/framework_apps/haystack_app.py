@@ -1,6 +1,8 @@
 """A Haystack app: MarkdownHeaderSplitter + InMemoryBM25Retriever, a prompt builder and an answer builder
 fed by a fixed reply (no LLM)."""
 
+from typing import Any
+
 from haystack import Document, Pipeline, component
 from haystack.components.builders import AnswerBuilder, PromptBuilder
 from haystack.components.preprocessors import MarkdownHeaderSplitter
@@ -15,7 +17,7 @@ class FixedReply:
     """A generator stand-in: replies with the same text to every prompt."""
 
     @component.output_types(replies=list[str])
-    def run(self, prompt: str) -> dict:
+    def run(self, prompt: str) -> dict[str, Any]:
         return {"replies": ["The answer is in the retrieved passages."]}
 
 

@@ -1,6 +1,8 @@
 """A LangChain app: MarkdownHeaderTextSplitter + BM25Retriever, an LCEL retrieval chain with a fake LLM,
 and a LangGraph graph over the same retriever."""
 
+from typing import Any
+
 from langchain_community.retrievers import BM25Retriever
 from langchain_core.language_models import FakeListLLM
 from langchain_core.output_parsers import StrOutputParser
@@ -26,19 +28,19 @@ chain = RunnableParallel(context=retriever, input=RunnablePassthrough()).assign(
 
 class State(TypedDict):
     question: str
-    context: list
+    context: list[Any]
     answer: str
 
 
-def _retrieve(state: State) -> dict:
+def _retrieve(state: State) -> dict[str, Any]:
     return {"context": retriever.invoke(state["question"])}
 
 
-def _generate(state: State) -> dict:
+def _generate(state: State) -> dict[str, Any]:
     return {"answer": f"{len(state['context'])} passages were found."}
 
 
-def _graph():
+def _graph() -> Any:  # a compiled StateGraph (its type parameters differ across langgraph releases)
     from langgraph.graph import END, START, StateGraph
 
     builder = StateGraph(State)

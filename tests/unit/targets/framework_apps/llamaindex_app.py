@@ -19,7 +19,7 @@ retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=5)
 query_engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=24))
 
 
-class LoggedBM25Retriever(BM25Retriever):
+class LoggedBM25Retriever(BM25Retriever):  # type: ignore[misc]  # BM25Retriever is untyped (Any)
     """The BM25 retriever, writing the k of each call to the file named by env RAGEVAL_TEST_K_LOG."""
 
     def _retrieve(self, query_bundle):  # type: ignore[no-untyped-def]
