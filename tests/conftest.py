@@ -5,6 +5,8 @@ unrelated pytest plugins that other installed packages bring; mark the tests tha
 The project-wide wiring (``pytester``, helper imports) is the root ``conftest.py``.
 """
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -60,12 +62,15 @@ UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs
 BLOCK_UNUSED = " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS)
 
 
-@pytest.fixture(autouse=True)
-def _children_block_unused_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every pytest process a test starts (``subprocess`` with the test's environment, the ``rageval`` commands that
-    run pytest, xdist workers of those runs) blocks :data:`UNUSED_PLUGINS` through ``PYTEST_ADDOPTS``: a pytest start
-    with them took 2.9 CPU-seconds against 0.8 without. The suite's own process and workers read it no more."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", BLOCK_UNUSED)
+@pytest.fixture(scope="session", autouse=True)
+def _children_block_unused_plugins() -> Iterator[None]:
+    """Every pytest process a test or fixture starts (``subprocess`` with this process's environment, the ``rageval``
+    commands that run pytest, xdist workers of those runs) blocks :data:`UNUSED_PLUGINS` through ``PYTEST_ADDOPTS``:
+    a pytest start with them took 2.9 CPU-seconds against 0.8 without. The suite's own process and workers have read
+    their options already. Session-wide, so module-scoped fixtures that build projects get it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_ADDOPTS", BLOCK_UNUSED)
+        yield
 
 
 @pytest.fixture
