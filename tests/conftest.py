@@ -5,6 +5,8 @@ unrelated pytest plugins that other installed packages bring; mark the tests tha
 The project-wide wiring (``pytester``, helper imports) is the root ``conftest.py``.
 """
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -52,11 +54,23 @@ def _warm_transports() -> None:
     _load_openai_lazily_imported_modules()
 
 
-#: pytest plugins that packages of the dev extra bring and no pytester run of the suite uses: the hypothesis and
-#: langsmith (a LangChain dependency) plugins alone take about two seconds of every pytest start, and each
-#: ``-n 2`` run starts three. pytest-randomly shuffles the suite itself, never the projects a test runs, whose output
-#: a test reads line by line. ``-p no:NAME`` is a no-op where a plugin is not installed.
-UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs", "randomly")
+#: pytest plugins that packages of the dev extra bring and no pytest run started by the suite uses: the hypothesis and
+#: langsmith (a LangChain dependency) plugins alone take about two seconds of every pytest start, pytest-benchmark a
+#: tenth of one, and each ``-n 2`` run starts three. pytest-randomly shuffles the suite itself, never the projects a
+#: test runs, whose output a test reads line by line. ``-p no:NAME`` is a no-op where a plugin is not installed.
+UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs", "randomly", "benchmark")
+BLOCK_UNUSED = " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_block_unused_plugins() -> Iterator[None]:
+    """Every pytest process a test or fixture starts (``subprocess`` with this process's environment, the ``rageval``
+    commands that run pytest, xdist workers of those runs) blocks :data:`UNUSED_PLUGINS` through ``PYTEST_ADDOPTS``:
+    a pytest start with them took 2.9 CPU-seconds against 0.8 without. The suite's own process and workers have read
+    their options already. Session-wide, so module-scoped fixtures that build projects get it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_ADDOPTS", BLOCK_UNUSED)
+        yield
 
 
 @pytest.fixture
@@ -64,7 +78,7 @@ def pytester(_warm_transports: None, pytester: pytest.Pytester, monkeypatch: pyt
     """pytest's ``pytester`` whose runs (in process, subprocess and their xdist workers) block :data:`UNUSED_PLUGINS`
     (pytester clears ``PYTEST_ADDOPTS`` when it starts; this sets it again), with the transports warmed before
     pytester takes its snapshot of ``sys.modules``."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS))
+    monkeypatch.setenv("PYTEST_ADDOPTS", BLOCK_UNUSED)
     return pytester
 
 

@@ -34,7 +34,7 @@ APPS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: pytest plugins of other installed packages that no example uses (as tests/conftest.py blocks for pytester runs)
-UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs", "randomly")
+UNUSED_PLUGINS = ("hypothesispytest", "langsmith_plugin", "anyio", "platformdirs", "randomly", "benchmark")
 
 #: what a user adds on the command line in CI: JUnit, the CI summary, the texts ``rageval rescore`` needs
 CI_OPTIONS = ("--junitxml=junit.xml", "--rageval-summary-md=summary.md", "--rageval-store-full-text")
