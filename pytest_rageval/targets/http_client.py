@@ -9,37 +9,7 @@ body ``{"question": ..., "k": K, **params}`` and the configured headers.
 Timeouts, connection errors, 429 and 5xx are retried with exponential backoff
 with jitter that honours ``Retry-After`` (``retry.backoff_delay``).
 
-Response mapping (ini ``rageval_response_map``): one ``target = source`` line
-per field to read from somewhere else than the default; sources are dotted paths
-into the JSON (a numeric segment indexes a list). Targets and their defaults::
-
-    answer           = answer                      (required; "" is allowed)
-    references       = references
-    retrieved_chunks = debug.retrieved_chunks      (falls back to retrieved_chunks)
-    abstained        = abstained
-    abstain_reason   = abstain_reason
-    selected_folders = debug.folder_selection.selected_folders
-                                                   (falls back to selected_folders)
-    timings          = timings                     (non-numeric entries are dropped)
-
-An empty source (``timings =``) stops a field from being read. Lines
-``references.<key> = <item key>`` and ``retrieved_chunks.<key> = <item key>``
-rename keys inside each item of the two chunk lists: the chunk's ``<key>`` gets
-the value of the item's ``<item key>`` (a dotted path as well); all other keys
-pass through. A response in another shape such as
-``{answer, citations: [{proposal_id, stage, url, snippet}]}`` is read with::
-
-    references = citations
-    references.doc_id = proposal_id
-    references.text = snippet
-    retrieved_chunks = citations
-    retrieved_chunks.doc_id = proposal_id
-    retrieved_chunks.text = snippet
-
-Request mapping (ini ``rageval_request_map``): ``question = query`` sends the
-question under the key ``query``; ``k = topK`` renames ``k``; ``k =`` (empty)
-leaves the field out. Any body key (also a case's params) can be renamed; a
-dotted name (``question = input.text``) nests the value.
+The request body and the reading of the response follow the request and response maps (``maps.py``).
 
 Header values (ini ``rageval_headers``), credentials in the URL and the judge key
 (``redact.SECRET_ENV``) never appear in ``describe()``, reprs, error messages or a
