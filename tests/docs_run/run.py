@@ -25,8 +25,17 @@ VARIABLE = (
     (re.compile(r"\b(p50|p95) [\d,]+ ms\b"), r"\1 <ms>"),
     (re.compile(r"^([=_-])\1+ (.*?) \1+$"), r"\1\1 \2 \1\1"),
 )
-#: Environment variables of the job itself that a reader's shell does not have.
-DROPPED = ("PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "GITHUB_STEP_SUMMARY")
+#: Environment variables of the job itself that a reader's shell does not have (under ``CI`` or ``BUILD_NUMBER``
+#: pytest prints the short summary's lines whole, where the pages show a terminal's, cut to its width).
+DROPPED = (
+    "PYTEST_ADDOPTS",
+    "PYTEST_CURRENT_TEST",
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "GITHUB_STEP_SUMMARY",
+    "CI",
+    "BUILD_NUMBER",
+)
 TIMEOUT = 600
 
 
