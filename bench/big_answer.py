@@ -71,7 +71,12 @@ def main() -> int:
                     ["answer sent (bytes)", BigAnswerServer.size, BigAnswerServer.size, 1.0],
                     ["results.jsonl (bytes)", results, BigAnswerServer.size, results / BigAnswerServer.size],
                     ["report.html (bytes)", report, BigAnswerServer.size, report / BigAnswerServer.size],
-                    ["peak RSS (KiB)", run.max_rss_kb, BigAnswerServer.size // 1024, (run.max_rss_kb or 0) * 1024 / BigAnswerServer.size],
+                    [
+                        "peak RSS (KiB)",
+                        run.max_rss_kb,
+                        BigAnswerServer.size // 1024,
+                        (run.max_rss_kb or 0) * 1024 / BigAnswerServer.size,
+                    ],
                 ],
             )
         )

@@ -58,7 +58,9 @@ def main() -> int:
             for i in range(n):
                 fh.write(json.dumps(eval_line(i)) + "\n")
         (root / "test_param.py").write_text(PARAM_TEST.format(n=n))
-        (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\nrageval_target = "http://127.0.0.1:9/api/v1/ask"\n')
+        (root / "pyproject.toml").write_text(
+            '[tool.pytest.ini_options]\nrageval_target = "http://127.0.0.1:9/api/v1/ask"\n'
+        )
         base = [python(), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
         commands = {
             "eval set (--rageval)": [*base, "--rageval", "eval_sets/big.jsonl"],
@@ -75,7 +77,14 @@ def main() -> int:
                 if res.returncode != 0:
                     print(f"--- {name}: exit {res.returncode}\n{res.tail()}")
                     return 1
-                collected = next((line for line in res.stdout.splitlines()[::-1] if "collected" in line or "tests collected" in line), "")
+                collected = next(
+                    (
+                        line
+                        for line in res.stdout.splitlines()[::-1]
+                        if "collected" in line or "tests collected" in line
+                    ),
+                    "",
+                )
                 assert res.max_rss_kb is not None  # run_with_rss always measures it
                 results[name].append((res.wall, res.max_rss_kb, collected.strip()))
                 print(f"{name}: {res.wall:.2f} s, {res.max_rss_kb / 1024:.0f} MiB  ({collected.strip()})", flush=True)
@@ -83,7 +92,13 @@ def main() -> int:
     best = {name: min(runs, key=lambda r: r[0]) for name, runs in results.items()}
     ev, par = best["eval set (--rageval)"], best["parametrize"]
     rows = [
-        [name, f"{b[0]:.2f}", f"{max(r[0] for r in results[name]):.2f}", f"{max(r[1] for r in results[name]) / 1024:.0f}", b[2]]
+        [
+            name,
+            f"{b[0]:.2f}",
+            f"{max(r[0] for r in results[name]):.2f}",
+            f"{max(r[1] for r in results[name]) / 1024:.0f}",
+            b[2],
+        ]
         for name, b in best.items()
     ]
     print()
@@ -97,7 +112,9 @@ def main() -> int:
             f"collection phase only (pytest's own 'collected in'): {a:.2f} s / {b:.2f} s = {a / b:.2f} "
             f"(wall also holds start-up and the end of the session: garbage collection and interpreter exit)"
         )
-    print(f"RSS ratio: {max(r[1] for r in results['eval set (--rageval)']) / max(r[1] for r in results['parametrize']):.2f}")
+    print(
+        f"RSS ratio: {max(r[1] for r in results['eval set (--rageval)']) / max(r[1] for r in results['parametrize']):.2f}"
+    )
     print(f"after: {load_note()}")
     return 0
 

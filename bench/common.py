@@ -152,9 +152,15 @@ def load_note() -> str:
 def source_state() -> str:
     """Which pytest-rageval is measured: the repo's commit, and whether pytest_rageval/ has uncommitted changes."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "pytest_rageval"], cwd=REPO, capture_output=True, text=True, timeout=10
+            ["git", "status", "--porcelain", "--", "pytest_rageval"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "pytest-rageval (no git)"

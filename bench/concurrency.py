@@ -66,7 +66,11 @@ def comparable(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
         key: {"outcome": c.get("outcome"), **{m: v for m, v in (c.get("metrics") or {}).items() if m != "latency_ms"}}
         for key, c in (metrics.get("cases") or {}).items()
     }
-    return {"aggregate_metrics": agg, "cases": cases, "totals": {k: metrics.get(k) for k in ("passed", "failed", "errors")}}
+    return {
+        "aggregate_metrics": agg,
+        "cases": cases,
+        "totals": {k: metrics.get(k) for k in ("passed", "failed", "errors")},
+    }
 
 
 def main() -> int:
@@ -74,10 +78,16 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=300, help="N eval cases (300)")
     parser.add_argument("--rag-latency-ms", type=float, default=100.0)
     parser.add_argument("--judge-latency-ms", type=float, default=200.0)
-    parser.add_argument("--concurrency", default="auto,1,16", help="comma-separated C values, auto = adaptive (auto,1,16)")
+    parser.add_argument(
+        "--concurrency", default="auto,1,16", help="comma-separated C values, auto = adaptive (auto,1,16)"
+    )
     parser.add_argument("--refuse-above", type=int, default=None, help="servers answer 429 above this many in flight")
-    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the extra run (2; 0 = skip it)")
-    parser.add_argument("--workers-concurrency", type=int, default=None, help="C of the xdist run (default: the largest C)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="pytest-xdist workers for the extra run (2; 0 = skip it)"
+    )
+    parser.add_argument(
+        "--workers-concurrency", type=int, default=None, help="C of the xdist run (default: the largest C)"
+    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 2*ideal + 60)")
     parser.add_argument("--show-output", action="store_true", help="print the tail of each pytest run")
     args = parser.parse_args()
@@ -160,10 +170,18 @@ def main() -> int:
             ideal = n * (rag_s + 2 * judge_s) / slots
             floor = n * (rag_s + judge_s) / slots  # a case's two judge requests may overlap
             timeout = args.timeout or 2 * ideal + 60
-            before_children, before_self = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+            before_children, before_self = (
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+                resource.getrusage(resource.RUSAGE_SELF),
+            )
             res = run_timed(cmd, cwd=root, env=child_env(), timeout=timeout)
-            after_children, after_self = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
-            cpu_pytest = (after_children.ru_utime + after_children.ru_stime) - (before_children.ru_utime + before_children.ru_stime)
+            after_children, after_self = (
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+                resource.getrusage(resource.RUSAGE_SELF),
+            )
+            cpu_pytest = (after_children.ru_utime + after_children.ru_stime) - (
+                before_children.ru_utime + before_children.ru_stime
+            )
             cpu_servers = (after_self.ru_utime + after_self.ru_stime) - (before_self.ru_utime + before_self.ru_stime)
             metrics = latest_metrics(root)
             label = f"C={c}" + (f" -n {workers}" if workers else "")

@@ -89,14 +89,19 @@ def test_case(case):
 
 
 def passed_count(text: str) -> str:
-    found: list[str] = re.findall(r"(\d+ (?:passed|failed|error|errors)(?:, \d+ (?:passed|failed|error|errors|warnings?))*)", text)
+    found: list[str] = re.findall(
+        r"(\d+ (?:passed|failed|error|errors)(?:, \d+ (?:passed|failed|error|errors|warnings?))*)", text
+    )
     return found[-1] if found else "?"
 
 
 def deepeval_version(venv_python: Path) -> str | None:
     try:
         proc = subprocess.run(
-            [str(venv_python), "-c", "from importlib.metadata import version; print(version('deepeval'))"], capture_output=True, text=True, timeout=60
+            [str(venv_python), "-c", "from importlib.metadata import version; print(version('deepeval'))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     except OSError:
         return None
@@ -117,16 +122,24 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100, help="N cases (100)")
     parser.add_argument("--rag-latency-ms", type=float, default=100.0)
     parser.add_argument("--judge-latency-ms", type=float, default=200.0)
-    parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers for DeepEval's parallel run (3; 0 = skip)")
-    parser.add_argument("--venv", type=Path, default=Path("/tmp/deepeval-venv"), help="venv with deepeval, pytest, pytest-xdist")
+    parser.add_argument(
+        "--workers", type=int, default=3, help="pytest-xdist workers for DeepEval's parallel run (3; 0 = skip)"
+    )
+    parser.add_argument(
+        "--venv", type=Path, default=Path("/tmp/deepeval-venv"), help="venv with deepeval, pytest, pytest-xdist"
+    )
     parser.add_argument(
         "--rageval-venv",
         type=Path,
         default=Path("/tmp/rageval-bench-venv"),
         help="venv with this repository and pytest-xdist alone (no test-only pytest plugins); this python when missing",
     )
-    parser.add_argument("--create-venv", action="store_true", help="create --venv (deepeval pytest pytest-xdist) and --rageval-venv")
-    parser.add_argument("--cache-demo", action="store_true", help="also show DeepEval's and pytest-rageval's judge cache under -n 3")
+    parser.add_argument(
+        "--create-venv", action="store_true", help="create --venv (deepeval pytest pytest-xdist) and --rageval-venv"
+    )
+    parser.add_argument(
+        "--cache-demo", action="store_true", help="also show DeepEval's and pytest-rageval's judge cache under -n 3"
+    )
     parser.add_argument("--skip-serial", action="store_true", help="skip DeepEval's serial run (the slow one)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (600)")
     args = parser.parse_args()
@@ -200,7 +213,9 @@ def main() -> int:
             judge.base_url,
         ]
 
-        def run(label: str, tool: str, cmd: list[str], cwd: Path, env: dict[str, str], ideal: float | None = None) -> Any:
+        def run(
+            label: str, tool: str, cmd: list[str], cwd: Path, env: dict[str, str], ideal: float | None = None
+        ) -> Any:
             rag.reset()
             judge.reset()
             res = run_timed(cmd, cwd=cwd, env=env, timeout=args.timeout)
@@ -209,7 +224,9 @@ def main() -> int:
             if res.returncode != 0:
                 print(f"--- {label}: exit {res.returncode}\n{res.tail(25)}", flush=True)
             if judge.unknown:
-                notes.append(f"{label}: the judge did not recognise {judge.kinds['unknown']} prompts, e.g. {judge.unknown[0][:300]!r}")
+                notes.append(
+                    f"{label}: the judge did not recognise {judge.kinds['unknown']} prompts, e.g. {judge.unknown[0][:300]!r}"
+                )
             kinds = ", ".join(f"{k.split('.', 1)[1]} {v}" for k, v in sorted(judge.kinds.items()) if "." in k)
             rows.append(
                 [
@@ -232,7 +249,9 @@ def main() -> int:
         warm.mkdir()
         (warm / "cases.jsonl").write_text(json.dumps(eval_line(0)) + "\n")
         (warm / "test_deepeval_bench.py").write_text(DEEPEVAL_TEST)
-        run_timed([str(deepeval_cli), "test", "run", "test_deepeval_bench.py"], cwd=warm, env=de_env, timeout=args.timeout)
+        run_timed(
+            [str(deepeval_cli), "test", "run", "test_deepeval_bench.py"], cwd=warm, env=de_env, timeout=args.timeout
+        )
         run_timed([*rv_cmd, "--rageval-no-cache", "--collect-only"], cwd=rv_dir, env=child_env(), timeout=args.timeout)
 
         de_cmd = [str(deepeval_cli), "test", "run", "test_deepeval_bench.py"]
@@ -252,7 +271,12 @@ def main() -> int:
             )
         w = args.workers or 3
         default = run(
-            "default settings (adaptive)", "pytest-rageval", [*rv_cmd, "--rageval-no-cache"], rv_dir, child_env(), ideal=n * rv_case / AUTO_SLOTS
+            "default settings (adaptive)",
+            "pytest-rageval",
+            [*rv_cmd, "--rageval-no-cache"],
+            rv_dir,
+            child_env(),
+            ideal=n * rv_case / AUTO_SLOTS,
         )
         run(
             f"-n {w}, one shared adaptive limit",
@@ -271,7 +295,9 @@ def main() -> int:
         if args.cache_demo:
             w = str(args.workers or 3)
             cache_file = de_dir / ".deepeval" / ".deepeval-cache.json"
-            shutil.rmtree(de_dir / ".deepeval", ignore_errors=True)  # `deepeval test run` writes its cache even without -c
+            shutil.rmtree(
+                de_dir / ".deepeval", ignore_errors=True
+            )  # `deepeval test run` writes its cache even without -c
             shutil.rmtree(rv_dir / ".rageval_cache", ignore_errors=True)
             run(f"cache: -n {w} -c (fills the cache)", "DeepEval", [*de_cmd, "-n", w, "-c"], de_dir, de_env)
             entries = _deepeval_cache_entries(cache_file)

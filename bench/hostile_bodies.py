@@ -75,7 +75,17 @@ def run(root: Path, url: str, lines: list[dict[str, Any]]) -> tuple[Any, dict[st
     sets = root / "eval_sets"
     sets.mkdir(parents=True, exist_ok=True)
     (sets / "s.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    cmd = [python(), "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", "-q"]
+    cmd = [
+        python(),
+        "-m",
+        "pytest",
+        "--rageval",
+        "--rageval-judge=none",
+        f"--rageval-target={url}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
     timed = run_with_rss(cmd, cwd=root, env=child_env(), timeout=900)
     metrics = sorted((root / "results").glob("*/metrics.json"))
     return timed, json.loads(metrics[-1].read_text()) if metrics else {}

@@ -41,7 +41,9 @@ from pytest_rageval.judges.agreement import LabelledItem, agreement_rows, format
 from pytest_rageval.judges.lexical import LexicalJudge
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "unit" / "judges" / "data"
-DEFAULT_SETS = [DATA / f"lexical_{name}.jsonl" for name in ("labelled", "public", "holdout2", "holdout3", "holdout4", "holdout5")]
+DEFAULT_SETS = [
+    DATA / f"lexical_{name}.jsonl" for name in ("labelled", "public", "holdout2", "holdout3", "holdout4", "holdout5")
+]
 #: Sets in HaluEval's QA shape (a right and a hallucinated answer over one passage): also measured by groundedness
 #: alone, without the reference, as a judge sees an answer when the eval set has none.
 HALUEVAL_SHAPED = [DATA / f"lexical_{name}.jsonl" for name in ("holdout4", "holdout5")]
@@ -49,8 +51,12 @@ HALUEVAL_SHAPED = [DATA / f"lexical_{name}.jsonl" for name in ("holdout4", "hold
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", type=Path, action="append", help="labelled set (JSON lines; repeatable; default: the shipped ones)")
-    parser.add_argument("--halueval", type=Path, help="HaluEval's qa_data.json (JSON lines), judged right and hallucinated")
+    parser.add_argument(
+        "--set", type=Path, action="append", help="labelled set (JSON lines; repeatable; default: the shipped ones)"
+    )
+    parser.add_argument(
+        "--halueval", type=Path, help="HaluEval's qa_data.json (JSON lines), judged right and hallucinated"
+    )
     parser.add_argument("--limit", type=int, default=None, help="with --halueval: its first N lines only")
     args = parser.parse_args()
     if args.halueval:
@@ -93,7 +99,10 @@ def halueval_items(path: Path, limit: int | None) -> list[LabelledItem]:
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
     for number, line in enumerate(lines, start=1):
         data = json.loads(line)
-        for kind, label, answer in (("right", "pass", data["right_answer"]), ("hallucinated", "fail", data["hallucinated_answer"])):
+        for kind, label, answer in (
+            ("right", "pass", data["right_answer"]),
+            ("hallucinated", "fail", data["hallucinated_answer"]),
+        ):
             items.append(
                 LabelledItem(
                     id=f"line{number}-{kind}",
@@ -123,7 +132,9 @@ def calibration() -> None:
 
 def report(path: Path, items: list[LabelledItem] | None = None) -> None:
     judged = judge_items(LexicalJudge(), load_labelled(path) if items is None else items)
-    print(f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {path.name}: {len(judged)} labelled answers; {source_state()}\n")
+    print(
+        f"lexical judge ({LexicalJudge.PROMPT_VERSION}) on {path.name}: {len(judged)} labelled answers; {source_state()}\n"
+    )
     print(format_table(agreement_rows(judged)))
     passes = [j for j in judged if j.item.human_pass]
     alarms = sum(not j.judge_pass for j in passes)
@@ -132,7 +143,9 @@ def report(path: Path, items: list[LabelledItem] | None = None) -> None:
     print(f"\n{len(wrong)} disagreements:")
     for j in wrong:
         verdict = "pass" if j.judge_pass else "fail: " + "; ".join(j.misses)
-        print(f"- {j.item.id} [{j.item.split}, {j.item.kind}] human {j.item.label}, judge {verdict}\n    {j.item.answer}")
+        print(
+            f"- {j.item.id} [{j.item.split}, {j.item.kind}] human {j.item.label}, judge {verdict}\n    {j.item.answer}"
+        )
     print()
 
 

@@ -100,7 +100,9 @@ def run_once(cases: int, k: int, concurrency: int, n_ctx: int, timeout: float) -
                 str(concurrency),
             ]
             started = time.monotonic()
-            proc = subprocess.Popen(cmd, cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(
+                cmd, cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
             first = first_result_after(root, proc, started, timeout)
             try:
                 output, _ = proc.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
@@ -162,19 +164,29 @@ def calibrate_once(answers: int, n_ctx: int, timeout: float) -> None:
             started = time.monotonic()
             done = subprocess.run(cmd, cwd=root, env=child_env(), capture_output=True, text=True, timeout=timeout)
             wall = time.monotonic() - started
-        print(f"rageval calibrate, {MODEL_NAME} over {len(sample)} answers of the shipped set (every {step}th), wall {wall:.0f} s:")
-        print("\n".join(line for line in done.stdout.splitlines() if not line.startswith(("judge:", "wrote"))) or done.stderr)
+        print(
+            f"rageval calibrate, {MODEL_NAME} over {len(sample)} answers of the shipped set (every {step}th), wall {wall:.0f} s:"
+        )
+        print(
+            "\n".join(line for line in done.stdout.splitlines() if not line.startswith(("judge:", "wrote")))
+            or done.stderr
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=25, help="the first N demo cases (default all 25)")
     parser.add_argument("--k", type=int, default=5, help="--rageval-k (default 5)")
-    parser.add_argument("--concurrency", default="8,2", help="comma-separated --rageval-concurrency values (default 8,2)")
+    parser.add_argument(
+        "--concurrency", default="8,2", help="comma-separated --rageval-concurrency values (default 8,2)"
+    )
     parser.add_argument("--n-ctx", type=int, default=4096, help="the server's context size (default 4096)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed per run (default 3600)")
     parser.add_argument(
-        "--calibration", type=int, default=60, help="answers of the shipped labelled set to calibrate the model on (default 60; 0: none)"
+        "--calibration",
+        type=int,
+        default=60,
+        help="answers of the shipped labelled set to calibrate the model on (default 60; 0: none)",
     )
     args = parser.parse_args()
     reason = missing()
@@ -184,7 +196,12 @@ def main() -> int:
     print(source_state())
     print(f"before: {load_note()}")
     rows = [run_once(args.cases, args.k, int(c), args.n_ctx, args.timeout) for c in args.concurrency.split(",")]
-    print(table(["C", "cases", "judge errors", "verdicts", "re-asks", "refused", "wall s", "s/verdict", "first case s"], rows))
+    print(
+        table(
+            ["C", "cases", "judge errors", "verdicts", "re-asks", "refused", "wall s", "s/verdict", "first case s"],
+            rows,
+        )
+    )
     if args.calibration > 0:
         calibrate_once(args.calibration, args.n_ctx, args.timeout)
     print(f"after: {load_note()}")

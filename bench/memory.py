@@ -71,17 +71,34 @@ def commands() -> dict[str, list[str]]:
     base = [python(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     return {
         "parametrize": [*base, "test_param.py"],
-        "--rageval": [*base, "--rageval", "eval_sets/big.jsonl", "--rageval-target", "trivial:ask", "--rageval-judge", "none"],
+        "--rageval": [
+            *base,
+            "--rageval",
+            "eval_sets/big.jsonl",
+            "--rageval-target",
+            "trivial:ask",
+            "--rageval-judge",
+            "none",
+        ],
     }
 
 
 def last_line(res: Timed) -> str:
-    return next((line.strip() for line in res.stdout.splitlines()[::-1] if " in " in line and ("passed" in line or "failed" in line)), "")
+    return next(
+        (
+            line.strip()
+            for line in res.stdout.splitlines()[::-1]
+            if " in " in line and ("passed" in line or "failed" in line)
+        ),
+        "",
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="10000,50000,100000", help="comma-separated case counts (10000,50000,100000)")
+    parser.add_argument(
+        "--cases", default="10000,50000,100000", help="comma-separated case counts (10000,50000,100000)"
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (1800)")
     args = parser.parse_args()
     counts = [int(c) for c in args.cases.split(",") if c.strip()]
@@ -105,12 +122,19 @@ def main() -> int:
                     print(f"--- {name} N={n}: exit {res.returncode}\n{res.tail()}")
                     return 1
                 measured[name] = res
-                print(f"N={n} {name}: {res.wall:.1f} s, peak RSS {(res.max_rss_kb or 0) / 1024:.0f} MiB  ({last_line(res)})", flush=True)
+                print(
+                    f"N={n} {name}: {res.wall:.1f} s, peak RSS {(res.max_rss_kb or 0) / 1024:.0f} MiB  ({last_line(res)})",
+                    flush=True,
+                )
             plain = (measured["parametrize"].max_rss_kb or 0) * 1024
             ours = (measured["--rageval"].max_rss_kb or 0) * 1024
             diff = ours - plain
             per_case = diff / n / 1000
-            marginal = f"{(diff - previous[1]) / (n - previous[0]) / 1000:.2f}" if previous is not None and n > previous[0] else "-"
+            marginal = (
+                f"{(diff - previous[1]) / (n - previous[0]) / 1000:.2f}"
+                if previous is not None and n > previous[0]
+                else "-"
+            )
             previous = (n, diff)
             rows.append(
                 [

@@ -155,7 +155,9 @@ def main() -> int:
                 f"{ideal:.1f}",
                 run.accepted,
                 run.refused,
-                f"{run.most_accepted} <= {allowed}" if run.most_accepted <= allowed else f"{run.most_accepted} > {allowed}",
+                f"{run.most_accepted} <= {allowed}"
+                if run.most_accepted <= allowed
+                else f"{run.most_accepted} > {allowed}",
                 run.most_sent,
                 run.result.returncode,
                 run.passed,

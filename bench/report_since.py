@@ -27,7 +27,13 @@ def record(i: int, run: int) -> dict[str, Any]:
     failed = i % 10 == 0 if run else i % 20 == 0
     words = " ".join(f"word{(j * (run + 1)) % 97}" for j in range(120))
     chunks = [
-        {"rel_path": f"docs/{(i + k + run) % 50}.md", "heading_path": ["# H", f"## {k}"], "rank": k + 1, "text": "t" * 200, "gold": k == 0}
+        {
+            "rel_path": f"docs/{(i + k + run) % 50}.md",
+            "heading_path": ["# H", f"## {k}"],
+            "rank": k + 1,
+            "text": "t" * 200,
+            "gold": k == 0,
+        }
         for k in range(5)
     ]
     return {
@@ -57,7 +63,9 @@ def main() -> None:
     new = [record(i, 1) for i in range(n)]
     to_fail = [r["key"] for r, o in zip(new, base) if r["outcome"] == "failed" and o["outcome"] == "passed"]
     to_pass = [r["key"] for r, o in zip(new, base) if r["outcome"] == "passed" and o["outcome"] == "failed"]
-    comparison = Comparison(flipped_to_fail=to_fail, flipped_to_pass=to_pass, shared_cases=n, baseline_cases=n, current_cases=n)
+    comparison = Comparison(
+        flipped_to_fail=to_fail, flipped_to_pass=to_pass, shared_cases=n, baseline_cases=n, current_cases=n
+    )
     outcome = GateOutcome(comparison, failed=True, reason="regression")
 
     tracemalloc.start()
@@ -73,7 +81,9 @@ def main() -> None:
     plain = render_report({"run_id": "new"}, iter(new))
     without = time.perf_counter() - start
     size = (folder / "results.jsonl").stat().st_size
-    print(f"{n} cases ({len(to_fail)} flipped to fail, {len(to_pass)} to pass); baseline results.jsonl {size / 1e6:.1f} MB")
+    print(
+        f"{n} cases ({len(to_fail)} flipped to fail, {len(to_pass)} to pass); baseline results.jsonl {size / 1e6:.1f} MB"
+    )
     print(f"index the baseline: {indexed:.2f} s, holds {held / 1e6:.1f} MB (metrics.json cases + key -> offset)")
     print(f"render with the baseline: {with_baseline:.2f} s, {len(page) / 1e6:.1f} MB page")
     print(f"render without:           {without:.2f} s, {len(plain) / 1e6:.1f} MB page")

@@ -96,7 +96,9 @@ def make_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
                 "references": chunks[1:2],
                 "metrics": metrics if outcome != "error" else {},
                 "thresholds": {"recall_at_k": 1.0, "groundedness": 3.0, "correctness": 3.0},
-                "misses": [{"metric": "recall_at_k", "value": 0, "threshold": 1.0, "op": ">="}] if outcome == "failed" else [],
+                "misses": [{"metric": "recall_at_k", "value": 0, "threshold": 1.0, "op": ">="}]
+                if outcome == "failed"
+                else [],
                 "outcome": outcome,
                 "error": {"kind": "timeout", "message": "RAG call timed out after 30s"} if outcome == "error" else None,
                 "latency": {"total_ms": metrics["latency_ms"]},
@@ -179,14 +181,23 @@ def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: boo
             if not filters:
                 continue
             runs["filter"].append(
-                float(tab.js(apply.format(submit="false", changes=json.dumps([["rv-o", "failed", "change"], ["rv-t", tag, "change"]]))))
+                float(
+                    tab.js(
+                        apply.format(
+                            submit="false", changes=json.dumps([["rv-o", "failed", "change"], ["rv-t", tag, "change"]])
+                        )
+                    )
+                )
             )
             runs["shown"].append(float(tab.js("document.querySelectorAll('.case:not([hidden])').length")))
             runs["search"].append(
                 float(
                     tab.js(
                         apply.format(
-                            submit="true", changes=json.dumps([["rv-o", "", "change"], ["rv-t", "", "change"], ["rv-q", "refund window", "input"]])
+                            submit="true",
+                            changes=json.dumps(
+                                [["rv-o", "", "change"], ["rv-t", "", "change"], ["rv-q", "refund window", "input"]]
+                            ),
                         )
                     )
                 )
@@ -195,7 +206,10 @@ def browser_times(page: Path, profile: Path, tag: str, repeat: int, filters: boo
                 float(
                     tab.js(
                         apply.format(
-                            submit="false", changes=json.dumps([["rv-q", "", "input"], ["rv-s", "m:mrr", "change"], ["rv-d", "desc", "change"]])
+                            submit="false",
+                            changes=json.dumps(
+                                [["rv-q", "", "input"], ["rv-s", "m:mrr", "change"], ["rv-d", "desc", "change"]]
+                            ),
                         )
                     )
                 )
@@ -225,7 +239,11 @@ def main() -> None:
             times = render_with(source, results, out, args.repeat)
             size = out.stat().st_size
             timings[name] = (
-                {} if args.no_browser else browser_times(out, folder / f"profile-{len(timings)}", "tag-03", args.repeat, filters=name == "this")
+                {}
+                if args.no_browser
+                else browser_times(
+                    out, folder / f"profile-{len(timings)}", "tag-03", args.repeat, filters=name == "this"
+                )
             )
             rows.append(
                 [
@@ -238,7 +256,9 @@ def main() -> None:
                 ]
             )
         this, peer = rows[0][1], rows[1][1]
-        print(f"\n{args.cases} cases; results.jsonl {results.stat().st_size / 1e6:.2f} MB (the ideal: the page holds what it holds)")
+        print(
+            f"\n{args.cases} cases; results.jsonl {results.stat().st_size / 1e6:.2f} MB (the ideal: the page holds what it holds)"
+        )
         print(table(["code", "bytes", "size", "KB/case", "vs results.jsonl", "render (median)"], rows))
         print(f"page size this / {args.peer}: {this / peer:.2f}x")
         if not args.no_browser:
@@ -251,7 +271,12 @@ def main() -> None:
                 for name, t in timings.items()
             ]
             print("\nheadless Chromium, 1280x800, median of", args.repeat)
-            print(table(["code", "load", "failed + tag-03", "search", "sort by mrr desc", "cards shown by the filter"], brows))
+            print(
+                table(
+                    ["code", "load", "failed + tag-03", "search", "sort by mrr desc", "cards shown by the filter"],
+                    brows,
+                )
+            )
             if timings.get("this") and timings.get(args.peer):
                 print(f"load this / {args.peer}: {timings['this']['load'] / timings[args.peer]['load']:.2f}x")
     print(load_note())

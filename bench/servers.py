@@ -47,7 +47,12 @@ Reply = tuple[int, dict[str, Any], Any]  # (status, headers, JSON-able body)
 
 #: Passing verdicts for pytest-rageval's judge metrics (the shapes its prompts ask for).
 RAGEVAL_VERDICTS: dict[str, dict[str, Any]] = {
-    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [], "score": 4},
+    "groundedness": {
+        "reasoning": "All claims are supported.",
+        "supported_claims": ["claim"],
+        "unsupported_claims": [],
+        "score": 4,
+    },
     "correctness": {"reasoning": "Matches the reference.", "score": 4},
     "faithfulness": {"reasoning": "Supported by the context.", "passing": True},
     "relevancy": {"reasoning": "Addresses the question.", "passing": True},
@@ -127,16 +132,26 @@ class LoopbackServer:
                         server.arrivals.append(now)
                     over = server.count > server.max_requests
                 if busy:
-                    self._send(429, {}, {"error": {"message": "bench server: too many in flight", "type": "rate_limit_error"}})
+                    self._send(
+                        429, {}, {"error": {"message": "bench server: too many in flight", "type": "rate_limit_error"}}
+                    )
                     return
                 if retry_after is not None:
                     allowed, window = server.rate_limit or (0, 0.0)
                     message = f"bench server: rate limit reached ({allowed} requests per {window:g} s)"
-                    self._send(429, {"Retry-After": str(retry_after)}, {"error": {"message": message, "type": "rate_limit_error"}})
+                    self._send(
+                        429,
+                        {"Retry-After": str(retry_after)},
+                        {"error": {"message": message, "type": "rate_limit_error"}},
+                    )
                     return
                 try:
                     if over:
-                        self._send(503, {}, {"error": {"message": "bench server: request budget exhausted", "type": "server_error"}})
+                        self._send(
+                            503,
+                            {},
+                            {"error": {"message": "bench server: request budget exhausted", "type": "server_error"}},
+                        )
                         return
                     try:
                         body = json.loads(raw or b"{}")
@@ -307,10 +322,18 @@ DEEPEVAL_PROMPTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("deepeval.faithfulness.verdicts", "indicate whether EACH claim", {"verdicts": [{"verdict": "yes"}]}),
     ("deepeval.faithfulness.truths", '"truths" key', {"truths": ["The budget is stated in the note."]}),
     ("deepeval.faithfulness.claims", '"claims" key', {"claims": ["The note states the budget."]}),
-    ("deepeval.faithfulness.reason", "faithfulness score", {"reason": "The score is 1.00 because there are no contradictions."}),
+    (
+        "deepeval.faithfulness.reason",
+        "faithfulness score",
+        {"reason": "The score is 1.00 because there are no contradictions."},
+    ),
     ("deepeval.answer_relevancy.verdicts", "whether each statement is relevant", {"verdicts": [{"verdict": "yes"}]}),
     ("deepeval.answer_relevancy.statements", '"statements" key', {"statements": ["The note states the budget."]}),
-    ("deepeval.answer_relevancy.reason", "answer relevancy score", {"reason": "The score is 1.00 because every statement is relevant."}),
+    (
+        "deepeval.answer_relevancy.reason",
+        "answer relevancy score",
+        {"reason": "The score is 1.00 because every statement is relevant."},
+    ),
 )
 
 
@@ -341,7 +364,11 @@ class JudgeServer(LoopbackServer):
         with self._lock:
             if len(self.unknown) < 5:
                 self.unknown.append(text[:2000])
-        return "unknown", (400, {}, {"error": {"message": "bench judge: unrecognised prompt", "type": "invalid_request_error"}})
+        return "unknown", (
+            400,
+            {},
+            {"error": {"message": "bench judge: unrecognised prompt", "type": "invalid_request_error"}},
+        )
 
     @property
     def base_url(self) -> str:
@@ -360,7 +387,10 @@ def _main() -> None:  # pragma: no cover - manual use
     parser.add_argument("--rag-latency-ms", type=float, default=100)
     parser.add_argument("--judge-latency-ms", type=float, default=200)
     args = parser.parse_args()
-    with RagServer(latency=args.rag_latency_ms / 1000) as rag, JudgeServer(latency=args.judge_latency_ms / 1000) as judge:
+    with (
+        RagServer(latency=args.rag_latency_ms / 1000) as rag,
+        JudgeServer(latency=args.judge_latency_ms / 1000) as judge,
+    ):
         print(f"RAG   {rag.url}\njudge {judge.base_url}", flush=True)
         try:
             threading.Event().wait()

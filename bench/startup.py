@@ -31,7 +31,13 @@ IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
 def importtime(env: dict[str, str]) -> tuple[list[tuple[str, int, int]], int]:
     """(module, self us, cumulative us) of pytest_rageval modules, and the cumulative us of the whole import."""
-    proc = subprocess.run([python(), "-X", "importtime", "-c", "import pytest_rageval.plugin"], capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [python(), "-X", "importtime", "-c", "import pytest_rageval.plugin"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     mods: list[tuple[str, int, int]] = []
     total = 0
     for line in proc.stderr.splitlines():
@@ -69,7 +75,9 @@ def main() -> int:
                     return 1
                 times[name].append(res.wall)
         # -p no:rageval really keeps the module out (else the comparison means nothing)
-        probe = subprocess.run([*base, "-p", "no:rageval", "--help"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+        probe = subprocess.run(
+            [*base, "-p", "no:rageval", "--help"], cwd=root, env=env, capture_output=True, text=True, timeout=60
+        )
         blocked = "--rageval" not in probe.stdout
 
     rows = [[name, f"{min(t):.3f}", f"{sorted(t)[len(t) // 2]:.3f}", f"{max(t):.3f}"] for name, t in times.items()]
@@ -88,7 +96,9 @@ def main() -> int:
         f"\npython -X importtime -c 'import pytest_rageval.plugin': pytest_rageval modules {own / 1000:.1f} ms "
         f"(self time, {len(mods)} modules), whole import {total / 1000:.1f} ms (pytest included)"
     )
-    print(table(["module", "self ms", "cumulative ms"], [[m, f"{s / 1000:.1f}", f"{c / 1000:.1f}"] for m, s, c in mods]))
+    print(
+        table(["module", "self ms", "cumulative ms"], [[m, f"{s / 1000:.1f}", f"{c / 1000:.1f}"] for m, s, c in mods])
+    )
     print(f"after: {load_note()}")
     return 0
 

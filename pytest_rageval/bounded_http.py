@@ -99,7 +99,9 @@ def _bound(limit: int) -> Callable[[httpx.Response], Awaitable[None]]:
         encoding = response.headers.get("Content-Encoding", "").strip().lower()
         if encoding not in ("", "identity", "gzip", "deflate"):
             await response.aclose()
-            raise BodyRefused(f"response body in content-encoding {encoding[:40]!r}, which is not read (the request asked for {ACCEPT_ENCODING})")
+            raise BodyRefused(
+                f"response body in content-encoding {encoding[:40]!r}, which is not read (the request asked for {ACCEPT_ENCODING})"
+            )
         for name in ("Content-Encoding", "Content-Length"):
             response.headers.pop(name, None)  # the stream below is the decoded body
         response.stream = _stream_class(type(response))(response.stream, encoding, limit)

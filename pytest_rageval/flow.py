@@ -28,7 +28,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["CASE_ORDER", "Aimd", "EndpointLimiter", "FlowStats", "Limiter", "RateSpacing", "SlotTicket", "Ticket", "format_rate", "parse_rate"]
+__all__ = [
+    "CASE_ORDER",
+    "Aimd",
+    "EndpointLimiter",
+    "FlowStats",
+    "Limiter",
+    "RateSpacing",
+    "SlotTicket",
+    "Ticket",
+    "format_rate",
+    "parse_rate",
+]
 
 #: The collection index of the case whose work runs in this context (set where cases are started);
 #: -1 outside a case (a hand-written test, the calibration check, ``rageval judge``), served first.
@@ -213,7 +224,14 @@ class EndpointLimiter:
 
     SAMPLES = 8  # service times remembered
 
-    def __init__(self, max_in_flight: int = 8, *, timeout: float | None = None, aimd: Aimd | None = None, rate: RateSpacing | None = None) -> None:
+    def __init__(
+        self,
+        max_in_flight: int = 8,
+        *,
+        timeout: float | None = None,
+        aimd: Aimd | None = None,
+        rate: RateSpacing | None = None,
+    ) -> None:
         self.max_in_flight = max(1, max_in_flight)
         self.timeout = timeout
         self.aimd = aimd
@@ -246,7 +264,15 @@ class EndpointLimiter:
     def stats(self) -> FlowStats:
         """The limit now, the most requests in flight at once, and what the endpoint refused."""
         rate = self.rate.per_second if self.rate is not None else None
-        return FlowStats(self.cap, self._peak, self._refused, self._timeouts, self._requests, adaptive=self.aimd is not None, rate=rate)
+        return FlowStats(
+            self.cap,
+            self._peak,
+            self._refused,
+            self._timeouts,
+            self._requests,
+            adaptive=self.aimd is not None,
+            rate=rate,
+        )
 
     def pause(self, seconds: float) -> None:
         """Hold every request back for ``seconds`` from now (the longest pause wins)."""
@@ -271,7 +297,9 @@ class EndpointLimiter:
             self._sending += 1
             sending = True
             self._peak = max(self._peak, self._sending)
-            yield Ticket(self, alone=self._sending == 1, granted=self._granted, epoch=self.aimd.epoch() if self.aimd else 0)
+            yield Ticket(
+                self, alone=self._sending == 1, granted=self._granted, epoch=self.aimd.epoch() if self.aimd else 0
+            )
         finally:
             if sending:
                 self._sending -= 1

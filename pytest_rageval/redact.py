@@ -259,7 +259,11 @@ def _public_ini(assignment: str) -> str:
     if not eq:
         return assignment
     if name.strip() in SECRET_INI:
-        lines = [f"{line.partition(':')[0].strip()}: {MASK}" if ":" in line else MASK for line in value.splitlines() if line.strip()]
+        lines = [
+            f"{line.partition(':')[0].strip()}: {MASK}" if ":" in line else MASK
+            for line in value.splitlines()
+            if line.strip()
+        ]
         return f"{name}={chr(10).join(lines)}"
     if is_secret_name(name):
         return f"{name}={MASK}"

@@ -21,7 +21,9 @@ _JITTER = random.Random()
 _MAX_DOUBLINGS = 64  # 2**64 * any base is past every cap; a larger exponent would overflow a float
 
 
-def backoff_delay(attempt: int, *, base: float, cap: float, headers: Any = None, rand: Callable[[], float] = _JITTER.random) -> float:
+def backoff_delay(
+    attempt: int, *, base: float, cap: float, headers: Any = None, rand: Callable[[], float] = _JITTER.random
+) -> float:
     """Seconds to wait after failed attempt ``attempt`` (0 for the first): ``Retry-After`` from ``headers`` when
     present, else a uniform draw in [0, ``base * 2**attempt``]; never more than ``cap``."""
     after = retry_after_seconds(headers)

@@ -23,7 +23,18 @@ from typing import Any, BinaryIO, Literal
 
 from pytest_rageval.errors import DataError
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonFileError", "JsonLimitError", "clean", "dump", "dumps", "loads", "read_file", "read_text"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NUMBER_CHARS",
+    "JsonFileError",
+    "JsonLimitError",
+    "clean",
+    "dump",
+    "dumps",
+    "loads",
+    "read_file",
+    "read_text",
+]
 
 #: Deepest nesting accepted (objects and arrays); eval lines and RAG responses need far less.
 MAX_DEPTH = 64
@@ -382,7 +393,9 @@ class JsonFileError(DataError, ValueError):
         self.path = os.fspath(path)
         self.detail = detail
         self.unreadable = unreadable
-        super().__init__(f"{self.path}: cannot read: {detail}" if unreadable else f"{self.path}: not valid JSON ({detail})")
+        super().__init__(
+            f"{self.path}: cannot read: {detail}" if unreadable else f"{self.path}: not valid JSON ({detail})"
+        )
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

@@ -88,9 +88,12 @@ PROCESS_FIXTURES = frozenset({"pytester", "needs_chromium"})
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "e2e: starts processes (pytest runs, the rageval command, a browser); pytest -m 'not e2e' runs the fast unit tests alone"
+        "markers",
+        "e2e: starts processes (pytest runs, the rageval command, a browser); pytest -m 'not e2e' runs the fast unit tests alone",
     )
-    config.addinivalue_line("markers", "slow: takes a quarter of a minute or more; runs first, so under -n it never ends the suite alone")
+    config.addinivalue_line(
+        "markers", "slow: takes a quarter of a minute or more; runs first, so under -n it never ends the suite alone"
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, whose order it keeps otherwise

@@ -99,7 +99,11 @@ def _table_rows(markdown: str) -> list[list[str]]:
     """The cells of each row of the Markdown tables in ``markdown`` (each table's header and rule rows left out)."""
     lines = markdown.splitlines()
     rule = [line.startswith("|---") for line in lines]
-    return [_cells(line) for i, line in enumerate(lines) if line.startswith("|") and not rule[i] and not (i + 1 < len(lines) and rule[i + 1])]
+    return [
+        _cells(line)
+        for i, line in enumerate(lines)
+        if line.startswith("|") and not rule[i] and not (i + 1 < len(lines) and rule[i + 1])
+    ]
 
 
 def test_readme_is_a_short_entry_with_the_two_setup_commands() -> None:
@@ -146,7 +150,9 @@ def test_the_eval_fields_table_lists_every_schema_field_with_a_meaning() -> None
     rows = _table_rows(hook.eval_fields_markdown())
     assert sorted(row[0].strip("`") for row in rows) == sorted(properties)
     assert all(row[4] for row in rows)
-    assert [name for name, spec in properties.items() if not spec.get("description")] == [], "a field the schema does not describe"
+    assert [name for name, spec in properties.items() if not spec.get("description")] == [], (
+        "a field the schema does not describe"
+    )
 
 
 def test_an_unknown_generated_table_is_refused() -> None:
@@ -164,7 +170,11 @@ def test_no_internal_vocabulary(page: Path) -> None:
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     need_module("mkdocs")
     need_module("material")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "NO_MKDOCS_2_WARNING": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "NO_MKDOCS_2_WARNING": "1",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=ROOT,

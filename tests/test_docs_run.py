@@ -65,7 +65,12 @@ def test_shown_output_matches_with_cut_lines_and_variable_parts() -> None:
         "==================== test session starts ====================\nplatform linux\ncollected 4 items\n\n"
         "run: /tmp/x/results/20261127-101010-abcdef (metrics.json)\n========== 4 passed in 0.91s ==========\n"
     )
-    assert mismatch("collected 4 items\n...\nrun: /tmp/x/results/20261126-163504-c062a1 (...)\n=== 4 passed in 0.5s ===", actual) is None
+    assert (
+        mismatch(
+            "collected 4 items\n...\nrun: /tmp/x/results/20261126-163504-c062a1 (...)\n=== 4 passed in 0.5s ===", actual
+        )
+        is None
+    )
     problem = mismatch("collected 4 items\nrun: /tmp/x/results/20261126-163504-c062a1 (metrics.json)", actual)
     assert problem is not None and "the first that differs: 'run: /tmp/x/results/<run_id> (metrics.json)'" in problem
     assert mismatch("collected 5 items", actual) is not None
@@ -73,10 +78,15 @@ def test_shown_output_matches_with_cut_lines_and_variable_parts() -> None:
 
 @pytest.mark.e2e
 def test_a_command_whose_option_is_gone_fails_its_page(tmp_path: Path) -> None:
-    text = "<!-- folder: <clone> clone -->\n```text\n$ pytest --rageval --rageval-k=3 --rageval-no-such-option -q\n```\n"
+    text = (
+        "<!-- folder: <clone> clone -->\n```text\n$ pytest --rageval --rageval-k=3 --rageval-no-such-option -q\n```\n"
+    )
     workspace = Workspace(tmp_path / "work", ROOT, shims(tmp_path / "bin"))
     (block,) = parse(_page(tmp_path, text), tmp_path)
-    with pytest.raises(AssertionError, match=r"(?s)page.md:2: pytest --rageval .* exited 4, the page expects 0.*--rageval-no-such-option"):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)page.md:2: pytest --rageval .* exited 4, the page expects 0.*--rageval-no-such-option",
+    ):
         workspace.run(block)
 
 

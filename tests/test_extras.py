@@ -17,18 +17,26 @@ EXTRAS = ("llamaindex", "langchain", "langgraph", "haystack")
 
 
 def _extras() -> dict[str, list[str]]:
-    extras: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     return extras
 
 
 def test_every_framework_extra_has_its_floor_pinned_in_ci() -> None:
-    pins = dict(re.findall(r"'([A-Za-z0-9_.-]+)==([0-9][^']*)'", (ROOT / ".ci" / "run").read_text().split("frameworks=$(mktemp -d)")[1]))
+    pins = dict(
+        re.findall(
+            r"'([A-Za-z0-9_.-]+)==([0-9][^']*)'", (ROOT / ".ci" / "run").read_text().split("frameworks=$(mktemp -d)")[1]
+        )
+    )
     extras = _extras()
     assert set(EXTRAS) <= set(extras), sorted(extras)
     for extra in EXTRAS:
         for requirement in extras[extra]:
             name, floor = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9][^,;<]*)(?:,<[0-9.]+)?", requirement).groups()  # type: ignore[union-attr]
-            assert pins.get(name) == floor, f"[{extra}] {requirement}: .ci/run's framework venv pins {name}=={pins.get(name)}"
+            assert pins.get(name) == floor, (
+                f"[{extra}] {requirement}: .ci/run's framework venv pins {name}=={pins.get(name)}"
+            )
 
 
 def test_the_extras_bring_what_the_examples_import() -> None:

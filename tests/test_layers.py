@@ -20,7 +20,19 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_rageval"
 #: subpackage and every module in it; a top-level module is named one by one, so a new one must be placed.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # 0 foundations: no pytest, used by everything
-    ("pytest_rageval", "defaults", "safejson", "sanitize", "redact", "suggest", "atomic", "retry", "bounded_http", "errors", "flow"),
+    (
+        "pytest_rageval",
+        "defaults",
+        "safejson",
+        "sanitize",
+        "redact",
+        "suggest",
+        "atomic",
+        "retry",
+        "bounded_http",
+        "errors",
+        "flow",
+    ),
     # 1 the eval-set model and loader, metrics and thresholds; pure
     ("evaluation.*",),
     # 2 the system under test; the judges
@@ -213,7 +225,11 @@ def test_the_engine_runs_without_the_pytest_surface() -> None:
 def _pytest_modules_loaded(*args: str, cwd: Path, status: int = 0) -> list[str]:
     """The ``_pytest`` modules that ``python -X importtime -m pytest_rageval.cli ARGS`` imports (its stderr)."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+        [sys.executable, "-X", "importtime", "-m", "pytest_rageval.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
     )
     assert proc.returncode == status, proc.stdout + proc.stderr[-2000:]
     names = [line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
@@ -230,14 +246,22 @@ def test_rageval_commands_load_no_pytest(tmp_path: Path) -> None:
     metrics = {"eval_set_hash": "h", "aggregates": {"hit_rate_at_k": 0.5}, "counts": {"total": 1}}
     for run_id in ("20260101-000000-aaaaaa", "20260102-000000-bbbbbb"):
         (tmp_path / "out" / run_id).mkdir(parents=True)
-        (tmp_path / "out" / run_id / "metrics.json").write_text(json.dumps({**metrics, "run_id": run_id}), encoding="utf-8")
+        (tmp_path / "out" / run_id / "metrics.json").write_text(
+            json.dumps({**metrics, "run_id": run_id}), encoding="utf-8"
+        )
     assert _pytest_modules_loaded("history", "out", cwd=tmp_path) == []
     assert _pytest_modules_loaded("rescore", "out/20260101-000000-aaaaaa", "--k", "1", cwd=tmp_path, status=2) == []
 
 
 def test_the_importtime_check_sees_pytest(tmp_path: Path) -> None:
     """The check above can fail: ``-X importtime`` of a command that loads pytest names its ``_pytest`` modules."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import pytest"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert any(line.rpartition("|")[2].strip().startswith("_pytest.") for line in proc.stderr.splitlines())
 
 
@@ -266,7 +290,9 @@ def test_the_checker_sees_what_breaks_the_plan(tmp_path: Path) -> None:
         (fake / folder / "__init__.py").write_text("")
     (fake / "__init__.py").write_text("")
     (fake / "evaluation" / "metrics.py").write_text("def f():\n    from ..plugin.runner import x\n")
-    (fake / "plugin" / "runner.py").write_text("from ..evaluation import metrics\nfrom pytest_rageval.judges import spot\n")
+    (fake / "plugin" / "runner.py").write_text(
+        "from ..evaluation import metrics\nfrom pytest_rageval.judges import spot\n"
+    )
     (fake / "judges" / "spot.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest_rageval.plugin.runner import Setup\n"
     )
@@ -275,7 +301,9 @@ def test_the_checker_sees_what_breaks_the_plan(tmp_path: Path) -> None:
         graph = imports()
         assert graph["pytest_rageval.evaluation.metrics"] == {"pytest_rageval.plugin.runner"}
         assert _layer("pytest_rageval.evaluation.metrics") < _layer("pytest_rageval.plugin.runner")
-        assert circles(graph) == [["pytest_rageval.evaluation.metrics", "pytest_rageval.plugin.runner", "pytest_rageval.evaluation.metrics"]]
+        assert circles(graph) == [
+            ["pytest_rageval.evaluation.metrics", "pytest_rageval.plugin.runner", "pytest_rageval.evaluation.metrics"]
+        ]
         typed = [set(c) for c in circles(imports(type_checking=True))]
         assert {"pytest_rageval.judges.spot", "pytest_rageval.plugin.runner"} in typed  # only through the type
         test_every_module_has_a_layer()  # every module so far is placed

@@ -33,7 +33,9 @@ def test_the_sdist_carries_the_license_and_the_changelog(tmp_path: Path) -> None
     """setuptools' own sdist build of this checkout (started in a process of its own: it writes egg-info)."""
     build = "from setuptools import build_meta; import sys; print(build_meta.build_sdist(sys.argv[1]))"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", build, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / done.stdout.strip().splitlines()[-1]) as sdist:
         names = {name.partition("/")[2] for name in sdist.getnames()}

@@ -62,7 +62,9 @@ def test_no_page_is_an_empty_generated_stub() -> None:
         text = page.read_text(encoding="utf-8")
         blocks = list(hook.MARKER.finditer(text))
         assert blocks, f"{page.name}: no generated table"
-        assert all(block.group(2) and "|---|" in block.group(2) for block in blocks), f"{page.name}: a generated marker without its table"
+        assert all(block.group(2) and "|---|" in block.group(2) for block in blocks), (
+            f"{page.name}: a generated marker without its table"
+        )
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -89,7 +91,13 @@ def test_every_field_of_each_artifact_is_on_the_artifacts_page(shape: str) -> No
     page = (REFERENCE / "artifacts.md").read_text(encoding="utf-8")
     for path, _ in readback.fields(getattr(readback, shape)):
         assert f"| `{path}` |" in page, f"{shape} field {path} is missing from artifacts.md"
-    for key in ("repeats", "repeats.flaky_cases[].key", "session", "judge_input.context_chunk_ids", "retrieval_metrics"):
+    for key in (
+        "repeats",
+        "repeats.flaky_cases[].key",
+        "session",
+        "judge_input.context_chunk_ids",
+        "retrieval_metrics",
+    ):
         assert f"| `{key}` |" in page
 
 
@@ -110,8 +118,14 @@ def test_a_field_no_shape_declares_is_found() -> None:
 def _checked(run: Path) -> list[str]:
     """Each field a run folder's files hold that the readers' shapes do not declare."""
     folder = RunFolder(run)
-    found = [f"metrics.json: {p}" for p in readback.undeclared(json.loads(folder.metrics_path.read_text(encoding="utf-8")), readback.METRICS)]
-    found += [f"config.json: {p}" for p in readback.undeclared(json.loads(folder.config_path.read_text(encoding="utf-8")), readback.CONFIG)]
+    found = [
+        f"metrics.json: {p}"
+        for p in readback.undeclared(json.loads(folder.metrics_path.read_text(encoding="utf-8")), readback.METRICS)
+    ]
+    found += [
+        f"config.json: {p}"
+        for p in readback.undeclared(json.loads(folder.config_path.read_text(encoding="utf-8")), readback.CONFIG)
+    ]
     for record in read_records(run):
         found += [f"results.jsonl: {p}" for p in readback.undeclared(record, readback.RECORD)]
     return found
@@ -129,11 +143,22 @@ def test_what_real_runs_write_is_what_the_readers_shapes_declare(pytester: pytes
     shutil.copy(ROOT / "eval_sets" / "demo.jsonl", pytester.path / "eval_sets" / "demo.jsonl")
     runs = [
         ("first", []),
-        ("second", ["--rageval-baseline=first", "--rageval-repeat=2", "-o", "rageval_judge_canary=2", "--rageval-store-full-text"]),
+        (
+            "second",
+            [
+                "--rageval-baseline=first",
+                "--rageval-repeat=2",
+                "-o",
+                "rageval_judge_canary=2",
+                "--rageval-store-full-text",
+            ],
+        ),
         ("matrix", ["--rageval-matrix=top_k=3,5"]),
     ]
     for output, args in runs:
-        result = pytester.runpytest_subprocess("--rageval", "-p", "no:randomly", "-p", "no:xdist", f"--rageval-output={output}", *args)
+        result = pytester.runpytest_subprocess(
+            "--rageval", "-p", "no:randomly", "-p", "no:xdist", f"--rageval-output={output}", *args
+        )
         assert result.ret in (0, 1), result.stdout.str()
     folders = [run for output, _ in runs for run in (pytester.path / output).iterdir() if run.is_dir()]
     assert len(folders) == 3

@@ -36,7 +36,15 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "Hand-written tests",
         "The assertions and the client of the `rageval_client` fixture, for tests written by hand.",
-        ("assert_metrics", "assert_answered", "assert_abstained", "assert_cites", "SessionClient", "CaseResult", "EvaluateError"),
+        (
+            "assert_metrics",
+            "assert_answered",
+            "assert_abstained",
+            "assert_cites",
+            "SessionClient",
+            "CaseResult",
+            "EvaluateError",
+        ),
     ),
     (
         "Eval cases and responses",
@@ -52,7 +60,9 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 _ROLE = re.compile(r":(?:class|func|meth|data|mod|attr|exc|obj):`~?([^`]+)`")
-_QUALIFIED = re.compile(r"\b(?:pytest_rageval|_pytest|typing|collections\.abc|pathlib|pydantic\.main)\.(?:\w+\.)*(?=\w)")
+_QUALIFIED = re.compile(
+    r"\b(?:pytest_rageval|_pytest|typing|collections\.abc|pathlib|pydantic\.main)\.(?:\w+\.)*(?=\w)"
+)
 _PARAM = re.compile(r"^:param (\w+):\s*(.*)$")
 
 
@@ -98,13 +108,21 @@ def _parameters(signature: inspect.Signature) -> list[str]:
             starred = True
         if param.kind is param.VAR_POSITIONAL:
             starred = True
-        text = ("*" if param.kind is param.VAR_POSITIONAL else "**" if param.kind is param.VAR_KEYWORD else "") + param.name
+        text = (
+            "*" if param.kind is param.VAR_POSITIONAL else "**" if param.kind is param.VAR_KEYWORD else ""
+        ) + param.name
         if param.annotation is not param.empty:
             text += f": {_annotation(param.annotation)}"
         if param.default is not param.empty:
-            text += f" = {_default(param.default)}" if param.annotation is not param.empty else f"={_default(param.default)}"
+            text += (
+                f" = {_default(param.default)}"
+                if param.annotation is not param.empty
+                else f"={_default(param.default)}"
+            )
         lines.append(text)
-        if param.kind is param.POSITIONAL_ONLY and (index + 1 == len(params) or params[index + 1].kind is not param.POSITIONAL_ONLY):
+        if param.kind is param.POSITIONAL_ONLY and (
+            index + 1 == len(params) or params[index + 1].kind is not param.POSITIONAL_ONLY
+        ):
             lines.append("/")
     return lines
 
@@ -113,7 +131,11 @@ def _signature(prefix: str, name: str, signature: inspect.Signature | None, retu
     if signature is None:
         return f"{prefix}{name}"
     params = _parameters(signature)
-    tail = f" -> {_annotation(signature.return_annotation)}" if returns and signature.return_annotation is not signature.empty else ""
+    tail = (
+        f" -> {_annotation(signature.return_annotation)}"
+        if returns and signature.return_annotation is not signature.empty
+        else ""
+    )
     one_line = f"{prefix}{name}({', '.join(params)}){tail}"
     if len(one_line) <= 100:
         return one_line
@@ -146,8 +168,16 @@ def _pydantic_signature(cls: type) -> inspect.Signature | None:
         return None
     params = []
     for name, info in fields.items():
-        default = inspect.Parameter.empty if info.is_required() else _Factory() if info.default_factory is not None else info.default
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=info.annotation))
+        default = (
+            inspect.Parameter.empty
+            if info.is_required()
+            else _Factory()
+            if info.default_factory is not None
+            else info.default
+        )
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=info.annotation)
+        )
     if getattr(cls, "model_config", {}).get("extra") == "allow":
         params.append(inspect.Parameter("extra", inspect.Parameter.VAR_KEYWORD, annotation="Any"))
     return inspect.Signature(params)
@@ -164,7 +194,10 @@ def _class_signature(cls: type) -> inspect.Signature | None:
     written: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         written.update(vars(klass).get("__annotations__", {}))
-    params = [p.replace(annotation=written[p.name]) if isinstance(written.get(p.name), str) else p for p in signature.parameters.values()]
+    params = [
+        p.replace(annotation=written[p.name]) if isinstance(written.get(p.name), str) else p
+        for p in signature.parameters.values()
+    ]
     return signature.replace(parameters=params)
 
 
@@ -179,7 +212,12 @@ def _members(cls: type) -> Iterable[tuple[str, str, str]]:
             function = member.__func__
             yield (
                 name,
-                _signature("async def " if inspect.iscoroutinefunction(function) else "def ", name, _safe_signature(function), True),
+                _signature(
+                    "async def " if inspect.iscoroutinefunction(function) else "def ",
+                    name,
+                    _safe_signature(function),
+                    True,
+                ),
                 _doc(function),
             )
         elif inspect.isfunction(member):
@@ -195,7 +233,8 @@ def _entry(name: str, obj: Any) -> list[str]:
         kind = "exception" if _is_exception(obj) else "warning" if issubclass(obj, Warning) else "class"
         lines += [
             "```python",
-            _signature("class ", name, _class_signature(obj), False) + (f"  # {kind} (bases: {', '.join(bases)})" if bases else ""),
+            _signature("class ", name, _class_signature(obj), False)
+            + (f"  # {kind} (bases: {', '.join(bases)})" if bases else ""),
             "```",
             "",
         ]
@@ -219,7 +258,16 @@ def _hooks() -> list[str]:
     lines = ["## Hooks", "", _doc(hookspecs), ""]
     for name, function in vars(hookspecs).items():
         if name.startswith("pytest_rageval_") and inspect.isfunction(function):
-            lines += [f"### {name}", "", "```python", _signature("def ", name, inspect.signature(function), True), "```", "", _doc(function), ""]
+            lines += [
+                f"### {name}",
+                "",
+                "```python",
+                _signature("def ", name, inspect.signature(function), True),
+                "```",
+                "",
+                _doc(function),
+                "",
+            ]
     return lines
 
 

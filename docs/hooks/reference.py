@@ -33,7 +33,9 @@ if str(ROOT) not in sys.path[:1]:
 SCHEMA_PATH = ROOT / "pytest_rageval" / "eval_case.schema.json"
 MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->\n?(?:(.*?)<!--\s*end generated:\s*\1\s*-->)?", re.S)
 #: the pages that hold generated tables
-PAGES = tuple(ROOT / "docs" / "reference" / name for name in ("options.md", "ini.md", "eval-lines.md", "cli.md", "artifacts.md"))
+PAGES = tuple(
+    ROOT / "docs" / "reference" / name for name in ("options.md", "ini.md", "eval-lines.md", "cli.md", "artifacts.md")
+)
 #: the command that rewrites them
 REGENERATE = "python docs/hooks/reference.py"
 
@@ -166,14 +168,18 @@ def eval_field_rows() -> list[tuple[str, str, str, str, str]]:
         spec = schema["properties"][name]
         meaning = spec.get("description", "")
         if not meaning:
-            raise ValueError(f"eval-set field {name} has no description: give it one in pytest_rageval/evaluation/schema.py")
+            raise ValueError(
+                f"eval-set field {name} has no description: give it one in pytest_rageval/evaluation/schema.py"
+            )
         if name in required:
             default = ""
         elif "default" in spec:
             default = _code(json.dumps(spec["default"]))
         else:  # a list or an object, empty unless given
             default = _code("[]" if spec.get("type") == "array" else "{}")
-        rows.append((_code(name), _cell(_schema_type(spec, defs)), "yes" if name in required else "", default, _cell(meaning)))
+        rows.append(
+            (_code(name), _cell(_schema_type(spec, defs)), "yes" if name in required else "", default, _cell(meaning))
+        )
     return rows
 
 
@@ -195,7 +201,9 @@ def _argument(action: argparse.Action) -> str:
         value = "{" + ",".join(str(c) for c in action.choices) + "}"
     else:
         value = str(action.metavar or action.dest.upper())
-    return ", ".join(f"{name} {value}" for name in action.option_strings) + (" ..." if action.nargs in ("+", "*") else "")
+    return ", ".join(f"{name} {value}" for name in action.option_strings) + (
+        " ..." if action.nargs in ("+", "*") else ""
+    )
 
 
 def _commands() -> list[tuple[str, argparse.ArgumentParser, str]]:
@@ -216,8 +224,14 @@ def command_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
             continue
         help_text = str(action.help or "").replace("%%", "%")
         if not help_text.strip():
-            raise ValueError(f"rageval {parser.prog.split()[-1]}: {_argument(action)} has no help text: give it one in its add_argument")
-        default = "" if action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings else _code(str(action.default))
+            raise ValueError(
+                f"rageval {parser.prog.split()[-1]}: {_argument(action)} has no help text: give it one in its add_argument"
+            )
+        default = (
+            ""
+            if action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings
+            else _code(str(action.default))
+        )
         rows.append([_code(_argument(action)), default, _cell(help_text)])
     return rows
 
@@ -227,7 +241,9 @@ def cli_markdown() -> str:
     parts = []
     for name, parser, summary in _commands():
         rows = command_rows(parser)
-        body = _cell(summary) + "\n\n" + (_table(("argument", "default", "meaning"), rows) if rows else "No arguments.\n")
+        body = (
+            _cell(summary) + "\n\n" + (_table(("argument", "default", "meaning"), rows) if rows else "No arguments.\n")
+        )
         parts.append(f"### rageval {name}\n\n{body}")
     return "\n".join(parts)
 
@@ -272,7 +288,11 @@ def render(markdown: str, where: str = "", *, markers: bool = True) -> str:
 
 def stale_pages() -> list[Path]:
     """The pages of :data:`PAGES` whose generated tables are not what the code defines now."""
-    return [page for page in PAGES if render(page.read_text(encoding="utf-8"), page.name) != page.read_text(encoding="utf-8")]
+    return [
+        page
+        for page in PAGES
+        if render(page.read_text(encoding="utf-8"), page.name) != page.read_text(encoding="utf-8")
+    ]
 
 
 def write_pages() -> list[Path]:

@@ -29,7 +29,9 @@ indexing.connect("converter", "splitter")
 indexing.connect("splitter", "writer")
 files = sorted(DOCS.rglob("*.md"))
 # each document keeps its path from this folder (docs/...), not the absolute one of this checkout
-indexing.run({"converter": {"sources": files, "meta": [{"file_path": path.relative_to(HERE).as_posix()} for path in files]}})
+indexing.run(
+    {"converter": {"sources": files, "meta": [{"file_path": path.relative_to(HERE).as_posix()} for path in files]}}
+)
 VOCABULARY = {word for document in store.filter_documents() for word in words(document.content or "")}
 
 
@@ -39,7 +41,10 @@ class ExtractiveAnswerer:
 
     @component.output_types(replies=list[str])
     def run(self, query: str, documents: list[Document]) -> dict[str, list[str]]:
-        passages = [(" ".join([*d.meta.get("parent_headers", []), d.meta.get("header") or ""]), d.content or "") for d in documents]
+        passages = [
+            (" ".join([*d.meta.get("parent_headers", []), d.meta.get("header") or ""]), d.content or "")
+            for d in documents
+        ]
         return {"replies": [answer(query, passages, VOCABULARY)]}
 
 

@@ -81,7 +81,11 @@ def search(question: str, k: int) -> list[tuple[float, Chunk]]:
     scored = []
     for index, terms in enumerate(_TERMS):
         size = sum(terms.values())
-        score = math.fsum(_idf(t) * terms[t] * (K1 + 1) / (terms[t] + K1 * (1 - B + B * size / _LENGTH)) for t in sorted(asked) if t in terms)
+        score = math.fsum(
+            _idf(t) * terms[t] * (K1 + 1) / (terms[t] + K1 * (1 - B + B * size / _LENGTH))
+            for t in sorted(asked)
+            if t in terms
+        )
         if score > 0:
             scored.append((-score, index))
     return [(-score, CHUNKS[index]) for score, index in sorted(scored)[:k]]

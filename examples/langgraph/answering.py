@@ -43,7 +43,11 @@ def answer(question: str, passages: Sequence[tuple[str, str]], vocabulary: Itera
     """The answer from ``passages`` (``(heading, text)`` in rank order); ``vocabulary`` holds every word of the notes."""
     known = set(vocabulary)  # a name the notes never use (a capitalised word inside the question) is not in them
     asked = set(words(question))
-    names = [word for word in _NAME.findall(question) if word.lower() not in CALENDAR and any(w not in known for w in words(word))]
+    names = [
+        word
+        for word in _NAME.findall(question)
+        if word.lower() not in CALENDAR and any(w not in known for w in words(word))
+    ]
     covered = {word for heading, text in passages[:PASSAGES] for word in words(f"{heading} {text}")}
     if not asked or names or len(asked & covered) < MIN_COVERAGE * len(asked):
         return REFUSAL
@@ -57,6 +61,8 @@ def answer(question: str, passages: Sequence[tuple[str, str]], vocabulary: Itera
     if not scored:
         return REFUSAL
     best = max(score for score, *_ in scored)
-    chosen = sorted((item for item in scored if item[0] >= SENTENCE_RATIO * best), key=lambda item: (-item[0], item[1], item[2]))
+    chosen = sorted(
+        (item for item in scored if item[0] >= SENTENCE_RATIO * best), key=lambda item: (-item[0], item[1], item[2])
+    )
     picked = sorted(chosen[:SENTENCES], key=lambda item: (item[1], item[2]))
     return " ".join(sentence for *_, sentence in picked)

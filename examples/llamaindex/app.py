@@ -39,7 +39,10 @@ class ExtractiveQueryEngine(CustomQueryEngine):
 
     def custom_query(self, query_str: str) -> Response:
         found = self.retriever.retrieve(query_str)
-        passages = [(f"{n.node.metadata.get('header_path', '')} {n.node.get_content().splitlines()[0]}", n.node.get_content()) for n in found]
+        passages = [
+            (f"{n.node.metadata.get('header_path', '')} {n.node.get_content().splitlines()[0]}", n.node.get_content())
+            for n in found
+        ]
         return Response(response=answer(query_str, passages, VOCABULARY), source_nodes=found)
 
 

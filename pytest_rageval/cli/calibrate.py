@@ -26,7 +26,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "reference_answer?, expected_key_facts?, labels: {metric: true|false}} (default: the set "
         "shipped with the package)",
     )
-    p.add_argument("--metric", action="append", help="a judge metric to calibrate (repeatable; default: the judge metrics the project runs)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        help="a judge metric to calibrate (repeatable; default: the judge metrics the project runs)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -34,7 +38,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--judge", choices=["lexical", "openai"], help="the judge (default: the project's)")
     p.add_argument("--judge-model", help="the OpenAI-compatible judge's model (default: the project's)")
-    p.add_argument("--judge-base-url", help="the OpenAI-compatible judge's base URL (default: the project's, else env OPENAI_BASE_URL)")
+    p.add_argument(
+        "--judge-base-url",
+        help="the OpenAI-compatible judge's base URL (default: the project's, else env OPENAI_BASE_URL)",
+    )
     p.add_argument("--concurrency", type=int, default=None, help="judge requests in flight at once (default 8)")
     p.add_argument("--no-cache", action="store_true", help="ask the judge again for every answer")
     p.add_argument(
@@ -45,7 +52,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(a number, a name, a yes/no changed, a negation added): per change and metric the verdict flip rate "
         "(should be 0) and the detection rate",
     )
-    p.add_argument("--pyproject", help="the project's pyproject.toml (default: the nearest one above the current folder)")
+    p.add_argument(
+        "--pyproject", help="the project's pyproject.toml (default: the nearest one above the current folder)"
+    )
     p.set_defaults(func=run)
 
 
@@ -88,7 +97,11 @@ def run(args: argparse.Namespace) -> int:
     async def measure() -> Any:
         try:
             figures = await calibrate(setup.judge, items, metrics, concurrency=settings.concurrency)
-            stability = await invariance(setup.judge, items, metrics, concurrency=settings.concurrency) if args.invariance else None
+            stability = (
+                await invariance(setup.judge, items, metrics, concurrency=settings.concurrency)
+                if args.invariance
+                else None
+            )
             return figures, stability
         finally:
             await setup.judge.aclose()
@@ -114,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
     for line in [*format_figures(figures), *disagreement_lines(figures)]:
         say(line)
     if stability is not None:
-        say("invariance (flip rate: the share of verdicts a meaning-preserving change moved, should be 0; detection rate: ")
+        say(
+            "invariance (flip rate: the share of verdicts a meaning-preserving change moved, should be 0; detection rate: "
+        )
         say("the share of passing verdicts a meaning-changing change turned to fail):")
         for line in format_invariance(stability):
             say(line)
@@ -156,5 +171,10 @@ def _judge_settings(args: argparse.Namespace) -> Any:
     )
     rootdir = pyproject.parent if pyproject is not None else Path.cwd()
     return build_settings(
-        rootdir=rootdir, invocation_dir=Path.cwd(), option=option, ini=ini, pyproject=read_pyproject_table(pyproject), environ=os.environ
+        rootdir=rootdir,
+        invocation_dir=Path.cwd(),
+        option=option,
+        ini=ini,
+        pyproject=read_pyproject_table(pyproject),
+        environ=os.environ,
     )

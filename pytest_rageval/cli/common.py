@@ -113,8 +113,12 @@ def project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
             folders=folders,
             headers=_headers(project, getattr(args, "header", None) or [], os.environ),
             timeout=args.timeout or project.timeout or 60.0,
-            request_map=parse_request_map("\n".join(args.request_map) if getattr(args, "request_map", None) else project.request_map),
-            response_map=parse_response_map("\n".join(args.response_map) if getattr(args, "response_map", None) else project.response_map),
+            request_map=parse_request_map(
+                "\n".join(args.request_map) if getattr(args, "request_map", None) else project.request_map
+            ),
+            response_map=parse_response_map(
+                "\n".join(args.response_map) if getattr(args, "response_map", None) else project.response_map
+            ),
             docs_root=project.docs_root_or_folder,
             params_hook=project.params_hook,
         )
@@ -145,7 +149,9 @@ def _headers(project: Any, lines: list[str], environ: Any) -> dict[str, str]:
             extra = parse_headers(line, environ)
         except RagConfigError as exc:  # the line may hold a secret: named by its number only
             raise RagConfigError(
-                str(exc).replace("rageval_headers line 1", f"--header number {number}").replace("rageval_headers", f"--header number {number}")
+                str(exc)
+                .replace("rageval_headers line 1", f"--header number {number}")
+                .replace("rageval_headers", f"--header number {number}")
             ) from None
         for name, value in extra.items():
             headers = {n: v for n, v in headers.items() if n.lower() != name.lower()}

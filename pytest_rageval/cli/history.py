@@ -62,12 +62,20 @@ def run(args: argparse.Namespace) -> int:
         for i, metrics in enumerate(runs):
             if i in edits:
                 change = ", ".join(_versus(runs[i - 1], metrics, names))
-                say(terminal_safe(f"~ {edits[i].describe()}" + (f"; vs the run before on them: {change}" if change else "")))
+                say(
+                    terminal_safe(
+                        f"~ {edits[i].describe()}" + (f"; vs the run before on them: {change}" if change else "")
+                    )
+                )
             agg = _aggregates(metrics)
             cells = "".join(_history_cell(agg.get(n)).rjust(width) for n in names)
             counts = f"{metrics.get('passed', 0)}/{metrics.get('total_tests', 0)}"
             notes = [*_what_ran(metrics), *run_scope_notes(metrics)]
-            say(terminal_safe(f"{metrics.get('run_id')!s:<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(notes)}".rstrip()))
+            say(
+                terminal_safe(
+                    f"{metrics.get('run_id')!s:<24}{run_label(metrics):<26}{cells}  {counts:<12}  {', '.join(notes)}".rstrip()
+                )
+            )
             bad = [n for n in names if _history_cell(agg.get(n)) == "?"]
             if bad:
                 where = RunStore(args.dir).run(str(metrics.get("run_id"))).metrics_path
@@ -77,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
         if key is not None:
             values = [_aggregates(m).get(key) for m in runs]
             low, high = scale_of(key)
-            say(f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}")
+            say(
+                f"{key} [{low:g}..{high:g}] |{sparkline(values, (low, high))}| oldest {_history_cell(values[0])}, newest {_history_cell(values[-1])}"
+            )
     for note in skipped:
         say(f"note: {note}")
     return 0
@@ -105,7 +115,10 @@ def _what_ran(metrics: dict[str, Any]) -> list[str]:
     if isinstance(matrix, dict) and matrix:
         marks.append(
             "matrix "
-            + ";".join(f"{axis}={','.join(map(str, values)) if isinstance(values, list) else values}" for axis, values in matrix.items())[:80]
+            + ";".join(
+                f"{axis}={','.join(map(str, values)) if isinstance(values, list) else values}"
+                for axis, values in matrix.items()
+            )[:80]
         )
     if metrics.get("git_dirty") is True:
         marks.append("uncommitted changes")

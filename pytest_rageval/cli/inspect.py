@@ -31,12 +31,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("question", help="the question to ask")
     p.add_argument("--eval-set", help="an eval-set .jsonl file whose gold supports are checked")
     p.add_argument("--k", type=int, default=5, help="chunks shown (default 5)")
-    p.add_argument("--param", action="append", metavar="NAME=VALUE", help="a param sent with the question, e.g. top_k=3 (repeatable)")
     p.add_argument(
-        "--docs-root", help="the folder gold rel_paths are relative to (default: the project's rageval_docs_root, else the project's folder)"
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a param sent with the question, e.g. top_k=3 (repeatable)",
     )
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for the answer (default: the project's rageval_timeout, else 60)")
-    p.add_argument("--pyproject", help="pyproject.toml whose rageval_* keys are used (default: the nearest one above the current folder)")
+    p.add_argument(
+        "--docs-root",
+        help="the folder gold rel_paths are relative to (default: the project's rageval_docs_root, else the project's folder)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for the answer (default: the project's rageval_timeout, else 60)",
+    )
+    p.add_argument(
+        "--pyproject",
+        help="pyproject.toml whose rageval_* keys are used (default: the nearest one above the current folder)",
+    )
     p.set_defaults(func=run)
 
 

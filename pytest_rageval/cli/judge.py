@@ -15,13 +15,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = sub.add_parser("judge", help="re-judge a stored run from its stored judge inputs (through the judge cache)")
     p.add_argument("run", help="the run folder (its results.jsonl is rewritten, its report rebuilt)")
-    p.add_argument("--judge", choices=("lexical", "openai"), help="default: the run's own openai judge (model, base URL) if it had one, else lexical")
+    p.add_argument(
+        "--judge",
+        choices=("lexical", "openai"),
+        help="default: the run's own openai judge (model, base URL) if it had one, else lexical",
+    )
     p.add_argument("--model", help="judge model (with --judge openai; default: the run's)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: the run's, else env OPENAI_BASE_URL)")
     p.add_argument(
-        "--json-mode", choices=("json_schema", "json_object", "text"), help="how the judge is asked to answer (default: the run's, else json_schema)"
+        "--json-mode",
+        choices=("json_schema", "json_object", "text"),
+        help="how the judge is asked to answer (default: the run's, else json_schema)",
     )
-    p.add_argument("--metrics", help=f"comma-separated judge metrics (default: the run's, else {','.join(registry.default_judge_metrics())})")
+    p.add_argument(
+        "--metrics",
+        help=f"comma-separated judge metrics (default: the run's, else {','.join(registry.default_judge_metrics())})",
+    )
     p.add_argument("--cache-dir", default=".rageval_cache", help="the judge cache (default .rageval_cache)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the judge cache")
     p.add_argument("--k", type=int, default=None, help="judge only the first K stored contexts")
@@ -55,9 +64,13 @@ def run(args: argparse.Namespace) -> int:
         rootdir=Path.cwd(),
         judge=judge,
         judge_model=model,
-        judge_base_url=args.base_url or (used_judge.get("base_url") if same else None) or os.environ.get("OPENAI_BASE_URL"),
+        judge_base_url=args.base_url
+        or (used_judge.get("base_url") if same else None)
+        or os.environ.get("OPENAI_BASE_URL"),
         judge_json_mode=args.json_mode or (used_judge.get("json_mode") if same else None) or "json_schema",
-        judge_metrics=tuple(args.metrics.split(",")) if args.metrics else tuple(run_metrics or registry.default_judge_metrics()),
+        judge_metrics=tuple(args.metrics.split(","))
+        if args.metrics
+        else tuple(run_metrics or registry.default_judge_metrics()),
         cache_dir=Path(args.cache_dir),
         no_cache=args.no_cache,
     )

@@ -60,7 +60,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="'TARGET = SOURCE'",
         help="where to read a response field, e.g. 'retrieved_chunks = hits' (repeatable; like ini rageval_response_map)",
     )
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for each answer (default: the project's rageval_timeout, else 60)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for each answer (default: the project's rageval_timeout, else 60)",
+    )
     p.add_argument(
         "--pyproject",
         help="pyproject.toml whose [tool.pytest.ini_options] rageval_target, rageval_headers, "

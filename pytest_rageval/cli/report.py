@@ -81,5 +81,11 @@ def _report_baseline(metrics: dict[str, Any], given: str | None, pyproject: str 
     comparison = gate_runs(base, metrics, gate=gate_table(pyproject))
     verdict = gate_verdict(comparison)
     reason = Redactor(environment_secrets(os.environ)).mask(scrub_urls(verdict.reason))
-    outcome = GateOutcome(comparison, failed=verdict.failed, reason=reason, refused=comparison.refused, baseline=str(Path(given).resolve()))
+    outcome = GateOutcome(
+        comparison,
+        failed=verdict.failed,
+        reason=reason,
+        refused=comparison.refused,
+        baseline=str(Path(given).resolve()),
+    )
     return outcome, None if comparison.refused else BaselineCases.load(given)

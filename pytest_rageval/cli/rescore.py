@@ -15,14 +15,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "smaller K or other thresholds; sends nothing (no RAG, no judge request)",
     )
     p.add_argument("run", help="the run folder (made with --rageval-store-full-text; it is left as it is)")
-    p.add_argument("--k", type=int, default=None, help="score only the top K stored chunks (default: the run's K; at most the run's K)")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="score only the top K stored chunks (default: the run's K; at most the run's K)",
+    )
     p.add_argument(
         "--threshold",
         action="append",
         metavar="METRIC=VALUE",
         help="override a threshold, as --rageval-threshold does (repeatable); outcomes are recomputed",
     )
-    p.add_argument("-o", "--output", help="output folder of the new run (default: the folder holding RUN); its latest is moved")
+    p.add_argument(
+        "-o", "--output", help="output folder of the new run (default: the folder holding RUN); its latest is moved"
+    )
     p.set_defaults(func=run)
 
 
@@ -35,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         overrides = parse_cli_thresholds(list(args.threshold or []), option="--threshold")
-        result = rescore_run(Path(args.run), k=args.k, thresholds=overrides, output_dir=Path(args.output) if args.output else None)
+        result = rescore_run(
+            Path(args.run), k=args.k, thresholds=overrides, output_dir=Path(args.output) if args.output else None
+        )
     except (RescoreError, ThresholdError) as exc:
         raise usage_error(str(exc)) from None
     run_id = result.metrics.get("run_id")

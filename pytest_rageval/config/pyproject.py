@@ -38,7 +38,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["ConfigError", "JudgeConfig", "RagevalConfig", "find_pyproject", "key_line", "read_config", "table_name", "table_problems"]
+__all__ = [
+    "ConfigError",
+    "JudgeConfig",
+    "RagevalConfig",
+    "find_pyproject",
+    "key_line",
+    "read_config",
+    "table_name",
+    "table_problems",
+]
 
 #: (key path below ``[tool.rageval]``, problem): one mistake in the table.
 Problem = tuple[tuple[str, ...], str]
@@ -78,7 +87,9 @@ def find_pyproject(folder: Path, inifile: Path | None = None) -> Path | None:
     return next((d / "pyproject.toml" for d in (folder, *folder.parents) if (d / "pyproject.toml").is_file()), None)
 
 
-def read_config(path: Path | None, value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()) -> RagevalConfig:
+def read_config(
+    path: Path | None, value_problems: Callable[[Mapping[str, Any]], Iterable[Problem]] = lambda table: ()
+) -> RagevalConfig:
     """The checked ``[tool.rageval]`` table of a pyproject.toml; the empty model when there is none.
 
     ``value_problems`` adds the mistakes in the values of a structurally valid
@@ -186,13 +197,16 @@ def _hint(parent: tuple[str, ...], key: str, *, as_table: bool) -> str:
 # --------------------------------------------------------------------------- locating keys
 
 _HEADER = re.compile(r"^\s*\[\[?(?P<name>[^\[\]]+)\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"""^\s*(?P<key>(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*=""")
+_KEY = re.compile(
+    r"""^\s*(?P<key>(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*="""
+)
 _PART = re.compile(r"""[A-Za-z0-9_-]+|"([^"]*)"|'([^']*)'""")
 
 
 def _parts(dotted: str) -> tuple[str, ...]:
     return tuple(
-        _unescaped(m.group(1)) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0) for m in _PART.finditer(dotted)
+        _unescaped(m.group(1)) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(0)
+        for m in _PART.finditer(dotted)
     )
 
 

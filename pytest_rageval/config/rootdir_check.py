@@ -32,7 +32,10 @@ def root_moved_by(args: Sequence[str], paths: Sequence[Path], rootdir: Path) -> 
     folder. A value outside that folder changed the common folder; the root moved when it is not that one.
     """
     common = Path(os.path.commonpath([str(p.resolve()) for p in paths]))
-    expected = next((folder for folder in (common, *common.parents) if any((folder / name).is_file() for name in CONFIG_FILES)), common)
+    expected = next(
+        (folder for folder in (common, *common.parents) if any((folder / name).is_file() for name in CONFIG_FILES)),
+        common,
+    )
     if rootdir.resolve() == expected:
         return None
     for option, value in itertools.pairwise(args):

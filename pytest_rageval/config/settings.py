@@ -115,8 +115,12 @@ class Settings:
     docs_root: Path | None = None  # ini rageval_docs_root / [tool.rageval] docs_root (rootdir when unset)
     min_judge_agreement: float | None = None  # ini rageval_min_judge_agreement (calibrations.py)
     judge_canary: int = 0  # ini rageval_judge_canary: labelled answers re-judged in every judged run (judges/canary.py)
-    calibration_set: Path | None = None  # ini rageval_calibration_set: the canary's labelled set (None: the shipped one)
-    params_hook: str = ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
+    calibration_set: Path | None = (
+        None  # ini rageval_calibration_set: the canary's labelled set (None: the shipped one)
+    )
+    params_hook: str = (
+        ""  # ini rageval_params_hook: package.module:function giving a framework object each call's params
+    )
     marks: tuple[tuple[str, frozenset[str]], ...] = ()  # [tool.rageval.marks]: marker, the tags/categories it marks
 
     @property
@@ -140,7 +144,9 @@ class Settings:
             headers = {str(i): line.partition(":")[2] for i, line in enumerate(self.headers_text.splitlines())}
         axis = dict(self.matrix.axes).get("target", ()) if self.matrix is not None else ()
         urls = [url for url in (self.target, self.judge_base_url, *(str(v) for v in axis)) if url]
-        return Redactor([*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))])
+        return Redactor(
+            [*header_secrets(headers), *environment_secrets(environ), *(s for u in urls for s in url_secrets(u))]
+        )
 
     @property
     def k_shown(self) -> str:
@@ -298,7 +304,13 @@ class Sources:
     def table_value(self, name: str) -> Any:
         value: Any = self.pyproject
         for part in SETTING[name].table or ("",):
-            value = getattr(value, part, None) if isinstance(value, BaseModel) else value.get(part) if isinstance(value, Mapping) else None
+            value = (
+                getattr(value, part, None)
+                if isinstance(value, BaseModel)
+                else value.get(part)
+                if isinstance(value, Mapping)
+                else None
+            )
         return value
 
     def env_value(self, name: str) -> Any:
@@ -431,11 +443,15 @@ def _judge(src: Sources) -> tuple[str, str | None]:
     judge_model = src.value("judge_model")
     judge = src.value("judge") or defaults.JUDGE
     if judge not in JUDGE_CHOICES and judge not in external_judge_names():
-        raise SettingsError(f"rageval_judge: must be one of {', '.join((*JUDGE_CHOICES, *external_judge_names()))}, got {judge!r}")
+        raise SettingsError(
+            f"rageval_judge: must be one of {', '.join((*JUDGE_CHOICES, *external_judge_names()))}, got {judge!r}"
+        )
     if judge == "auto":
         judge = "openai" if judge_model else "lexical"
     if judge == "openai" and not judge_model:
-        raise SettingsError("--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model or [tool.rageval.judge] model")
+        raise SettingsError(
+            "--rageval-judge openai needs a model: --rageval-judge-model, ini rageval_judge_model or [tool.rageval.judge] model"
+        )
     return judge, judge_model
 
 
@@ -653,7 +669,9 @@ def _concurrency(value: int | None, ceiling: Any) -> int:
         raise SettingsError(f"--rageval-concurrency: must be at least 1, got {value}")
     if value > MAX_CONCURRENCY_SETTING:
         shown = str(value) if value < 10**20 else f"a number of {len(str(value))} digits"
-        raise SettingsError(f"--rageval-concurrency: must be a whole number from 1 to {MAX_CONCURRENCY_SETTING}, got {shown}")
+        raise SettingsError(
+            f"--rageval-concurrency: must be a whole number from 1 to {MAX_CONCURRENCY_SETTING}, got {shown}"
+        )
     return value
 
 
@@ -697,7 +715,9 @@ def _prices(table: Any) -> dict[str, tuple[float, float]]:
         raise SettingsError("[tool.rageval.judge.prices] must be a table of model = [prompt, completion]")
     out: dict[str, tuple[float, float]] = {}
     for model, pair in table.items():
-        numbers = [finite_number(p) if isinstance(p, (int, float)) else None for p in pair] if isinstance(pair, list) else []
+        numbers = (
+            [finite_number(p) if isinstance(p, (int, float)) else None for p in pair] if isinstance(pair, list) else []
+        )
         if len(numbers) != 2 or any(n is None or n < 0 for n in numbers):
             raise SettingsError(
                 f"[tool.rageval.judge.prices] {model}: must be [USD per 1M prompt tokens, USD per 1M completion tokens], "
@@ -717,6 +737,8 @@ def _marks(table: Mapping[str, Any]) -> tuple[tuple[str, frozenset[str]], ...]:
         if problem is not None:
             raise SettingsError(f"[tool.rageval.marks] {problem}")
         if not (isinstance(selectors, list) and selectors and all(isinstance(s, str) and s for s in selectors)):
-            raise SettingsError(f'[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. ["slow", "multi_hop"]')
+            raise SettingsError(
+                f'[tool.rageval.marks] {name}: must be a list of tags or categories, e.g. ["slow", "multi_hop"]'
+            )
         out.append((str(name), frozenset(selectors)))
     return tuple(out)

@@ -25,7 +25,18 @@ Kind = Literal["flag", "bool", "lines", "int", "float", "path", "text"]
 IniType = Literal["string", "linelist", "bool"]
 
 #: the docs groups, in page order
-GROUPS = ("Run", "System under test", "Retrieval", "Judge", "Judge cache", "Baseline gate", "Output", "Speed", "Config matrix", "Size caps")
+GROUPS = (
+    "Run",
+    "System under test",
+    "Retrieval",
+    "Judge",
+    "Judge cache",
+    "Baseline gate",
+    "Output",
+    "Speed",
+    "Config matrix",
+    "Size caps",
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +133,11 @@ def _s(name: str, help: str, group: str, field: str | None = "", **more: Any) ->
 
 
 _CAPS = (
-    ("max_answer_chars", "longest answer (and abstain reason) kept; longer is cut with a note", defaults.MAX_ANSWER_CHARS),
+    (
+        "max_answer_chars",
+        "longest answer (and abstain reason) kept; longer is cut with a note",
+        defaults.MAX_ANSWER_CHARS,
+    ),
     ("max_chunk_chars", "longest text of a retrieved chunk or reference field kept", defaults.MAX_CHUNK_CHARS),
     ("max_reasoning_chars", "longest judge reasoning, claim or raw answer kept", defaults.MAX_REASONING_CHARS),
     ("max_error_chars", "longest error message kept", defaults.MAX_ERROR_CHARS),
@@ -131,7 +146,14 @@ _CAPS = (
 #: Every setting, in the order ``--help`` and the reference pages list them.
 SETTINGS: tuple[Setting, ...] = (
     # Run
-    _s("enabled", "collect eval sets (*.jsonl) as tests and write run artifacts", "Run", None, option="--rageval", kind="flag"),
+    _s(
+        "enabled",
+        "collect eval sets (*.jsonl) as tests and write run artifacts",
+        "Run",
+        None,
+        option="--rageval",
+        kind="flag",
+    ),
     _s(
         "eval_set_globs",
         "eval-set files (globs relative to rootdir) run by `pytest --rageval` without paths",
@@ -150,9 +172,28 @@ SETTINGS: tuple[Setting, ...] = (
         ini="rageval_repeat",
         metavar="N",
     ),
-    _s("shard", "run share I of N of the cases (by a hash of file and id), for CI matrix jobs", "Run", option="--rageval-shard", metavar="I/N"),
-    _s("resume", "finish an interrupted run folder: run only the cases it lacks", "Run", option="--rageval-resume", kind="path", metavar="RUN"),
-    _s("dry_run", "print the planned RAG and judge requests, tokens and cost; send none", "Run", option="--rageval-dry-run", kind="flag"),
+    _s(
+        "shard",
+        "run share I of N of the cases (by a hash of file and id), for CI matrix jobs",
+        "Run",
+        option="--rageval-shard",
+        metavar="I/N",
+    ),
+    _s(
+        "resume",
+        "finish an interrupted run folder: run only the cases it lacks",
+        "Run",
+        option="--rageval-resume",
+        kind="path",
+        metavar="RUN",
+    ),
+    _s(
+        "dry_run",
+        "print the planned RAG and judge requests, tokens and cost; send none",
+        "Run",
+        option="--rageval-dry-run",
+        kind="flag",
+    ),
     # System under test
     _s(
         "target",
@@ -177,7 +218,13 @@ SETTINGS: tuple[Setting, ...] = (
         ini="rageval_request_map",
         kind="lines",
     ),
-    _s("response_map_text", "response mapping, lines `target = source.path`", "System under test", ini="rageval_response_map", kind="lines"),
+    _s(
+        "response_map_text",
+        "response mapping, lines `target = source.path`",
+        "System under test",
+        ini="rageval_response_map",
+        kind="lines",
+    ),
     _s(
         "timeout",
         "seconds before a RAG call times out",
@@ -193,7 +240,16 @@ SETTINGS: tuple[Setting, ...] = (
         ini="rageval_params_hook",
     ),
     # Retrieval
-    _s("k", "how many retrieved chunks count", "Retrieval", option="--rageval-k", ini="rageval_k", kind="int", metavar="K", default=str(defaults.K)),
+    _s(
+        "k",
+        "how many retrieved chunks count",
+        "Retrieval",
+        option="--rageval-k",
+        ini="rageval_k",
+        kind="int",
+        metavar="K",
+        default=str(defaults.K),
+    ),
     _s(
         "require_snippets",
         "gold supports with snippets also need one snippet in the chunk text",
@@ -289,7 +345,13 @@ SETTINGS: tuple[Setting, ...] = (
         default="0",
         unset=0,
     ),
-    _s("spot_check_model", "second judge model for the spot check", "Judge", option="--rageval-spot-check-model", metavar="MODEL"),
+    _s(
+        "spot_check_model",
+        "second judge model for the spot check",
+        "Judge",
+        option="--rageval-spot-check-model",
+        metavar="MODEL",
+    ),
     _s(
         "min_judge_agreement",
         "refuse a run with a judge unless a stored calibration of that judge (rageval calibrate) reaches this "
@@ -324,7 +386,13 @@ SETTINGS: tuple[Setting, ...] = (
         default=defaults.CACHE_DIR,
     ),
     _s("no_cache", "neither read nor write the judge cache", "Judge cache", option="--rageval-no-cache", kind="flag"),
-    _s("clear_cache", "empty the judge cache before the run", "Judge cache", option="--rageval-clear-cache", kind="flag"),
+    _s(
+        "clear_cache",
+        "empty the judge cache before the run",
+        "Judge cache",
+        option="--rageval-clear-cache",
+        kind="flag",
+    ),
     # Baseline gate
     _s(
         "baseline",
@@ -435,7 +503,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Speed",
         ini="rageval_judge_rate",
     ),
-    _s("target_rate", "target calls started at most this fast, e.g. 60/min; one budget for all xdist workers", "Speed", ini="rageval_target_rate"),
+    _s(
+        "target_rate",
+        "target calls started at most this fast, e.g. 60/min; one budget for all xdist workers",
+        "Speed",
+        ini="rageval_target_rate",
+    ),
     # Config matrix
     _s(
         "matrix",

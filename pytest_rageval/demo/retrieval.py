@@ -150,5 +150,8 @@ def _hybrid(
     titles = {i: title_match(corpus, terms, i) for i in candidates}
     final = {i: (1.0 - alpha) * scores[i] / best + alpha * titles[i] for i in candidates}
     order = sorted(candidates, key=lambda i: (-final[i], -scores[i], i))[:k]
-    hits = tuple(Hit(corpus.chunks[i], final[i], rank, i, lexical=scores[i], title=titles[i]) for rank, i in enumerate(order, start=1))
+    hits = tuple(
+        Hit(corpus.chunks[i], final[i], rank, i, lexical=scores[i], title=titles[i])
+        for rank, i in enumerate(order, start=1)
+    )
     return Retrieval(terms, hits, folders)

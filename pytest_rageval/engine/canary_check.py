@@ -20,7 +20,9 @@ from .judge_factory import build_judge, judge_info
 from .run_setup import RunSetup
 
 
-def canary_check(setup: RunSetup, aggregate: dict[str, Any], *, complete: bool) -> tuple[dict[str, Any] | None, list[str]]:
+def canary_check(
+    setup: RunSetup, aggregate: dict[str, Any], *, complete: bool
+) -> tuple[dict[str, Any] | None, list[str]]:
     """Re-judge the canary (nothing for an incomplete run, or without a judge or a canary); its spend is added
     to ``aggregate``. Returns metrics.json's ``judge_canary`` and the notes for the summary."""
     s = setup.settings

@@ -35,7 +35,12 @@ class EndpointLimits:
     def judge(self, base_url: str | None) -> Limiter:
         """The limiter of the judge endpoint at ``base_url`` (bounded, too, by what it answers within the timeout)."""
         s = self.settings
-        return self._get(f"judge {scrub_urls(base_url or 'the default endpoint')}", s.concurrency, timeout=s.timeout, rate=s.judge_rate)
+        return self._get(
+            f"judge {scrub_urls(base_url or 'the default endpoint')}",
+            s.concurrency,
+            timeout=s.timeout,
+            rate=s.judge_rate,
+        )
 
     def target(self, name: str) -> Limiter:
         """The limiter of the target ``name``: never more than ``rageval_target_concurrency`` in flight."""

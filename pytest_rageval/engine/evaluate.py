@@ -248,8 +248,13 @@ def fill_response(record: CaseRecord, case: EvalCase, response: RagResponse, opt
     record["empty_response"] = not response.answer.strip()
     record["selected_folders"] = response.selected_folders
     cut = None if full else TRUNCATE
-    record["retrieved_chunks"] = [stored_chunk(c, position=i + 1, gold=m, max_text=cut) for i, (c, m) in enumerate(zip(top, marks))]
-    record["references"] = [stored_chunk(c, position=i + 1, gold=m, max_text=cut) for i, (c, m) in enumerate(zip(response.references, ref_marks))]
+    record["retrieved_chunks"] = [
+        stored_chunk(c, position=i + 1, gold=m, max_text=cut) for i, (c, m) in enumerate(zip(top, marks))
+    ]
+    record["references"] = [
+        stored_chunk(c, position=i + 1, gold=m, max_text=cut)
+        for i, (c, m) in enumerate(zip(response.references, ref_marks))
+    ]
     record["expected_gold"] = expected_gold(case, top, opts.require_snippets)
     record["judge_input"] = {  # re-judging reads the answer from record["answer"]: it is stored once
         "question": case.question,
@@ -266,7 +271,10 @@ def expected_gold(case: EvalCase, top: Sequence[Chunk], require_snippets: bool) 
     chunk matched it: the failure message shows them beside the retrieved chunks."""
     matcher = GoldMatcher(case, require_snippets)
     found = frozenset().union(*(matcher.match(chunk) for chunk in top))
-    items = [(support_item_id(i), " > ".join([s.rel_path, *normalize_heading_path(s.heading_path)])) for i, s in enumerate(case.gold_supports)]
+    items = [
+        (support_item_id(i), " > ".join([s.rel_path, *normalize_heading_path(s.heading_path)]))
+        for i, s in enumerate(case.gold_supports)
+    ]
     items += [(doc_item_id(doc_id), f"doc_id {doc_id}") for doc_id in case.gold_doc_ids]
     return [{"anchor": anchor, "found": item in found} for item, anchor in items]
 
@@ -283,7 +291,9 @@ def case_trace(case: EvalCase, response: RagResponse, opts: RunOptions) -> dict[
     }
 
 
-def run_trace(case: EvalCase, response: RagResponse, verdicts: Mapping[str, Verdict], latency_ms: float, opts: RunOptions) -> dict[str, Any]:
+def run_trace(
+    case: EvalCase, response: RagResponse, verdicts: Mapping[str, Verdict], latency_ms: float, opts: RunOptions
+) -> dict[str, Any]:
     """One run of a repeated case as ``rageval rescore`` replays it (with full text only): what
     :func:`fill_response` stores of the shown run, and that run's verdicts and latency."""
     run: dict[str, Any] = {}
@@ -333,7 +343,15 @@ async def evaluate_case(
     step = _Step()
     try:
         await _evaluate(
-            record, case, client, opts, thresholds, judge=judge, spot_input=spot_input, step=step, params=case.params if params is None else params
+            record,
+            case,
+            client,
+            opts,
+            thresholds,
+            judge=judge,
+            spot_input=spot_input,
+            step=step,
+            params=case.params if params is None else params,
         )
     except (JudgeAuthError, TargetMismatch, asyncio.CancelledError):
         raise
@@ -403,7 +421,9 @@ async def _evaluate(
         if judge is not None:
             step.at("judge", "judging the answer")
             inp = judge_input(case, response, _top_k(response.retrieved_chunks, opts.k))
-            outcome = await judge_case(judge.judge, judge.metrics, case, response, inp, repeat_index=run, budget=judge.budget)
+            outcome = await judge_case(
+                judge.judge, judge.metrics, case, response, inp, repeat_index=run, budget=judge.budget
+            )
             attempted.extend(m for m in outcome.attempted if m not in attempted)
             record["judge_attempted"] = attempted  # on every way out: a later run's failure keeps what was asked
             _account(record, outcome, cached=judge.cached)
@@ -423,7 +443,12 @@ async def _evaluate(
             scores = outcome.scores()
         step.at("invalid_response", "scoring the RAG response")
         metrics = score_case(
-            case, response, k=opts.k, require_snippets=opts.require_snippets, abstained=classified, acknowledges_conflict=acknowledges
+            case,
+            response,
+            k=opts.k,
+            require_snippets=opts.require_snippets,
+            abstained=classified,
+            acknowledges_conflict=acknowledges,
         )
         metrics["latency_ms"] = reply.latency_ms
         metrics.update(scores)
@@ -438,9 +463,15 @@ async def _evaluate(
         fill_response(record, case, response, opts)
     if judge is not None:
         record["judge"] = _judge_dicts(run_verdicts, opts.limits, step.notes)
-    record["metrics"] = _combine(per_run, tuple(m for m in judge.metrics if m in registry.metric_names("judge")) if judge is not None else ())
+    record["metrics"] = _combine(
+        per_run, tuple(m for m in judge.metrics if m in registry.metric_names("judge")) if judge is not None else ()
+    )
     record["abstained"] = record["metrics"].get("abstained")
-    record["latency"] = latencies[0] if len(latencies) == 1 else {"total_ms": sum(lat["total_ms"] for lat in latencies) / len(latencies)}
+    record["latency"] = (
+        latencies[0]
+        if len(latencies) == 1
+        else {"total_ms": sum(lat["total_ms"] for lat in latencies) / len(latencies)}
+    )
     if len(per_run) > 1:
         record["flaky"] = 0 < sum(verdicts) < len(verdicts)  # kept for readers of older records: stability == "flaky"
         klass = stability.classify(verdicts)

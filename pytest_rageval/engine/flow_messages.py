@@ -116,7 +116,9 @@ def read_message(line: bytes, *, max_spacing: float) -> Message:
         if result not in RESULTS:
             raise BadMessage(f"result must be one of {', '.join(RESULTS)}, got {result!r:.50}")
         seconds = _number(message, "seconds", 0.0, math.inf)
-        return Release(endpoint, _int(message, "id", 1, MAX_ID), str(result), seconds, _int(message, "epoch", 0, MAX_ID))
+        return Release(
+            endpoint, _int(message, "id", 1, MAX_ID), str(result), seconds, _int(message, "epoch", 0, MAX_ID)
+        )
     if op == "cancel":
         return Cancel(endpoint, _int(message, "id", 1, MAX_ID))
     if op == "pause":
@@ -165,5 +167,7 @@ def _rate(value: Any, max_spacing: float) -> float | None:
     if value is None:
         return None
     if type(value) not in (int, float) or not math.isfinite(value) or not 1.0 / max_spacing <= value <= MAX_RATE:
-        raise BadMessage(f"rate must be from one request in {max_spacing:g} s to {MAX_RATE:g} a second, got {value!r:.50}")
+        raise BadMessage(
+            f"rate must be from one request in {max_spacing:g} s to {MAX_RATE:g} a second, got {value!r:.50}"
+        )
     return float(value)

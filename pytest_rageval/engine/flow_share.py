@@ -116,7 +116,9 @@ class _Endpoint:
 
     def stats(self) -> FlowStats:
         rate = self.rate.per_second if self.rate is not None else None
-        return FlowStats(self.limit, self.peak, self.refused, self.timeouts, self.requests, adaptive=self.aimd is not None, rate=rate)
+        return FlowStats(
+            self.limit, self.peak, self.refused, self.timeouts, self.requests, adaptive=self.aimd is not None, rate=rate
+        )
 
 
 class FlowServer:
@@ -125,7 +127,9 @@ class FlowServer:
     ``key``: what a connection must show first (a new random one by default); ``max_spacing``: the longest gap
     between two requests a rate may ask for; ``max_hold``: the longest a place may be held (seconds)."""
 
-    def __init__(self, path: Path, *, key: str | None = None, max_spacing: float = 3600.0, max_hold: float = 600.0) -> None:
+    def __init__(
+        self, path: Path, *, key: str | None = None, max_spacing: float = 3600.0, max_hold: float = 600.0
+    ) -> None:
         self.path = path
         self.key = key if key is not None else secrets.token_urlsafe(32)
         self.max_spacing, self.max_hold = max_spacing, max_hold
@@ -136,7 +140,9 @@ class FlowServer:
 
     def start(self) -> None:
         self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(asyncio.start_unix_server(self._serve, path=str(self.path)), self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.start_unix_server(self._serve, path=str(self.path)), self._loop
+        )
         self._server = future.result(timeout=10)
 
     def stop(self) -> None:
@@ -205,7 +211,9 @@ class FlowServer:
             endpoint.waiting.append((conn, message.id))
         elif endpoint is None:
             raise BadMessage(f"no endpoint {name!r:.100}")
-        elif isinstance(message, Cancel):  # a request given up while waiting; if its place was granted already, a release follows
+        elif isinstance(
+            message, Cancel
+        ):  # a request given up while waiting; if its place was granted already, a release follows
             kept = deque(w for w in endpoint.waiting if not (w[0] is conn and w[1] == message.id))
             if len(kept) < len(endpoint.waiting):
                 endpoint.waiting = kept
@@ -224,7 +232,11 @@ class FlowServer:
 
     def _overheld(self, conn: _Conn, name: str) -> None:
         """A place held past ``max_hold``: no request takes that long, so its connection is closed (which frees it)."""
-        log.warning("rageval: the shared limit closed a connection that held a place at %.100r longer than %g s", name, self.max_hold)
+        log.warning(
+            "rageval: the shared limit closed a connection that held a place at %.100r longer than %g s",
+            name,
+            self.max_hold,
+        )
         conn.close()
 
     @staticmethod
@@ -305,7 +317,11 @@ class _Link:
                     reader, self._writer = await asyncio.open_unix_connection(str(self.path))
                 except OSError as exc:
                     self.broken = True
-                    log.warning("rageval: the shared limit at %s cannot be reached (%s): this worker limits itself", self.path, exc)
+                    log.warning(
+                        "rageval: the shared limit at %s cannot be reached (%s): this worker limits itself",
+                        self.path,
+                        exc,
+                    )
                     return None
                 self._reader_task = loop.create_task(self._read(reader))
                 self.send(hello(self._key))
@@ -322,7 +338,15 @@ class _Link:
                 if not future.done():
                     future.set_result(int(message["epoch"]))
                 else:  # cancelled while its grant was on the way: give the place back
-                    self.send({"op": "release", "ep": endpoint, "id": request, "result": "none", "epoch": int(message["epoch"])})
+                    self.send(
+                        {
+                            "op": "release",
+                            "ep": endpoint,
+                            "id": request,
+                            "result": "none",
+                            "epoch": int(message["epoch"]),
+                        }
+                    )
         except (ConnectionError, OSError, ValueError):
             pass
         self.broken = True

@@ -77,14 +77,22 @@ def gate_run(settings: Settings, metrics: dict[str, Any], *, results: Path, publ
         ignore_invariants=s.ignore_invariants,
         min_shared_cases=s.min_shared_cases,
     )
-    metrics["comparison"] = {"baseline": str(s.baseline), "baseline_run_id": baseline.get("run_id"), **comparison.as_dict()}
+    metrics["comparison"] = {
+        "baseline": str(s.baseline),
+        "baseline_run_id": baseline.get("run_id"),
+        **comparison.as_dict(),
+    }
     gated.baseline = None if comparison.refused else baseline
     verdict = gate_verdict(comparison, allow_regressions=s.allow_regressions)
     canary = gate_canary(baseline, metrics, allow_regressions=s.allow_regressions, notes=gated.notes)
     if canary is not None and not verdict.failed:
         verdict = dataclasses.replace(verdict, failed=True, reason=canary, exit_code=verdict.exit_code or 1)
     gated.outcome = GateOutcome(
-        comparison, failed=verdict.failed, reason=public(verdict.reason), refused=comparison.refused, baseline=str(s.baseline)
+        comparison,
+        failed=verdict.failed,
+        reason=public(verdict.reason),
+        refused=comparison.refused,
+        baseline=str(s.baseline),
     )
     metrics["comparison"]["gate"] = gated.outcome.as_dict()  # `rageval report` shows the same verdict
     if verdict.note:
@@ -97,7 +105,9 @@ def gate_run(settings: Settings, metrics: dict[str, Any], *, results: Path, publ
     return gated
 
 
-def gate_canary(baseline: dict[str, Any], metrics: dict[str, Any], *, allow_regressions: bool, notes: list[str]) -> str | None:
+def gate_canary(
+    baseline: dict[str, Any], metrics: dict[str, Any], *, allow_regressions: bool, notes: list[str]
+) -> str | None:
     """The judge canary against the baseline's (canary.compare_canary): why the gate fails (None: it does not;
     with ``allow_regressions`` the reason is a note instead); what it found goes to ``notes``."""
     current = metrics.get("judge_canary")
@@ -140,7 +150,9 @@ def update_baseline(target: Path, metrics: dict[str, Any], *, results: Path, is_
     notes.extend(keep_baseline_records(target, results=results, is_folder=is_folder))
     m = metrics
     if m.get("failed") or m.get("errors"):
-        notes.append(f"warning: the new baseline has {m.get('failed', 0)} failed and {m.get('errors', 0)} errored cases")
+        notes.append(
+            f"warning: the new baseline has {m.get('failed', 0)} failed and {m.get('errors', 0)} errored cases"
+        )
     if m.get("partial"):
         notes.append(
             f"warning: the new baseline covers {m.get('cases_selected')} of the {m.get('cases_in_eval_set')} "

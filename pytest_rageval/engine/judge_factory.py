@@ -58,7 +58,12 @@ def build_judge(
         limiter=(limits or EndpointLimits(settings)).judge(settings.judge_base_url),
     )
     cache = None if settings.no_cache else JudgeCache(settings.cache_dir)
-    return JudgeSetup(CachedJudge(inner, cache), settings.judge_metrics, cached=cache is not None, budget=Budget(settings.max_judge_cost))
+    return JudgeSetup(
+        CachedJudge(inner, cache),
+        settings.judge_metrics,
+        cached=cache is not None,
+        budget=Budget(settings.max_judge_cost),
+    )
 
 
 def judge_info(judge: Judge | None) -> dict[str, Any]:
@@ -94,6 +99,8 @@ class SessionJudge:
         key_facts: tuple[str, ...] = (),
     ) -> Verdict:
         """Score one metric of one answer."""
-        inp = JudgeInput(question, answer, tuple(contexts), reference_answer=reference_answer, key_facts=tuple(key_facts))
+        inp = JudgeInput(
+            question, answer, tuple(contexts), reference_answer=reference_answer, key_facts=tuple(key_facts)
+        )
         verdict: Verdict = self._run(self.setup.judge.judge(metric, inp))
         return verdict

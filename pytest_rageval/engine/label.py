@@ -27,7 +27,15 @@ from pytest_rageval.engine.evaluate import Engine
 from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.anchors import top_k
 from pytest_rageval.evaluation.evalset import EvalFile, LoadedCase
-from pytest_rageval.evaluation.label_edit import CHOICE_HELP, Choice, ChoiceError, EvalSetText, LabelEditError, labelled_line, parse_choice
+from pytest_rageval.evaluation.label_edit import (
+    CHOICE_HELP,
+    Choice,
+    ChoiceError,
+    EvalSetText,
+    LabelEditError,
+    labelled_line,
+    parse_choice,
+)
 from pytest_rageval.evaluation.schema import Chunk, EvalCase
 from pytest_rageval.evaluation.stored_chunk import heading_text
 from pytest_rageval.sanitize import terminal_safe
@@ -78,7 +86,11 @@ class LabelResult:
         return len(self.supported) + len(self.unanswerable)
 
     def summary(self) -> str:
-        parts = [f"{len(self.supported)} given gold", f"{len(self.unanswerable)} marked unanswerable", f"{len(self.skipped)} skipped"]
+        parts = [
+            f"{len(self.supported)} given gold",
+            f"{len(self.unanswerable)} marked unanswerable",
+            f"{len(self.skipped)} skipped",
+        ]
         if self.not_asked:
             parts.append(f"{len(self.not_asked)} not asked")
         how = " (interrupted)" if self.interrupted else " (quit)" if self.quit else ""
@@ -105,7 +117,9 @@ def select_cases(loaded: EvalFile, *, ids: Sequence[str] | None = None, every: b
             bad = next((b for b in loaded.bad if b.case_id == case_id), None)
             if bad is not None:
                 raise LabelError(f"--ids {case_id}: its line is invalid and is left untouched: {bad.message}")
-            raise LabelError(f"--ids {case_id}: no question with that id in {loaded.display}{did_you_mean(case_id, list(by_id))}")
+            raise LabelError(
+                f"--ids {case_id}: no question with that id in {loaded.display}{did_you_mean(case_id, list(by_id))}"
+            )
         return [c for c in loaded.cases if c.case.id in wanted]
     return [c for c in loaded.cases if every or lacks_gold(c.case)]
 
@@ -131,14 +145,22 @@ def format_question(question: Question) -> list[str]:
     """The lines shown for a question: header, answer, then each chunk numbered (where, heading, score, excerpt);
     every text from outside on one line with control characters escaped, so none can move the cursor."""
     case = question.case
-    lines = [f"[{question.number}/{question.total}] {_one_line(case.id, 80)} (line {question.line}): {_one_line(case.question, 300)}"]
+    lines = [
+        f"[{question.number}/{question.total}] {_one_line(case.id, 80)} (line {question.line}): {_one_line(case.question, 300)}"
+    ]
     flag = " [abstained]" if question.abstained else ""
-    lines.append(f"  answer: {_one_line(question.answer, ANSWER_CHARS) if question.answer.strip() else '(empty)'}{flag}")
+    lines.append(
+        f"  answer: {_one_line(question.answer, ANSWER_CHARS) if question.answer.strip() else '(empty)'}{flag}"
+    )
     if not question.chunks:
         lines.append("  no chunks were retrieved (the system returned no debug.retrieved_chunks): answer u, s or q")
     width = len(str(len(question.chunks)))
     for number, chunk in enumerate(question.chunks, start=1):
-        where = _one_line(chunk.rel_path, 120) if chunk.rel_path else f"(no rel_path) doc_id {_one_line(chunk.doc_id or '-', 60)}"
+        where = (
+            _one_line(chunk.rel_path, 120)
+            if chunk.rel_path
+            else f"(no rel_path) doc_id {_one_line(chunk.doc_id or '-', 60)}"
+        )
         head = "  ".join(p for p in (where, _one_line(heading_text(chunk.heading_path), 120), _score(chunk)) if p)
         lines.append(f"  {number:>{width}}. {head}")
         lines.append(f"  {'':>{width}}  {_one_line(chunk.text or '', EXCERPT_CHARS) or '(no text)'}")
@@ -154,7 +176,12 @@ class LineChooser:
     The end of the input answers ``q``."""
 
     def __init__(
-        self, lines: IO[str] | Iterable[str], out: Callable[[str], None], *, interactive: bool = False, read: Callable[[str], str] | None = None
+        self,
+        lines: IO[str] | Iterable[str],
+        out: Callable[[str], None],
+        *,
+        interactive: bool = False,
+        read: Callable[[str], str] | None = None,
     ) -> None:
         self._lines = iter(lines)
         self._out = out
@@ -185,7 +212,9 @@ class LineChooser:
                 choice = parse_choice(line, question.chunks)
             except ChoiceError as exc:
                 if not self._interactive:
-                    raise LabelError(f"stdin line {self.line_number} ({_one_line(line.strip(), 60)!r}): {exc}") from None
+                    raise LabelError(
+                        f"stdin line {self.line_number} ({_one_line(line.strip(), 60)!r}): {exc}"
+                    ) from None
                 self._out(f"  {exc}")
                 continue
             if choice.kind == "help":
@@ -249,7 +278,9 @@ def label_set(
     if not cases:
         say(f"nothing to label in {path}: every answerable question has gold (use --all or --ids to label again)")
         return result
-    say(f"{len(cases)} question{'s' if len(cases) != 1 else ''} to label in {terminal_safe(str(path), multiline=False)}")
+    say(
+        f"{len(cases)} question{'s' if len(cases) != 1 else ''} to label in {terminal_safe(str(path), multiline=False)}"
+    )
     engine = Engine()
     try:
         for number, loaded_case in enumerate(cases, start=1):
@@ -306,6 +337,8 @@ def _write(text: EvalSetText, loaded: LoadedCase, choice: Choice, say: Callable[
     try:
         text.write()
     except LabelEditError as exc:  # the label typed is shown, so it is not lost
-        raise LabelError(f"{exc}; this label is not written: line {loaded.line} would read {text.line_text(loaded.line)}") from None
+        raise LabelError(
+            f"{exc}; this label is not written: line {loaded.line} would read {text.line_text(loaded.line)}"
+        ) from None
     extra = f" ({'; '.join(notes)})" if notes else ""
     say(f"  -> {case_id}: {_describe(choice)}{extra}")

@@ -271,7 +271,12 @@ def _update_config(folder: RunFolder, config: dict[str, Any], setup: JudgeSetup,
 
 
 def _result(
-    records: list[dict[str, Any]], jobs: list[_Job], outcomes: list[CaseVerdicts], metrics: Mapping[str, Any], setup: JudgeSetup, k: int | None
+    records: list[dict[str, Any]],
+    jobs: list[_Job],
+    outcomes: list[CaseVerdicts],
+    metrics: Mapping[str, Any],
+    setup: JudgeSetup,
+    k: int | None,
 ) -> RejudgeResult:
     errors = sum(1 for o in outcomes if o.error is not None)
     judged = len(jobs) - errors
@@ -293,7 +298,11 @@ def _result(
         spent += f"; cache {hits} hits, {misses} misses"
     lines.append(spent)
     agg = metrics.get("aggregate_metrics") or {}
-    shown = [f"{name} {agg[name]:.2f}" for name in ("groundedness_avg", "correctness_avg") if isinstance(agg.get(name), (int, float))]
+    shown = [
+        f"{name} {agg[name]:.2f}"
+        for name in ("groundedness_avg", "correctness_avg")
+        if isinstance(agg.get(name), (int, float))
+    ]
     if shown:
         lines.append("now " + ", ".join(shown))
     judge_names = set(registry.metric_names("judge"))

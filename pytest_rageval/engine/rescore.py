@@ -49,7 +49,15 @@ from pytest_rageval.judges.base import Judge, JudgeInput, Verdict
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.judges.lexical import LexicalJudge
 from pytest_rageval.runs import user_fields
-from pytest_rageval.runs.artifacts import case_config, compose_metrics, config_hash, new_run_id, what_ran, why_not_latest, with_seed_keys
+from pytest_rageval.runs.artifacts import (
+    case_config,
+    compose_metrics,
+    config_hash,
+    new_run_id,
+    what_ran,
+    why_not_latest,
+    with_seed_keys,
+)
 from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import Limits, error_message
 from pytest_rageval.targets.protocol import RagReply
@@ -245,7 +253,13 @@ def rescore_run(
     )
     metrics["rescored_from"] = rescored_from
     new_config = dict(config)
-    new_config.update(run_id=run_id, config_hash=new_hash, config=new_snapshot, eval_set_hash=metrics["eval_set_hash"], rescored_from=rescored_from)
+    new_config.update(
+        run_id=run_id,
+        config_hash=new_hash,
+        config=new_snapshot,
+        eval_set_hash=metrics["eval_set_hash"],
+        rescored_from=rescored_from,
+    )
     folder = RunFolder.new(Path(output_dir) if output_dir is not None else run_dir.parent, run_id)
     for record in out:
         folder.add(record)
@@ -253,7 +267,15 @@ def rescore_run(
     folder.finish(metrics, new_config, move_latest=kept is None)
     result = RescoreResult(folder.run_dir, metrics, rescored=len(jobs), carried=sum(carried.values()))
     result.lines = _summary(
-        result, jobs, carried, run_k=run_k, new_k=new_k, overrides=overrides, judge_name=judge_name, old_metrics=old_metrics, latest_kept=kept
+        result,
+        jobs,
+        carried,
+        run_k=run_k,
+        new_k=new_k,
+        overrides=overrides,
+        judge_name=judge_name,
+        old_metrics=old_metrics,
+        latest_kept=kept,
     )
     return result
 
@@ -268,7 +290,9 @@ def _run_k(records: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Any], ol
     for value in (snapshot.get("k"), old_metrics.get("k")):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-    stored: list[int] = [r["trace"]["k"] for r in records if isinstance(r.get("trace"), dict) and isinstance(r["trace"].get("k"), int)]
+    stored: list[int] = [
+        r["trace"]["k"] for r in records if isinstance(r.get("trace"), dict) and isinstance(r["trace"].get("k"), int)
+    ]
     if not stored:
         raise RescoreError(f"the run stored no K ({FULL_TEXT_HINT})")
     return max(stored)
@@ -373,7 +397,9 @@ async def _replay_all(
             line=int(job.record.get("line") or 0),
             judge=setup,
         )
-        out[job.index] = _merged(job, dict(new), carried_verdicts=lexical is None and judge is not None, per_case=per_case)
+        out[job.index] = _merged(
+            job, dict(new), carried_verdicts=lexical is None and judge is not None, per_case=per_case
+        )
 
 
 def _merged(job: _Job, new: dict[str, Any], *, carried_verdicts: bool, per_case: Mapping[str, Any]) -> dict[str, Any]:
@@ -393,7 +419,11 @@ def _merged(job: _Job, new: dict[str, Any], *, carried_verdicts: bool, per_case:
     else:
         missed = bool(record.get("misses"))
         was = old.get("outcome")
-        record["outcome"] = ("xfailed" if missed else "xpassed") if was in ("xfailed", "xpassed") else ("failed" if missed else "passed")
+        record["outcome"] = (
+            ("xfailed" if missed else "xpassed")
+            if was in ("xfailed", "xpassed")
+            else ("failed" if missed else "passed")
+        )
     return with_seed_keys(record, per_case)
 
 
@@ -420,7 +450,9 @@ def _summary(
     latest_kept: str | None,
 ) -> list[str]:
     metrics = result.metrics
-    lines = [f"rescored {result.rescored} of {result.rescored + result.carried} records at K={new_k} (the run's K: {run_k}); nothing was sent"]
+    lines = [
+        f"rescored {result.rescored} of {result.rescored + result.carried} records at K={new_k} (the run's K: {run_k}); nothing was sent"
+    ]
     for why, count in carried.items():
         lines.append(f"carried over unchanged, not rescored: {count} {why}")
     if overrides:

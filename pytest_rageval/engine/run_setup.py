@@ -59,7 +59,9 @@ class RunSetup:
         from pytest_rageval.judges.calibration_store import judge_identity, required_calibration
 
         identity = judge_identity(self.judge_setup.judge.describe(), self.judge_info())
-        self.calibration = required_calibration(s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir)
+        self.calibration = required_calibration(
+            s.output_dir, identity, self.judge_setup.metrics, s.min_judge_agreement, s.rootdir
+        )
 
     @property
     def canary_path(self) -> Path:
@@ -79,7 +81,9 @@ class RunSetup:
         self.canary_items = canary_items(load_set(self.canary_path), self.settings.judge_canary)
 
     @classmethod
-    def build(cls, settings: Settings, *, shared_limits: FlowAddress | None = None, spot_judge: bool = True) -> RunSetup:
+    def build(
+        cls, settings: Settings, *, shared_limits: FlowAddress | None = None, spot_judge: bool = True
+    ) -> RunSetup:
         """``shared_limits``: the socket (and key) of the xdist controller's shared endpoint limits (on a worker);
         ``spot_judge``: build the spot check's judge (False where cases only run: the spot check re-judges after
         the run, where results are kept)."""
@@ -180,4 +184,6 @@ class RunSetup:
 
     def thresholds_for(self, case: EvalCase) -> dict[str, Threshold]:
         """The thresholds that apply to ``case`` (its own over the configured ones)."""
-        return resolve_thresholds(case, self.settings.thresholds, judge=self.settings.judge_enabled and case.judge is not False)
+        return resolve_thresholds(
+            case, self.settings.thresholds, judge=self.settings.judge_enabled and case.judge is not False
+        )

@@ -15,7 +15,9 @@ from .evaluate import Engine
 from .run_setup import RunSetup
 
 
-def spot_check(setup: RunSetup, sample: SpotSample, aggregate: dict[str, Any], *, complete: bool) -> tuple[dict[str, Any], list[str]]:
+def spot_check(
+    setup: RunSetup, sample: SpotSample, aggregate: dict[str, Any], *, complete: bool
+) -> tuple[dict[str, Any], list[str]]:
     """Re-judge ``sample`` with the second model (an incomplete run re-judges nothing); its spend is added to
     ``aggregate``. Returns ``judge_reliability`` and the notes for the summary."""
     spot_setup = setup.spot_setup
@@ -38,11 +40,15 @@ def spot_check(setup: RunSetup, sample: SpotSample, aggregate: dict[str, Any], *
         aggregate["cost"]["judge_total_usd"] += spent["judge_cost_usd"]
         aggregate["judge_cache"]["hits"] += spent["hits"]
         aggregate["judge_cache"]["misses"] += spent["misses"]
-    reliability = spot_sample.reliability(results, requested=s.spot_check, judged=sample.judged, model=s.spot_check_model)
+    reliability = spot_sample.reliability(
+        results, requested=s.spot_check, judged=sample.judged, model=s.spot_check_model
+    )
     if not complete:
         notes.append("spot check not made: the run is incomplete")
     elif sample.judged < s.spot_check:
-        notes.append(f"spot check: {s.spot_check} cases asked for, but only {sample.judged} got a judge verdict; re-judged {len(chosen)}")
+        notes.append(
+            f"spot check: {s.spot_check} cases asked for, but only {sample.judged} got a judge verdict; re-judged {len(chosen)}"
+        )
     failed = [r for r in results if r["error"]]
     if failed:
         notes.append(f"spot check: {len(failed)} of {len(results)} re-judgings failed ({failed[0]['error']})")

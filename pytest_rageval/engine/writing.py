@@ -21,7 +21,13 @@ from pytest_rageval.gate.compare import Comparison
 from pytest_rageval.redact import public_args
 from pytest_rageval.runs.artifacts import compose_metrics
 from pytest_rageval.runs.commit import tree_dirty
-from pytest_rageval.runs.folder import RunFolder, RunFolderError, append_to_regular_file, read_records, write_text_atomic
+from pytest_rageval.runs.folder import (
+    RunFolder,
+    RunFolderError,
+    append_to_regular_file,
+    read_records,
+    write_text_atomic,
+)
 
 from .run_setup import RunSetup
 
@@ -166,7 +172,12 @@ def write_ci_summaries(
     flipped = set(comparison.flipped_to_fail + comparison.flipped_to_pass) if comparison is not None else set()
     try:
         anchors = (
-            case_anchors(read_records(writer.run_dir), flipped, to_fail=comparison.flipped_to_fail, to_pass=comparison.flipped_to_pass)
+            case_anchors(
+                read_records(writer.run_dir),
+                flipped,
+                to_fail=comparison.flipped_to_fail,
+                to_pass=comparison.flipped_to_pass,
+            )
             if comparison is not None and flipped
             else {}
         )

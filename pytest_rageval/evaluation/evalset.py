@@ -32,7 +32,16 @@ from pytest_rageval.suggest import closest
 
 from .schema import EvalCase, id_problem
 
-__all__ = ["BadLine", "EvalFile", "LoadedCase", "gc_paused", "iter_eval_file", "line_json_schema", "load_eval_file", "parse_line"]
+__all__ = [
+    "BadLine",
+    "EvalFile",
+    "LoadedCase",
+    "gc_paused",
+    "iter_eval_file",
+    "line_json_schema",
+    "load_eval_file",
+    "parse_line",
+]
 
 #: The JSON Schema file shipped at the package's top level (kept equal to line_json_schema() by a test).
 SCHEMA_PATH = Path(__file__).parents[1] / "eval_case.schema.json"

@@ -229,7 +229,11 @@ def anchor_of(chunk: Chunk) -> dict[str, Any]:
 
 def _canonical(key: str) -> str:
     """The EvalCase field a line's key sets (aliases to their field)."""
-    return "gold_doc_ids" if key in DOC_ID_KEYS else {"query": "question", "referenceAnswer": "reference_answer"}.get(key, key)
+    return (
+        "gold_doc_ids"
+        if key in DOC_ID_KEYS
+        else {"query": "question", "referenceAnswer": "reference_answer"}.get(key, key)
+    )
 
 
 def _put(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
@@ -241,7 +245,9 @@ def _put(obj: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     placed = False
     keys = list(obj)
-    last_before = max((i for i, k in enumerate(keys) if _canonical(k) in order and order.index(_canonical(k)) < rank), default=-1)
+    last_before = max(
+        (i for i, k in enumerate(keys) if _canonical(k) in order and order.index(_canonical(k)) < rank), default=-1
+    )
     for i, k in enumerate(keys):
         out[k] = obj[k]
         if i == last_before:
@@ -273,7 +279,11 @@ def labelled_line(obj: dict[str, Any], choice: Choice) -> tuple[dict[str, Any], 
         doc_key = next((k for k in DOC_ID_KEYS if k in out), "gold_doc_ids")
         keep = "gold_supports" if choice.supports else doc_key
         for key in gold_keys:
-            if key in out and key != keep and not (key == "required_support_groups" and choice.support_groups is not None):
+            if (
+                key in out
+                and key != keep
+                and not (key == "required_support_groups" and choice.support_groups is not None)
+            ):
                 del out[key]
                 notes.append(f"removed {key}")
         if choice.supports:
@@ -356,7 +366,9 @@ class EvalSetText:
         except OSError as exc:
             raise LabelEditError(f"{self.path}: cannot read it back before writing: {exc.strerror or exc}") from None
         if current != self._seen:
-            raise LabelEditError(f"{self.path} was changed by something else while labelling; this label is not written")
+            raise LabelEditError(
+                f"{self.path} was changed by something else while labelling; this label is not written"
+            )
         data = self.data()
         try:
             mode: int | None = self.path.stat().st_mode & 0o7777

@@ -303,9 +303,13 @@ def _exclude(rules: Any, axes: Mapping[str, tuple[Value, ...]]) -> tuple[tuple[t
             if name not in axes:
                 from pytest_rageval.suggest import did_you_mean
 
-                raise MatrixError(f"{at}: unknown axis {name!r}{did_you_mean(name, list(axes))} (axes: {', '.join(axes)})")
+                raise MatrixError(
+                    f"{at}: unknown axis {name!r}{did_you_mean(name, list(axes))} (axes: {', '.join(axes)})"
+                )
             if not any(_same(value, v) for v in axes[name]):
-                raise MatrixError(f"{at}: {name} = {value_text(value)!r} is not a value of the axis ({', '.join(value_text(v) for v in axes[name])})")
+                raise MatrixError(
+                    f"{at}: {name} = {value_text(value)!r} is not a value of the axis ({', '.join(value_text(v) for v in axes[name])})"
+                )
         out.append(tuple(sorted(rule.items())))
     return tuple(out)
 
@@ -335,7 +339,9 @@ def parse_matrix_option(text: str, *, slice_k: bool = True) -> Matrix:
         name, eq, values = part.partition("=")
         name = name.strip()
         if not eq or not name:
-            raise MatrixError(f"{OPTION}: expected NAME=V1,V2 in {part!r} (axes separated by ';', e.g. 'top_k=5,10;alpha=0.0,0.5')")
+            raise MatrixError(
+                f"{OPTION}: expected NAME=V1,V2 in {part!r} (axes separated by ';', e.g. 'top_k=5,10;alpha=0.0,0.5')"
+            )
         texts = [v.strip() for v in values.split(",")]
         if texts == [""]:
             raise MatrixError(f"{OPTION}: axis {name!r} is empty: give at least one value")

@@ -98,12 +98,18 @@ def score_case(
         response,
         k,
         require_snippets,
-        ScoreContext(k=k, abstained=response.abstained if abstained is None else abstained, acknowledges_conflict=acknowledges_conflict),
+        ScoreContext(
+            k=k,
+            abstained=response.abstained if abstained is None else abstained,
+            acknowledges_conflict=acknowledges_conflict,
+        ),
     )
     return {metric.name: _score(metric, case, response, ctx) for metric in registry.metrics("deterministic")}
 
 
-def score_verdict_fed(verdicts: Iterable[str], case: EvalCase, response: RagResponse, ctx: ScoreContext) -> dict[str, MetricValue]:
+def score_verdict_fed(
+    verdicts: Iterable[str], case: EvalCase, response: RagResponse, ctx: ScoreContext
+) -> dict[str, MetricValue]:
     """The deterministic metrics the judge verdicts ``verdicts`` feed (``abstention``: abstained and
     false_abstention; ``conflict_ack``: conflict_rule) that apply to ``case``, scored from ``ctx`` as
     :func:`score_case` scores them."""

@@ -136,7 +136,9 @@ def shape_problems(cases: Sequence[EvalCase], chunks: Sequence[Chunk], docs_root
             f"the target's chunk paths are absolute and outside docs_root {docs_root} (e.g. {paths[0]}): "
             "set rageval_docs_root to the folder the documents were loaded from"
         )
-    elif not set(paths) & gold_paths and any(path.endswith("/" + support.rel_path) for path in paths for support in gold):
+    elif not set(paths) & gold_paths and any(
+        path.endswith("/" + support.rel_path) for path in paths for support in gold
+    ):
         path, support = next((p, s.rel_path) for p in paths for s in gold if p.endswith("/" + s.rel_path))
         problems.append(
             f"the target's chunk paths carry a folder that gold paths do not ({path} for {support}): "

@@ -143,7 +143,9 @@ class CaseRecord(TypedDict, total=False):
     selected_folders: Any
     retrieved_chunks: list[StoredChunk]  # the top K, in rank order
     references: list[StoredChunk]
-    expected_gold: list[dict[str, Any]]  # each gold item, {"anchor": "rel_path > heading" or "doc_id X", "found": in top K}
+    expected_gold: list[
+        dict[str, Any]
+    ]  # each gold item, {"anchor": "rel_path > heading" or "doc_id X", "found": in top K}
     latency: Latency
     # the judge
     judge: dict[str, dict[str, Any]]  # metric -> verdict dict
@@ -160,7 +162,9 @@ class CaseRecord(TypedDict, total=False):
     runs: int
     flaky: bool  # some runs passed, some did not (stability == "flaky"); kept for older readers
     stability: Stability  # repeated cases only (stability.classify)
-    repeats: list[dict[str, Any]]  # per run: {"passed": bool, "metrics": {...}} (+ "trace": runner.run_trace, with full text)
+    repeats: list[
+        dict[str, Any]
+    ]  # per run: {"passed": bool, "metrics": {...}} (+ "trace": runner.run_trace, with full text)
     shown_run: int  # 1-based run whose answer, retrieval, verdicts and misses the record shows
     # the documented keys, derived when the record is written (artifacts.with_seed_keys)
     retrieval_metrics: dict[str, Any]

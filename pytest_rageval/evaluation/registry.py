@@ -78,7 +78,9 @@ Kind = Literal["deterministic", "judge", "measured"]
 #: ``higher``/``lower``: which way is better (threshold op ``>=``/``<=``); ``equal``: a flag (``==``)
 Direction = Literal["higher", "lower", "equal"]
 #: which cases a metric is defined for (elsewhere it is null, never 0), or a classifier asked for; see :func:`applies`
-Scope = Literal["all", "answerable", "unanswerable", "gold", "rule", "acknowledge_both", "answered", "abstention_unknown"]
+Scope = Literal[
+    "all", "answerable", "unanswerable", "gold", "rule", "acknowledge_both", "answered", "abstention_unknown"
+]
 #: ``avg``: the mean of the non-null values (``<name>_avg``); ``rate``: the same for a 0/1 metric
 #: (``<name>_rate``); ``abstention``: the mean of the entry's ``case_mean`` (abstention_accuracy, false_abstention_rate)
 AggregateKind = Literal["avg", "rate", "abstention"]
@@ -417,7 +419,13 @@ METRICS: list[Metric] = [
         headline=True,
     ),
     Metric(
-        name="recall_all_at_k", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="avg", score=recall_all_at_k
+        name="recall_all_at_k",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="gold",
+        aggregate_kind="avg",
+        score=recall_all_at_k,
     ),
     Metric(
         name="mrr",
@@ -431,9 +439,23 @@ METRICS: list[Metric] = [
         headline=True,
     ),
     Metric(
-        name="precision_at_k", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="avg", score=precision_at_k
+        name="precision_at_k",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="gold",
+        aggregate_kind="avg",
+        score=precision_at_k,
     ),
-    Metric(name="ndcg_at_k", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="avg", score=ndcg_at_k),
+    Metric(
+        name="ndcg_at_k",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="gold",
+        aggregate_kind="avg",
+        score=ndcg_at_k,
+    ),
     Metric(
         name="scope_miss",
         kind="deterministic",
@@ -445,7 +467,13 @@ METRICS: list[Metric] = [
         score=scope_miss,
     ),
     Metric(
-        name="attribution_hit", kind="deterministic", scale=_UNIT, direction="higher", applies_to="gold", aggregate_kind="rate", score=attribution_hit
+        name="attribution_hit",
+        kind="deterministic",
+        scale=_UNIT,
+        direction="higher",
+        applies_to="gold",
+        aggregate_kind="rate",
+        score=attribution_hit,
     ),
     Metric(
         name="conflict_rule",
@@ -586,7 +614,9 @@ def register(metric: Metric) -> Metric:
                 return existing
             raise ValueError(f"register: a metric named {metric.name!r} already exists")
         if metric.aggregate is not None and existing.aggregate == metric.aggregate:
-            raise ValueError(f"register: aggregate {metric.aggregate!r} of {metric.name!r} is taken by {existing.name!r}")
+            raise ValueError(
+                f"register: aggregate {metric.aggregate!r} of {metric.name!r} is taken by {existing.name!r}"
+            )
     position = max(i for i, m in enumerate(METRICS) if m.kind == "deterministic") + 1
     METRICS.insert(position, metric)
     return metric
@@ -640,7 +670,11 @@ def case_means() -> dict[str, CaseMean]:
     """
     out: dict[str, CaseMean] = {}
     for kind in ("avg", "rate"):
-        out.update((m.aggregate, CaseMean(_own_value(m.name))) for m in METRICS if m.aggregate_kind == kind and m.aggregate is not None)
+        out.update(
+            (m.aggregate, CaseMean(_own_value(m.name)))
+            for m in METRICS
+            if m.aggregate_kind == kind and m.aggregate is not None
+        )
     for m in METRICS:
         mean = m.case_mean
         if m.aggregate_kind != "abstention" or m.aggregate is None or mean is None:
@@ -665,14 +699,22 @@ def abstention_aggregates() -> tuple[str, ...]:
 
 def _complements() -> dict[str, str]:
     """Complement aggregate key -> the aggregate it is 1 - of."""
-    return {m.case_mean.complement: m.aggregate for m in METRICS if m.case_mean is not None and m.case_mean.complement and m.aggregate}
+    return {
+        m.case_mean.complement: m.aggregate
+        for m in METRICS
+        if m.case_mean is not None and m.case_mean.complement and m.aggregate
+    }
 
 
 def summary_aggregates() -> tuple[str, ...]:
     """The terminal summary's metric rows: deterministic means and rates, judge means, then abstention."""
 
     def means(judge: bool) -> list[str]:
-        return [m.aggregate for m in METRICS if m.aggregate_kind in ("avg", "rate") and m.aggregate is not None and (m.kind == "judge") == judge]
+        return [
+            m.aggregate
+            for m in METRICS
+            if m.aggregate_kind in ("avg", "rate") and m.aggregate is not None and (m.kind == "judge") == judge
+        ]
 
     return (*means(False), *means(True), *abstention_aggregates())
 

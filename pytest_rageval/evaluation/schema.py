@@ -39,7 +39,9 @@ RESERVED_PARAMS = {
 }
 _PARAMS_SCHEMA: dict[str, Any] = {"propertyNames": {"not": {"enum": sorted(RESERVED_PARAMS)}}}
 #: Marker names that mean something else: pytest's own, and the plugin's (``judge`` is the line's own field).
-RESERVED_MARKS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "rageval", "judge"})
+RESERVED_MARKS = frozenset(
+    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "rageval", "judge"}
+)
 
 
 def mark_problem(name: str) -> str | None:
@@ -106,7 +108,9 @@ class EvalCase(BaseModel):
         "without '::', '[' or ']', and not of the form line<N> (the name of a bad line's error item).",
     )
     question: str = Field(
-        min_length=1, validation_alias=AliasChoices("question", "query"), description="the question sent to the RAG (alias `query`)"
+        min_length=1,
+        validation_alias=AliasChoices("question", "query"),
+        description="the question sent to the RAG (alias `query`)",
     )
     answerable: bool = Field(default=True, description="false: the system must abstain")
     reference_answer: str | None = Field(
@@ -132,24 +136,34 @@ class EvalCase(BaseModel):
         "support is the newer source; in a case without gold_supports, the first gold doc id.",
     )
     tags: list[str] = Field(default_factory=list, description="free tags, usable with `-k`")
-    category: str = Field(default=CATEGORY_DEFAULT, description="factual, reasoning, multi_hop, recency/conflict, general, adversarial, ...")
+    category: str = Field(
+        default=CATEGORY_DEFAULT,
+        description="factual, reasoning, multi_hop, recency/conflict, general, adversarial, ...",
+    )
     difficulty: str | None = Field(default=None, description="easy / medium / hard")
     vaults: list[str] = Field(default_factory=list, description="scope of the question (carried into results)")
     folders: list[str] = Field(default_factory=list, description="scope of the question (carried into results)")
-    thresholds: dict[str, bool | float] = Field(default_factory=dict, description="per-case threshold overrides, `{metric: value}`")
+    thresholds: dict[str, bool | float] = Field(
+        default_factory=dict, description="per-case threshold overrides, `{metric: value}`"
+    )
     params: dict[str, Any] = Field(
         default_factory=dict,
         json_schema_extra=_PARAMS_SCHEMA,
         description="Extra request parameters of this case; not 'question' or 'k', which the plugin sends itself.",
     )
-    flaky: bool = Field(default=False, description="run `repeat` times (3 when `repeat` is not given), pass on majority, report as flaky")
+    flaky: bool = Field(
+        default=False,
+        description="run `repeat` times (3 when `repeat` is not given), pass on majority, report as flaky",
+    )
     judge: bool | None = Field(
         default=None,
         description="true/false overrides whether the case is judge-dependent (adds/removes the judge marker); "
         "false also leaves the judge out of this case.",
     )
     marks: list[str] = Field(default_factory=list, description="extra pytest markers on the case's items")
-    repeat: int | None = Field(default=None, ge=1, le=MAX_REPEAT, description="runs of this case, 1 to 100 (1; 3 when flaky)")
+    repeat: int | None = Field(
+        default=None, ge=1, le=MAX_REPEAT, description="runs of this case, 1 to 100 (1; 3 when flaky)"
+    )
     skip: str | None = Field(default=None, description="reason: pytest skip; nothing is sent for a skipped case")
     xfail: str | None = Field(default=None, description="reason: pytest xfail")
     metadata: dict[str, Any] = Field(default_factory=dict, description="free-form, carried into results")
@@ -195,9 +209,13 @@ class EvalCase(BaseModel):
                     raise ValueError("required_support_groups: a group must not be empty")
                 for index in group:
                     if not 0 <= index < n:
-                        raise ValueError(f"required_support_groups: index {index} is not an index into {basis} (which has {n} entries)")
+                        raise ValueError(
+                            f"required_support_groups: index {index} is not an index into {basis} (which has {n} entries)"
+                        )
         if self.recency_conflict_rule is not None and not n:
-            raise ValueError("recency_conflict_rule needs gold_supports or gold_doc_ids (the first one is the newer source)")
+            raise ValueError(
+                "recency_conflict_rule needs gold_supports or gold_doc_ids (the first one is the newer source)"
+            )
         return self
 
     @property

@@ -74,7 +74,12 @@ def merged_selection(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     if not sizes or len(chosen) != len(runs):
         return {"partial": False, "cases_in_eval_set": None, "cases_selected": None, "shard": None}
     in_eval_set, selected = max(sizes), sum(chosen)
-    return {"partial": selected < in_eval_set, "cases_in_eval_set": in_eval_set, "cases_selected": selected, "shard": None}
+    return {
+        "partial": selected < in_eval_set,
+        "cases_in_eval_set": in_eval_set,
+        "cases_selected": selected,
+        "shard": None,
+    }
 
 
 def run_scope_notes(metrics: Mapping[str, Any]) -> list[str]:

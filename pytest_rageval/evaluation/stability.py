@@ -90,7 +90,9 @@ def runs_for(case: EvalCase, repeat: int | None, *, dependent: bool) -> int:
     return repeat
 
 
-def with_repeat(case: EvalCase, repeat: int | None, thresholds: Iterable[str], judge_metrics: Iterable[str], *, judge_in_use: bool) -> EvalCase:
+def with_repeat(
+    case: EvalCase, repeat: int | None, thresholds: Iterable[str], judge_metrics: Iterable[str], *, judge_in_use: bool
+) -> EvalCase:
     """``case`` as it runs under ``--rageval-repeat`` (its ``runs`` from :func:`runs_for`); itself when unchanged."""
     runs = runs_for(case, repeat, dependent=judge_dependent(thresholds, judge_metrics, judge_in_use=judge_in_use))
     return case if runs == case.runs else case.model_copy(update={"repeat": runs})
@@ -174,7 +176,11 @@ class RepeatTally:
             "repeated_cases": len(keys),
             **counts,
             "flake_rate": counts["flaky"] / len(keys) if keys else None,
-            "flaky_cases": [{"key": k, "passed_runs": self._cases[k][1], "runs": self._cases[k][2]} for k in keys if self._cases[k][0] == "flaky"],
+            "flaky_cases": [
+                {"key": k, "passed_runs": self._cases[k][1], "runs": self._cases[k][2]}
+                for k in keys
+                if self._cases[k][0] == "flaky"
+            ],
             "spread_measure": SPREAD_MEASURE,
             "spread": {name: math.fsum(v) / len(v) for name, v in sorted(ranges.items())},
         }

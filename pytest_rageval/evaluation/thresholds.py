@@ -115,7 +115,9 @@ def number_text(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def parse_threshold_table(table: Mapping[str, Any], where: str) -> tuple[dict[str, Threshold], dict[str, dict[str, Threshold]]]:
+def parse_threshold_table(
+    table: Mapping[str, Any], where: str
+) -> tuple[dict[str, Threshold], dict[str, dict[str, Threshold]]]:
     """Split ``[tool.rageval.thresholds]`` into global values and per-category sub-tables."""
     global_: dict[str, Threshold] = {}
     by_category: dict[str, dict[str, Threshold]] = {}

@@ -135,7 +135,11 @@ def _tags(record: Mapping[str, Any]) -> list[str]:
 
 def xfail_counts(metrics: Mapping[str, Any]) -> str:
     """``", 4 xfailed, 1 xpassed"`` (the nonzero ones, in pytest's words), to follow a passed/failed count."""
-    return "".join(f", {metrics[name]} {name}" for name in ("xfailed", "xpassed") if isinstance(metrics.get(name), int) and metrics[name])
+    return "".join(
+        f", {metrics[name]} {name}"
+        for name in ("xfailed", "xpassed")
+        if isinstance(metrics.get(name), int) and metrics[name]
+    )
 
 
 class _Group:
@@ -222,7 +226,9 @@ class CaseTable(Mapping[str, dict[str, Any]]):
             self._share(tuple(_tags(record))),
             _answerable(record),
             record.get("test_case_id"),
-            definition if isinstance(definition, str) else None,  # the gate compares a case only while its definition holds
+            definition
+            if isinstance(definition, str)
+            else None,  # the gate compares a case only while its definition holds
             self._share(tuple(extras)) if extras else None,
         )
 
@@ -296,7 +302,9 @@ class Aggregator:
         self._coverage: dict[str, list[int]] = {}  # metric -> [scored, attempted]
         self._keep_cases = keep_cases
         self._cases = CaseTable()
-        self._by_config: dict[str, tuple[dict[str, Any], Aggregator]] = {}  # config id -> (params, its records' aggregator)
+        self._by_config: dict[
+            str, tuple[dict[str, Any], Aggregator]
+        ] = {}  # config id -> (params, its records' aggregator)
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Add one CaseRecord."""
@@ -359,7 +367,10 @@ class Aggregator:
         params = record.get("matrix")
         entry = self._by_config.get(str(config_id))
         if entry is None:
-            entry = self._by_config[str(config_id)] = (dict(params) if isinstance(params, Mapping) else {}, Aggregator(keep_cases=False))
+            entry = self._by_config[str(config_id)] = (
+                dict(params) if isinstance(params, Mapping) else {},
+                Aggregator(keep_cases=False),
+            )
         entry[1].add({k: v for k, v in record.items() if k != "config_id"})
 
     def _config_results(self) -> dict[str, Any]:
@@ -369,7 +380,10 @@ class Aggregator:
             result = agg.result()
             out[config_id] = {
                 "params": params,
-                **{name: result[name] for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")},
+                **{
+                    name: result[name]
+                    for name in ("total_tests", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+                },
                 "aggregate_metrics": result["aggregate_metrics"],
             }
         return {"by_config": out} if out else {}

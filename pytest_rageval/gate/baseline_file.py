@@ -52,7 +52,13 @@ def _gated_raw(metrics_json: Mapping[str, Any]) -> dict[str, Any]:
     raw = {key: agg[key] for key in sorted(gate_names()) if key in agg}
     operational = agg.get("operational_metrics")
     if isinstance(operational, Mapping):
-        raw.update({key: operational[key] for key in ("error_rate", "timeout_rate", "empty_response_rate") if key in operational})
+        raw.update(
+            {
+                key: operational[key]
+                for key in ("error_rate", "timeout_rate", "empty_response_rate")
+                if key in operational
+            }
+        )
     latency = agg.get("latency")
     if isinstance(latency, Mapping):
         raw.update({f"latency_{key}": latency[key] for key in ("p50_ms", "p95_ms") if key in latency})

@@ -34,7 +34,16 @@ from .gated_values import (
     lower_is_better,
 )
 from .invariants import check_invariants
-from .statistics import LATENCY_QUANTILES, is_scored, largest_drops, latency_delta, metric_getter, paired_delta, paired_values, per_case_getters
+from .statistics import (
+    LATENCY_QUANTILES,
+    is_scored,
+    largest_drops,
+    latency_delta,
+    metric_getter,
+    paired_delta,
+    paired_values,
+    per_case_getters,
+)
 
 __all__ = [
     "ALLOWED_NOTE",
@@ -158,7 +167,11 @@ class Comparison:
         )
         moves = [
             f"{len(keys)} {label}"
-            for keys, label in ((self.added_cases, "added"), (self.changed_cases, "changed"), (self.removed_cases, "removed"))
+            for keys, label in (
+                (self.added_cases, "added"),
+                (self.changed_cases, "changed"),
+                (self.removed_cases, "removed"),
+            )
             if keys
         ]
         return scope + (f" ({', '.join(moves)})" if moves else "")
@@ -378,7 +391,9 @@ def compare(
             regressed = True
             if significance and ci_low is not None and ci_high is not None:
                 regressed = ci_low > 0 if name in lower else ci_high < 0
-        drops = largest_drops(shared, getter, lower=name in lower) if regressed and paired and getter is not None else []
+        drops = (
+            largest_drops(shared, getter, lower=name in lower) if regressed and paired and getter is not None else []
+        )
         result.deltas.append(
             MetricDelta(
                 name=name,

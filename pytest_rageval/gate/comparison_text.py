@@ -20,8 +20,13 @@ def format_delta(d: MetricDelta) -> str:
         parts.append(f"95% CI {d.ci_low:.3f}..{d.ci_high:.3f}")
     if d.tolerance is not None:
         parts.append(f"tolerance {d.tolerance:.3f}")
-    if d.delta is not None and (number_text(d.whole_old), number_text(d.whole_new)) != (number_text(d.old), number_text(d.new)):
-        parts.append(f"on {d.n_shared} paired case{plural(d.n_shared)}; whole runs {number_text(d.whole_old)} → {number_text(d.whole_new)}")
+    if d.delta is not None and (number_text(d.whole_old), number_text(d.whole_new)) != (
+        number_text(d.old),
+        number_text(d.new),
+    ):
+        parts.append(
+            f"on {d.n_shared} paired case{plural(d.n_shared)}; whole runs {number_text(d.whole_old)} → {number_text(d.whole_new)}"
+        )
     line = f"{d.name}: {number_text(d.old)} → {number_text(d.new)} ({'; '.join(parts)})"
     return line + " REGRESSED" if d.regressed else line
 
@@ -31,7 +36,10 @@ def drop_lines(d: MetricDelta) -> list[str]:
     if not d.largest_drops:
         return []
     lines = [f"  cases that moved {d.name} most ({len(d.largest_drops)}, largest drop first):"]
-    lines += [f"    {drop['case']}: {number_text(drop.get('old'))} → {number_text(drop.get('new'))}" for drop in d.largest_drops]
+    lines += [
+        f"    {drop['case']}: {number_text(drop.get('old'))} → {number_text(drop.get('new'))}"
+        for drop in d.largest_drops
+    ]
     return lines
 
 

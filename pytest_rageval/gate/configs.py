@@ -31,7 +31,9 @@ def default_rank_metric(by_config: Mapping[str, Any], *, judged: bool = True) ->
     """correctness_avg when an LLM judge scored it in every config, else recall_at_k_avg (the offline lexical
     judge's heuristic scores do not rank systems)."""
     for name in _DEFAULTS if judged else _DEFAULTS[-1:]:
-        if by_config and all(as_number((entry.get("aggregate_metrics") or {}).get(name)) is not None for entry in by_config.values()):
+        if by_config and all(
+            as_number((entry.get("aggregate_metrics") or {}).get(name)) is not None for entry in by_config.values()
+        ):
             return name
     return _DEFAULTS[-1]
 
@@ -58,7 +60,11 @@ def rank_configs(metrics_json: Mapping[str, Any], metric: str | None = None) -> 
     rows: list[dict[str, Any]] = []
     for config_id, entry in by_config.items():
         value = as_number((entry.get("aggregate_metrics") or {}).get(metric))
-        values = [v for v in (getter(c) for c in _config_cases(metrics_json, config_id).values()) if v is not None] if getter is not None else []
+        values = (
+            [v for v in (getter(c) for c in _config_cases(metrics_json, config_id).values()) if v is not None]
+            if getter is not None
+            else []
+        )
         interval = bootstrap_interval(values) if values else None
         if interval is None and value is not None and len(values) == 1:
             interval = (value, value)
@@ -175,7 +181,11 @@ class ConfigGate:
 def _configs_of(metrics_json: Mapping[str, Any]) -> Mapping[str, Any]:
     """``by_config`` of a metrics.json: config id -> its entry (an entry left out, null, is no config)."""
     by_config = metrics_json.get("by_config")
-    return {cid: entry for cid, entry in by_config.items() if isinstance(entry, Mapping)} if isinstance(by_config, Mapping) else {}
+    return (
+        {cid: entry for cid, entry in by_config.items() if isinstance(entry, Mapping)}
+        if isinstance(by_config, Mapping)
+        else {}
+    )
 
 
 def gate_configs(
@@ -197,6 +207,8 @@ def gate_configs(
     for config_id in sorted(set(new) & set(old)):
         old_view, new_view = config_view(baseline, config_id), config_view(current, config_id)
         assert old_view is not None and new_view is not None
-        comparison = gate_runs(old_view, new_view, gate=gate, significance=significance, ignore_invariants=ignore_invariants)
+        comparison = gate_runs(
+            old_view, new_view, gate=gate, significance=significance, ignore_invariants=ignore_invariants
+        )
         result.compared[config_id] = (comparison, gate_verdict(comparison, allow_regressions=allow_regressions))
     return result

@@ -17,7 +17,13 @@ DEFAULT_MIN_JUDGE_COVERAGE = 0.95
 DEFAULT_MIN_SHARED_CASES = defaults.MIN_SHARED_CASES
 
 #: compared names that are no metric's aggregate, in delta order
-_OPERATIONAL: tuple[str, ...] = ("error_rate", "timeout_rate", "empty_response_rate", "latency_p50_ms", "latency_p95_ms")
+_OPERATIONAL: tuple[str, ...] = (
+    "error_rate",
+    "timeout_rate",
+    "empty_response_rate",
+    "latency_p50_ms",
+    "latency_p95_ms",
+)
 #: of those (and flake_rate), every one: a rise is the bad direction
 _OPERATIONAL_LOWER: frozenset[str] = frozenset({*_OPERATIONAL, "flake_rate"})
 
@@ -29,7 +35,10 @@ def default_tolerances() -> dict[str, float]:
 
 def lower_is_better() -> frozenset[str]:
     """Compared names where a rise is the bad direction (everything else: a drop is)."""
-    return frozenset(k for k in registry.metric_aggregates() if registry.aggregate_direction(k) == "lower") | _OPERATIONAL_LOWER
+    return (
+        frozenset(k for k in registry.metric_aggregates() if registry.aggregate_direction(k) == "lower")
+        | _OPERATIONAL_LOWER
+    )
 
 
 def compared_order() -> tuple[str, ...]:

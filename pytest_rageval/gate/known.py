@@ -53,7 +53,9 @@ class BaselineFailures:
         failed: dict[str, Mapping[str, Any]] = {}
         if isinstance(cases, Mapping):
             for key, entry in cases.items():
-                if isinstance(entry, Mapping) and (entry.get("outcome") in _FAILED or entry.get("known_failure") is True):
+                if isinstance(entry, Mapping) and (
+                    entry.get("outcome") in _FAILED or entry.get("known_failure") is True
+                ):
                     failed[str(key)] = entry
         run_id = baseline.get("run_id")
         return cls(run_id=str(run_id) if run_id is not None else "the baseline", failed=failed)
@@ -117,10 +119,14 @@ def known_verdict(baseline: BaselineFailures, record: Mapping[str, Any]) -> Know
     for miss in misses:
         metric, op = str(miss.get("metric")), str(miss.get("op"))
         if metric not in was_missed:
-            moved.append(f"{metric} now misses too ({_fmt(miss.get('value'))}, needs {op} {_fmt(miss.get('threshold'))})")
+            moved.append(
+                f"{metric} now misses too ({_fmt(miss.get('value'))}, needs {op} {_fmt(miss.get('threshold'))})"
+            )
         elif _worse(op, miss.get("value"), old_values.get(metric)):
             moved.append(f"{metric} {_fmt(old_values.get(metric))} → {_fmt(miss.get('value'))}")
     if moved:
         return KnownVerdict("worse", f"failed in {baseline.run_id} too, and got worse: " + "; ".join(moved))
-    described = "; ".join(Miss(str(m.get("metric")), m.get("value"), m.get("threshold", 0), str(m.get("op"))).describe() for m in misses)
+    described = "; ".join(
+        Miss(str(m.get("metric")), m.get("value"), m.get("threshold", 0), str(m.get("op"))).describe() for m in misses
+    )
     return KnownVerdict("known", f"known failure since {baseline.run_id}: {described}")

@@ -71,7 +71,9 @@ def edit_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> Edit | None:
     a, b = _cases(old), _cases(new)
     shared = _unchanged(old, new)
     both = set(a) & set(b)
-    return Edit(added=len(set(b) - set(a)), changed=len(both) - len(shared), removed=len(set(a) - set(b)), shared=len(shared))
+    return Edit(
+        added=len(set(b) - set(a)), changed=len(both) - len(shared), removed=len(set(a) - set(b)), shared=len(shared)
+    )
 
 
 def _continues(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

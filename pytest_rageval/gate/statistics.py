@@ -16,7 +16,9 @@ from .gated_values import SLACK, UNSCORED
 # --------------------------------------------------------------------------- bootstrap
 
 
-def bootstrap_interval(diffs: Sequence[float], *, samples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
+def bootstrap_interval(
+    diffs: Sequence[float], *, samples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float] | None:
     """Percentile interval of the mean of ``diffs`` under resampling with replacement.
 
     Deterministic for given inputs, in every process and environment: one random
@@ -95,7 +97,9 @@ def per_case_getters() -> dict[str, Getter]:
 LATENCY_QUANTILES: dict[str, float] = {"latency_p50_ms": 50.0, "latency_p95_ms": 95.0}
 
 
-def paired_values(shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter) -> list[tuple[float, float]]:
+def paired_values(
+    shared: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter
+) -> list[tuple[float, float]]:
     """(old, new) of every shared case where both values exist."""
     out: list[tuple[float, float]] = []
     for old_case, new_case in shared:
@@ -110,7 +114,11 @@ MAX_DROPS = 10
 
 
 def largest_drops(
-    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]], getter: Getter, *, lower: bool, limit: int = MAX_DROPS
+    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]],
+    getter: Getter,
+    *,
+    lower: bool,
+    limit: int = MAX_DROPS,
 ) -> list[dict[str, Any]]:
     """The shared cases whose value moved the bad way most (down; up for a lower-is-better metric), at most
     ``limit``, worst first (ties by key): whether or not their outcome flipped, these are the cases behind a drop."""

@@ -33,7 +33,15 @@ from pytest_rageval.evaluation.thresholds import ThresholdConfig, find_misses, r
 from .base import Judge, JudgeInput
 from .labelled_lines import labelled_lines
 
-__all__ = ["AgreementRow", "JudgedItem", "LabelledItem", "agreement_rows", "format_table", "judge_items", "load_labelled"]
+__all__ = [
+    "AgreementRow",
+    "JudgedItem",
+    "LabelledItem",
+    "agreement_rows",
+    "format_table",
+    "judge_items",
+    "load_labelled",
+]
 
 _FIELDS = ("id", "split", "kind", "label", "question", "contexts", "reference_answer", "key_facts", "answer")
 
@@ -108,7 +116,9 @@ async def _judge_one(judge: Judge, item: LabelledItem) -> JudgedItem:
             "expected_key_facts": list(item.key_facts),
         }
     )
-    inp = JudgeInput(item.question, item.answer, item.contexts, reference_answer=item.reference_answer, key_facts=item.key_facts)
+    inp = JudgeInput(
+        item.question, item.answer, item.contexts, reference_answer=item.reference_answer, key_facts=item.key_facts
+    )
     abstained = bool((await judge.judge("abstention", inp)).label)
     ctx = ScoreContext(k=max(len(item.contexts), 1), abstained=abstained)
     metrics: dict[str, Any] = dict(score_verdict_fed(["abstention"], case, RagResponse(answer=item.answer), ctx))
@@ -185,5 +195,7 @@ def format_table(rows: Sequence[AgreementRow]) -> str:
     header = f"{'kind':<16} {'items':>5} {'human fail':>10} {'judge fail':>10} {'agreement':>9} {'precision':>9} {'recall':>6}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        lines.append(f"{r.group:<16} {r.n:>5} {r.human_fail:>10} {r.judge_fail:>10} {pct(r.agreement):>9} {pct(r.precision):>9} {pct(r.recall):>6}")
+        lines.append(
+            f"{r.group:<16} {r.n:>5} {r.human_fail:>10} {r.judge_fail:>10} {pct(r.agreement):>9} {pct(r.precision):>9} {pct(r.recall):>6}"
+        )
     return "\n".join(lines)

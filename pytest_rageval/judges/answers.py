@@ -68,7 +68,11 @@ class _Answer(BaseModel):
 
 
 class _Reasoned(_Answer):
-    reasoning: str = Field("", description="one to three sentences explaining the verdict", json_schema_extra={"maxLength": REASONING_CHARS})
+    reasoning: str = Field(
+        "",
+        description="one to three sentences explaining the verdict",
+        json_schema_extra={"maxLength": REASONING_CHARS},
+    )
 
 
 class GroundednessAnswer(_Reasoned):
@@ -98,7 +102,9 @@ class PassingAnswer(_Reasoned):
 class AbstentionAnswer(_Answer):
     abstained: bool
     # asked for always, read as optional: an answer without a confidence still says whether it abstained
-    confidence: Annotated[float | None, WithJsonSchema({"type": "number", **_grid(1, 0.1)})] = Field(default=None, allow_inf_nan=False)
+    confidence: Annotated[float | None, WithJsonSchema({"type": "number", **_grid(1, 0.1)})] = Field(
+        default=None, allow_inf_nan=False
+    )
 
     _check_confidence = field_validator("confidence", mode="before")(_not_bool)
 
@@ -109,16 +115,29 @@ class ConflictAnswer(_Reasoned):
 
 #: The answer models by class name, as the registry's judge specs name them (``JudgeSpec.answer``).
 _BY_NAME: dict[str, type[_Answer]] = {
-    model.__name__: model for model in (GroundednessAnswer, FivePointAnswer, UnitScoreAnswer, PassingAnswer, AbstentionAnswer, ConflictAnswer)
+    model.__name__: model
+    for model in (GroundednessAnswer, FivePointAnswer, UnitScoreAnswer, PassingAnswer, AbstentionAnswer, ConflictAnswer)
 }
 
 #: Pydantic model that reads each verdict's parsed JSON answer, in the registry's verdict order.
-ANSWER_MODELS: dict[str, type[BaseModel]] = {verdict: _BY_NAME[spec.answer] for verdict, spec in registry.judge_specs().items()}
+ANSWER_MODELS: dict[str, type[BaseModel]] = {
+    verdict: _BY_NAME[spec.answer] for verdict, spec in registry.judge_specs().items()
+}
 
 #: Keys pydantic writes that a strict response format does not take (or that say nothing to the model).
 _DROPPED = frozenset({"title", "default"})
 #: Keys in the order the schema is written (json.dumps of it is stated in prompts: same model, same text).
-_ORDER = ("type", "properties", "required", "additionalProperties", "maxItems", "maxLength", "items", "enum", "description")
+_ORDER = (
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "maxItems",
+    "maxLength",
+    "items",
+    "enum",
+    "description",
+)
 
 
 def _strict(node: dict[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,9 @@ class Verdict(BaseModel):
 class JudgeError(RagevalError):
     """A judge call failed after retries and re-asks; that case becomes an error."""
 
-    def __init__(self, metric: str, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0, cost_usd: float = 0.0) -> None:
+    def __init__(
+        self, metric: str, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0, cost_usd: float = 0.0
+    ) -> None:
         super().__init__(f"{metric}: {message}")
         self.metric = metric
         self.message = message

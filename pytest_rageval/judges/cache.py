@@ -52,9 +52,7 @@ BUSY_TIMEOUT_S = 30.0
 LOCK_RETRY_S = 60.0
 
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, prompt_version TEXT, created_at TEXT)"
-)
+_SCHEMA = "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, prompt_version TEXT, created_at TEXT)"
 
 T = TypeVar("T")
 
@@ -161,7 +159,9 @@ class JudgeCache:
             raise JudgeCacheError(f"judge cache directory {self.directory} cannot be created: {exc}") from exc
         self._write_gitignore()
         try:
-            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise self._corrupt(exc) from exc
         try:
@@ -207,7 +207,9 @@ class JudgeCache:
                     attempt += 1
                     continue
                 if _is_lock_error(exc):
-                    raise JudgeCacheLockedError(f"judge cache {self.path} stayed locked for {LOCK_RETRY_S:.0f}s: {exc}") from exc
+                    raise JudgeCacheLockedError(
+                        f"judge cache {self.path} stayed locked for {LOCK_RETRY_S:.0f}s: {exc}"
+                    ) from exc
                 raise self._corrupt(exc) from exc
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -257,7 +259,14 @@ class JudgeCache:
         def text(value: Any) -> str | None:
             return None if value is None else str(value)
 
-        row = (key, payload, text(meta.get("model")), text(meta.get("metric", verdict.metric)), text(meta.get("prompt_version")), text(created))
+        row = (
+            key,
+            payload,
+            text(meta.get("model")),
+            text(meta.get("metric", verdict.metric)),
+            text(meta.get("prompt_version")),
+            text(created),
+        )
         self._run(
             lambda conn: conn.execute(
                 "INSERT OR REPLACE INTO verdicts (key, verdict, model, metric, prompt_version, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -307,7 +316,9 @@ class JudgeCache:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise JudgeCacheError(f"judge cache {path} cannot be deleted ({exc.strerror or exc}); remove it by hand") from None
+            raise JudgeCacheError(
+                f"judge cache {path} cannot be deleted ({exc.strerror or exc}); remove it by hand"
+            ) from None
 
     def close(self) -> None:
         """Close this process's connection (the next call reopens it)."""

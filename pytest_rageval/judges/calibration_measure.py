@@ -66,7 +66,9 @@ class LabelledAnswer:
     kind: str = ""  # what the answer is (paraphrase, wrong-entity...): for people, never scored
 
     def judge_input(self) -> JudgeInput:
-        return JudgeInput(self.question, self.answer, self.contexts, reference_answer=self.reference_answer, key_facts=self.key_facts)
+        return JudgeInput(
+            self.question, self.answer, self.contexts, reference_answer=self.reference_answer, key_facts=self.key_facts
+        )
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type, where: str, optional: bool = False) -> Any:
@@ -96,7 +98,9 @@ def load_set(path: Path) -> list[LabelledAnswer]:
         labels = _field(data, "labels", dict, where)
         for name, value in labels.items():
             if name not in judge_metrics:
-                raise CalibrationError(f"{where}: field 'labels': {name!r} is not a judge metric ({', '.join(sorted(judge_metrics))})")
+                raise CalibrationError(
+                    f"{where}: field 'labels': {name!r} is not a judge metric ({', '.join(sorted(judge_metrics))})"
+                )
             if not isinstance(value, bool):
                 raise CalibrationError(f"{where}: field 'labels.{name}' must be true or false")
         if not labels:
@@ -130,7 +134,9 @@ def passes(metric: str, verdict: Verdict) -> bool | None:
     if verdict.score is None:
         return verdict.label
     spec = registry.get(metric)
-    threshold = spec.default_threshold if spec is not None and isinstance(spec.default_threshold, (int, float)) else None
+    threshold = (
+        spec.default_threshold if spec is not None and isinstance(spec.default_threshold, (int, float)) else None
+    )
     if threshold is None:
         low, high = spec.scale if spec is not None else (0.0, 1.0)
         threshold = (low + high) / 2
@@ -253,11 +259,23 @@ def agreement_intervals(
     choices = random.Random(seed).choices
     for _ in range(samples if len(pairs) > 1 else 0):
         f = _counts(choices(pairs, k=len(pairs)))
-        for key, value in (("accuracy_ci", f.accuracy), ("balanced_accuracy_ci", f.balanced_accuracy), ("kappa_ci", f.kappa)):
+        for key, value in (
+            ("accuracy_ci", f.accuracy),
+            ("balanced_accuracy_ci", f.balanced_accuracy),
+            ("kappa_ci", f.kappa),
+        ):
             if value is not None:
                 draws[key].append(value)
-    points = {"accuracy_ci": observed.accuracy, "balanced_accuracy_ci": observed.balanced_accuracy, "kappa_ci": observed.kappa}
-    rates = [wilson(hits, total) for hits, total in ((observed.tp, observed.tp + observed.fn), (observed.tn, observed.tn + observed.fp)) if total]
+    points = {
+        "accuracy_ci": observed.accuracy,
+        "balanced_accuracy_ci": observed.balanced_accuracy,
+        "kappa_ci": observed.kappa,
+    }
+    rates = [
+        wilson(hits, total)
+        for hits, total in ((observed.tp, observed.tp + observed.fn), (observed.tn, observed.tn + observed.fp))
+        if total
+    ]
     floors = {
         "accuracy_ci": wilson(observed.tp + observed.tn, observed.n),
         "balanced_accuracy_ci": (sum(r[0] for r in rates) / len(rates), sum(r[1] for r in rates) / len(rates)),
@@ -285,7 +303,9 @@ async def _one(judge: Judge, item: LabelledAnswer, metric: str, gate: asyncio.Se
             return exc
 
 
-async def calibrate(judge: Judge, items: Sequence[LabelledAnswer], metrics: Iterable[str], *, concurrency: int = 8) -> dict[str, Figures]:
+async def calibrate(
+    judge: Judge, items: Sequence[LabelledAnswer], metrics: Iterable[str], *, concurrency: int = 8
+) -> dict[str, Figures]:
     """The figures of each metric the judge scores, over the items labelled for it (verdicts in item order)."""
     gate = asyncio.Semaphore(max(1, concurrency))
     out: dict[str, Figures] = {}
@@ -328,7 +348,10 @@ def disagreement_lines(figures: Mapping[str, Figures]) -> list[str]:
         if f.disagreements:
             shown = ", ".join(f.disagreements[:MAX_DISAGREEMENTS])
             more = len(f.disagreements) - MAX_DISAGREEMENTS
-            lines.append(f"{metric}: judge and labels disagree on {len(f.disagreements)}: {shown}" + (f" (+{more} more)" if more > 0 else ""))
+            lines.append(
+                f"{metric}: judge and labels disagree on {len(f.disagreements)}: {shown}"
+                + (f" (+{more} more)" if more > 0 else "")
+            )
         else:
             lines.append(f"{metric}: judge and labels agree on every item")
     return lines

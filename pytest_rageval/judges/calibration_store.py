@@ -16,7 +16,14 @@ from typing import Any
 from pytest_rageval.atomic import write_bytes_atomic
 from pytest_rageval.errors import RagevalError
 
-__all__ = ["CALIBRATION_DIR", "FILE", "CalibrationRefused", "judge_identity", "required_calibration", "write_calibration"]
+__all__ = [
+    "CALIBRATION_DIR",
+    "FILE",
+    "CalibrationRefused",
+    "judge_identity",
+    "required_calibration",
+    "write_calibration",
+]
 
 #: Below the output folder (``results``): one folder per calibration.
 CALIBRATION_DIR = "calibration"
@@ -30,7 +37,12 @@ class CalibrationRefused(RagevalError):
 def judge_identity(describe: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
     """What makes two judges the same judge: ``{kind, model, base_url, prompt_version}`` from a judge's
     ``describe()`` (base URL already without credentials) and ``engine.judge_factory.judge_info``."""
-    return {"kind": info.get("name"), "model": info.get("model"), "base_url": describe.get("base_url"), "prompt_version": info.get("prompt_version")}
+    return {
+        "kind": info.get("name"),
+        "model": info.get("model"),
+        "base_url": describe.get("base_url"),
+        "prompt_version": info.get("prompt_version"),
+    }
 
 
 def write_calibration(
@@ -42,7 +54,12 @@ def write_calibration(
     invariance: Mapping[str, Any] | None = None,
 ) -> Path:
     """``folder/calibration.json``, written whole or not at all (with an ``invariance`` section when measured)."""
-    data: dict[str, Any] = {"judge": dict(identity), "set": set_name, "set_hash": set_hash, "metrics": {m: dict(f) for m, f in figures.items()}}
+    data: dict[str, Any] = {
+        "judge": dict(identity),
+        "set": set_name,
+        "set_hash": set_hash,
+        "metrics": {m: dict(f) for m, f in figures.items()},
+    }
     if invariance is not None:
         data["invariance"] = dict(invariance)
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,17 +99,27 @@ def _low_end(data: Mapping[str, Any], metric: str) -> float | None:
     intervals were stored: it cannot satisfy a floor)."""
     figures = data["metrics"].get(metric)
     value = figures.get("balanced_accuracy_ci") if isinstance(figures, dict) else None
-    if not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
         return None
     if not 0.0 <= value[0] <= 1.0:  # NaN, Infinity, 7: no interval of a balanced accuracy
         return None
     return float(value[0])
 
 
-def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics: Sequence[str], minimum: float, rootdir: Path) -> dict[str, Any]:
+def required_calibration(
+    output_dir: Path, identity: Mapping[str, Any], metrics: Sequence[str], minimum: float, rootdir: Path
+) -> dict[str, Any]:
     """The newest stored calibration of this judge whose balanced accuracy reaches ``minimum`` on every one of
     ``metrics``, as metrics.json names it; CalibrationRefused saying what is missing otherwise."""
-    same = [(path, data) for path, data in _stored(output_dir) if all(data["judge"].get(key) == identity.get(key) for key in identity)]
+    same = [
+        (path, data)
+        for path, data in _stored(output_dir)
+        if all(data["judge"].get(key) == identity.get(key) for key in identity)
+    ]
     for path, data in same:
         scores = {metric: _balanced(data, metric) for metric in metrics}
         lows = {metric: _low_end(data, metric) for metric in metrics}
@@ -117,7 +144,9 @@ def required_calibration(output_dir: Path, identity: Mapping[str, Any], metrics:
         )
     path, data = same[0]
     low = ", ".join(
-        f"{m} {_show(data, m)}, 95% interval low end {_show_low(_low_end(data, m))}" for m in metrics if (_low_end(data, m) or 0.0) < minimum - 1e-9
+        f"{m} {_show(data, m)}, 95% interval low end {_show_low(_low_end(data, m))}"
+        for m in metrics
+        if (_low_end(data, m) or 0.0) < minimum - 1e-9
     )
     raise CalibrationRefused(
         f"rageval_min_judge_agreement = {minimum:g}: the {judge} agrees less with its labels than that, "

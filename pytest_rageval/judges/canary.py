@@ -54,7 +54,9 @@ class CanaryResult:
 
     def as_dict(self, identity: Mapping[str, Any], set_name: str, set_hash: str) -> dict[str, Any]:
         """metrics.json's ``judge_canary`` (``flips_since_baseline`` is the gate's: None until compared)."""
-        pairs = [(self.labels[i][m], got) for i, per in self.verdicts.items() for m, got in per.items() if got is not None]
+        pairs = [
+            (self.labels[i][m], got) for i, per in self.verdicts.items() for m, got in per.items() if got is not None
+        ]
         agree = sum(label == got for label, got in pairs)
         interval = wilson(agree, len(pairs))
         errors = sum(got is None for per in self.verdicts.values() for got in per.values())
@@ -72,7 +74,9 @@ class CanaryResult:
         }
 
 
-async def judge_canary(judge: Judge, items: Sequence[LabelledAnswer], metrics: Sequence[str], *, concurrency: int = 8) -> CanaryResult:
+async def judge_canary(
+    judge: Judge, items: Sequence[LabelledAnswer], metrics: Sequence[str], *, concurrency: int = 8
+) -> CanaryResult:
     """Judge each canary item on each of ``metrics`` it is labelled for (and the judge scores)."""
     gate = asyncio.Semaphore(max(1, concurrency))
     asked = [(item, metric) for item in items for metric in metrics if metric in item.labels and judge.supports(metric)]
@@ -101,7 +105,10 @@ def compare_canary(baseline: Mapping[str, Any] | None, current: dict[str, Any]) 
         return None, "judge canary: the baseline has none to compare with"
     old_judge, new_judge = baseline.get("judge") or {}, current.get("judge") or {}
     if old_judge != new_judge:
-        return None, f"judge canary: not compared, the baseline's judge was {_who(old_judge)}, this run's is {_who(new_judge)}"
+        return (
+            None,
+            f"judge canary: not compared, the baseline's judge was {_who(old_judge)}, this run's is {_who(new_judge)}",
+        )
     if baseline.get("set_hash") != current.get("set_hash"):
         return None, "judge canary: not compared, the baseline re-judged another calibration set"
     old, new = baseline["verdicts"], current["verdicts"]
@@ -121,9 +128,14 @@ def compare_canary(baseline: Mapping[str, Any] | None, current: dict[str, Any]) 
     low = (baseline.get("agreement_ci") or [None])[0]
     agreement = current.get("agreement")
     if isinstance(low, (int, float)) and isinstance(agreement, (int, float)) and agreement < low - 1e-9:
-        problems.append(f"agreement with the labels fell to {agreement:.3f}, below the baseline's interval ({low:.3f} or more)")
+        problems.append(
+            f"agreement with the labels fell to {agreement:.3f}, below the baseline's interval ({low:.3f} or more)"
+        )
     if not problems:
-        return None, f"judge canary: {current.get('n')} items re-judged, agreement {_show(agreement)}, no verdict changed since the baseline"
+        return (
+            None,
+            f"judge canary: {current.get('n')} items re-judged, agreement {_show(agreement)}, no verdict changed since the baseline",
+        )
     reason = f"judge canary: the {_who(new_judge)} judges differently: " + "; ".join(problems)
     return reason, None
 

@@ -142,7 +142,9 @@ def plan(
         elif price is None:
             lines.append(f"no price for {model}: cost not estimated (add it under [tool.rageval.judge.prices])")
         else:
-            lines.append(f"prices for {model}: ${float(price[0]):g} / ${float(price[1]):g} per 1M prompt / completion tokens")
+            lines.append(
+                f"prices for {model}: ${float(price[0]):g} / ${float(price[1]):g} per 1M prompt / completion tokens"
+            )
         lines.append(
             "assumes the RAG reports `abstained` and answerable cases do not abstain; a RAG without that field "
             f"adds up to {classifier_runs:,} abstention requests (one per case run)"

@@ -57,15 +57,21 @@ def checked(source: str, returned: object) -> tuple[PluginJudge, ...]:
     if returned is None:
         return ()
     if not isinstance(returned, Mapping):
-        raise JudgePluginError(f"{source}: expected a mapping of judge names to Judge classes or factories, got {_described(returned)}")
+        raise JudgePluginError(
+            f"{source}: expected a mapping of judge names to Judge classes or factories, got {_described(returned)}"
+        )
     found = []
     for name, factory in returned.items():
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise JudgePluginError(f"{source}: a judge name is letters, digits, '_', '.' and '-' (at most 64), got {_described(name)}")
+            raise JudgePluginError(
+                f"{source}: a judge name is letters, digits, '_', '.' and '-' (at most 64), got {_described(name)}"
+            )
         if name in defaults.JUDGE_CHOICES:
             raise JudgePluginError(f"{source}: the judge name {name!r} is the built-in judge of that name")
         if not callable(factory):
-            raise JudgePluginError(f"{source}: judge {name!r}: expected a Judge class or a callable returning a Judge, got {_described(factory)}")
+            raise JudgePluginError(
+                f"{source}: judge {name!r}: expected a Judge class or a callable returning a Judge, got {_described(factory)}"
+            )
         found.append(PluginJudge(name, source, factory))
     return tuple(found)
 
@@ -75,7 +81,9 @@ def use(judges: Iterable[PluginJudge]) -> None:
     kept: dict[str, PluginJudge] = {}
     for judge in judges:
         if judge.name in kept:
-            raise JudgePluginError(f"{judge.source}: the judge name {judge.name!r} is taken by {kept[judge.name].source}")
+            raise JudgePluginError(
+                f"{judge.source}: the judge name {judge.name!r} is taken by {kept[judge.name].source}"
+            )
         kept[judge.name] = judge
     _IN_USE.clear()
     _IN_USE.update(kept)
@@ -91,7 +99,9 @@ def make(name: str) -> Judge:
     factory raises, or when it makes anything but a Judge of that name)."""
     judge = _IN_USE.get(name)
     if judge is None:
-        raise JudgePluginError(f"no judge named {name!r}: the judges of the pytest_rageval_judges hook are {', '.join(names()) or 'none'}")
+        raise JudgePluginError(
+            f"no judge named {name!r}: the judges of the pytest_rageval_judges hook are {', '.join(names()) or 'none'}"
+        )
     label = f"{judge.source}: judge {name!r}"
     try:
         made = judge.factory()
@@ -100,5 +110,7 @@ def make(name: str) -> Judge:
     if not isinstance(made, Judge):
         raise JudgePluginError(f"{label}: expected a pytest_rageval.Judge, got {_described(made)}")
     if made.name != name:
-        raise JudgePluginError(f"{label}: the judge it made is named {made.name!r}; give the name it is registered under")
+        raise JudgePluginError(
+            f"{label}: the judge it made is named {made.name!r}; give the name it is registered under"
+        )
     return made

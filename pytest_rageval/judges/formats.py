@@ -128,7 +128,9 @@ def request_fields(fmt: Format, metric: str, schema: Mapping[str, Any]) -> dict[
     """The keyword arguments of ``chat.completions.create`` that carry the response format."""
     if fmt.mode == "json_schema":
         sent = schema if fmt.bounded else unbounded(schema)
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": metric, "schema": sent, "strict": True}}}
+        return {
+            "response_format": {"type": "json_schema", "json_schema": {"name": metric, "schema": sent, "strict": True}}
+        }
     if fmt.mode == "json_object" and fmt.schema_forms:
         return {
             "response_format": {"type": "json_object", "schema": schema},

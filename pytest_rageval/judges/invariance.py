@@ -163,7 +163,9 @@ def _name(item: LabelledAnswer, items: Sequence[LabelledAnswer]) -> LabelledAnsw
     if not decisive:
         return None
     own = " ".join([item.question, item.answer, expected, *item.contexts])
-    pool = sorted({m.group(0) for other in items for m in _names(other.answer) if other.id != item.id and m.group(0) not in own})
+    pool = sorted(
+        {m.group(0) for other in items for m in _names(other.answer) if other.id != item.id and m.group(0) not in own}
+    )
     if not pool:
         return None
     chosen = _pick("name-swapped", item.id, decisive)
@@ -226,7 +228,13 @@ CHANGES: tuple[Change, ...] = (
     Change("whitespace", PRESERVING, _whitespace, description="spaces doubled, a newline around the answer"),
     Change("trailing-punctuation", PRESERVING, _punctuation, description="the final full stop dropped or added"),
     Change("emphasis", PRESERVING, _emphasis, description="words in **bold** and _italics_"),
-    Change("other-contexts", PRESERVING, _other_contexts, frozenset({"correctness"}), description="another item's retrieved text (correctness only)"),
+    Change(
+        "other-contexts",
+        PRESERVING,
+        _other_contexts,
+        frozenset({"correctness"}),
+        description="another item's retrieved text (correctness only)",
+    ),
     Change("number-changed", CHANGING, _number, description="a number of the answer changed"),
     Change("name-swapped", CHANGING, _name, description="a name swapped for another name"),
     Change("yes-no-flipped", CHANGING, _yes_no, description="yes for no or no for yes"),
@@ -260,8 +268,20 @@ class InvarianceFigures:
 
     def as_dict(self) -> dict[str, Any]:
         if self.kind == PRESERVING:
-            return {"n": self.n, "flips": self.moved, "flip_rate": _round(self.rate), "errors": self.errors, "flipped": list(self.ids)}
-        return {"n": self.n, "detected": self.moved, "detection_rate": _round(self.rate), "errors": self.errors, "missed": list(self.ids)}
+            return {
+                "n": self.n,
+                "flips": self.moved,
+                "flip_rate": _round(self.rate),
+                "errors": self.errors,
+                "flipped": list(self.ids),
+            }
+        return {
+            "n": self.n,
+            "detected": self.moved,
+            "detection_rate": _round(self.rate),
+            "errors": self.errors,
+            "missed": list(self.ids),
+        }
 
 
 def _round(value: float | None) -> float | None:
@@ -278,7 +298,12 @@ async def _verdict(judge: Judge, metric: str, item: LabelledAnswer, gate: asynci
 
 
 async def invariance(
-    judge: Judge, items: Sequence[LabelledAnswer], metrics: Iterable[str], *, changes: Sequence[Change] = CHANGES, concurrency: int = 8
+    judge: Judge,
+    items: Sequence[LabelledAnswer],
+    metrics: Iterable[str],
+    *,
+    changes: Sequence[Change] = CHANGES,
+    concurrency: int = 8,
 ) -> dict[str, dict[str, InvarianceFigures]]:
     """Per change and per metric the judge scores, the figures over the items labelled for the metric."""
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -333,10 +358,14 @@ def format_invariance(figures: Mapping[str, Mapping[str, InvarianceFigures]], *,
         for metric, f in per_metric.items():
             rate = "-" if f.rate is None else f"{f.rate:.3f}"
             if f.kind == PRESERVING:
-                lines.append(f"{name:<22} {f.kind:<9} {metric:<14} {f.n:>4} {f.moved:>6} {rate:>9} {'':>8} {'':>9} {f.errors:>6}")
+                lines.append(
+                    f"{name:<22} {f.kind:<9} {metric:<14} {f.n:>4} {f.moved:>6} {rate:>9} {'':>8} {'':>9} {f.errors:>6}"
+                )
                 if f.ids:
                     more = f" and {len(f.ids) - shown} more" if len(f.ids) > shown else ""
                     flipped.append(f"{name} flips {metric} of: {', '.join(f.ids[:shown])}{more}")
             else:
-                lines.append(f"{name:<22} {f.kind:<9} {metric:<14} {f.n:>4} {'':>6} {'':>9} {f.moved:>8} {rate:>9} {f.errors:>6}")
+                lines.append(
+                    f"{name:<22} {f.kind:<9} {metric:<14} {f.n:>4} {'':>6} {'':>9} {f.moved:>8} {rate:>9} {f.errors:>6}"
+                )
     return lines + flipped

@@ -127,7 +127,9 @@ async def _compare(judge: Judge, case: CalibrationCase, metric: str) -> tuple[bo
         return False, line + ": the judge gave no score"
     if good.score - bad.score >= MIN_GAP - 1e-9:
         return True, line + ": ok"
-    return False, line + (f": cannot tell them apart (the faithful answer must score at least {MIN_GAP:g} point higher)")
+    return False, line + (
+        f": cannot tell them apart (the faithful answer must score at least {MIN_GAP:g} point higher)"
+    )
 
 
 async def check_judge(judge: Judge, cases: tuple[CalibrationCase, ...] = CALIBRATION_CASES) -> CheckResult:

@@ -29,7 +29,9 @@ class Budget:
 
     def check(self, metric: str) -> None:
         if self.limit_usd is not None and self.spent_usd >= self.limit_usd:
-            raise JudgeError(metric, f"judge budget of ${self.limit_usd:g} is spent (--rageval-max-judge-cost); not judged")
+            raise JudgeError(
+                metric, f"judge budget of ${self.limit_usd:g} is spent (--rageval-max-judge-cost); not judged"
+            )
 
     def add(self, spent: Verdict | JudgeError) -> None:
         """Count what a call spent, whether it gave a verdict or failed after paid re-asks."""
@@ -72,7 +74,12 @@ class CaseVerdicts:
                 tokens += call.prompt_tokens + call.completion_tokens
                 usd += call.cost_usd
             hits, misses = hits + hit, misses + (not hit)
-        return {"judge_tokens": tokens, "judge_cost_usd": usd, "hits": hits if cached else 0, "misses": misses if cached else 0}
+        return {
+            "judge_tokens": tokens,
+            "judge_cost_usd": usd,
+            "hits": hits if cached else 0,
+            "misses": misses if cached else 0,
+        }
 
     def scores(self) -> dict[str, float | None]:
         """The judge metrics' scores, as a record's ``metrics`` holds them (classifications feed other metrics)."""
@@ -104,7 +111,9 @@ def applicable(metric: str, case: EvalCase, abstained: bool | None) -> bool:
     return entry is not None and entry.kind == "judge" and registry.applies(entry.applies_to, case, abstained)
 
 
-def requests(metrics: Iterable[str], case: EvalCase, abstained: bool | None, supports: Callable[[str], bool]) -> list[str]:
+def requests(
+    metrics: Iterable[str], case: EvalCase, abstained: bool | None, supports: Callable[[str], bool]
+) -> list[str]:
     """The verdicts asked for on ``case`` whose abstention is ``abstained``: the configured judge metrics that
     apply, then the classifiers asked for on it, each where ``supports`` says the judge scores it. With
     ``abstained`` known the abstention classifier is not among them (:func:`judge_case` asks it first)."""

@@ -354,12 +354,16 @@ def _denies(clause: str, words: Analysis, sentences: Sequence[str]) -> bool:
     capitalised = analyse(opening[0]).plain if opening and opening[0][:1].isupper() else frozenset()
     anchors = (frozenset(t for t in words.plain if exact_class(t)) | names(clause) | capitalised) - words.negated
     return bool(anchors) and all(
-        any(not part.negation and anchors <= part.distinct for part in map(analyse, _STATEMENT_SPLIT.split(text))) for text in sentences
+        any(not part.negation and anchors <= part.distinct for part in map(analyse, _STATEMENT_SPLIT.split(text)))
+        for text in sentences
     )
 
 
 def _unmatched_clause(
-    claim: str, question: frozenset[str], chunks: Sequence[frozenset[str]], pairs: Sequence[frozenset[tuple[str, str]]] = ()
+    claim: str,
+    question: frozenset[str],
+    chunks: Sequence[frozenset[str]],
+    pairs: Sequence[frozenset[tuple[str, str]]] = (),
 ) -> str | None:
     """A clause whose numbers and names never occur together in one retrieved chunk, while a chunk holding its
     names counts the same thing with another number.
@@ -425,7 +429,9 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
     missing = frozenset(t for t in anchors - vocabulary if not demonym_roots(t) & vocabulary)
     if missing:
         status = "contradicted" if _substitution(claim, frozenset(missing), evidence.sentences) else "unsupported"
-        return ClaimCheck(claim, status, share, "not in the retrieved text: " + ", ".join(sorted(display(t) for t in missing)))
+        return ClaimCheck(
+            claim, status, share, "not in the retrieved text: " + ", ".join(sorted(display(t) for t in missing))
+        )
     conflict = _negation_conflict(claim, evidence.sentences)
     if conflict is not None:
         return ClaimCheck(claim, "contradicted", share, conflict)
@@ -434,7 +440,12 @@ def check_claim(claim: str, evidence: _Evidence) -> ClaimCheck:
         return ClaimCheck(claim, "contradicted", share, swap)
     clause = _unmatched_clause(claim, evidence.question, evidence.chunks, evidence.pairs)
     if clause is not None:
-        return ClaimCheck(claim, "contradicted", share, f"the numbers and names of {clause!r} never occur together in one retrieved chunk")
+        return ClaimCheck(
+            claim,
+            "contradicted",
+            share,
+            f"the numbers and names of {clause!r} never occur together in one retrieved chunk",
+        )
     return ClaimCheck(claim, "supported", share)
 
 
@@ -569,10 +580,14 @@ def decisive_conflict(inp: JudgeInput, answer: str) -> str | None:
 
 def reference_clauses(reference: str | None) -> list[str]:
     """The reference answer's clauses, each one fact: "Expenses in Ledgerly, time off in Rota." gives two."""
-    return [clause for claim in split_claims(reference or "") for clause in clauses(claim) if analyse_fact(clause).plain]
+    return [
+        clause for claim in split_claims(reference or "") for clause in clauses(claim) if analyse_fact(clause).plain
+    ]
 
 
-def _fact_checks(facts: Sequence[str], answer: Analysis, answer_text: str = "", common: frozenset[str] = frozenset()) -> list[FactCheck]:
+def _fact_checks(
+    facts: Sequence[str], answer: Analysis, answer_text: str = "", common: frozenset[str] = frozenset()
+) -> list[FactCheck]:
     """Each key fact checked against the answer; a fact that is just "yes" or "no" against the word the answer
     opens with."""
     checks = []
@@ -695,7 +710,14 @@ class LexicalJudge(Judge):
                 reasoning += f"; a contradiction caps the score at {CONTRADICTION_CAP:g}"
             if not inp.contexts:
                 reasoning += "; no retrieved context"
-        return _verdict("groundedness", reasoning, data, score=g.score, supported_claims=g.supported, unsupported_claims=g.unsupported)
+        return _verdict(
+            "groundedness",
+            reasoning,
+            data,
+            score=g.score,
+            supported_claims=g.supported,
+            unsupported_claims=g.unsupported,
+        )
 
     def _correctness(self, inp: JudgeInput) -> Verdict:
         expected = [text for text in (inp.reference_answer, *inp.key_facts) if text]
@@ -709,7 +731,11 @@ class LexicalJudge(Judge):
             covered = sum(c.status == "covered" for c in checks)
             contradicted = any(c.status == "contradicted" for c in checks)
             score = round(5.0 * covered / len(checks), 1)
-            data["key_facts"] = {"covered": covered, "total": len(checks), "contradicted": sum(c.status == "contradicted" for c in checks)}
+            data["key_facts"] = {
+                "covered": covered,
+                "total": len(checks),
+                "contradicted": sum(c.status == "contradicted" for c in checks),
+            }
             reasoning = _describe_facts(checks)
         elif inp.reference_answer and analyse_fact(inp.reference_answer).plain:
             # the reference's ids are judged by the id rule (decisive_conflict): "POL-21" is no number to match
@@ -717,7 +743,9 @@ class LexicalJudge(Judge):
             graded = graded if analyse_fact(graded).plain else inp.reference_answer
             check = check_fact(graded, answer)
             contradicted = check.status == "contradicted"
-            short = len(analyse_fact(graded).plain) <= SHORT_REFERENCE and not anchored(graded, answer_text, [inp.question])
+            short = len(analyse_fact(graded).plain) <= SHORT_REFERENCE and not anchored(
+                graded, answer_text, [inp.question]
+            )
             score = round(5.0 * (check.share if short else min(1.0, check.share / FACT_COVERAGE)), 1)
             data["reference_coverage"] = round(check.share, 3)
             reasoning = f"no key facts: the answer holds {check.share:.0%} of the reference answer's content words " + (
@@ -734,8 +762,14 @@ class LexicalJudge(Judge):
             score = round(5.0 * share, 1)
             data["fallback_overlap"] = round(share, 3)
             reasoning = (
-                "no key facts, and no content word in the reference answer: " if inp.reference_answer else "no reference answer or key facts: "
-            ) + ("the answer is a refusal" if refusal else f"{share:.0%} of the answer's content words appear in the question and retrieved text")
+                "no key facts, and no content word in the reference answer: "
+                if inp.reference_answer
+                else "no reference answer or key facts: "
+            ) + (
+                "the answer is a refusal"
+                if refusal
+                else f"{share:.0%} of the answer's content words appear in the question and retrieved text"
+            )
         decisive = decisive_conflict(inp, answer_text) if expected and not contradicted else None
         if decisive is not None:
             contradicted = True
@@ -759,15 +793,25 @@ class LexicalJudge(Judge):
             covered = sum(c.status == "covered" for c in checks)
             score = round(covered / len(checks), 3)
             return _verdict(
-                "completeness", _describe_facts(checks), {"key_facts": {"covered": covered, "total": len(checks)}, "score": score}, score=score
+                "completeness",
+                _describe_facts(checks),
+                {"key_facts": {"covered": covered, "total": len(checks)}, "score": score},
+                score=score,
             )
         if is_refusal(inp.answer):
-            return _verdict("completeness", "no key facts; the answer is a refusal", {"refusal": True, "score": 0.0}, score=0.0)
+            return _verdict(
+                "completeness", "no key facts; the answer is a refusal", {"refusal": True, "score": 0.0}, score=0.0
+            )
         question, answer = content_tokens(inp.question), content_tokens(inp.answer)
         covered = len(question & answer)
         score = round(covered / len(question), 3) if question else 1.0
         reasoning = f"no key facts: the answer covers {covered} of {len(question)} content words of the question"
-        return _verdict("completeness", reasoning, {"question_words": len(question), "covered": covered, "score": score}, score=score)
+        return _verdict(
+            "completeness",
+            reasoning,
+            {"question_words": len(question), "covered": covered, "score": score},
+            score=score,
+        )
 
     # ---- 0/1 metrics
 
@@ -780,9 +824,21 @@ class LexicalJudge(Judge):
             if total
             else "empty answer"
         )
-        data = {"groundedness": g.score, "claims": total, "supported": len(g.supported), "threshold": FAITHFUL_MIN, "score": float(passing)}
+        data = {
+            "groundedness": g.score,
+            "claims": total,
+            "supported": len(g.supported),
+            "threshold": FAITHFUL_MIN,
+            "score": float(passing),
+        }
         return _verdict(
-            "faithfulness", reasoning, data, score=float(passing), label=passing, supported_claims=g.supported, unsupported_claims=g.unsupported
+            "faithfulness",
+            reasoning,
+            data,
+            score=float(passing),
+            label=passing,
+            supported_claims=g.supported,
+            unsupported_claims=g.unsupported,
         )
 
     def _relevancy(self, inp: JudgeInput) -> Verdict:
@@ -813,7 +869,9 @@ class LexicalJudge(Judge):
             reasoning = "no refusal phrase found"
         else:
             reasoning = f"refusal phrase {phrase!r}" if phrase else "empty answer"
-        return _verdict("abstention", reasoning, {"refusal": phrase is not None, "phrase": phrase}, label=phrase is not None)
+        return _verdict(
+            "abstention", reasoning, {"refusal": phrase is not None, "phrase": phrase}, label=phrase is not None
+        )
 
     def _conflict_ack(self, inp: JudgeInput) -> Verdict:
         text = " ".join(_normalise(inp.answer).split())

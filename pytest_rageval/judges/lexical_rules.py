@@ -56,7 +56,9 @@ __all__ = [
     "swapped_subject",
 ]
 
-_AUXILIARIES = frozenset("is are was were do does did can could has have had will would should shall may might must".split())
+_AUXILIARIES = frozenset(
+    "is are was were do does did can could has have had will would should shall may might must".split()
+)
 _YES = frozenset("yes yeah yep correct true indeed".split())
 _LEAD = re.compile(r"[a-z]+")
 _OPTION_SPLIT = re.compile(r"\s+or\s+", re.I)
@@ -222,7 +224,9 @@ def _salient(text: str, lowercase: frozenset[str] = frozenset(), opening: bool =
     first = _WORD.search(text)
     opener: frozenset[str] = frozenset()
     if opening and first and first.group(0)[0].isupper() and not _VERB_OR_ADVERB.search(first.group(0)):
-        opener = analyse(first.group(0)).plain - lowercase  # its own words, no places it names; "No" or "None" is no name
+        opener = (
+            analyse(first.group(0)).plain - lowercase
+        )  # its own words, no places it names; "No" or "None" is no name
     return frozenset(exact) | names(text) | opener
 
 
@@ -322,9 +326,16 @@ def substituted(question: str, reference: str, answer: str) -> str | None:
 
     for left, right in itertools.pairwise(wanted_tokens):
         for missing, neighbour, side in ((left, right, 0), (right, left, 1)):
-            if missing not in salient or exact_class(missing) or missing in given.distinct or neighbour not in given.distinct:
+            if (
+                missing not in salient
+                or exact_class(missing)
+                or missing in given.distinct
+                or neighbour not in given.distinct
+            ):
                 continue
-            found = sorted(p[side] for p in pairs if p[1 - side] == neighbour and p[side] in rivals and not exact_class(p[side]))
+            found = sorted(
+                p[side] for p in pairs if p[1 - side] == neighbour and p[side] in rivals and not exact_class(p[side])
+            )
             if found:
                 ours, theirs = _surface(frozenset(found[:1]), [answer]), _surface(frozenset({missing}), [reference])
                 return f"the answer has {ours} where the reference has {theirs}"
@@ -342,7 +353,11 @@ def rival_names(question: str, expected: Sequence[str], answer: str, *, names_on
     missing = wanted - analyse(answer).distinct
     # an answer's opening name counts too: "Suffolk County is ..." where the reference says "Nassau County"
     lowercase |= _lowercase_tokens([answer])
-    rivals = frozenset(t for t in _salient(answer, lowercase, opening=True) - reference - asked if not demonym_roots(t) & (reference | asked))
+    rivals = frozenset(
+        t
+        for t in _salient(answer, lowercase, opening=True) - reference - asked
+        if not demonym_roots(t) & (reference | asked)
+    )
     if names_only:  # "Kilby" is no rival of a reference's "23 December"
         rivals = frozenset(t for t in rivals if not exact_class(t))
         missing = frozenset(t for t in missing if not exact_class(t))
@@ -364,7 +379,15 @@ def mangled_name(question: str, expected: Sequence[str], answer: str) -> str | N
         if len(run) < 2 or not set(run) <= reference:
             continue
         if not any(_contains(tokens, run) for tokens in written):
-            named = next((m.group(0) for text in expected for m in _NAME_RUN.finditer(text) if set(run) <= set(analyse(m.group(0)).tokens)), None)
+            named = next(
+                (
+                    m.group(0)
+                    for text in expected
+                    for m in _NAME_RUN.finditer(text)
+                    if set(run) <= set(analyse(m.group(0)).tokens)
+                ),
+                None,
+            )
             return f"the answer names {match.group(0)!r} where the reference names {named or ' '.join(expected)!r}"
     return None
 

@@ -49,7 +49,20 @@ __all__ = [
 
 # --------------------------------------------------------------------------- canonical form
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _MONTH_ABBREVIATIONS = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
 _ABBREVIATED = "|".join(sorted(_MONTH_ABBREVIATIONS, key=len, reverse=True))
 _MONTH_BEFORE_NUMBER = re.compile(rf"\b({_ABBREVIATED})\.?(?=\s+\d)")
@@ -58,7 +71,9 @@ _ISO_DATE = re.compile(r"(?<![\w.-])((?:19|20)\d\d)-(0[1-9]|1[0-2])(?:-(0[1-9]|[
 _DIGIT_GROUPS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _MAGNITUDE_WORDS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _MAGNITUDE_SUFFIXES = {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
-_MAGNITUDE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(hundred|thousand|million|billion|trillion)\b|(k|mn|m|bn|b)(?![\w]))", re.I)
+_MAGNITUDE = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(hundred|thousand|million|billion|trillion)\b|(k|mn|m|bn|b)(?![\w]))", re.I
+)
 _ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.I)
 _PERCENT = re.compile(r"(?<=\d)\s*(?:percent|per cent)\b", re.I)
 _MODAL_MAY = re.compile(r"\bmay\b")  # lowercase: the verb; "May" (capitalised) is the month
@@ -87,7 +102,9 @@ _SMALL_WORD = (
 )
 _SCALE_WORD = r"(?:hundred|thousand|million|billion)"
 #: A number written in words past its first scale word: "nine hundred and seventy-nine", "two thousand five hundred".
-_SPELLED_COMPOUND = re.compile(rf"\b{_SMALL_WORD}\s+{_SCALE_WORD}(?:(?:\s+and)?\s+{_SMALL_WORD}(?:\s+{_SCALE_WORD})?)+\b", re.I)
+_SPELLED_COMPOUND = re.compile(
+    rf"\b{_SMALL_WORD}\s+{_SCALE_WORD}(?:(?:\s+and)?\s+{_SMALL_WORD}(?:\s+{_SCALE_WORD})?)+\b", re.I
+)
 
 
 def _spelled_compound(match: re.Match[str]) -> str:
@@ -146,7 +163,8 @@ _APOSTROPHES = ("\u2019", "\u2018", "\u02bc", "`")
 _CONTRACTION = re.compile(r"n't\b|'(?:m|re|ve|ll|d|s)\b")
 _EXPANSIONS = {"n't": " not", "'m": " am", "'re": " are", "'ve": " have", "'ll": " will", "'d": " would", "'s": ""}
 _BARE_NEGATIONS = {"cannot": "can not", "cant": "can not"} | {
-    word: word[:-2] + " not" for word in "dont doesnt didnt isnt arent wasnt werent couldnt wouldnt shouldnt hasnt havent hadnt".split()
+    word: word[:-2] + " not"
+    for word in "dont doesnt didnt isnt arent wasnt werent couldnt wouldnt shouldnt hasnt havent hadnt".split()
 }
 _BARE_NEGATION = re.compile(r"\b(?:" + "|".join(_BARE_NEGATIONS) + r")\b")
 
@@ -189,7 +207,9 @@ NEGATIONS = frozenset("not no never none nor neither without nobody nothing".spl
 #: How many content words after a negation it covers ("was not executed", "no Tally vote").
 NEGATION_SCOPE = 2
 #: Verbs that a negation following them turns into a denial of the whole clause ("did not", "was never").
-AUXILIARIES = frozenset("is was are were be been do does did has have had can could will would shall should may might must".split())
+AUXILIARIES = frozenset(
+    "is was are were be been do does did has have had can could will would shall should may might must".split()
+)
 #: What after a negation word states something positive: "not only", "no later than", "not ... until".
 _NOT_NEGATING_NEXT = frozenset("only just merely simply least".split())
 _COMPARATIVES = frozenset("later earlier sooner more less fewer longer".split())
@@ -424,7 +444,9 @@ _MD_EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w
 _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=[.,;:!?])")
 
 
-def compile_citation_patterns(lines: Iterable[str], where: str = "rageval_citation_patterns") -> tuple[Pattern[str], ...]:
+def compile_citation_patterns(
+    lines: Iterable[str], where: str = "rageval_citation_patterns"
+) -> tuple[Pattern[str], ...]:
     """Compile extra citation patterns (one regex a line; blank lines skipped).
 
     Raises ValueError naming ``where``, the line number and the regex error.
@@ -510,7 +532,11 @@ def split_claims(answer: str, citation_patterns: Sequence[Pattern[str]] = ()) ->
     ]
     parts = [part for part in parts if part and analyse(part).plain]  # "No." alone is a polarity, not a claim
     last = len(parts) - 1
-    return [part.rstrip(":").rstrip() if at == last else part for at, part in enumerate(parts) if at == last or not part.endswith(":")]
+    return [
+        part.rstrip(":").rstrip() if at == last else part
+        for at, part in enumerate(parts)
+        if at == last or not part.endswith(":")
+    ]
 
 
 @lru_cache(maxsize=1024)

@@ -341,7 +341,11 @@ class OpenAIJudge(Judge):
                 verdict.cost_usd = self.cost(prompt_tokens, completion_tokens)
                 return verdict
             log.debug("rageval judge: %s answer unusable (%s); ask %d of %d", metric, problem, ask, asks)
-            turns = [*turns, {"role": "assistant", "content": raw}, {"role": "user", "content": prompts.reask_message(metric, problem)}]
+            turns = [
+                *turns,
+                {"role": "assistant", "content": raw},
+                {"role": "user", "content": prompts.reask_message(metric, problem)},
+            ]
         raise JudgeError(
             metric,
             f"unusable judge answer after {asks} attempts: {problem}; last raw answer: {_shorten(raw)!r}",
@@ -376,7 +380,10 @@ class OpenAIJudge(Judge):
     @staticmethod
     def _check(metric: str, attempt: _Attempt) -> tuple[str, Verdict | None]:
         if attempt.truncated:
-            return "the answer was cut off at max_tokens (finish_reason=length); keep every field within its limit", None
+            return (
+                "the answer was cut off at max_tokens (finish_reason=length); keep every field within its limit",
+                None,
+            )
         if not attempt.content.strip() and attempt.refusal:
             return f"the model refused: {_shorten(attempt.refusal, 200)}", None
         try:
@@ -395,7 +402,9 @@ class OpenAIJudge(Judge):
                 api_key=self.__key,
                 timeout=self.timeout,
                 max_retries=0,
-                http_client=openai.DefaultAsyncHttpxClient(event_hooks=bounded_http.event_hooks(self.max_response_bytes)),
+                http_client=openai.DefaultAsyncHttpxClient(
+                    event_hooks=bounded_http.event_hooks(self.max_response_bytes)
+                ),
             )
             self._client_loop = loop
         return self._client
@@ -472,7 +481,9 @@ class OpenAIJudge(Judge):
             except (bounded_http.BodyRefused, openai.APIConnectionError) as exc:
                 body_refused = bounded_http.refused(exc)
                 if body_refused is not None:  # not retried: the same body would come again
-                    raise JudgeError(metric, f"judge endpoint {self._shown_url} sent a response that was refused: {body_refused}") from None
+                    raise JudgeError(
+                        metric, f"judge endpoint {self._shown_url} sent a response that was refused: {body_refused}"
+                    ) from None
                 assert isinstance(exc, openai.APIConnectionError)
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 failure, transient, headers = f"{kind} ({_shorten(self._redactor.mask(str(exc)), 200)})", True, None
@@ -482,7 +493,9 @@ class OpenAIJudge(Judge):
                 # and its traceback may carry the body, so only a short masked text of it goes on.
                 invalid = f"{type(exc).__name__}: {_shorten(self._redactor.mask(str(exc)), 200)}"
             if invalid:  # raised outside the except block: no chained SDK traceback
-                raise JudgeError(metric, f"judge endpoint {self._shown_url} returned an invalid chat completion ({invalid})")
+                raise JudgeError(
+                    metric, f"judge endpoint {self._shown_url} returned an invalid chat completion ({invalid})"
+                )
             if refused_connection and retries >= min(self.max_retries, GONE_RETRIES) and self._answered_before():
                 self._gone(metric)
             if not transient or retries >= self.max_retries:

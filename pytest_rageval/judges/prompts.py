@@ -310,4 +310,7 @@ def build_messages(metric: str, inp: JudgeInput, *, schema_in_prompt: bool = Fal
     """
     if metric not in _PROMPTS:
         raise KeyError(f"no judge prompt for metric {metric!r}")
-    return [{"role": "system", "content": _system(metric, schema_in_prompt)}, {"role": "user", "content": _user(metric, inp)}]
+    return [
+        {"role": "system", "content": _system(metric, schema_in_prompt)},
+        {"role": "user", "content": _user(metric, inp)},
+    ]

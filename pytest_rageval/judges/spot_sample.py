@@ -35,7 +35,9 @@ def rank(key: str, seed: int = SEED) -> str:
     return hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()
 
 
-def spot_input(case: EvalCase, inp: JudgeInput, abstained: bool | None, verdicts: Mapping[str, Verdict]) -> dict[str, Any] | None:
+def spot_input(
+    case: EvalCase, inp: JudgeInput, abstained: bool | None, verdicts: Mapping[str, Verdict]
+) -> dict[str, Any] | None:
     """What re-judging one case needs (plain data, it travels from xdist workers); None without a scored verdict.
 
     ``abstained`` is what the primary run decided (the RAG's field or the

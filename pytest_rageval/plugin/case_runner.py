@@ -74,10 +74,14 @@ class CaseRunner:
         self.stop_file = stop_file  # an xdist worker: the controller creates it when SIGTERM stops the session
         self.lookahead_kind = lookahead  # WorkerLookahead on an xdist worker
         s = self.settings
-        self.opts = RunOptions(k=s.k, require_snippets=s.require_snippets, store_full_text=s.store_full_text, limits=s.limits)
+        self.opts = RunOptions(
+            k=s.k, require_snippets=s.require_snippets, store_full_text=s.store_full_text, limits=s.limits
+        )
         self._engine: Engine | None = None
         self._session_client: SessionClient | None = None
-        self._around: dict[int, tuple[Any, SessionClient]] = {}  # a conftest fixture's target -> (it, its session client)
+        self._around: dict[
+            int, tuple[Any, SessionClient]
+        ] = {}  # a conftest fixture's target -> (it, its session client)
         self._started: dict[str, concurrent.futures.Future[CaseRecord]] = {}
         self._done = bytearray()  # per place in the session's list: 1 once that item's protocol finished
         self._done_elsewhere: set[str] = set()  # node ids of finished items that are not in the list
@@ -90,17 +94,29 @@ class CaseRunner:
         self.session: pytest.Session | None = None
         self.stop_message: str | None = None
         self.on_stop: Callable[[str], None] = lambda message: None  # WorkerLink tells the xdist controller
-        self.retrieval = RetrievalCache(retrieval_dir)  # the config matrix's requests, shared (xdist: a run-scoped folder)
+        self.retrieval = RetrievalCache(
+            retrieval_dir
+        )  # the config matrix's requests, shared (xdist: a run-scoped folder)
         self._depths: dict[str, tuple[int, int]] = {}
-        self._gates: dict[int, GatedClient] = {}  # id of a target's client -> its gate (the clients live for the session)
+        self._gates: dict[
+            int, GatedClient
+        ] = {}  # id of a target's client -> its gate (the clients live for the session)
         self.known = KnownFailures(s, setup.judge_info())  # the baseline's failures, read at the first case
 
     def totals(self) -> RunnerTotals:
-        first = tuple((gate.name, gate.first_latency_ms) for gate in self._gates.values() if gate.first_latency_ms is not None)
+        first = tuple(
+            (gate.name, gate.first_latency_ms) for gate in self._gates.values() if gate.first_latency_ms is not None
+        )
         setups = (self.setup.judge_setup, self.setup.spot_setup)
-        stopped = tuple(found for setup in setups if setup is not None and (found := stopped_answering(setup.judge)) is not None)
+        stopped = tuple(
+            found for setup in setups if setup is not None and (found := stopped_answering(setup.judge)) is not None
+        )
         return RunnerTotals(
-            stop_message=self.stop_message, in_order=len(self.in_order), done=self._done_count, first_calls=first, judges_stopped=stopped
+            stop_message=self.stop_message,
+            in_order=len(self.in_order),
+            done=self._done_count,
+            first_calls=first,
+            judges_stopped=stopped,
         )
 
     # -- clients and judge -------------------------------------------------
@@ -258,11 +274,16 @@ class CaseRunner:
             described = client.describe()
             name = str(described.get("callable") or described.get("url") or "the target")
             gate = self._gates[id(client)] = GatedClient(
-                client, limiter=self.setup.limits.target(name), name=name, stop_on_mismatch=described.get("kind") == "callable"
+                client,
+                limiter=self.setup.limits.target(name),
+                name=name,
+                stop_on_mismatch=described.get("kind") == "callable",
             )
         return gate
 
-    def _case_coro(self, item: CaseItem, client: RagClient, judge: JudgeSetup | None) -> Coroutine[Any, Any, CaseRecord]:
+    def _case_coro(
+        self, item: CaseItem, client: RagClient, judge: JudgeSetup | None
+    ) -> Coroutine[Any, Any, CaseRecord]:
         opts, params = self.opts, None
         client = self._gated(client)
         if item.matrix_config is not None:
@@ -370,7 +391,9 @@ class CaseRunner:
             return
         state = _outcome(report)
         if isinstance(item, CaseItem):
-            record = item.record or _config_fields(base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line), item)
+            record = item.record or _config_fields(
+                base_record(item.case, key=item.nodeid, file=item.nodeid.partition("::")[0], line=item.line), item
+            )
             if record.get("error"):  # the RAG or judge call failed: an error in metrics.json, even under xfail
                 state = "error"
             record["outcome"] = state
@@ -462,7 +485,9 @@ class WorkerLink:
             output["rageval_stop"] = totals.stop_message
         output["rageval_selection"] = self.collection.selection.as_dict()
         # what this worker's own limiters did (a shared limit's figures are the controller's already)
-        output["rageval_flow"] = [[name, dataclasses.asdict(stats)] for name, stats in self.runner.setup.limits.own_stats()]
+        output["rageval_flow"] = [
+            [name, dataclasses.asdict(stats)] for name, stats in self.runner.setup.limits.own_stats()
+        ]
 
 
 def _config_fields(record: CaseRecord, item: CaseItem) -> CaseRecord:

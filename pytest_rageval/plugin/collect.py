@@ -73,11 +73,15 @@ class EvalSetFile(pytest.File):
         with gc_paused():
             for entry in iter_eval_file(self.path, display=display):
                 if isinstance(entry, BadLine):
-                    items.append(BadLineItem.from_parent(self, name=f"line{entry.line}", message=entry.message, line=entry.line))
+                    items.append(
+                        BadLineItem.from_parent(self, name=f"line{entry.line}", message=entry.message, line=entry.line)
+                    )
                     continue
                 problem = _threshold_problem(entry.case, display, entry.line)
                 if problem:
-                    items.append(BadLineItem.from_parent(self, name=f"line{entry.line}", message=problem, line=entry.line))
+                    items.append(
+                        BadLineItem.from_parent(self, name=f"line{entry.line}", message=problem, line=entry.line)
+                    )
                     continue
                 marks = collection.mark_decorators(entry.case) if collection is not None else ()
                 for config in configs:
@@ -123,7 +127,15 @@ class CaseItem(pytest.Function):
     otherwise hold 100,000 parsed cases from collection to the end). ``release`` lets go of the record too.
     """
 
-    def __init__(self, *, case: EvalCase, line: int, source: bytes | None = None, matrix_config: MatrixConfig | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        case: EvalCase,
+        line: int,
+        source: bytes | None = None,
+        matrix_config: MatrixConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._source = source or None
         self._case: EvalCase | None = None if self._source is not None else case
@@ -220,7 +232,9 @@ def broken_link_problem(path: Path) -> str | None:
 def broken_links(folder: Path) -> list[tuple[Path, str]]:
     """The ``.jsonl`` symlinks of ``folder`` that cannot be read, each with why, in name order."""
     try:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.endswith(".jsonl") and entry.is_symlink())
+        names = sorted(
+            entry.name for entry in os.scandir(folder) if entry.name.endswith(".jsonl") and entry.is_symlink()
+        )
     except OSError:
         return []
     return [(folder / name, problem) for name in names if (problem := broken_link_problem(folder / name))]
@@ -246,7 +260,9 @@ class BrokenEvalSet(pytest.File):
 def broken_set_items(session: pytest.Session, broken: list[tuple[Path, str]]) -> list[pytest.Item]:
     """The error items of the broken eval-set paths (collected apart: pytest cannot collect a missing path)."""
     return [
-        item for path, problem in broken for item in BrokenEvalSet.from_parent(session, path=path, problem=problem, folder=path.is_dir()).collect()
+        item
+        for path, problem in broken
+        for item in BrokenEvalSet.from_parent(session, path=path, problem=problem, folder=path.is_dir()).collect()
     ]
 
 
@@ -262,7 +278,10 @@ class EvalSetDir(getattr(pytest, "Dir", pytest.Collector)):  # type: ignore[misc
     """
 
     def collect(self) -> list[Any]:
-        nodes = [*super().collect(), *(BrokenEvalSet.from_parent(self, path=path, problem=problem) for path, problem in broken_links(self.path))]
+        nodes = [
+            *super().collect(),
+            *(BrokenEvalSet.from_parent(self, path=path, problem=problem) for path, problem in broken_links(self.path)),
+        ]
         return sorted(nodes, key=lambda node: node.path.name)  # stable: pytest's name order, the links in place
 
 
@@ -295,7 +314,9 @@ class EvalCollection:
     collected and deselected (``selection``: what a partial run stands for).
     """
 
-    def __init__(self, config: pytest.Config, setup: RunSetup, *, resumed: Mapping[str, str | None] | None = None) -> None:
+    def __init__(
+        self, config: pytest.Config, setup: RunSetup, *, resumed: Mapping[str, str | None] | None = None
+    ) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
@@ -324,7 +345,9 @@ class EvalCollection:
         from pytest_rageval.evaluation.thresholds import judge_metrics
 
         if case.judge is None:
-            judged = self.setup.judge_setup is not None and not judge_metrics().isdisjoint(self.setup.thresholds_for(case))
+            judged = self.setup.judge_setup is not None and not judge_metrics().isdisjoint(
+                self.setup.thresholds_for(case)
+            )
         else:
             judged = case.judge
         selectors = {case.category, *case.tags}
@@ -338,7 +361,10 @@ class EvalCollection:
 
     def mark_decorators(self, case: EvalCase) -> list[pytest.MarkDecorator]:
         """The markers of :meth:`marks_for`, each one object that the items carrying it share."""
-        return [self._decorators.get(name) or self._decorators.setdefault(name, getattr(pytest.mark, name)) for name in self.marks_for(case)]
+        return [
+            self._decorators.get(name) or self._decorators.setdefault(name, getattr(pytest.mark, name))
+            for name in self.marks_for(case)
+        ]
 
     def choose_default_args(self) -> None:
         """``pytest --rageval`` without paths runs the eval sets of ``rageval_eval_sets``."""
@@ -352,7 +378,9 @@ class EvalCollection:
         self.broken_sets = sorted(broken + loops, key=lambda pair: str(pair[0]))
         files = [str(path) for path in found.paths if path not in dict(broken)]
         if not files and self.broken_sets:
-            raise pytest.UsageError("pytest-rageval: no eval set can be read: " + "; ".join(f"{p}: {why}" for p, why in self.broken_sets))
+            raise pytest.UsageError(
+                "pytest-rageval: no eval set can be read: " + "; ".join(f"{p}: {why}" for p, why in self.broken_sets)
+            )
         if not files:
             raise pytest.UsageError(
                 f"pytest-rageval: no eval sets match {', '.join(self.settings.eval_set_globs)} "
@@ -385,7 +413,9 @@ class EvalCollection:
         """
         target = loop_target(path)
         if target is not None:
-            return BrokenEvalSet.from_parent(parent, path=path, problem=loop_problem(target, self.settings.rootdir), folder=True)
+            return BrokenEvalSet.from_parent(
+                parent, path=path, problem=loop_problem(target, self.settings.rootdir), folder=True
+            )
         if (path / "__init__.py").is_file():
             return None
         folder: EvalSetDir = EvalSetDir.from_parent(parent, path=path)

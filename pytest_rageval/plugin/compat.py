@@ -117,7 +117,9 @@ def cached_value(config: pytest.Config, fixturedef: Any) -> Any:
         return NOTHING
     if not hasattr(fixturedef, "cached_result"):
         _warn_once(
-            config, "FixtureDef.cached_result", "session fixtures count as not set up yet, so cases that use conftest fixtures wait for their setup"
+            config,
+            "FixtureDef.cached_result",
+            "session fixtures count as not set up yet, so cases that use conftest fixtures wait for their setup",
         )
         return NOTHING
     cached = fixturedef.cached_result
@@ -153,7 +155,11 @@ def session_items(session: pytest.Session) -> list[pytest.Item] | None:
     """The items this process runs; None where pytest keeps none (pytest 7 on the xdist controller)."""
     items = getattr(session, "items", None)
     if items is None:
-        _warn_once(session.config, "Session.items", "a run stopped by -x or --maxfail counts as incomplete even when its last case ran")
+        _warn_once(
+            session.config,
+            "Session.items",
+            "a run stopped by -x or --maxfail counts as incomplete even when its last case ran",
+        )
     return items
 
 

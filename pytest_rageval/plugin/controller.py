@@ -61,14 +61,22 @@ class RunController:
     """State of the run being recorded: the run folder, the aggregates, the gate."""
 
     def __init__(
-        self, config: pytest.Config, setup: RunSetup, collection: EvalCollection, finish_runner: Callable[[], RunnerTotals] | None = None
+        self,
+        config: pytest.Config,
+        setup: RunSetup,
+        collection: EvalCollection,
+        finish_runner: Callable[[], RunnerTotals] | None = None,
     ) -> None:
         self.config = config
         self.setup = setup
         self.settings = setup.settings
         self.collection = collection
         self.finish_runner = finish_runner  # the case runner of this process (a serial session), if any
-        self.intake = Intake(spot_check=self.settings.spot_check, keep_keys=self.settings.resume is not None, on_write_error=self._stop_writing)
+        self.intake = Intake(
+            spot_check=self.settings.spot_check,
+            keep_keys=self.settings.resume is not None,
+            on_write_error=self._stop_writing,
+        )
         self.digests: dict[str, str] = {}
         self.writer: RunFolder | None = None
         self.metrics: dict[str, Any] | None = None
@@ -82,7 +90,9 @@ class RunController:
         self.stop_message: str | None = None  # why the session stopped (a worker's refused judge key, a full disk)
         self.in_order_elsewhere = 0  # cases run in order, counted by xdist workers
         self.first_calls: list[tuple[str, float]] = []  # (target, ms) of each process's first call of a target
-        self.judges_stopped: list[tuple[str, int]] = []  # (endpoint, verdicts) of each xdist worker's judge that stopped answering
+        self.judges_stopped: list[
+            tuple[str, int]
+        ] = []  # (endpoint, verdicts) of each xdist worker's judge that stopped answering
         #: what each endpoint's limit did: the xdist workers' shared limits (xdist_link), else this process's own
         self.flow_stats: Callable[[], list[tuple[str, FlowStats]]] = setup.limits.stats
         self.session: pytest.Session | None = None
@@ -142,7 +152,9 @@ class RunController:
             self.writer = RunFolder(s.resume, config=self.build_config)
         else:
             self.writer = RunFolder.new(s.output_dir, new_run_id(), config=self.build_config)
-        self.intake.start(self.writer, case_config(k=s.k, config_hash=config_hash(s.snapshot()), judge=self.setup.judge_info()))
+        self.intake.start(
+            self.writer, case_config(k=s.k, config_hash=config_hash(s.snapshot()), judge=self.setup.judge_info())
+        )
         for record in self.resumed:
             self.intake.accept(record, write=False)
         self._previous_sigterm = signals.interrupt_on_sigterm(lambda: self.stop_workers())
@@ -177,7 +189,9 @@ class RunController:
         in_order = (totals.in_order if totals is not None else 0) + self.in_order_elsewhere
         first_calls = self.first_calls + list(totals.first_calls if totals is not None else ())
         self.gate_notes.extend(runner_notes(first_calls, in_order))
-        self.gate_notes.extend(stopped_notes(self.judges_stopped + list(totals.judges_stopped if totals is not None else ())))
+        self.gate_notes.extend(
+            stopped_notes(self.judges_stopped + list(totals.judges_stopped if totals is not None else ()))
+        )
         self.gate_notes.extend(self._public(line) for line in flow_notes(self.flow_stats()))
         if self.stop_message:  # the same exit status as a serial run that stopped on it
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -206,7 +220,9 @@ class RunController:
             self.writer.finish(self.metrics, self.build_config(), move_latest=kept is None)
             self.write_html()
         except OSError as exc:
-            self.gate_notes.append(f"the run folder is not complete: cannot write in {self.writer.run_dir}: {exc.strerror or exc}")
+            self.gate_notes.append(
+                f"the run folder is not complete: cannot write in {self.writer.run_dir}: {exc.strerror or exc}"
+            )
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         except RunFolderError as exc:  # a results.jsonl line changed under the run: no report rather than a wrong one
             self.gate_notes.append(f"report.html not written: {exc}")
@@ -233,7 +249,9 @@ class RunController:
         else:
             kind = self.outcome.kind if self.outcome is not None else "not gated"
         allowed = self.settings.known_failures == "allow"
-        return session_verdict(self.metrics, int(session.exitstatus), kind, self._public(self.gate_reason), known=allowed)
+        return session_verdict(
+            self.metrics, int(session.exitstatus), kind, self._public(self.gate_reason), known=allowed
+        )
 
     def _defer_sigterm(self) -> None:
         """SIGTERM from now on is noted (``late_sigterm``), not raised: the run folder and summary are finished."""
@@ -249,7 +267,8 @@ class RunController:
         self._summary(terminalreporter)
         if self.late_sigterm and self.session is not None:
             terminalreporter.write_line(
-                "rageval: SIGTERM arrived after the last case: the run was written and summed up first; the session ends as interrupted", yellow=True
+                "rageval: SIGTERM arrived after the last case: the run was written and summed up first; the session ends as interrupted",
+                yellow=True,
             )
             self.session.exitstatus = pytest.ExitCode.INTERRUPTED
 
@@ -263,7 +282,9 @@ class RunController:
         from pytest_rageval.report.terminal import styled_summary_lines
 
         terminalreporter.write_sep("=", "rageval summary")
-        for line, markup in styled_summary_lines(self.metrics, self.settings, self.comparison, self.gate_notes, self.writer.run_dir):
+        for line, markup in styled_summary_lines(
+            self.metrics, self.settings, self.comparison, self.gate_notes, self.writer.run_dir
+        ):
             terminalreporter.write_line(line, **markup)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -291,7 +312,9 @@ class RunController:
         intake = self.intake
         result = intake.aggregator.result()
         if self.setup.spot_setup is not None:
-            reliability, notes = spot_check(self.setup, intake.spot_sample, result["aggregate_metrics"], complete=complete)
+            reliability, notes = spot_check(
+                self.setup, intake.spot_sample, result["aggregate_metrics"], complete=complete
+            )
             self.gate_notes.extend(notes)
             result["aggregate_metrics"]["judge_reliability"] = reliability
         canary, notes = canary_check(self.setup, result["aggregate_metrics"], complete=complete)

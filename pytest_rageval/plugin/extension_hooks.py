@@ -31,7 +31,9 @@ JUDGES_HOOK = "pytest_rageval_judges"
 RUN_FIELDS_HOOK = "pytest_rageval_run_fields"
 
 
-def _answers(config: pytest.Config, hook: str, arguments: Mapping[str, Any], error: type[ConfigError]) -> Iterator[tuple[str, object]]:
+def _answers(
+    config: pytest.Config, hook: str, arguments: Mapping[str, Any], error: type[ConfigError]
+) -> Iterator[tuple[str, object]]:
     """(source, returned) of each implementation of ``hook``, in pluggy's call order; one that raises is an
     ``error`` naming it."""
     for impl in reversed(getattr(config.hook, hook).get_hookimpls()):  # pluggy calls the last registered first
@@ -80,4 +82,6 @@ def _source(plugin: object, name: str, rootdir: Path) -> str:
     file = Path(plugin.__file__ or name)
     if file.name == "conftest.py":
         return str(file.relative_to(rootdir)) if file.is_relative_to(rootdir) else str(file)
-    return f"plugin module {plugin.__name__}" if name == plugin.__name__ else f"plugin {name!r} (module {plugin.__name__})"
+    return (
+        f"plugin module {plugin.__name__}" if name == plugin.__name__ else f"plugin {name!r} (module {plugin.__name__})"
+    )

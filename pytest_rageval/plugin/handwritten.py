@@ -33,7 +33,13 @@ from pytest_rageval.evaluation.anchors import normalize_heading_path
 from pytest_rageval.evaluation.record import CaseError, CaseRecord
 from pytest_rageval.evaluation.schema import EvalCase, HeadingPath, RagResponse
 from pytest_rageval.evaluation.stored_chunk import StoredChunk
-from pytest_rageval.evaluation.thresholds import ThresholdError, check_metric_name, coerce_threshold, find_misses, shorten
+from pytest_rageval.evaluation.thresholds import (
+    ThresholdError,
+    check_metric_name,
+    coerce_threshold,
+    find_misses,
+    shorten,
+)
 from pytest_rageval.judges.judging import JudgeSetup
 from pytest_rageval.targets.protocol import RagClient
 
@@ -127,9 +133,20 @@ class SessionClient:
         file = item.nodeid.partition("::")[0] if item is not None else ""
         with _IN_FLIGHT.claim(key, model.id, same):  # (checked while held: a call that just ended has its record kept)
             if key in runner.handwritten_keys(item):
-                raise ValueError(f"evaluate(): this test already evaluated a case with id {model.id!r}{same}; give each call its own id=")
+                raise ValueError(
+                    f"evaluate(): this test already evaluated a case with id {model.id!r}{same}; give each call its own id="
+                )
             record = runner.evaluate_handwritten(
-                evaluate_case(model, self.rag_client, runner.opts, runner.setup.thresholds_for(model), key=key, file=file, line=0, judge=self.judge)
+                evaluate_case(
+                    model,
+                    self.rag_client,
+                    runner.opts,
+                    runner.setup.thresholds_for(model),
+                    key=key,
+                    file=file,
+                    line=0,
+                    judge=self.judge,
+                )
             )
         if record.get("error"):
             raise EvaluateError(record)
@@ -244,7 +261,13 @@ def assert_answered(result: CaseResult) -> None:
         raise AssertionError("expected an answer; the system sent an empty one")
 
 
-def assert_cites(result: CaseResult, *, rel_path: str | None = None, heading_path: HeadingPath | None = None, doc_id: str | None = None) -> None:
+def assert_cites(
+    result: CaseResult,
+    *,
+    rel_path: str | None = None,
+    heading_path: HeadingPath | None = None,
+    doc_id: str | None = None,
+) -> None:
     """Fail the test unless the answer cites a chunk of ``rel_path`` (under ``heading_path``, either form, matched
     segment by segment as gold is) or ``doc_id``: one of its references, or, when the system sends none, one of the
     top-K retrieved chunks."""

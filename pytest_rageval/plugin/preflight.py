@@ -54,12 +54,18 @@ def header_lines(setup: RunSetup, served: dict[str, str | None]) -> list[str]:
     if served["kind"] == "fixture" and s.target:
         target += f" (rageval_target {public_url(s.target)} is not used)"
     info = setup.judge_info()
-    judge = info["name"] if info["name"] == "none" else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
+    judge = (
+        info["name"]
+        if info["name"] == "none"
+        else f"{info['name']} ({info['model']}{', heuristic' if info['heuristic'] else ''})"
+    )
     repeat = (
         ""
         if s.repeat is None
         # --rageval-repeat: which cases it repeats (stability.judge_dependent)
-        else (f", {s.repeat} runs of each {'judge-dependent case' if setup.judge_setup is not None else 'case (no judge)'}")
+        else (
+            f", {s.repeat} runs of each {'judge-dependent case' if setup.judge_setup is not None else 'case (no judge)'}"
+        )
     )
     lines = [f"rageval: target {target}, k={s.k_shown}, judge {judge}, output {s.output_dir}{repeat}"]
     if s.matrix is not None:  # the config matrix: how many configs, and how k is asked
@@ -86,7 +92,9 @@ def check_judge(setup: RunSetup) -> list[str]:
     try:
         result = engine.run(check_judge(judge_setup.judge))
     except (JudgeAuthError, JudgeCacheError) as exc:
-        pytest.exit(terminal_safe(f"pytest-rageval: {getattr(exc, 'message', exc)}"), returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(
+            terminal_safe(f"pytest-rageval: {getattr(exc, 'message', exc)}"), returncode=pytest.ExitCode.USAGE_ERROR
+        )
     finally:
         engine.close(judge_setup.judge.aclose)  # the judge opens a new client on the runner's loop
     if not result.passed:
@@ -130,7 +138,13 @@ def _as_run(setup: RunSetup, case: EvalCase) -> EvalCase:
     from pytest_rageval.evaluation.stability import with_repeat
     from pytest_rageval.evaluation.thresholds import judge_metrics
 
-    return with_repeat(case, setup.settings.repeat, setup.thresholds_for(case), judge_metrics(), judge_in_use=setup.judge_setup is not None)
+    return with_repeat(
+        case,
+        setup.settings.repeat,
+        setup.thresholds_for(case),
+        judge_metrics(),
+        judge_in_use=setup.judge_setup is not None,
+    )
 
 
 def unreachable_gold_lines(config: pytest.Config, setup: RunSetup, served: dict[str, str | None]) -> list[str]:

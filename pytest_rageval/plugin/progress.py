@@ -35,7 +35,15 @@ INTERVAL = 5.0
 class LiveProgress:
     """Says which cases finished while the session waits on an earlier one; made by :meth:`for_session`."""
 
-    def __init__(self, config: pytest.Config, reporter: Any, *, verbose: bool, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        reporter: Any,
+        *,
+        verbose: bool,
+        total: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.reporter = reporter
         self.verbose = verbose
@@ -63,7 +71,9 @@ class LiveProgress:
         """A case's item finished (it reported)."""
         self.finished.add(nodeid)
 
-    def wait(self, nodeid: str, future: concurrent.futures.Future[Any], started: Mapping[str, concurrent.futures.Future[Any]]) -> None:
+    def wait(
+        self, nodeid: str, future: concurrent.futures.Future[Any], started: Mapping[str, concurrent.futures.Future[Any]]
+    ) -> None:
         """Return once ``future`` (case ``nodeid``'s) is done; meanwhile say each case of ``started`` that finishes."""
         while True:
             ahead = [(key, f) for key, f in started.items() if key not in self.finished and key != nodeid]
@@ -75,17 +85,25 @@ class LiveProgress:
             waiting = [f for key, f in ahead if not f.done()]
             concurrent.futures.wait([future, *waiting], return_when=concurrent.futures.FIRST_COMPLETED)
 
-    def _in_flight(self, future: concurrent.futures.Future[Any], started: Mapping[str, concurrent.futures.Future[Any]]) -> int:
+    def _in_flight(
+        self, future: concurrent.futures.Future[Any], started: Mapping[str, concurrent.futures.Future[Any]]
+    ) -> int:
         return sum(1 for f in started.values() if not f.done()) + (0 if future.done() else 1)
 
     def _say(
-        self, nodeid: str, future: concurrent.futures.Future[Any], fresh: list[str], started: Mapping[str, concurrent.futures.Future[Any]]
+        self,
+        nodeid: str,
+        future: concurrent.futures.Future[Any],
+        fresh: list[str],
+        started: Mapping[str, concurrent.futures.Future[Any]],
     ) -> None:
         lines = []
         for key in fresh:
             self.finished.add(key)
             if self.verbose:
-                lines.append(f"finished: {terminal_safe(key)} ({len(self.finished)} of {self.total}, {self._in_flight(future, started)} in flight)")
+                lines.append(
+                    f"finished: {terminal_safe(key)} ({len(self.finished)} of {self.total}, {self._in_flight(future, started)} in flight)"
+                )
         if not self.verbose:
             now = self.clock()
             if self._last is not None and now - self._last < INTERVAL:

@@ -15,7 +15,15 @@ import pytest
 
 from pytest_rageval.config.settings import Settings
 from pytest_rageval.runs.artifacts import config_hash
-from pytest_rageval.runs.folder import RunFolder, RunFolderError, RunLock, check_writable, read_json_object, read_records, repair_results
+from pytest_rageval.runs.folder import (
+    RunFolder,
+    RunFolderError,
+    RunLock,
+    check_writable,
+    read_json_object,
+    read_records,
+    repair_results,
+)
 from pytest_rageval.runs.resume import differences, selection_of
 
 
@@ -60,7 +68,9 @@ def prepare_run_folder(config: pytest.Config, settings: Settings) -> PreparedRun
         raise pytest.UsageError(f"pytest-rageval: {where}: {exc}") from None
     prepared.resumed = repair.records
     if repair.cut_bytes:
-        prepared.notes.append(f"resume: results.jsonl ended in a torn line ({repair.cut_bytes} bytes), cut; {len(repair.records)} records kept")
+        prepared.notes.append(
+            f"resume: results.jsonl ended in a torn line ({repair.cut_bytes} bytes), cut; {len(repair.records)} records kept"
+        )
     return prepared
 
 

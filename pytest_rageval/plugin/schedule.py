@@ -34,7 +34,9 @@ def runs_conftest_setup(item: pytest.Item, own: tuple[str, ...] = ("rageval_clie
 
     Such a case is not started ahead of its setup: nothing may be sent for a case that setup skips.
     """
-    if any(_is_conftest(getattr(impl.plugin, "__name__", "")) for impl in item.ihook.pytest_runtest_setup.get_hookimpls()):
+    if any(
+        _is_conftest(getattr(impl.plugin, "__name__", "")) for impl in item.ihook.pytest_runtest_setup.get_hookimpls()
+    ):
         return True
     for name in getattr(item, "fixturenames", ()):
         if name in own:
@@ -92,7 +94,9 @@ class Lookahead:
         found = self.index(item)
         return len(self.items) if found is None else found
 
-    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[tuple[int, pytest.Item]]:
+    def upcoming(
+        self, item: pytest.Item, nextitem: pytest.Item | None, window: int
+    ) -> Iterator[tuple[int, pytest.Item]]:
         """``item``, then up to ``window`` items this process will run after it, each with its place (:meth:`order`)."""
         start = self.index(item)
         yield (len(self.items) if start is None else start), item
@@ -103,7 +107,9 @@ class Lookahead:
 class WorkerLookahead(Lookahead):
     """An xdist worker: the next item, then those the controller has sent this worker but it has not started."""
 
-    def upcoming(self, item: pytest.Item, nextitem: pytest.Item | None, window: int) -> Iterator[tuple[int, pytest.Item]]:
+    def upcoming(
+        self, item: pytest.Item, nextitem: pytest.Item | None, window: int
+    ) -> Iterator[tuple[int, pytest.Item]]:
         yield self.order(item), item
         if nextitem is not None:
             yield self.order(nextitem), nextitem

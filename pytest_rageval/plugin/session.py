@@ -43,19 +43,29 @@ from .xdist_link import XdistControllerLink
 def start_session(config: pytest.Config, ini_keys: Sequence[str]) -> None:
     """Resolve the settings and register this process's plugin objects (a mistake is one usage error)."""
     invocation = Path(str(config.invocation_params.dir))
-    named = [invocation / a.partition("::")[0] for a in config.args] if config.args_source == pytest.Config.ArgsSource.ARGS else []
-    moved = root_moved_by(list(config.invocation_params.args), [p for p in named if p.exists()] or [invocation], config.rootpath)
+    named = (
+        [invocation / a.partition("::")[0] for a in config.args]
+        if config.args_source == pytest.Config.ArgsSource.ARGS
+        else []
+    )
+    moved = root_moved_by(
+        list(config.invocation_params.args), [p for p in named if p.exists()] or [invocation], config.rootpath
+    )
     if moved is not None:
         raise pytest.UsageError(f"pytest-rageval: {moved}")
     worker = compat.is_xdist_worker(config)
     # a worker never spot-checks: the controller re-judges after the run
     try:
-        setup = RunSetup.build(_settings(config, ini_keys), shared_limits=_flow_address(config) if worker else None, spot_judge=not worker)
+        setup = RunSetup.build(
+            _settings(config, ini_keys), shared_limits=_flow_address(config) if worker else None, spot_judge=not worker
+        )
     except JudgePluginError as exc:  # a judge of the pytest_rageval_judges hook could not be made
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     collection = EvalCollection(config, setup)
     controller = None if worker else _controller(config, setup, collection)
-    runner = None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)
+    runner = (
+        None if controller is not None and _distributes(config) else _runner(config, setup, collection, worker=worker)
+    )
     plugins: list[tuple[str, Any]] = [("rageval-collection", collection)]
     if controller is not None:
         config.stash[controller_key] = controller
@@ -133,12 +143,22 @@ def share_judge_stop(setup: RunSetup, run_folder: Path) -> None:
 def _keys(records: Iterable[dict[str, Any]]) -> dict[str, str | None]:
     """The keys of a resumed run's records (the cases it has finished), each with the definition hash it was run
     under (None in a record written before definitions were kept)."""
-    return {str(r["key"]): r.get("definition") if isinstance(r.get("definition"), str) else None for r in records if r.get("key")}
+    return {
+        str(r["key"]): r.get("definition") if isinstance(r.get("definition"), str) else None
+        for r in records
+        if r.get("key")
+    }
 
 
 def end_session(config: pytest.Config) -> None:
     """Unregister what ``start_session`` registered (the stash goes with ``config``)."""
-    for name in ("rageval-collection", "rageval-controller", "rageval-xdist-controller", "rageval-runner", "rageval-worker"):
+    for name in (
+        "rageval-collection",
+        "rageval-controller",
+        "rageval-xdist-controller",
+        "rageval-runner",
+        "rageval-worker",
+    ):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
@@ -171,7 +191,9 @@ def _settings(config: pytest.Config, ini_keys: Sequence[str]) -> Settings:
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-rageval: {exc}") from None
     if settings.resume is not None and not RunFolder(settings.resume).results_path.is_file():
-        raise pytest.UsageError(f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)")
+        raise pytest.UsageError(
+            f"pytest-rageval: --rageval-resume {settings.resume}: not a run folder (no results.jsonl)"
+        )
     return settings
 
 
@@ -185,7 +207,9 @@ def _prepare_cache(setup: RunSetup, controller: RunController, *, check: bool) -
     settings = setup.settings
     try:
         if settings.clear_cache:
-            controller.gate_notes.append(f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})")
+            controller.gate_notes.append(
+                f"judge cache cleared: {JudgeCache(settings.cache_dir).clear()} entries ({settings.cache_dir})"
+            )
         for judge_setup in (setup.judge_setup, setup.spot_setup) if check else ():
             check_judge_cache(judge_setup.judge if judge_setup is not None else None)
     except JudgeCacheError as exc:

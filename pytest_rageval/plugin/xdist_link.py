@@ -85,7 +85,9 @@ class XdistControllerLink:
             flow.start()
         except (OSError, RuntimeError) as exc:
             flow.stop()
-            self.controller.gate_notes.append(f"the workers could not share one limit per endpoint ({exc}): each limited itself")
+            self.controller.gate_notes.append(
+                f"the workers could not share one limit per endpoint ({exc}): each limited itself"
+            )
             return None
         return flow
 
@@ -104,7 +106,9 @@ class XdistControllerLink:
         controller.judges_stopped.extend((str(url), int(n)) for url, n in output.get("rageval_judges_stopped") or ())
         self._worker_flow.extend((str(name), FlowStats(**stats)) for name, stats in output.get("rageval_flow") or ())
         collection = controller.collection
-        if output.get("rageval_selection") and not collection.selection.collected:  # every worker collects the same items
+        if (
+            output.get("rageval_selection") and not collection.selection.collected
+        ):  # every worker collects the same items
             collection.selection = Selection.from_dict(output["rageval_selection"])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -82,7 +82,15 @@ def comparison_from_dict(data: Mapping[str, Any]) -> Comparison | None:
         for d in data.get("deltas") or []
         if isinstance(d, Mapping) and "name" in d
     ]
-    lists = ("flipped_to_fail", "flipped_to_pass", "invariant_differences", "coverage_failures", "added_cases", "removed_cases", "changed_cases")
+    lists = (
+        "flipped_to_fail",
+        "flipped_to_pass",
+        "invariant_differences",
+        "coverage_failures",
+        "added_cases",
+        "removed_cases",
+        "changed_cases",
+    )
     return Comparison(
         deltas=deltas,
         **{name: [str(x) for x in data.get(name) or []] for name in lists},
@@ -148,7 +156,9 @@ class BaselineCases:
         return found
 
     @classmethod
-    def _from_folder(cls, cases: dict[str, Mapping[str, Any]], run_id: str | None, folder: Path | None) -> BaselineCases:
+    def _from_folder(
+        cls, cases: dict[str, Mapping[str, Any]], run_id: str | None, folder: Path | None
+    ) -> BaselineCases:
         """The cases with the old records of ``folder``'s results.jsonl, or the reason there are none."""
         results = folder / RunFolder.RESULTS if folder is not None else None
         if folder is None or results is None or not results.is_file():

@@ -97,7 +97,11 @@ class CaseAnchors:
 
 
 def case_anchors(
-    records: Iterable[dict[str, Any]], keys: Collection[str], *, to_fail: Collection[str] = (), to_pass: Collection[str] = ()
+    records: Iterable[dict[str, Any]],
+    keys: Collection[str],
+    *,
+    to_fail: Collection[str] = (),
+    to_pass: Collection[str] = (),
 ) -> dict[str, str]:
     """The element id in report.html of each case named in ``keys`` (node ids) that has one.
 
@@ -184,11 +188,16 @@ def render_cases(
         n = len(sections[TO_FAIL]) + len(sections[TO_PASS])
         flipped.append(Html('<h2 id="flipped">Flipped since the baseline ({})</h2>').format(n))
         for section, title in ((TO_FAIL, "pass &rarr; fail"), (TO_PASS, "fail &rarr; pass")):
-            flipped.append(Html('<h3 id="flipped-{}">{} ({})</h3>').format(section.replace("_", "-"), Html(title), len(sections[section])))
+            flipped.append(
+                Html('<h3 id="flipped-{}">{} ({})</h3>').format(
+                    section.replace("_", "-"), Html(title), len(sections[section])
+                )
+            )
             flipped.extend((_render_index(index[section]), sections[section]) if len(sections[section]) else (none,))
     failing: list[Piece] = [
         Html('<h2 id="failing">{} ({})</h2>').format(
-            "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases", len(sections[FAILING])
+            "Other failed and errored cases" if to_fail or to_pass else "Failed and errored cases",
+            len(sections[FAILING]),
         )
     ]
     failing.extend((_render_index(index[FAILING]), sections[FAILING]) if len(sections[FAILING]) else (none,))
@@ -196,9 +205,9 @@ def render_cases(
     others: list[Piece] = [Html('<h2 id="others">Other cases ({})</h2>').format(len(rest))]
     if len(rest) > DETAIL_LIMIT:
         others.append(
-            Html('<p class="muted">The first {} in full; the rest show question, answer and metrics (results.jsonl has every detail).</p>').format(
-                DETAIL_LIMIT
-            )
+            Html(
+                '<p class="muted">The first {} in full; the rest show question, answer and metrics (results.jsonl has every detail).</p>'
+            ).format(DETAIL_LIMIT)
         )
     others.append(rest)
     return CaseSections(flipped=tuple(flipped), failing=tuple(failing), others=tuple(others))
@@ -206,7 +215,9 @@ def render_cases(
 
 def _render_index(entries: list[tuple[str, str, str]]) -> Html:
     items = join(
-        Html('<li>{} <a href="#{}"><code>{}</code></a></li>').format(badge(outcome, outcome_class(outcome)), anchor, label)
+        Html('<li>{} <a href="#{}"><code>{}</code></a></li>').format(
+            badge(outcome, outcome_class(outcome)), anchor, label
+        )
         for outcome, label, anchor in entries
     )
     return Html('<ul class="index">{}</ul>').format(items)
@@ -216,7 +227,12 @@ def _render_case(record: dict[str, Any], anchor: str, *, open_: bool, since: Htm
     cls = outcome_class(record.get("outcome"))
     attr = Html(" open") if open_ else EMPTY
     return Html('<details class="case o-{}" id="{}"{}{}><summary>{}</summary><div>{}</div></details>').format(
-        cls, anchor, attr, card_data(record, _case_label(record)), _render_summary(record), render_case_body(record, since=since)
+        cls,
+        anchor,
+        attr,
+        card_data(record, _case_label(record)),
+        _render_summary(record),
+        render_case_body(record, since=since),
     )
 
 
@@ -255,7 +271,10 @@ def render_case_body(record: dict[str, Any], *, since: Html = EMPTY) -> Html:
 
 def _render_summary(record: dict[str, Any]) -> Html:
     outcome = record.get("outcome")
-    parts = [badge(str(outcome or "unknown"), outcome_class(outcome)), Html(" <code>{}</code>").format(_case_label(record))]
+    parts = [
+        badge(str(outcome or "unknown"), outcome_class(outcome)),
+        Html(" <code>{}</code>").format(_case_label(record)),
+    ]
     if record.get("invalid_line"):
         parts.append(Html(" ") + badge("invalid line", "error"))
     parts.append(_since_baseline_badge(record))
@@ -266,12 +285,18 @@ def _render_summary(record: dict[str, Any]) -> Html:
         parts.append(Html(' <span class="muted">{}</span>').format(record["category"]))
     tags = record.get("tags") or []
     if isinstance(tags, list) and tags:
-        parts.append(Html('<span class="tags">{}</span>').format(join(Html("<span>{}</span>").format(escape(t)) for t in tags)))
+        parts.append(
+            Html('<span class="tags">{}</span>').format(join(Html("<span>{}</span>").format(escape(t)) for t in tags))
+        )
     return join(parts)
 
 
 #: how a case stands against the baseline (gate/known.py): its badge's word and class
-_SINCE_BADGES = {"known": ("known failure", "xfailed"), "worse": ("worse than baseline", "failed"), "fixed": ("fixed since baseline", "passed")}
+_SINCE_BADGES = {
+    "known": ("known failure", "xfailed"),
+    "worse": ("worse than baseline", "failed"),
+    "fixed": ("fixed since baseline", "passed"),
+}
 
 
 def _since_baseline_badge(record: dict[str, Any]) -> Html:
@@ -369,7 +394,9 @@ def _render_case_metrics(record: dict[str, Any]) -> Html:
     if not names:
         return EMPTY
     rows = [_case_metric_row(str(n), values.get(n), thresholds.get(n), missed.get(str(n))) for n in names]
-    return Html("<h4>{}</h4>").format(repeat_heading(record, "Metrics")) + table(["metric", "value", "op", "threshold", "status"], rows)
+    return Html("<h4>{}</h4>").format(repeat_heading(record, "Metrics")) + table(
+        ["metric", "value", "op", "threshold", "status"], rows
+    )
 
 
 def _case_metric_row(name: str, value: Any, threshold: Any, miss: dict[str, Any] | None) -> Html:
@@ -413,9 +440,9 @@ def chunk_text(chunk: dict[str, Any]) -> Html:
         ).format(CHUNK_PREVIEW)
     if len(text) <= CHUNK_PREVIEW:
         return escape(text)
-    return Html('{}… <details class="full-text"><summary>whole chunk ({:,} characters)</summary><div class="text">{}</div></details>').format(
-        text[:CHUNK_PREVIEW], len(text), text
-    )
+    return Html(
+        '{}… <details class="full-text"><summary>whole chunk ({:,} characters)</summary><div class="text">{}</div></details>'
+    ).format(text[:CHUNK_PREVIEW], len(text), text)
 
 
 def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
@@ -423,7 +450,9 @@ def _chunk_row(chunk: dict[str, Any], position: int) -> Html:
     rank = chunk.get("rank") if chunk.get("rank") is not None else position
     gold_cell = badge("gold", "gold") if gold else EMPTY
     cls = Html(' class="gold"') if gold else EMPTY
-    return Html('<tr{}><td class="num">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td>{}<td><div class="text">{}</div></td></tr>').format(
+    return Html(
+        '<tr{}><td class="num">{}</td><td>{}</td><td class="mono">{}</td><td>{}</td>{}<td><div class="text">{}</div></td></tr>'
+    ).format(
         cls,
         rank,
         gold_cell,
@@ -481,9 +510,9 @@ def _render_verdict(metric: str, verdict: Any) -> Html:
         parts.append(kv_list(extras))
     if verdict.get("raw") and verdict.get("score") is None and not isinstance(verdict.get("label"), bool):
         parts.append(
-            Html('<details class="raw"><summary>the judge\'s raw answer (not parsed)</summary><div class="text">{}</div></details>').format(
-                escape(verdict["raw"])
-            )
+            Html(
+                '<details class="raw"><summary>the judge\'s raw answer (not parsed)</summary><div class="text">{}</div></details>'
+            ).format(escape(verdict["raw"]))
         )
     parts.append(Html("</div>"))
     return join(parts)

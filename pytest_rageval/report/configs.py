@@ -36,7 +36,9 @@ def _gates(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
 def failed_configs(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(config id, reason) of each config whose own gate failed against the same config of the baseline."""
     return [
-        (str(cid), str(entry.get("reason") or "")) for cid, entry in _gates(metrics).items() if isinstance(entry, Mapping) and entry.get("failed")
+        (str(cid), str(entry.get("reason") or ""))
+        for cid, entry in _gates(metrics).items()
+        if isinstance(entry, Mapping) and entry.get("failed")
     ]
 
 
@@ -61,7 +63,9 @@ def ranking_lines(metrics: Mapping[str, Any]) -> list[str]:
     width = max(len(str(row.get("config_id"))) for row in ranking["ranked"])
     for position, row in enumerate(ranking["ranked"], start=1):
         config_id = str(row.get("config_id"))
-        line = f"  {position:>2}. {config_id:<{width}}  {_f(row.get('value')):>5}  {_interval(row)}  n={row.get('n', 0)}"
+        line = (
+            f"  {position:>2}. {config_id:<{width}}  {_f(row.get('value')):>5}  {_interval(row)}  n={row.get('n', 0)}"
+        )
         entry = by_config.get(config_id)
         if isinstance(entry, Mapping):
             ran = sum(int(entry.get(name) or 0) for name in ("passed", "failed", "errors"))
@@ -118,6 +122,8 @@ def render_configs(metrics: Mapping[str, Any]) -> Html:
         )
     headers = ["rank", "config", "params", metric, "95% CI", "n", "passed / failed / errors", "baseline"]
     intro = Html("<p>Ranked by <code>{}</code> ({}); best: <code>{}</code>.</p>").format(
-        metric, "lower is better" if ranking.get("lower_is_better") else "higher is better", ranking.get("best") or "none"
+        metric,
+        "lower is better" if ranking.get("lower_is_better") else "higher is better",
+        ranking.get("best") or "none",
     )
     return Html('<h2 id="configs">Configs</h2>') + intro + table(headers, rows, "configs")

@@ -108,7 +108,9 @@ def _render_nav(flipped: bool, metrics: dict[str, Any]) -> Html:
         ("trends", "trends"),
         ("others", "other cases"),
     )
-    return Html('<p class="muted nav">{}</p>').format(Html(" · ").join(Html('<a href="#{}">{}</a>').format(a, t) for a, t in links))
+    return Html('<p class="muted nav">{}</p>').format(
+        Html(" · ").join(Html('<a href="#{}">{}</a>').format(a, t) for a, t in links)
+    )
 
 
 def render_report(

@@ -126,7 +126,9 @@ def _counts(metrics: Mapping[str, Any]) -> str:
     more = [f"{metrics[name]} {label}" for name, label in labels if metrics.get(name)]
     flags = []
     if metrics.get("partial"):
-        flags.append(f"partial run: {metrics.get('cases_selected')} of {metrics.get('cases_in_eval_set')} cases selected")
+        flags.append(
+            f"partial run: {metrics.get('cases_selected')} of {metrics.get('cases_in_eval_set')} cases selected"
+        )
     if metrics.get("all_error"):
         flags.append("every case errored")
     if not metrics.get("complete", True):
@@ -137,7 +139,14 @@ def _counts(metrics: Mapping[str, Any]) -> str:
 def _delta_row(d: MetricDelta) -> str:
     interval = "—" if d.ci_low is None or d.ci_high is None else f"{d.ci_low:+.3f} .. {d.ci_high:+.3f}"
     tolerance = "—" if d.tolerance is None else f"{d.tolerance:.3f}" + (" (rise)" if d.lower_is_better else "")
-    cells = [md_text(d.name), f"{_num(d.old)} → {_num(d.new)}", _num(d.delta, sign=True), interval, tolerance, str(d.n_shared)]
+    cells = [
+        md_text(d.name),
+        f"{_num(d.old)} → {_num(d.new)}",
+        _num(d.delta, sign=True),
+        interval,
+        tolerance,
+        str(d.n_shared),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -156,7 +165,10 @@ def _regressions(comparison: Comparison) -> list[str]:
         for d in regressed:
             if d.largest_drops:
                 lines += ["", f"Cases that moved {md_text(d.name)} most:", ""]
-                lines += [f"- {md_text(drop.get('case'))}: {_num(drop.get('old'))} → {_num(drop.get('new'))}" for drop in d.largest_drops]
+                lines += [
+                    f"- {md_text(drop.get('case'))}: {_num(drop.get('old'))} → {_num(drop.get('new'))}"
+                    for drop in d.largest_drops
+                ]
     else:
         lines.append("No metric regressed.")
     if comparison.coverage_failures:

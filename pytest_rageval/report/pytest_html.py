@@ -97,7 +97,9 @@ class HtmlSummary:
     def __init__(self, run: FinishedRun) -> None:
         self.run = run
 
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session) -> None:
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
         summary.append(str(Html("<style>{}</style>").format(Html(scoped_css(CSS)))))  # our own CSS
         if self.run.metrics is not None:
             summary.append(summary_html(self.run))
@@ -154,17 +156,25 @@ def summary_html(finished: FinishedRun) -> str:
         main = main_metrics()
         deltas = [dataclasses.asdict(d) for d in comparison.deltas if d.name in main or d.regressed]
     run = Html(" run <code>{}</code>").format(metrics["run_id"]) if metrics.get("run_id") else Html("")
-    parts = [Html('<div class="rageval" id="rageval-summary"><p><strong>rageval</strong>{}{}</p>').format(run, _judge_text(metrics))]
+    parts = [
+        Html('<div class="rageval" id="rageval-summary"><p><strong>rageval</strong>{}{}</p>').format(
+            run, _judge_text(metrics)
+        )
+    ]
     if metrics.get("complete") is False:
         parts.append(Html('<div class="warn">incomplete run: these numbers cover only the cases that finished.</div>'))
     parts.append(render_aggregates({"aggregate_metrics": main_aggregates(metrics)}, deltas))
     if comparison is not None:
         verdict = comparison.status if comparison.passed else comparison.status.upper()
-        parts.append(Html("<p>baseline: <strong>{}</strong> ({})</p>").format(verdict, comparison.reason() or comparison.scope()))
+        parts.append(
+            Html("<p>baseline: <strong>{}</strong> ({})</p>").format(verdict, comparison.reason() or comparison.scope())
+        )
         parts.append(_flipped_lists(comparison))
     path = finished.report_path
     if path is not None:
-        parts.append(Html('<p>rageval report: <a href="{}"><code>{}</code></a></p>').format(path.resolve().as_uri(), path))
+        parts.append(
+            Html('<p>rageval report: <a href="{}"><code>{}</code></a></p>').format(path.resolve().as_uri(), path)
+        )
     parts.append(Html("</div>"))
     return str(Html("").join(parts))
 
@@ -180,7 +190,9 @@ def _flipped_lists(comparison: Comparison) -> Html:
             continue
         items = Html("").join(Html("<li><code>{}</code></li>").format(k) for k in keys[:MAX_CASES])
         more = Html("<li>and {} more</li>").format(len(keys) - MAX_CASES) if len(keys) > MAX_CASES else Html("")
-        parts.append(Html('<p>flipped {} ({}):</p><ul class="flipped {}">{}{}</ul>').format(title, len(keys), cls, items, more))
+        parts.append(
+            Html('<p>flipped {} ({}):</p><ul class="flipped {}">{}{}</ul>').format(title, len(keys), cls, items, more)
+        )
     return Html("").join(parts)
 
 

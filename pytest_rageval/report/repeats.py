@@ -42,7 +42,11 @@ def card_note(record: Mapping[str, Any]) -> str | None:
     if counts is None:
         return None
     shown = record.get("shown_run")
-    which = f"are those of run {shown} (the first run that agrees with the majority verdict)" if isinstance(shown, int) else "are those of one run"
+    which = (
+        f"are those of run {shown} (the first run that agrees with the majority verdict)"
+        if isinstance(shown, int)
+        else "are those of one run"
+    )
     return (
         f"A repeated case passes when more than half of its {counts[1]} runs pass. The answer, retrieved chunks, "
         f"judge verdicts and missed thresholds {which}; the metric table shows each metric's mean over the runs "
@@ -80,7 +84,10 @@ def summary_lines(metrics: Mapping[str, Any]) -> list[str]:
     lines = [f"repeats: {_counts(repeats)}; flake rate {_fmt(repeats.get('flake_rate'))}"]
     spread = repeats.get("spread") or {}
     if spread:
-        lines.append("  spread across runs (mean of max-min per case): " + ", ".join(f"{name} {_fmt(value)}" for name, value in spread.items()))
+        lines.append(
+            "  spread across runs (mean of max-min per case): "
+            + ", ".join(f"{name} {_fmt(value)}" for name, value in spread.items())
+        )
     flaky = [c for c in repeats.get("flaky_cases") or [] if isinstance(c, Mapping)]
     for case in flaky[:LIST_LIMIT]:
         lines.append(f"  flaky: {case.get('key')}  {runs_passed_text(case.get('passed_runs', 0), case.get('runs', 0))}")
@@ -103,25 +110,31 @@ def render_section(metrics: Mapping[str, Any]) -> Html:
     if not isinstance(repeats, Mapping) or not repeats.get("repeated_cases"):
         return EMPTY
     parts = [
-        Html('<h2 id="repeats">Repeated cases</h2><p>{}; flake rate <strong>{}</strong> (flaky / repeated cases).</p>').format(
-            _counts(repeats), fmt(repeats.get("flake_rate"))
-        )
+        Html(
+            '<h2 id="repeats">Repeated cases</h2><p>{}; flake rate <strong>{}</strong> (flaky / repeated cases).</p>'
+        ).format(_counts(repeats), fmt(repeats.get("flake_rate")))
     ]
     spread = repeats.get("spread") or {}
     if spread:
         rows = [Html("<tr><td><code>{}</code></td>{}</tr>").format(k, num_td(v)) for k, v in spread.items()]
         parts.append(
-            Html("<p class=\"muted\">Spread across runs: each metric's max minus min over a case's runs, averaged over the repeated cases.</p>")
+            Html(
+                "<p class=\"muted\">Spread across runs: each metric's max minus min over a case's runs, averaged over the repeated cases.</p>"
+            )
             + table(["metric", "mean range"], rows)
         )
     flaky = [c for c in repeats.get("flaky_cases") or [] if isinstance(c, Mapping)]
     if flaky:
         items = join(
-            Html("<li><code>{}</code>: {}</li>").format(c.get("key"), runs_passed_text(c.get("passed_runs", 0), c.get("runs", 0)))
+            Html("<li><code>{}</code>: {}</li>").format(
+                c.get("key"), runs_passed_text(c.get("passed_runs", 0), c.get("runs", 0))
+            )
             for c in flaky[:LIST_LIMIT]
         )
         more = (
-            Html("<li>... and {} more (metrics.json <code>repeats.flaky_cases</code>)</li>").format(len(flaky) - LIST_LIMIT)
+            Html("<li>... and {} more (metrics.json <code>repeats.flaky_cases</code>)</li>").format(
+                len(flaky) - LIST_LIMIT
+            )
             if len(flaky) > LIST_LIMIT
             else EMPTY
         )
@@ -147,7 +160,10 @@ def _runs_table(runs: list[Mapping[str, Any]], shown: Any) -> Html:
     moved = [n for n in names if len({repr(v.get(n)) for v in values}) > 1 and n != "latency_ms"][:RUN_COLUMNS]
     rows = [
         Html("<tr><td>{}{}</td><td>{}</td>{}</tr>").format(
-            i, " (shown)" if i == shown else "", "passed" if run.get("passed") else "failed", join(num_td(v.get(n)) for n in moved)
+            i,
+            " (shown)" if i == shown else "",
+            "passed" if run.get("passed") else "failed",
+            join(num_td(v.get(n)) for n in moved),
         )
         for i, (run, v) in enumerate(zip(runs, values), start=1)
     ]

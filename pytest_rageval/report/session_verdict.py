@@ -64,7 +64,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def session_verdict(metrics: Mapping[str, Any], exit_status: int, gate_kind: str, gate_reason: str = "", *, known: bool = True) -> SessionVerdict:
+def session_verdict(
+    metrics: Mapping[str, Any], exit_status: int, gate_kind: str, gate_reason: str = "", *, known: bool = True
+) -> SessionVerdict:
     """The verdict of a session that exits with ``exit_status``: its failed and errored cases (``new failures``
     when a baseline was compared and ``known``: what failed there the same way is not among them), known
     failures, the gate (``gate_kind`` as baseline.verdict_kind names it, ``gate_reason`` its masked reason); an

@@ -109,7 +109,11 @@ def _chunk_id(chunk: Mapping[str, Any]) -> tuple[str, str, str]:
     index is built, and an unchanged system would show every chunk both new and dropped.
     """
     text = chunk.get("text")
-    digest = hashlib.sha256(text[:_IDENTITY_TEXT].encode("utf-8", "surrogatepass")).hexdigest()[:16] if isinstance(text, str) else ""
+    digest = (
+        hashlib.sha256(text[:_IDENTITY_TEXT].encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if isinstance(text, str)
+        else ""
+    )
     return (str(chunk.get("rel_path") or chunk.get("doc_id") or ""), heading_text(chunk.get("heading_path")), digest)
 
 
@@ -167,7 +171,11 @@ def _metric_rows(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Html]:
             continue
         delta = now - before if is_number(before) and is_number(now) else None
         cls = EMPTY if not delta else Html(' class="changed"')
-        rows.append(Html("<tr{}><td><code>{}</code></td>{}{}{}</tr>").format(cls, name, num_td(before), num_td(now), num_td(delta, fmt_delta)))
+        rows.append(
+            Html("<tr{}><td><code>{}</code></td>{}{}{}</tr>").format(
+                cls, name, num_td(before), num_td(now), num_td(delta, fmt_delta)
+            )
+        )
     return rows
 
 
@@ -187,7 +195,9 @@ def _answers(old: dict[str, Any] | None, record: Mapping[str, Any]) -> Html:
         return Html('<h5>Answer</h5><p class="muted">unchanged</p>')
     old_html, new_html, cut = word_diff(old_text, new_text)
     note = (
-        Html('<p class="muted">The diff covers the first {} words of each answer; the rest is shown unmarked.</p>').format(MAX_DIFF_WORDS)
+        Html(
+            '<p class="muted">The diff covers the first {} words of each answer; the rest is shown unmarked.</p>'
+        ).format(MAX_DIFF_WORDS)
         if cut
         else EMPTY
     )
@@ -199,8 +209,12 @@ def _answers(old: dict[str, Any] | None, record: Mapping[str, Any]) -> Html:
 
 def _retrieval(old: dict[str, Any] | None, record: Mapping[str, Any]) -> Html:
     rows = []
-    for now, before, move, chunk, gold in chunk_moves(old.get("retrieved_chunks") if old else None, record.get("retrieved_chunks")):
-        kind = {"new": "mv-new", "dropped": "mv-dropped", "same": "mv-same"}.get(move, "mv-up" if move.startswith("up") else "mv-down")
+    for now, before, move, chunk, gold in chunk_moves(
+        old.get("retrieved_chunks") if old else None, record.get("retrieved_chunks")
+    ):
+        kind = {"new": "mv-new", "dropped": "mv-dropped", "same": "mv-same"}.get(
+            move, "mv-up" if move.startswith("up") else "mv-down"
+        )
         cls = Html(' class="gold"') if gold else EMPTY
         rows.append(
             Html(
@@ -218,14 +232,21 @@ def _retrieval(old: dict[str, Any] | None, record: Mapping[str, Any]) -> Html:
         )
     if not rows:
         return EMPTY
-    return Html("<h5>Retrieved, baseline vs now</h5>") + table(["now", "baseline", "move", "gold", "rel_path", "heading_path"], rows, "since-chunks")
+    return Html("<h5>Retrieved, baseline vs now</h5>") + table(
+        ["now", "baseline", "move", "gold", "rel_path", "heading_path"], rows, "since-chunks"
+    )
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def render_since(record: Mapping[str, Any], old_case: Mapping[str, Any] | None, old_record: dict[str, Any] | None, records_missing: str = "") -> Html:
+def render_since(
+    record: Mapping[str, Any],
+    old_case: Mapping[str, Any] | None,
+    old_record: dict[str, Any] | None,
+    records_missing: str = "",
+) -> Html:
     """The section, or nothing when the baseline has no such case.
 
     ``old_case`` is the baseline metrics.json's ``cases`` entry, ``old_record`` its results.jsonl record (None:
@@ -235,7 +256,10 @@ def render_since(record: Mapping[str, Any], old_case: Mapping[str, Any] | None, 
         return EMPTY
     old_metrics = _mapping(old_case.get("metrics"))
     new_metrics = _mapping(record.get("metrics"))
-    parts = [Html('<section class="since"><h4>Since baseline</h4>'), _outcome_line(old_case.get("outcome"), record.get("outcome"))]
+    parts = [
+        Html('<section class="since"><h4>Since baseline</h4>'),
+        _outcome_line(old_case.get("outcome"), record.get("outcome")),
+    ]
     rows = _metric_rows(old_metrics, new_metrics)
     if rows:
         parts.append(table(["metric", "baseline", "now", "delta"], rows, "since-metrics"))

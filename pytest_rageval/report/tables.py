@@ -51,7 +51,9 @@ def _session_line(metrics: dict[str, Any]) -> Html:
         return EMPTY
     cls = "passed" if session.passed else "failed"
     parts = ", ".join(session.parts)
-    return Html('<p class="session-verdict" id="session-verdict">{} {}</p>').format(badge(f"session {session.word}", cls), parts)
+    return Html('<p class="session-verdict" id="session-verdict">{} {}</p>').format(
+        badge(f"session {session.word}", cls), parts
+    )
 
 
 def render_header(metrics: dict[str, Any], title: str, verdict: Html = EMPTY) -> Html:
@@ -65,22 +67,34 @@ def render_header(metrics: dict[str, Any], title: str, verdict: Html = EMPTY) ->
             parts.append(Html('<span>{} <code title="{}">{}</code></span>').format(key, full, full[:12]))
     name, heuristic = _judge_info(metrics)
     model = (metrics.get("judge") or {}).get("model") if isinstance(metrics.get("judge"), dict) else None
-    judge = Html("<code>{}</code>").format(name) + (Html(" ({})").format(model) if model else EMPTY) if name else Html(DASH)
+    judge = (
+        Html("<code>{}</code>").format(name) + (Html(" ({})").format(model) if model else EMPTY) if name else Html(DASH)
+    )
     if heuristic:
         judge += Html(" ") + badge("heuristic", "heuristic")
     parts.append(Html("<span>judge {}</span>").format(judge))
     calibration = metrics.get("judge_calibration")
     if isinstance(calibration, dict):
         scores = calibration.get("balanced_accuracy")
-        shown = ", ".join(f"{m} {v:.3f}" for m, v in scores.items() if isinstance(v, (int, float))) if isinstance(scores, dict) else ""
+        shown = (
+            ", ".join(f"{m} {v:.3f}" for m, v in scores.items() if isinstance(v, (int, float)))
+            if isinstance(scores, dict)
+            else ""
+        )
         parts.append(
-            Html("<span>calibrated <code>{}</code> (balanced accuracy {})</span>").format(calibration.get("calibration") or DASH, shown or DASH)
+            Html("<span>calibrated <code>{}</code> (balanced accuracy {})</span>").format(
+                calibration.get("calibration") or DASH, shown or DASH
+            )
         )
     if metrics.get("complete") is not False:
         parts.append(Html("<span>{}</span>").format(badge("complete", "passed")))
     parts.append(Html("</div>"))
     if metrics.get("complete") is False:
-        parts.append(Html('<div class="warn">incomplete run: the session was interrupted; these numbers cover only the cases that finished.</div>'))
+        parts.append(
+            Html(
+                '<div class="warn">incomplete run: the session was interrupted; these numbers cover only the cases that finished.</div>'
+            )
+        )
     parts.append(_render_counts(metrics))
     return join(parts)
 
@@ -178,7 +192,9 @@ def _threshold_cell(threshold: tuple[str, Any, bool] | None) -> Html:
     return Html('<td class="num">{} {}{}</td>').format(op, shown, note)
 
 
-def render_aggregates(metrics: dict[str, Any], deltas: list[dict[str, Any]] | None, config: dict[str, Any] | None = None) -> Html:
+def render_aggregates(
+    metrics: dict[str, Any], deltas: list[dict[str, Any]] | None, config: dict[str, Any] | None = None
+) -> Html:
     """Each metric that applies (non-null in this run or the baseline) once: value, per-case threshold, and
     with a baseline its value there, the delta, the 95% interval, the gate's tolerance and status."""
     by_name = _delta_map(deltas)
@@ -191,13 +207,17 @@ def render_aggregates(metrics: dict[str, Any], deltas: list[dict[str, Any]] | No
     headers = ["metric", "value", "threshold"]
     if with_deltas:
         headers += ["baseline", "delta", "95% CI", "tolerance", "status"]
-    rows = [_aggregate_row(name, value, thresholds.get(name), by_name.get(name), with_deltas) for name, value in rows_data]
+    rows = [
+        _aggregate_row(name, value, thresholds.get(name), by_name.get(name), with_deltas) for name, value in rows_data
+    ]
     if not rows:
         return Html('<h2 id="aggregate">Aggregate metrics</h2><p class="muted">No aggregate metrics.</p>')
     return Html('<h2 id="aggregate">Aggregate metrics</h2>') + table(headers, rows, "aggregate")
 
 
-def _aggregate_row(name: str, value: Any, threshold: tuple[str, Any, bool] | None, delta: dict[str, Any] | None, with_deltas: bool) -> Html:
+def _aggregate_row(
+    name: str, value: Any, threshold: tuple[str, Any, bool] | None, delta: dict[str, Any] | None, with_deltas: bool
+) -> Html:
     cells = Html("<td><code>{}</code></td>{}{}").format(name, num_td(value), _threshold_cell(threshold))
     if not with_deltas:
         return Html("<tr>{}</tr>").format(cells)

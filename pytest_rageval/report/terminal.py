@@ -190,7 +190,9 @@ def styled_summary_lines(
     lines.extend(known_failure_lines(metrics))
     calibration = metrics.get("judge_calibration")
     if isinstance(calibration, Mapping):
-        scores = ", ".join(f"{m} {v:.3f}" for m, v in (calibration.get("balanced_accuracy") or {}).items() if isinstance(v, float))
+        scores = ", ".join(
+            f"{m} {v:.3f}" for m, v in (calibration.get("balanced_accuracy") or {}).items() if isinstance(v, float)
+        )
         lines.append(
             (
                 f"judge calibration: {calibration.get('calibration')} (balanced accuracy {scores}; "
@@ -200,7 +202,10 @@ def styled_summary_lines(
         )
     if metrics.get("partial"):
         lines.append(
-            (f"run PARTIAL: {metrics.get('cases_selected')} of the {metrics.get('cases_in_eval_set')} cases of the eval set were selected", _WARN)
+            (
+                f"run PARTIAL: {metrics.get('cases_selected')} of the {metrics.get('cases_in_eval_set')} cases of the eval set were selected",
+                _WARN,
+            )
         )
     if metrics.get("all_error"):
         lines.append(("every case ERRORED: no metric was scored", _BAD))
@@ -233,7 +238,12 @@ def styled_summary_lines(
         lines.append((f"  error rate {ops['error_rate']:.3f}, timeout rate {ops.get('timeout_rate') or 0:.3f}", {}))
     for metric, cov in sorted((agg.get("judge_coverage") or {}).items()):
         if cov.get("coverage") is not None and cov["coverage"] < 1:
-            lines.append((f"  judge coverage of {metric}: {cov['scored']}/{cov['attempted']} scored ({cov['coverage']:.3f})", _WARN))
+            lines.append(
+                (
+                    f"  judge coverage of {metric}: {cov['scored']}/{cov['attempted']} scored ({cov['coverage']:.3f})",
+                    _WARN,
+                )
+            )
     reliability = agg.get("judge_reliability")
     if reliability:
         rate = reliability.get("disagreement_rate")
@@ -247,7 +257,9 @@ def styled_summary_lines(
     lines.extend((line, _WARN if line.startswith("  flaky:") else {}) for line in repeat_summary_lines(metrics))
     if comparison is not None:
         lines.extend(_comparison_lines(comparison))
-    lines.extend((line, _RED if "REGRESSION" in line or line.startswith("config ") else {}) for line in ranking_lines(metrics))
+    lines.extend(
+        (line, _RED if "REGRESSION" in line or line.startswith("config ") else {}) for line in ranking_lines(metrics)
+    )
     lines.extend((note, _WARN if note.startswith("warning") else {}) for note in notes)
     if run_dir is not None:
         lines.append(run_line(run_dir))
@@ -264,7 +276,12 @@ def known_failure_lines(metrics: Mapping[str, Any]) -> list[tuple[str, Markup]]:
     lines: list[tuple[str, Markup]] = []
     known = metrics.get("known_failures")
     if isinstance(known, int) and known:
-        lines.append((f"{known} known failure{'s' if known != 1 else ''}: failed in the baseline the same way, none worse (xfailed)", _WARN))
+        lines.append(
+            (
+                f"{known} known failure{'s' if known != 1 else ''}: failed in the baseline the same way, none worse (xfailed)",
+                _WARN,
+            )
+        )
     cases = metrics.get("cases")
     cases = cases if isinstance(cases, Mapping) else {}
     fixed = [str(key) for key, case in cases.items() if isinstance(case, Mapping) and case.get("fixed_since_baseline")]
@@ -297,7 +314,9 @@ def _comparison_lines(comparison: Comparison) -> list[tuple[str, Markup]]:
         head = "baseline refused (use --rageval-ignore-invariants to compare anyway):"
         return [(head, _BAD)] + [(f"  {line}", _RED) for line in comparison.invariant_differences]
     status = comparison.status
-    lines: list[tuple[str, Markup]] = [(f"baseline: {status.upper() if status != 'no regression' else status}", _GOOD if comparison.passed else _BAD)]
+    lines: list[tuple[str, Markup]] = [
+        (f"baseline: {status.upper() if status != 'no regression' else status}", _GOOD if comparison.passed else _BAD)
+    ]
     failing = set(comparison.coverage_failures) | {f"not compared: {comparison.not_compared}"}
     flipped = False
     for line in format_comparison(comparison):

@@ -23,7 +23,9 @@ def trend_metrics() -> tuple[str, ...]:
     return registry.headline_aggregates()
 
 
-def _trend_runs(metrics: dict[str, Any], history: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], list[str]]:
+def _trend_runs(
+    metrics: dict[str, Any], history: list[dict[str, Any]] | None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Whole earlier runs of this run's eval set, then this run if whole; and what was left out, said in words.
 
     A run of another eval set (``eval_set_hash``), a partial, all-error or
@@ -48,7 +50,9 @@ def _trend_runs(metrics: dict[str, Any], history: list[dict[str, Any]] | None) -
     if other:
         left_out["of other eval sets"] = other
     notes = [
-        f"{n} {reason} run{'s' if n != 1 else ''}" if not reason.startswith("of ") else f"{n} run{'s' if n != 1 else ''} {reason}"
+        f"{n} {reason} run{'s' if n != 1 else ''}"
+        if not reason.startswith("of ")
+        else f"{n} run{'s' if n != 1 else ''} {reason}"
         for reason, n in sorted(left_out.items())
     ]
     standing = not_whole(metrics)
@@ -113,7 +117,9 @@ def _baseline_value(baseline: dict[str, Any] | None, metric: str) -> float | Non
     return _number(aggregates.get(metric)) if isinstance(aggregates, dict) else None
 
 
-def render_trends(metrics: dict[str, Any], history: list[dict[str, Any]] | None, baseline: dict[str, Any] | None = None) -> Html:
+def render_trends(
+    metrics: dict[str, Any], history: list[dict[str, Any]] | None, baseline: dict[str, Any] | None = None
+) -> Html:
     """The Trends section: a chart per headline aggregate with 2 or more points, and what was left out."""
     runs, left_out = _trend_runs(metrics, history)
     eval_set = chart_eval_set(metrics, history)
@@ -134,9 +140,9 @@ def render_trends(metrics: dict[str, Any], history: list[dict[str, Any]] | None,
         ).format(skipped)
     edited = EMPTY
     if edits:
-        edited = Html(" {} eval-set edit{} marked (dashed; hover one for what changed); a point's tooltip compares it with the run before").format(
-            len(edits), "" if len(edits) == 1 else "s"
-        ) + Html(" on the cases both share unchanged.")
+        edited = Html(
+            " {} eval-set edit{} marked (dashed; hover one for what changed); a point's tooltip compares it with the run before"
+        ).format(len(edits), "" if len(edits) == 1 else "s") + Html(" on the cases both share unchanged.")
     note = Html(
         '<p class="muted">{} runs of eval set {}, oldest left, each metric on its own scale; dates in UTC; hover a point for its run.{}{}</p>'
     ).format(len(runs), (eval_set or "unknown")[:12], edited, skipped)
@@ -209,7 +215,15 @@ def _svg_chart(
     grid = join(
         Html(
             '<line x1="{l}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" stroke="{c}"/><text class="tick" x="{tx}" y="{ty:.1f}" text-anchor="end">{v}</text>'
-        ).format(l=_LEFT, r=_LEFT + plot_w, y=y(v), c="#8c959f" if i == 0 else "#eaeef2", tx=_LEFT - 5, ty=y(v) + 4, v=f"{round(v, 4):g}")
+        ).format(
+            l=_LEFT,
+            r=_LEFT + plot_w,
+            y=y(v),
+            c="#8c959f" if i == 0 else "#eaeef2",
+            tx=_LEFT - 5,
+            ty=y(v) + 4,
+            v=f"{round(v, 4):g}",
+        )
         for i, v in ((i, low + (high - low) * i / ticks) for i in range(ticks + 1))
     )
     labels: list[Html] = []
@@ -217,9 +231,14 @@ def _svg_chart(
         run = runs[pos]
         moment, commit = run_moment(run), short_commit(run.get("git_commit"))
         anchor = "start" if pos == 0 and n_runs > 1 else "end" if pos == n_runs - 1 and n_runs > 1 else "middle"
-        lines = [f"{moment:%Y-%m-%d}" if moment else f"run {pos + 1}", " ".join(filter(None, [f"{moment:%H:%M}" if moment else "", commit or ""]))]
+        lines = [
+            f"{moment:%Y-%m-%d}" if moment else f"run {pos + 1}",
+            " ".join(filter(None, [f"{moment:%H:%M}" if moment else "", commit or ""])),
+        ]
         labels.extend(
-            Html('<text class="run" x="{:.1f}" y="{}" text-anchor="{}">{}</text>').format(x(pos), _H - _BOTTOM + 15 + 13 * row, anchor, text)
+            Html('<text class="run" x="{:.1f}" y="{}" text-anchor="{}">{}</text>').format(
+                x(pos), _H - _BOTTOM + 15 + 13 * row, anchor, text
+            )
             for row, text in enumerate(lines)
             if text
         )
@@ -253,7 +272,16 @@ def _svg_chart(
             x(p.position),
             y(p.value),
             4 if p.position == n_runs - 1 else 3,
-            ", ".join(filter(None, [str(p.run.get("run_id") or f"run {p.position + 1}"), _when(p.run), _versus_previous(runs, p.position, metric)])),
+            ", ".join(
+                filter(
+                    None,
+                    [
+                        str(p.run.get("run_id") or f"run {p.position + 1}"),
+                        _when(p.run),
+                        _versus_previous(runs, p.position, metric),
+                    ],
+                )
+            ),
             fmt(p.value),
         )
         for p in points
@@ -283,4 +311,6 @@ def _svg_chart(
 def _when(run: dict[str, Any]) -> str:
     """A point's date and commit: ``2024-01-02 14:05 UTC, commit abc1234``."""
     moment, commit = run_moment(run), short_commit(run.get("git_commit"))
-    return ", ".join(filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""]))
+    return ", ".join(
+        filter(None, [f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "", f"commit {commit}" if commit else ""])
+    )

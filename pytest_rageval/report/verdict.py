@@ -47,7 +47,11 @@ def _regressed_table(outcome: GateOutcome) -> Html:
         for d in regressed
     ]
     drops = join(_drops(d) for d in regressed)
-    return table(["regressed metric", "baseline", "now", "delta", "95% interval", "tolerance"], rows, "verdict-metrics") + drops + scope
+    return (
+        table(["regressed metric", "baseline", "now", "delta", "95% interval", "tolerance"], rows, "verdict-metrics")
+        + drops
+        + scope
+    )
 
 
 def _drops(d: MetricDelta) -> Html:
@@ -55,7 +59,8 @@ def _drops(d: MetricDelta) -> Html:
     if not d.largest_drops:
         return EMPTY
     items = Html(" · ").join(
-        Html("<code>{}</code> {} &rarr; {}").format(str(drop.get("case")), fmt(drop.get("old")), fmt(drop.get("new"))) for drop in d.largest_drops
+        Html("<code>{}</code> {} &rarr; {}").format(str(drop.get("case")), fmt(drop.get("old")), fmt(drop.get("new")))
+        for drop in d.largest_drops
     )
     return Html('<p class="drops muted">Cases that moved <code>{}</code> most: {}</p>').format(d.name, items)
 
@@ -76,14 +81,19 @@ def _moves(comparison: Comparison | None) -> Html:
     parts = []
     for title, keys in (
         ("added since the baseline", comparison.added_cases),
-        ("changed since the baseline (another question, gold, reference, thresholds, marks or params)", comparison.changed_cases),
+        (
+            "changed since the baseline (another question, gold, reference, thresholds, marks or params)",
+            comparison.changed_cases,
+        ),
         ("removed since the baseline", comparison.removed_cases),
     ):
         if keys:
             items = join(Html("<li><code>{}</code></li>").format(key) for key in keys[:50])
             more = Html("<li>and {} more</li>").format(len(keys) - 50) if len(keys) > 50 else EMPTY
             parts.append(
-                Html('<details class="moves"><summary>{} {}: not compared</summary><ul>{}{}</ul></details>').format(len(keys), title, items, more)
+                Html('<details class="moves"><summary>{} {}: not compared</summary><ul>{}{}</ul></details>').format(
+                    len(keys), title, items, more
+                )
             )
     return join(parts)
 
@@ -93,9 +103,9 @@ def _configs_line(failed: Sequence[tuple[str, str]]) -> Html:
     if not failed:
         return EMPTY
     items = join(Html("<li><code>{}</code>: {}</li>").format(cid, reason) for cid, reason in failed)
-    return Html('<div class="reason"><a href="#configs">configs that regressed against the same config of the baseline</a>:</div><ul>{}</ul>').format(
-        items
-    )
+    return Html(
+        '<div class="reason"><a href="#configs">configs that regressed against the same config of the baseline</a>:</div><ul>{}</ul>'
+    ).format(items)
 
 
 def render_verdict(outcome: GateOutcome | None, failed_configs: Sequence[tuple[str, str]] = ()) -> Html:
@@ -103,7 +113,9 @@ def render_verdict(outcome: GateOutcome | None, failed_configs: Sequence[tuple[s
     (config id, reason) of a matrix run's configs that regressed (report/configs.failed_configs)."""
     outcome = outcome or GateOutcome()
     kind = outcome.kind
-    cls = {"failed": "v-failed", "refused": "v-failed", "allowed": "v-allowed", "passed": "v-passed"}.get(kind, "v-none")
+    cls = {"failed": "v-failed", "refused": "v-failed", "allowed": "v-allowed", "passed": "v-passed"}.get(
+        kind, "v-none"
+    )
     parts = [Html('<section id="verdict" class="verdict-block {}"><h2>{}</h2>').format(cls, VERDICT_TITLES[kind])]
     if outcome.baseline:
         parts.append(Html('<div class="muted">baseline <code>{}</code></div>').format(outcome.baseline))

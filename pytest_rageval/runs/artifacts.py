@@ -50,7 +50,9 @@ def writable_record(record: dict[str, Any]) -> dict[str, Any]:
         else:
             kept[name] = value
     kept["outcome"] = "error"
-    kept["error"] = error("unwritable", "the case's record could not be written: field " + ", ".join(dropped) + " left out")
+    kept["error"] = error(
+        "unwritable", "the case's record could not be written: field " + ", ".join(dropped) + " left out"
+    )
     return kept
 
 
@@ -87,7 +89,10 @@ def with_seed_keys(record: dict[str, Any], config: Mapping[str, Any]) -> dict[st
     metrics = record.get("metrics") or {}
     judge = record.get("judge") or {}
     record["retrieval_metrics"] = {name: metrics.get(name) for name in _seed_retrieval() if name in metrics}
-    for name, fields in (("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")), ("correctness", ("score", "reasoning"))):
+    for name, fields in (
+        ("groundedness", ("score", "reasoning", "unsupported_claims", "supported_claims")),
+        ("correctness", ("score", "reasoning")),
+    ):
         verdict = judge.get(name)
         if isinstance(verdict, Mapping):
             record[name] = {f: verdict.get(f, [] if f.endswith("claims") else None) for f in fields}

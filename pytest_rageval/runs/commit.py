@@ -31,7 +31,9 @@ def run_commit(root: Path, environ: Mapping[str, str]) -> str | None:
         if _HEX.fullmatch(value):
             return value.lower()
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False
+        )
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     commit = out.stdout.strip()
@@ -51,7 +53,12 @@ def tree_dirty(root: Path) -> bool | None:
     None without git or a repository."""
     try:
         out = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError, ValueError):
         return None

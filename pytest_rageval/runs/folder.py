@@ -222,7 +222,9 @@ def read_records(run_dir: Path, *, torn_tail: bool = True) -> Iterator[dict[str,
         elif torn_tail and not line.ended:
             return
         else:
-            raise UnreadableRecord(f"{path}:{line.number}: cannot read this record ({line.problem}); nothing was changed")
+            raise UnreadableRecord(
+                f"{path}:{line.number}: cannot read this record ({line.problem}); nothing was changed"
+            )
 
 
 @dataclass(frozen=True)
@@ -256,11 +258,15 @@ def repair_results(run_dir: Path) -> Repair:
             raise RunFolderError(f"{path} line {line.number} is not a JSON record; this run cannot be resumed exactly")
         found = record_problems(line.record)
         if found:
-            raise RunFolderError(f"{readback.file_problem(f'{path}:{line.number}', found)}; this run cannot be resumed exactly")
+            raise RunFolderError(
+                f"{readback.file_problem(f'{path}:{line.number}', found)}; this run cannot be resumed exactly"
+            )
         key = line.record.get("key")
         if isinstance(key, str) and key:
             if key in seen:
-                raise RunFolderError(f"{path} lines {seen[key]} and {line.number} are two records of {key}; this run cannot be resumed exactly")
+                raise RunFolderError(
+                    f"{path} lines {seen[key]} and {line.number} are two records of {key}; this run cannot be resumed exactly"
+                )
             seen[key] = line.number
         records.append(line.record)
         last = line

@@ -77,7 +77,12 @@ def merge_runs(run_dirs: Sequence[Path], output_dir: Path) -> tuple[Path, dict[s
     for record in records.values():
         folder.add(record)
     config = dict(configs[0])
-    config.update(run_id=run_id, merged_from=[str(d) for d in run_dirs], eval_set_files=digests, eval_set_hash=merged["eval_set_hash"])
+    config.update(
+        run_id=run_id,
+        merged_from=[str(d) for d in run_dirs],
+        eval_set_files=digests,
+        eval_set_hash=merged["eval_set_hash"],
+    )
     folder.finish(merged, config)
     return folder.run_dir, merged, notes
 

@@ -179,7 +179,13 @@ RECORD: dict[str, Any] = {
     "references": [CHUNK],
     "latency": {EACH: NUMBER},
     "judge": {EACH: _VERDICT},
-    "judge_input": {"question": TEXT, "answer": TEXT, "contexts": [TEXT], "context_chunks_truncated": [TEXT], "context_chunk_ids": LIST},
+    "judge_input": {
+        "question": TEXT,
+        "answer": TEXT,
+        "contexts": [TEXT],
+        "context_chunks_truncated": [TEXT],
+        "context_chunk_ids": LIST,
+    },
     "judge_attempted": [TEXT],
     "spot_check": OBJECT,
     "judge_cache": {"hits": INTEGER, "misses": INTEGER},
@@ -301,7 +307,17 @@ METRICS: dict[str, Any] = {
         "metric": TEXT,
         "lower_is_better": FLAG,
         "best": TEXT,
-        "ranked": [{"config_id": TEXT, "params": OBJECT, "value": NUMBER, "ci_low": NUMBER, "ci_high": NUMBER, "n": INTEGER, "pass_rate": NUMBER}],
+        "ranked": [
+            {
+                "config_id": TEXT,
+                "params": OBJECT,
+                "value": NUMBER,
+                "ci_low": NUMBER,
+                "ci_high": NUMBER,
+                "n": INTEGER,
+                "pass_rate": NUMBER,
+            }
+        ],
     },
     "comparison": {
         "deltas": [_DELTA],

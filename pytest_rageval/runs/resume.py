@@ -18,7 +18,13 @@ __all__ = ["differences", "selection_of"]
 OPTIONAL_FIELDS = ("limits", "repeat", "matrix", "docs_root")
 
 #: How each selection field is named in a message.
-_SELECTION_NAMES = {"paths": "eval-set paths", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect", "shard": "--rageval-shard"}
+_SELECTION_NAMES = {
+    "paths": "eval-set paths",
+    "keyword": "-k",
+    "markexpr": "-m",
+    "deselect": "--deselect",
+    "shard": "--rageval-shard",
+}
 
 
 def selection_of(

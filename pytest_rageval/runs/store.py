@@ -46,7 +46,11 @@ class RunStore:
         return run_id or None
 
     def history(
-        self, *, limit: int | None = 30, skipped: list[str] | None = None, known: Mapping[str, dict[str, Any]] | None = None
+        self,
+        *,
+        limit: int | None = 30,
+        skipped: list[str] | None = None,
+        known: Mapping[str, dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """The metrics.json of every run here, oldest first (sorted by timestamp, then run id), each without its
         ``cases`` (what the history and the trends read is the run's own fields: a run of 100,000 cases would
@@ -61,7 +65,10 @@ class RunStore:
             return []
         paths = sorted(self.output_dir.glob(f"*/{RunFolder.METRICS}"))
         known = known or {}
-        entries = (_without_cases(known[p.parent.name]) if p.parent.name in known else _history_entry(p, skipped) for p in paths)
+        entries = (
+            _without_cases(known[p.parent.name]) if p.parent.name in known else _history_entry(p, skipped)
+            for p in paths
+        )
         runs = [m for m in entries if m is not None]
         runs.sort(key=lambda m: (str(m.get("timestamp") or ""), str(m.get("run_id") or "")))
         if limit is None:

@@ -54,7 +54,9 @@ def _plain(value: object, where: str, depth: int) -> Any:
         return plain
     if isinstance(value, (list, tuple)):
         return [_plain(item, f"{where}[{index}]", depth + 1) for index, item in enumerate(value)]
-    raise UserFieldsError(f"field {where}: expected a JSON value (string, number, true/false, null, list or mapping), got {_described(value)}")
+    raise UserFieldsError(
+        f"field {where}: expected a JSON value (string, number, true/false, null, list or mapping), got {_described(value)}"
+    )
 
 
 def checked(source: str, returned: object) -> dict[str, Any]:
@@ -88,7 +90,9 @@ def joined(parts: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
             section[name] = value
         size = len(json.dumps(section, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         if size > MAX_BYTES:
-            raise UserFieldsError(f"{source}: the fields take {size} bytes as JSON, more than the {MAX_BYTES} a run keeps")
+            raise UserFieldsError(
+                f"{source}: the fields take {size} bytes as JSON, more than the {MAX_BYTES} a run keeps"
+            )
     return dict(sorted(section.items()))
 
 

@@ -120,7 +120,9 @@ class CallableClient:
             else:
                 result = await self._threads.call(self.fn, question, params, timeout=self.timeout)
             if inspect.isawaitable(result):  # a sync function returning a coroutine: awaited within the timeout
-                result = await (result if self._is_async or self.timeout is None else asyncio.wait_for(result, self.timeout))
+                result = await (
+                    result if self._is_async or self.timeout is None else asyncio.wait_for(result, self.timeout)
+                )
             return result
         except (RagCallError, Abandoned, NotStarted):
             raise
@@ -170,7 +172,9 @@ class CallableClient:
         elif dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
         if not isinstance(result, dict):
-            raise RagCallError("invalid_response", f"{self.name} returned {type_name(result)}, expected a dict or RagResponse")
+            raise RagCallError(
+                "invalid_response", f"{self.name} returned {type_name(result)}, expected a dict or RagResponse"
+            )
         try:
             result, notes = safejson.clean(result)
         except safejson.JsonLimitError as exc:

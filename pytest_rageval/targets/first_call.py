@@ -71,9 +71,7 @@ class GatedClient:
             except RagCallError as exc:
                 if not (self.stop_on_mismatch and is_mismatch(exc)):
                     raise
-                self._mismatch = (
-                    f"the first call of {self.name} (question {question[:80]!r}) could not be made: {exc.message}; {HOW_TARGETS_ARE_CALLED}"
-                )
+                self._mismatch = f"the first call of {self.name} (question {question[:80]!r}) could not be made: {exc.message}; {HOW_TARGETS_ARE_CALLED}"
                 raise TargetMismatch(self._mismatch) from None
             finally:
                 self._first.set()

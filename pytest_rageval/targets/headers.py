@@ -37,7 +37,9 @@ def parse_headers(text: str, environ: Mapping[str, str]) -> dict[str, str]:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 raise RagConfigError(f"{setting} line {number} (header {name!r}): '${{{var}}}' is not a variable name")
             if var not in environ:
-                raise RagConfigError(f"{setting}: environment variable {var!r} is not set (used in header {name!r}, line {number})")
+                raise RagConfigError(
+                    f"{setting}: environment variable {var!r} is not set (used in header {name!r}, line {number})"
+                )
             return environ[var]
 
         value = _VAR.sub(substitute, value.strip())

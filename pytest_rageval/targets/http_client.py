@@ -35,7 +35,15 @@ import httpx
 from pytest_rageval import bounded_http, defaults, safejson
 from pytest_rageval.evaluation.record import CallErrorKind
 from pytest_rageval.flow import Limiter, SlotTicket
-from pytest_rageval.redact import Redactor, environment_secrets, guard_http_logs, header_secrets, public_url, scrub_urls, url_secrets
+from pytest_rageval.redact import (
+    Redactor,
+    environment_secrets,
+    guard_http_logs,
+    header_secrets,
+    public_url,
+    scrub_urls,
+    url_secrets,
+)
 from pytest_rageval.retry import backoff_delay
 
 from .maps import ResponseMap, build_body, map_response
@@ -165,7 +173,9 @@ class HttpClient:
         """``text`` with every secret this client knows masked (before any cut)."""
         return self._redactor.mask(text)
 
-    def _error(self, kind: CallErrorKind, message: str, *, status: int | None = None, attempts: int = 1) -> RagCallError:
+    def _error(
+        self, kind: CallErrorKind, message: str, *, status: int | None = None, attempts: int = 1
+    ) -> RagCallError:
         return RagCallError(kind, self._redact(message), status=status, attempts=attempts)
 
     def _get_client(self) -> httpx.AsyncClient:
@@ -205,12 +215,15 @@ class HttpClient:
                         attempts=attempt + 1,
                     )
                 except (bounded_http.BodyRefused, httpx.DecodingError) as exc:  # not retried: it would come again
-                    raise self._error("invalid_response", f"response from {self.url} refused: {exc}", attempts=attempt + 1) from None
+                    raise self._error(
+                        "invalid_response", f"response from {self.url} refused: {exc}", attempts=attempt + 1
+                    ) from None
                 except httpx.TransportError as exc:
                     detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
                     failure = self._error(
                         "connection",
-                        f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}" + (f": {detail}" if detail else ""),
+                        f"connection to {self.url} failed (retried {attempt} times): {type(exc).__name__}"
+                        + (f": {detail}" if detail else ""),
                         attempts=attempt + 1,
                     )
                 else:
@@ -254,7 +267,9 @@ class HttpClient:
         try:
             data, notes = safejson.loads(response.content, nonfinite="repair")
         except safejson.JsonLimitError as exc:
-            raise self._error("invalid_response", f"response refused: {exc}", status=response.status_code, attempts=attempts) from None
+            raise self._error(
+                "invalid_response", f"response refused: {exc}", status=response.status_code, attempts=attempts
+            ) from None
         except ValueError:
             raise self._error(
                 "invalid_response",
@@ -266,7 +281,9 @@ class HttpClient:
             mapped = map_response(self._redactor.mask_data(data), self.response_map, self.docs_root)
         except RagCallError as exc:
             raise self._error(exc.kind, exc.message, status=response.status_code, attempts=attempts) from None
-        return RagReply(response=mapped, latency_ms=latency_ms, attempts=attempts, notes=tuple(self._redact(n) for n in notes))
+        return RagReply(
+            response=mapped, latency_ms=latency_ms, attempts=attempts, notes=tuple(self._redact(n) for n in notes)
+        )
 
     async def aclose(self) -> None:
         """Close the connection pool (idempotent; a later aask opens a new one)."""

@@ -58,7 +58,9 @@ def inspect_target(
         lines.append(f"abstained: {str(response.abstained).lower()}")
     chunks = response.retrieved_chunks
     lines.append(
-        f"retrieved chunks ({len(chunks)}; the first {k} count), rel_path relative to docs_root {docs_root}:" if chunks else "retrieved chunks: none"
+        f"retrieved chunks ({len(chunks)}; the first {k} count), rel_path relative to docs_root {docs_root}:"
+        if chunks
+        else "retrieved chunks: none"
     )
     lines += [_chunk_line(i, chunk) for i, chunk in enumerate(chunks[:k], start=1)]
     if len(chunks) > k:

@@ -234,7 +234,9 @@ def _map_items(value: Any, target: str, source: str, renames: KeyRenames) -> lis
     items = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise _invalid(f"response '{target}[{index}]' is not an object (got {type_name(item)}; looked for '{source}')")
+            raise _invalid(
+                f"response '{target}[{index}]' is not an object (got {type_name(item)}; looked for '{source}')"
+            )
         mapped = dict(item)
         for key, item_source in renames:
             found = _get_path(item, item_source)
@@ -284,7 +286,9 @@ def map_response(data: Any, response_map: ResponseMap, docs_root: Path | None = 
     for target in LIST_TARGETS:
         value, source = _read(data, response_map, target)
         sources[target] = source
-        fields[target] = relative_paths(_map_items(value, target, source, getattr(response_map, f"{target}_keys")), docs_root)
+        fields[target] = relative_paths(
+            _map_items(value, target, source, getattr(response_map, f"{target}_keys")), docs_root
+        )
     for target in ("abstained", "abstain_reason", "selected_folders"):
         value, source = _read(data, response_map, target)
         sources[target] = source
@@ -293,8 +297,14 @@ def map_response(data: Any, response_map: ResponseMap, docs_root: Path | None = 
     timings, sources["timings"] = _read(data, response_map, "timings")
     if timings is not _MISSING and timings is not None:
         if not isinstance(timings, dict):
-            raise _invalid(f"response 'timings' is not an object (got {type_name(timings)}; looked for '{sources['timings']}')")
-        fields["timings"] = {str(name): float(ms) for name, ms in timings.items() if isinstance(ms, (int, float)) and not isinstance(ms, bool)}
+            raise _invalid(
+                f"response 'timings' is not an object (got {type_name(timings)}; looked for '{sources['timings']}')"
+            )
+        fields["timings"] = {
+            str(name): float(ms)
+            for name, ms in timings.items()
+            if isinstance(ms, (int, float)) and not isinstance(ms, bool)
+        }
 
     try:
         return RagResponse.model_validate(fields)

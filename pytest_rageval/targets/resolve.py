@@ -15,7 +15,9 @@ from .target_import import check_target, resolve
 __all__ = ["client_of", "load_target"]
 
 
-def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, params_hook: str = "", **http_options: Any) -> RagClient:
+def load_target(
+    spec: str, *, folders: Sequence[str] = (), concurrency: int = 8, params_hook: str = "", **http_options: Any
+) -> RagClient:
     """A client for ``http(s)://...`` or ``package.module:name``, where ``name`` is a callable or a framework
     object (recognised by its classes: frameworks.recognise). ``folders`` are tried on sys.path when the module
     is not importable as is (the working directory and rootdir). ``http_options`` are HttpClient's keyword
@@ -37,7 +39,9 @@ def load_target(spec: str, *, folders: Sequence[str] = (), concurrency: int = 8,
     hook = resolve(params_hook, folders, setting="rageval_params_hook") if params_hook else None
     if hook is not None and not callable(hook):
         raise RagConfigError(f"rageval_params_hook {params_hook!r}: a {type(hook).__name__} object, not callable")
-    return FrameworkClient(adapter, name=spec, abandon_limit=concurrency, params_hook=hook, **python_options(http_options))
+    return FrameworkClient(
+        adapter, name=spec, abandon_limit=concurrency, params_hook=hook, **python_options(http_options)
+    )
 
 
 def client_of(obj: Any, *, name: str, concurrency: int = 8, **http_options: Any) -> RagClient:

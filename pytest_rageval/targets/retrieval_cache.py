@@ -54,7 +54,16 @@ def sliced(reply: RagReply, k: int) -> RagReply:
 
 def _encode(outcome: RagReply | RagCallError) -> str:
     if isinstance(outcome, RagCallError):
-        return json.dumps({"error": {"kind": outcome.kind, "message": outcome.message, "status": outcome.status, "attempts": outcome.attempts}})
+        return json.dumps(
+            {
+                "error": {
+                    "kind": outcome.kind,
+                    "message": outcome.message,
+                    "status": outcome.status,
+                    "attempts": outcome.attempts,
+                }
+            }
+        )
     return json.dumps(
         {
             "response": outcome.response.model_dump(mode="json"),
@@ -71,7 +80,10 @@ def _decode(text: str) -> RagReply | RagCallError:
         e = data["error"]
         return RagCallError(e["kind"], e["message"], status=e["status"], attempts=e["attempts"])
     return RagReply(
-        response=RagResponse.model_validate(data["response"]), latency_ms=data["latency_ms"], attempts=data["attempts"], notes=tuple(data["notes"])
+        response=RagResponse.model_validate(data["response"]),
+        latency_ms=data["latency_ms"],
+        attempts=data["attempts"],
+        notes=tuple(data["notes"]),
     )
 
 
@@ -84,7 +96,9 @@ class RetrievalCache:
     _flights: dict[str, asyncio.Future[RagReply | RagCallError]] = field(default_factory=dict)
     _served: dict[str, int] = field(default_factory=dict)
 
-    async def ask(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any], users: int = 0) -> RagReply:
+    async def ask(
+        self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any], users: int = 0
+    ) -> RagReply:
         """The reply for ``key``, asked of ``client`` at ``k`` with ``params`` by the first caller only.
 
         ``users``: how many items the key serves; once that many have asked, it is let go (memory stays flat
@@ -120,7 +134,9 @@ class RetrievalCache:
             raise RagCallError(outcome.kind, outcome.message, status=outcome.status, attempts=outcome.attempts)
         return outcome
 
-    async def _shared(self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any]) -> RagReply | RagCallError:
+    async def _shared(
+        self, client: RagClient, key: str, question: str, *, k: int, params: dict[str, Any]
+    ) -> RagReply | RagCallError:
         if self.folder is None or fcntl is None:
             return await self._call(client, question, k=k, params=params)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -149,7 +165,9 @@ class RetrievalCache:
         finally:
             os.close(fd)  # releases the lock
 
-    async def _call(self, client: RagClient, question: str, *, k: int, params: dict[str, Any]) -> RagReply | RagCallError:
+    async def _call(
+        self, client: RagClient, question: str, *, k: int, params: dict[str, Any]
+    ) -> RagReply | RagCallError:
         self.requests += 1
         try:
             return await client.aask(question, k=k, params=params)

@@ -25,10 +25,14 @@ def _import_module(module_name: str, spec: str, folders: Sequence[str], setting:
         missing = exc.name or module_name
         if module_name == missing or module_name.startswith(missing + "."):
             raise RagConfigError(f"{setting} {spec!r}: cannot import module {module_name!r} ({exc})") from exc
-        raise RagConfigError(f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+        raise RagConfigError(
+            f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     except Exception as exc:
         message = " ".join(str(exc).split())
-        raise RagConfigError(f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}") from exc
+        raise RagConfigError(
+            f"{setting} {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {message}"
+        ) from exc
 
 
 def _import_from(module_name: str, folders: Sequence[str]) -> Any:
@@ -66,7 +70,9 @@ def check_target(spec: str) -> str:
         return spec
     module_name, colon, attr_path = spec.partition(":")
     if "://" in spec or not colon or not _DOTTED.match(module_name) or not _DOTTED.match(attr_path):
-        raise RagConfigError(f"rageval_target {scrub_urls(spec)!r}: expected an http(s):// URL or 'package.module:callable'")
+        raise RagConfigError(
+            f"rageval_target {scrub_urls(spec)!r}: expected an http(s):// URL or 'package.module:callable'"
+        )
     return spec
 
 
@@ -80,6 +86,8 @@ def resolve(spec: str, folders: Sequence[str], setting: str = "rageval_target") 
     for part in attr_path.split("."):
         if not hasattr(target, part):
             names = [n for n in dir(target) if not n.startswith("_")]
-            raise RagConfigError(f"{setting} {spec!r}: module {module_name!r} has no attribute {attr_path!r}{did_you_mean(part, names)}")
+            raise RagConfigError(
+                f"{setting} {spec!r}: module {module_name!r} has no attribute {attr_path!r}{did_you_mean(part, names)}"
+            )
         target = getattr(target, part)
     return target

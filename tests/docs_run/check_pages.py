@@ -59,7 +59,9 @@ def test_the_pages_have_blocks() -> None:
     assert len(BLOCKS) > 40
 
 
-@pytest.mark.parametrize("block", [pytest.param(block, id=block.test_id, marks=pytest.mark.xdist_group(block.page)) for block in BLOCKS])
+@pytest.mark.parametrize(
+    "block", [pytest.param(block, id=block.test_id, marks=pytest.mark.xdist_group(block.page)) for block in BLOCKS]
+)
 def test_block(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
     if block.page in FAILED:
         pytest.skip(f"{block.page}:{FAILED[block.page]} failed before it")

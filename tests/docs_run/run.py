@@ -117,7 +117,9 @@ class Workspace:
     def __init__(self, base: Path, repository: Path, bin_folder: Path) -> None:
         self.base, self.repository = base, repository
         self.env = {name: value for name, value in os.environ.items() if name not in DROPPED}
-        self.env.update({"PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "80", "NO_COLOR": "1"})
+        self.env.update(
+            {"PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "80", "NO_COLOR": "1"}
+        )
         self.folder = base / "project"
         self.folder.mkdir(parents=True)
         self.shown_as: str | None = None
@@ -141,7 +143,9 @@ class Workspace:
 
     def _venv(self, where: Path) -> None:
         """A virtual environment that sees this interpreter's packages (its venv's too), first on PATH."""
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(where)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(where)], check=True
+        )
         site_packages = next(where.glob("lib/python*/site-packages"))
         seen = [path for path in sys.path if path.endswith("site-packages")]
         # a .pth line that starts with import runs: this interpreter's package folders, first on sys.path
@@ -175,11 +179,15 @@ class Workspace:
         elif block.kind == "commands":
             for number, step in enumerate(block.commands, 1):
                 expected = block.exit_code if number == len(block.commands) else 0
-                output = self._run(block, ["bash", "-e", "-o", "pipefail", "-c", step.command], None, expected, step.command)
+                output = self._run(
+                    block, ["bash", "-e", "-o", "pipefail", "-c", step.command], None, expected, step.command
+                )
                 if step.shown.strip():
                     self._compare(block, step.shown, output)
 
-    def _run(self, block: Block, command: list[str], stdin: str | None, expected: int | None = None, what: str = "") -> str:
+    def _run(
+        self, block: Block, command: list[str], stdin: str | None, expected: int | None = None, what: str = ""
+    ) -> str:
         expected = block.exit_code if expected is None else expected
         done = subprocess.run(
             command,
@@ -216,7 +224,16 @@ class Workspace:
         if self.last_file is not None:
             (copy / self.last_file.relative_to(self.folder)).unlink()
         (copy / block.path).write_text(block.source, encoding="utf-8")
-        command = [sys.executable, "-m", "pytest", "--rageval", "--collect-only", "-q", "-W", "error::pytest.PytestConfigWarning"]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rageval",
+            "--collect-only",
+            "-q",
+            "-W",
+            "error::pytest.PytestConfigWarning",
+        ]
         done = subprocess.run(command, cwd=copy, env=self.env, capture_output=True, text=True, timeout=TIMEOUT)
         if done.returncode != 0:
             raise AssertionError(

@@ -23,7 +23,18 @@ REPO = Path(__file__).resolve().parents[2]
 SEEDS = ("0", "1", "2", "3")
 #: Plugins of other installed packages the main job never uses (about two CPU-seconds of each start); pytest-randomly
 #: stays, shuffling the cases of each run.
-UNUSED = ("-p", "no:hypothesispytest", "-p", "no:langsmith_plugin", "-p", "no:anyio", "-p", "no:platformdirs", "-p", "no:benchmark")
+UNUSED = (
+    "-p",
+    "no:hypothesispytest",
+    "-p",
+    "no:langsmith_plugin",
+    "-p",
+    "no:anyio",
+    "-p",
+    "no:platformdirs",
+    "-p",
+    "no:benchmark",
+)
 #: Keys whose values come from the clock: run identity, times and latencies.
 CLOCK_KEYS = frozenset({"run_id", "timestamp", "latency", "latency_ms", "timings", "duration", "durations"})
 
@@ -41,7 +52,18 @@ def _main_job(seed: str, output: Path) -> tuple[dict[str, Any], list[dict[str, A
     """Run ``pytest --rageval`` in the repository under ``PYTHONHASHSEED=seed``; its metrics and results."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RAGEVAL_", "OPENAI_"))}
     env["PYTHONHASHSEED"] = seed
-    cmd = [sys.executable, "-m", "pytest", "--rageval", "-q", "-p", "no:cacheprovider", *UNUSED, "--rageval-output", str(output)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--rageval",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *UNUSED,
+        "--rageval-output",
+        str(output),
+    ]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"PYTHONHASHSEED={seed}:\n{done.stdout}\n{done.stderr}"
     run = output / (output / "latest").read_text().strip()
@@ -59,7 +81,9 @@ def test_demo_main_job_is_identical_under_every_hash_seed(tmp_path: Path) -> Non
     answers0 = {r["test_case_id"]: r["answer"] for r in results0}
     for seed, (metrics, results) in runs.items():
         assert _without_clock(metrics) == _without_clock(metrics0), f"metrics.json differs under PYTHONHASHSEED={seed}"
-        assert {r["test_case_id"]: r["answer"] for r in results} == answers0, f"answers differ under PYTHONHASHSEED={seed}"
+        assert {r["test_case_id"]: r["answer"] for r in results} == answers0, (
+            f"answers differ under PYTHONHASHSEED={seed}"
+        )
         assert _without_clock(results) == _without_clock(results0), f"results.jsonl differs under PYTHONHASHSEED={seed}"
 
 

@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 from needs import need_installed
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # each test runs pytest and the rageval command in processes of their own
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+]  # each test runs pytest and the rageval command in processes of their own
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -28,7 +31,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 APPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "llamaindex": ("app.py", ("llama_index.core", "llama_index.retrievers.bm25")),
     "langchain": ("app.py", ("langchain_core", "langchain_community", "langchain_text_splitters", "rank_bm25")),
-    "langgraph": ("app.py", ("langgraph", "langchain_core", "langchain_community", "langchain_text_splitters", "rank_bm25")),
+    "langgraph": (
+        "app.py",
+        ("langgraph", "langchain_core", "langchain_community", "langchain_text_splitters", "rank_bm25"),
+    ),
     "haystack": ("app.py", ("haystack",)),
     "http_service": ("service.py", ()),
 }
@@ -53,11 +59,17 @@ class Example:
         if APPS[self.name][0] != "service.py":
             return
         self.service = subprocess.Popen(
-            [sys.executable, "service.py", "--port", "0"], cwd=self.folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "service.py", "--port", "0"],
+            cwd=self.folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert self.service.stdout is not None
         line = self.service.stdout.readline()  # "serving on http://127.0.0.1:PORT/api/v1/ask"
-        assert line.startswith("serving on http://127.0.0.1:"), line + self.service.stderr.read() if self.service.stderr else line
+        assert line.startswith("serving on http://127.0.0.1:"), (
+            line + self.service.stderr.read() if self.service.stderr else line
+        )
         self.target = (f"--rageval-target={line.split()[-1]}",)
 
     def stop(self) -> None:
@@ -66,7 +78,21 @@ class Example:
             self.service.communicate(timeout=30)
 
     def pytest(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return _run([sys.executable, "-m", "pytest", "--rageval", "-p", "no:cacheprovider", "-p", "no:randomly", *self.target, *args], self.folder)
+        return _run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--rageval",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                *self.target,
+                *args,
+            ],
+            self.folder,
+        )
 
     def rageval(self, *args: str) -> subprocess.CompletedProcess[str]:
         return _run([sys.executable, "-m", "pytest_rageval.cli", *args], self.folder)
@@ -75,7 +101,11 @@ class Example:
         return sorted(path.parent for path in (self.folder / "results").glob("*/metrics.json"))
 
     def cases(self) -> list[str]:
-        return [json.loads(line)["id"] for line in (self.folder / "eval_sets" / "governance.jsonl").read_text().splitlines() if line.strip()]
+        return [
+            json.loads(line)["id"]
+            for line in (self.folder / "eval_sets" / "governance.jsonl").read_text().splitlines()
+            if line.strip()
+        ]
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -111,16 +141,27 @@ def test_an_example_passes_writes_every_artifact_and_its_run_folder_is_read(exam
     assert f"{len(cases)} passed" in result.stdout, _shown(result)
     (run,) = example.runs()
     for artifact in ("metrics.json", "results.jsonl", "report.html", "config.json"):
-        assert (run / artifact).is_file(), f"{artifact} missing from {sorted(p.name for p in run.iterdir())}\n{_shown(result)}"
+        assert (run / artifact).is_file(), (
+            f"{artifact} missing from {sorted(p.name for p in run.iterdir())}\n{_shown(result)}"
+        )
     metrics = json.loads((run / "metrics.json").read_text())
     assert (metrics["passed"], metrics["failed"], metrics["errors"]) == (len(cases), 0, 0)
     assert metrics["aggregate_metrics"]["recall_at_k_avg"] == 1
     junit = ET.parse(example.folder / "junit.xml").getroot()
     suite = junit if junit.tag == "testsuite" else junit[0]
-    assert (int(suite.get("tests", 0)), int(suite.get("failures", 0)), int(suite.get("errors", 0))) == (len(cases), 0, 0)
+    assert (int(suite.get("tests", 0)), int(suite.get("failures", 0)), int(suite.get("errors", 0))) == (
+        len(cases),
+        0,
+        0,
+    )
     summary = (example.folder / "summary.md").read_text()
     assert "gate passed" in summary, summary
-    for command in (("report", str(run)), ("rescore", str(run)), ("compare", "baseline", str(run)), ("history", "results")):
+    for command in (
+        ("report", str(run)),
+        ("rescore", str(run)),
+        ("compare", "baseline", str(run)),
+        ("history", "results"),
+    ):
         done = example.rageval(*command)
         assert done.returncode == 0, f"rageval {' '.join(command)}: {_shown(done)}"
     assert len(example.runs()) == 2  # the rescored run beside the first
@@ -130,7 +171,9 @@ def test_an_example_passes_under_xdist(example: Example) -> None:
     result = example.pytest("-n", "2", "--rageval-baseline=baseline/")
     assert result.returncode == 0, _shown(result)
     assert f"{len(example.cases())} passed" in result.stdout, _shown(result)
-    assert " rageval passed: 0 new failures, gate passed " in result.stdout, _shown(result)  # its own baseline, under xdist too
+    assert " rageval passed: 0 new failures, gate passed " in result.stdout, _shown(
+        result
+    )  # its own baseline, under xdist too
     (run,) = example.runs()
     for name in ("metrics.json", "results.jsonl", "config.json", "report.html"):
         assert (run / name).is_file(), name
@@ -149,7 +192,9 @@ def test_a_shallower_retrieval_fails_an_examples_baseline(example: Example) -> N
     failed = {line.split()[1] for line in output.splitlines() if line.startswith("FAILED eval_sets/governance.jsonl::")}
     assert any("::multi-" in key for key in failed), _shown(result)  # one section cannot answer a two-part question
     lines = output.splitlines()
-    assert " rageval FAILED (exit 1): " in lines[-1] and "gate FAILED: regression" in lines[-1], _shown(result)  # one verdict
+    assert " rageval FAILED (exit 1): " in lines[-1] and "gate FAILED: regression" in lines[-1], _shown(
+        result
+    )  # one verdict
     start = lines.index("  cases that flipped from pass to fail:")
     flipped = set()
     for line in lines[start + 1 :]:

@@ -17,7 +17,11 @@ L2 = 1 / math.log2(3)  # discount of rank 2
 L3 = 1 / math.log2(4)  # discount of rank 3
 
 CASES = [
-    {"id": "prefix", "question": "q-prefix", "gold_supports": [{"rel_path": "docs/deploy.md", "heading_path": "# Deploy"}]},
+    {
+        "id": "prefix",
+        "question": "q-prefix",
+        "gold_supports": [{"rel_path": "docs/deploy.md", "heading_path": "# Deploy"}],
+    },
     {"id": "beyond_k", "question": "q-beyond", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]},
     {
         "id": "groups",
@@ -42,9 +46,21 @@ CASES = [
         ],
         "required_support_groups": [[0, 1], [2]],
     },
-    {"id": "empty_heading", "question": "q-empty", "gold_supports": [{"rel_path": "notes/n.md"}, {"rel_path": "notes/m.md", "heading_path": ""}]},
-    {"id": "list_heading", "question": "q-list", "gold_supports": [{"rel_path": "docs/setup.md", "heading_path": ["Setup", "Embeddings"]}]},
-    {"id": "whitespace", "question": "q-space", "gold_supports": [{"rel_path": "docs/setup.md", "heading_path": "#  Setup >   ##   Embeddings "}]},
+    {
+        "id": "empty_heading",
+        "question": "q-empty",
+        "gold_supports": [{"rel_path": "notes/n.md"}, {"rel_path": "notes/m.md", "heading_path": ""}],
+    },
+    {
+        "id": "list_heading",
+        "question": "q-list",
+        "gold_supports": [{"rel_path": "docs/setup.md", "heading_path": ["Setup", "Embeddings"]}],
+    },
+    {
+        "id": "whitespace",
+        "question": "q-space",
+        "gold_supports": [{"rel_path": "docs/setup.md", "heading_path": "#  Setup >   ##   Embeddings "}],
+    },
     {"id": "ids", "query": "q-ids", "expectedProposalIds": ["abc-123"], "referenceAnswer": "The Foundation."},
     {"id": "unans_abstained", "question": "q-unans-ok", "answerable": False, "category": "general"},
     {"id": "unans_answered", "question": "q-unans-bad", "answerable": False, "category": "general"},
@@ -63,7 +79,10 @@ CASES = [
         "question": "q-conflict",
         "category": "recency/conflict",
         "recency_conflict_rule": "cite_newer",
-        "gold_supports": [{"rel_path": "new.md", "heading_path": "# New"}, {"rel_path": "old.md", "heading_path": "# Old"}],
+        "gold_supports": [
+            {"rel_path": "new.md", "heading_path": "# New"},
+            {"rel_path": "old.md", "heading_path": "# Old"},
+        ],
     },
 ]
 
@@ -73,7 +92,11 @@ OTHER = [chunk("other.md", "# Other", None)]
 def respond(body: dict[str, Any]) -> Any:
     q = body["question"]
     if q == "q-prefix":
-        chunks = [chunk("docs/deploy.md", "# Deploy2", 1), chunk("docs/deploy.md", "# Deploy > ## Steps", 2), chunk("other.md", "# O", 3)]
+        chunks = [
+            chunk("docs/deploy.md", "# Deploy2", 1),
+            chunk("docs/deploy.md", "# Deploy > ## Steps", 2),
+            chunk("other.md", "# O", 3),
+        ]
         return answer("Deploy with make.", chunks, references=[chunks[1]])
     if q == "q-beyond":  # ranks out of order in the response; the match is rank 6
         chunks = [chunk("docs/a.md", "# A", 6)] + [chunk(f"o{i}.md", "# O", i) for i in (3, 1, 5, 2, 4)]
@@ -197,7 +220,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester) -> None:
     with AskServer(respond) as server:
-        result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider")
+        result = project.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider"
+        )
     result.assert_outcomes(passed=8, failed=6, errors=1, skipped=1)
     assert "q-skip" not in server.questions()  # nothing is sent for a skipped case
     assert server.questions().count("q-boom") == 3  # the 500 is retried twice
@@ -231,7 +256,13 @@ def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester) 
     assert agg["false_abstention_rate"] == pytest.approx(1 / 12)
     assert agg["groundedness_avg"] is None and agg["correctness_avg"] is None
     assert agg["operational_metrics"]["error_rate"] == pytest.approx(1 / 15)
-    assert (metrics["total_tests"], metrics["passed"], metrics["failed"], metrics["errors"], metrics["skipped"]) == (15, 8, 6, 1, 1)
+    assert (metrics["total_tests"], metrics["passed"], metrics["failed"], metrics["errors"], metrics["skipped"]) == (
+        15,
+        8,
+        6,
+        1,
+        1,
+    )
     assert (metrics["answerable_tests"], metrics["unanswerable_tests"]) == (13, 2)
     assert metrics["by_category"]["multi_hop"]["recall_all_at_k_avg"] == pytest.approx(0.5)
     assert metrics["by_tag"]["hop"]["n"] == 1
@@ -246,7 +277,9 @@ def test_hand_checked_metrics_outcomes_and_aggregates(project: pytest.Pytester) 
 
 def test_serial_and_xdist_give_identical_metrics(project: pytest.Pytester) -> None:
     def run(server: AskServer, *extra: str) -> dict[str, Any]:
-        project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *extra)
+        project.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", *extra
+        )
         latest = (project.path / "results" / "latest").read_text().strip()
         data: dict[str, Any] = json.loads((project.path / "results" / latest / "metrics.json").read_text())
         for volatile in ("run_id", "timestamp"):
@@ -264,7 +297,9 @@ def test_serial_and_xdist_give_identical_metrics(project: pytest.Pytester) -> No
 
 def test_failure_message_names_every_miss_and_marks_gold(project: pytest.Pytester) -> None:
     with AskServer(respond) as server:
-        result = project.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-k", "groups_partial or scope")
+        result = project.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-k", "groups_partial or scope"
+        )
     result.stdout.fnmatch_lines(
         [
             "*[[]groups_partial[]] q-groups-partial*",

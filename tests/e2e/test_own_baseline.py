@@ -36,7 +36,13 @@ CASES = [
     },
     {"id": "mars", "question": "q-mars", "answerable": False},
     # Its three runs abstain, answer, answer: the record combines them, and coverage counts it once.
-    {"id": "flaky", "question": "q-flaky", "gold_supports": [A], "flaky": True, "reference_answer": "The Arbitrum Foundation proposed STIP."},
+    {
+        "id": "flaky",
+        "question": "q-flaky",
+        "gold_supports": [A],
+        "flaky": True,
+        "reference_answer": "The Arbitrum Foundation proposed STIP.",
+    },
     {"id": "newer", "question": "q-newer", "gold_supports": [NEW, OLD], "recency_conflict_rule": "cite_newer"},
     {"id": "both", "question": "q-both", "gold_supports": [NEW, OLD], "recency_conflict_rule": "cite_both"},
     {"id": "ack", "question": "q-ack", "gold_supports": [NEW, OLD], "recency_conflict_rule": "acknowledge_both"},
@@ -50,7 +56,10 @@ ANSWERS = {
     "q-fact": ("The Arbitrum Foundation proposed STIP in 2023.", [A]),
     "q-flaky": ("The Arbitrum Foundation proposed STIP in 2023.", [A]),
     "q-newer": ("The 2024 report puts the treasury balance at 5 million ARB.", [NEW]),
-    "q-both": ("The 2024 report puts the treasury balance at 5 million ARB. The 2023 report put the treasury balance at 3 million ARB.", [NEW, OLD]),
+    "q-both": (
+        "The 2024 report puts the treasury balance at 5 million ARB. The 2023 report put the treasury balance at 3 million ARB.",
+        [NEW, OLD],
+    ),
     "q-ack": (
         "The 2024 report puts the treasury balance at 5 million ARB; it supersedes the 2023 report, which put the treasury balance at 3 million ARB.",
         [NEW, OLD],
@@ -79,7 +88,10 @@ class System:
                 abstains = next(self._flaky) % 3 == 0  # each session asks it three times: abstain, answer, answer
         else:
             abstains = question == "q-mars"
-        chunks = [chunk(g["rel_path"], g["heading_path"], rank, text=TEXT[g["rel_path"]]) for rank, g in enumerate([A, NEW, OLD], start=1)]
+        chunks = [
+            chunk(g["rel_path"], g["heading_path"], rank, text=TEXT[g["rel_path"]])
+            for rank, g in enumerate([A, NEW, OLD], start=1)
+        ]
         if abstains:
             return answer(REFUSAL, chunks, references=[], abstained=True if self.send_abstained else None)
         text, cited = ANSWERS[question]
@@ -117,7 +129,10 @@ CONFIGURATIONS = [
 @pytest.mark.parametrize(
     ("judge", "send_abstained", "xdist"),
     CONFIGURATIONS,
-    ids=[f"{j}-{'abstained-sent' if a else 'abstained-classified'}-{'xdist' if x else 'serial'}" for j, a, x in CONFIGURATIONS],
+    ids=[
+        f"{j}-{'abstained-sent' if a else 'abstained-classified'}-{'xdist' if x else 'serial'}"
+        for j, a, x in CONFIGURATIONS
+    ],
 )
 def test_an_unchanged_system_passes_its_own_gate(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, judge: str, send_abstained: bool, xdist: list[str]
@@ -127,7 +142,14 @@ def test_an_unchanged_system_passes_its_own_gate(
     pytester.makefile(".jsonl", **{"eval_sets/own": "\n".join(json.dumps(c) for c in CASES) + "\n"})
     pytester.makepyprojecttoml(PYPROJECT)
     with AskServer(System(send_abstained)) as rag, OpenAIServer(llm_judge()) as llm:
-        args = ["--rageval", f"--rageval-target={rag.url}", f"--rageval-judge={judge}", "-p", "no:cacheprovider", *xdist]
+        args = [
+            "--rageval",
+            f"--rageval-target={rag.url}",
+            f"--rageval-judge={judge}",
+            "-p",
+            "no:cacheprovider",
+            *xdist,
+        ]
         if judge == "openai":
             args += ["--rageval-judge-model=judge-model", f"--rageval-judge-base-url={llm.base_url}"]
         first = pytester.runpytest(*args)
@@ -141,7 +163,9 @@ def test_an_unchanged_system_passes_its_own_gate(
     # gated on its own baseline, the case that failed there the same way is a known failure (an xfail)
     gated.assert_outcomes(passed=5, xfailed=1) if unmeasurable else gated.assert_outcomes(passed=6)
     assert gated.ret == 0, gated.stdout.str()
-    gated.stdout.fnmatch_lines(["baseline: no regression", "  compared on 6 shared cases of 6 in the baseline and 6 in this run"])
+    gated.stdout.fnmatch_lines(
+        ["baseline: no regression", "  compared on 6 shared cases of 6 in the baseline and 6 in this run"]
+    )
     assert "rageval gate FAILED" not in gated.stdout.str()
 
     run = latest_run(pytester.path)
@@ -160,7 +184,10 @@ def test_an_unchanged_system_passes_its_own_gate(
         for record in records.values():  # a judge metric that does not apply is null, never missing
             assert {"groundedness", "correctness"} <= set(record["metrics"]), record["test_case_id"]
         assert records["mars"]["metrics"]["groundedness"] is None and records["mars"]["metrics"]["correctness"] is None
-        assert records["flaky"]["metrics"]["groundedness"] is not None and records["flaky"]["metrics"]["abstained"] is False
+        assert (
+            records["flaky"]["metrics"]["groundedness"] is not None
+            and records["flaky"]["metrics"]["abstained"] is False
+        )
     baseline = pytester.path / "baseline" / "metrics.json"
     for base in (run, baseline):
         compared = rageval("compare", str(base), str(run), cwd=pytester.path)

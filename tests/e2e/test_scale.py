@@ -74,8 +74,12 @@ def test_cases_report_in_collection_order_with_random_latencies(pytester: pytest
 
     pytester.makefile(".jsonl", **{"eval_sets/s": cases(24)})
     with AskServer(respond) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-v", "--rageval-concurrency=8")
-    reported = [line.split("::")[1].split()[0] for line in result.stdout.lines if line.startswith("eval_sets/s.jsonl::c")]
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-v", "--rageval-concurrency=8"
+        )
+    reported = [
+        line.split("::")[1].split()[0] for line in result.stdout.lines if line.startswith("eval_sets/s.jsonl::c")
+    ]
     assert reported == [f"c{i:03d}" for i in range(24)]
     failing = sum(fails(i) for i in range(24))
     result.assert_outcomes(passed=24 - failing, failed=failing)
@@ -91,7 +95,16 @@ def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester) ->
     counts = [r.parseoutcomes().get("passed", 0) + r.parseoutcomes().get("failed", 0) for r in (one, two)]
     assert counts[0] > 0 and counts[1] > 0 and sum(counts) == 30
     merged = subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "merge", str(latest(pytester.path / "s1")), str(latest(pytester.path / "s2")), "-o", "merged"],
+        [
+            sys.executable,
+            "-m",
+            "pytest_rageval.cli",
+            "merge",
+            str(latest(pytester.path / "s1")),
+            str(latest(pytester.path / "s2")),
+            "-o",
+            "merged",
+        ],
         cwd=pytester.path,
         capture_output=True,
         text=True,
@@ -156,7 +169,9 @@ def test_interrupted_run_keeps_finished_cases_cancels_the_rest_and_resumes(pytes
         assert len(finished) == 8 and metrics["total_tests"] == 8
         asked_before = len(server.requests)
 
-        resumed = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", f"--rageval-resume={run_dir}")
+        resumed = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", f"--rageval-resume={run_dir}"
+        )
         assert len(server.requests) - asked_before == 20 - len(finished)
     failing = sum(fails(i) for i in range(20))
     resumed.assert_outcomes(
@@ -172,7 +187,9 @@ def test_interrupted_run_keeps_finished_cases_cancels_the_rest_and_resumes(pytes
 def test_exitfirst_stops_marks_incomplete_and_cancels_the_rest(pytester: pytest.Pytester) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/s": cases(40)})
     with AskServer(slow(0.05)) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-x", "--rageval-concurrency=4")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-x", "--rageval-concurrency=4"
+        )
         time.sleep(0.3)
         asked = len(server.requests)
     result.assert_outcomes(passed=4, failed=1)  # c000-c003 pass, c004 is the first failure
@@ -213,7 +230,9 @@ def test_cases_that_conftest_code_skips_at_setup_send_nothing(pytester: pytest.P
 
 
 def test_exitfirst_on_the_last_case_leaves_a_complete_run(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".jsonl", **{"eval_sets/s": "".join(cases(5).splitlines(keepends=True)[1:])})  # c001-c004: c004 fails
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": "".join(cases(5).splitlines(keepends=True)[1:])}
+    )  # c001-c004: c004 fails
     with AskServer(ranked) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-x")
     result.assert_outcomes(passed=3, failed=1)

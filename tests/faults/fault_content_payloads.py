@@ -16,7 +16,15 @@ DEEP = 100_000
 
 
 def _chunk(**extra: Any) -> dict[str, Any]:
-    return {"chunk_id": "a#1", "rel_path": "docs/a.md", "heading_path": "# A", "text": "A text.", "rank": 1, "score_final": 0.9, **extra}
+    return {
+        "chunk_id": "a#1",
+        "rel_path": "docs/a.md",
+        "heading_path": "# A",
+        "text": "A text.",
+        "rank": 1,
+        "score_final": 0.9,
+        **extra,
+    }
 
 
 def _deep() -> list[Any]:

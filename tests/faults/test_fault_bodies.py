@@ -90,10 +90,14 @@ def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return {r["test_case_id"]: r for r in map(json.loads, lines)}
 
 
-def test_a_bomb_or_an_endless_body_from_the_rag_is_that_cases_error_naming_the_limit(pytester: pytest.Pytester, hostile_rag: LoopbackServer) -> None:
+def test_a_bomb_or_an_endless_body_from_the_rag_is_that_cases_error_naming_the_limit(
+    pytester: pytest.Pytester, hostile_rag: LoopbackServer
+) -> None:
     write_set(pytester, ["bomb?", "endless?", "brotli?", "gzip fine?", "deflate fine?"])
     url = f"http://127.0.0.1:{hostile_rag.server_address[1]}/ask"
-    result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=2, errors=3)
     out = result.stdout.str()
     assert "Traceback" not in out and "timed out" not in out and "within 120 s" not in out
@@ -118,9 +122,23 @@ def test_a_bomb_from_the_judge_is_that_cases_judge_error_naming_the_limit(pytest
 
     with OpenAIServer(respond) as judge:
         (pytester.path / "eval_sets" / "s.jsonl").write_text(
-            json.dumps({"id": "bomb", "question": "bomb the judge?", "reference_answer": "5 euros", "gold_supports": [{"rel_path": "a.md"}]})
+            json.dumps(
+                {
+                    "id": "bomb",
+                    "question": "bomb the judge?",
+                    "reference_answer": "5 euros",
+                    "gold_supports": [{"rel_path": "a.md"}],
+                }
+            )
             + "\n"
-            + json.dumps({"id": "fine", "question": "What is the fee?", "reference_answer": "5 euros", "gold_supports": [{"rel_path": "a.md"}]})
+            + json.dumps(
+                {
+                    "id": "fine",
+                    "question": "What is the fee?",
+                    "reference_answer": "5 euros",
+                    "gold_supports": [{"rel_path": "a.md"}],
+                }
+            )
             + "\n"
         )
         result = pytester.runpytest(

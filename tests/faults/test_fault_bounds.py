@@ -21,7 +21,9 @@ from openai_server import OpenAIServer, verdicts
 from pytest_rageval.judges.cache import DB_NAME
 
 RAG = "def ask(question, params):\n    return {'answer': 'The fee is 5.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5.'}]}\n"
-GOOD = [{"id": f"good{i}", "question": f"What is the fee {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(3)]
+GOOD = [
+    {"id": f"good{i}", "question": f"What is the fee {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(3)
+]
 
 
 def project(pytester: pytest.Pytester, lines: list[Any], name: str = "eval_sets/s") -> None:
@@ -33,7 +35,9 @@ def project(pytester: pytest.Pytester, lines: list[Any], name: str = "eval_sets/
 
 
 def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *extra)
+    return pytester.runpytest(
+        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *extra
+    )
 
 
 def latest_metrics(root: Path) -> dict[str, Any]:
@@ -58,12 +62,18 @@ HOSTILE = {
         "field 'params.n': a number of 5000 characters (at most 100)",
     ),
     "nan": ('{"id": "nan", "question": "q?", "params": {"t": NaN}}', "field 'params.t': NaN is not valid JSON"),
-    "infinity": ('{"id": "inf", "question": "q?", "thresholds": {"mrr": -Infinity}}', "field 'thresholds.mrr': -Infinity is not valid JSON"),
+    "infinity": (
+        '{"id": "inf", "question": "q?", "thresholds": {"mrr": -Infinity}}',
+        "field 'thresholds.mrr': -Infinity is not valid JSON",
+    ),
     "lone surrogate": (
         '{"id": "sur", "question": "q?", "metadata": {"k": "x\\ud800"}}',
         "field 'metadata.k': a lone surrogate (\\ud800) is not valid Unicode text",
     ),
-    "duplicate key": ('{"id": "dup", "question": "q?", "question": "again?"}', "field 'question': key 'question' is given twice in one object"),
+    "duplicate key": (
+        '{"id": "dup", "question": "q?", "question": "again?"}',
+        "field 'question': key 'question' is given twice in one object",
+    ),
 }
 
 
@@ -114,7 +124,9 @@ def test_unsafe_ids_are_one_error_each_and_cannot_collide_with_error_items(pytes
     assert "\x1b[2J" not in out and "\x00" not in out
     no_traceback(result)
     metrics = latest_metrics(pytester.path)
-    assert metrics["invalid_lines"] == len(BAD_IDS) + 2 and metrics["passed"] == len(GOOD) and metrics["complete"] is True
+    assert (
+        metrics["invalid_lines"] == len(BAD_IDS) + 2 and metrics["passed"] == len(GOOD) and metrics["complete"] is True
+    )
 
 
 # --------------------------------------------------------------------------- repeat
@@ -122,7 +134,10 @@ def test_unsafe_ids_are_one_error_each_and_cannot_collide_with_error_items(pytes
 
 def test_repeat_is_capped_at_100(pytester: pytest.Pytester) -> None:
     # 101, not 10**8: without the cap this test must fail, not run a hundred million times.
-    project(pytester, [{"id": "many", "question": "q?", "repeat": 101}, {"id": "hundred", "question": "q?", "repeat": 100}, *GOOD])
+    project(
+        pytester,
+        [{"id": "many", "question": "q?", "repeat": 101}, {"id": "hundred", "question": "q?", "repeat": 100}, *GOOD],
+    )
     result = run(pytester)
     result.assert_outcomes(passed=len(GOOD) + 1, errors=1)
     result.stdout.fnmatch_lines(["*eval_sets/s.jsonl:1: field 'repeat': Input should be less than or equal to 100*"])
@@ -169,7 +184,9 @@ def test_baseline_with_a_non_number_gated_value_is_refused(pytester: pytest.Pyte
     base = pytester.path / "base" / "metrics.json"
     data = json.loads(base.read_text())
     assert isinstance(data["aggregate_metrics"]["mrr_avg"], float)
-    text = json.dumps(data).replace(f'"mrr_avg": {json.dumps(data["aggregate_metrics"]["mrr_avg"])}', f'"mrr_avg": {value}')
+    text = json.dumps(data).replace(
+        f'"mrr_avg": {json.dumps(data["aggregate_metrics"]["mrr_avg"])}', f'"mrr_avg": {value}'
+    )
     base.write_text(text)
     result = run(pytester, "--rageval-baseline=base/metrics.json")
     assert result.ret == 1
@@ -195,8 +212,15 @@ def test_null_on_one_side_is_said_not_silent(pytester: pytest.Pytester) -> None:
 def test_history_shows_a_non_number_aggregate_as_unknown(tmp_path: Path) -> None:
     for name, mrr in (("r1", '"high"'), ("r2", "0.5"), ("r3", "1" + "0" * 400)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "metrics.json").write_text(f'{{"run_id": "{name}", "timestamp": "{name}", "aggregate_metrics": {{"mrr_avg": {mrr}}}}}')
-    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        (tmp_path / name / "metrics.json").write_text(
+            f'{{"run_id": "{name}", "timestamp": "{name}", "aggregate_metrics": {{"mrr_avg": {mrr}}}}}'
+        )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert [line.split()[2] for line in lines[2:4]] == ["?", "0.500"]
@@ -211,8 +235,15 @@ def test_history_shows_a_non_number_aggregate_as_unknown(tmp_path: Path) -> None
 def test_history_shows_control_characters_escaped(tmp_path: Path) -> None:
     (tmp_path / "r1").mkdir()
     hostile = json.dumps("r1\x1b[2J\x1b]0;pwned\x07")
-    (tmp_path / "r1" / "metrics.json").write_text(f'{{"run_id": {hostile}, "timestamp": "t", "aggregate_metrics": {{"mrr_avg": 0.5}}}}')
-    result = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    (tmp_path / "r1" / "metrics.json").write_text(
+        f'{{"run_id": {hostile}, "timestamp": "t", "aggregate_metrics": {{"mrr_avg": 0.5}}}}'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "history", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert "r1\\x1b[2J\\x1b]0;pwned\\x07" in result.stdout
@@ -227,8 +258,12 @@ def _garbage(db: Path) -> None:
 
 def _truncated(db: Path) -> None:
     conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, prompt_version TEXT, created_at TEXT)")
-    conn.executemany("INSERT INTO verdicts VALUES (?, ?, 'm', 'g', '1', 't')", [(str(i), "x" * 300) for i in range(400)])
+    conn.execute(
+        "CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, model TEXT, metric TEXT, prompt_version TEXT, created_at TEXT)"
+    )
+    conn.executemany(
+        "INSERT INTO verdicts VALUES (?, ?, 'm', 'g', '1', 't')", [(str(i), "x" * 300) for i in range(400)]
+    )
     conn.commit()
     conn.close()
     with open(db, "r+b") as fh:
@@ -277,7 +312,9 @@ def run_judged(pytester: pytest.Pytester, url: str, *extra: str) -> pytest.RunRe
     [*[(name, []) for name in CORRUPT], ("garbage", ["-n", "2"])],
     ids=[*CORRUPT, "garbage-xdist"],
 )
-def test_corrupt_judge_cache_is_one_usage_error_with_the_fix(judged: pytest.Pytester, fault: str, xdist: list[str]) -> None:
+def test_corrupt_judge_cache_is_one_usage_error_with_the_fix(
+    judged: pytest.Pytester, fault: str, xdist: list[str]
+) -> None:
     db = judged.path / ".rageval_cache" / DB_NAME
     CORRUPT[fault](db)
     with OpenAIServer(verdicts()) as server:

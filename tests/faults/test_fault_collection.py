@@ -30,7 +30,10 @@ FOLDER_ARG = pytest.mark.parametrize("args", [[], ["eval_sets"]], ids=["globs", 
 
 
 def cases(prefix: str, count: int) -> list[dict[str, Any]]:
-    return [{"id": f"{prefix}{i}", "question": f"What is {prefix} {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(count)]
+    return [
+        {"id": f"{prefix}{i}", "question": f"What is {prefix} {i}?", "gold_supports": [{"rel_path": "a.md"}]}
+        for i in range(count)
+    ]
 
 
 def write_set(root: Path, name: str, lines: list[dict[str, Any]]) -> None:
@@ -81,13 +84,17 @@ ALL_QUESTIONS = sorted(c["question"] for c in cases("ids", 3) + cases("more", 1)
 
 
 @FOLDER_ARG
-def test_a_folder_link_back_up_is_one_error_item_and_every_case_runs_once(pytester: pytest.Pytester, xdist: list[str], args: list[str]) -> None:
+def test_a_folder_link_back_up_is_one_error_item_and_every_case_runs_once(
+    pytester: pytest.Pytester, xdist: list[str], args: list[str]
+) -> None:
     sets = project(pytester)
     os.symlink(".", sets / "self")
     result = run(pytester, *xdist, *args)
     result.assert_outcomes(passed=4, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*eval_sets/self: a link back to a folder already collected (eval_sets); not followed*"])
+    result.stdout.fnmatch_lines(
+        ["*eval_sets/self: a link back to a folder already collected (eval_sets); not followed*"]
+    )
     no_traceback(result)
     assert calls(pytester.path) == ALL_QUESTIONS  # once each, not once per trip round the loop
     metrics, records = latest(pytester.path)
@@ -121,7 +128,9 @@ def test_collection_with_two_links_back_up_ends(pytester: pytest.Pytester, args:
 
 
 @FOLDER_ARG
-def test_a_link_to_a_folder_outside_is_followed_and_a_file_reached_twice_runs_once(pytester: pytest.Pytester, args: list[str]) -> None:
+def test_a_link_to_a_folder_outside_is_followed_and_a_file_reached_twice_runs_once(
+    pytester: pytest.Pytester, args: list[str]
+) -> None:
     sets = project(pytester)
     write_set(pytester.path, "shared/x.jsonl", cases("x", 2))
     os.symlink(pytester.path / "shared", sets / "ext")  # eval_sets/ext/x.jsonl
@@ -176,7 +185,11 @@ def test_a_dangling_link_the_globs_match_is_one_error_item_outside_the_eval_set_
         result = run(pytester, *extra)
         result.assert_outcomes(passed=4, errors=1)
         assert result.ret == pytest.ExitCode.TESTS_FAILED
-        result.stdout.fnmatch_lines(["*eval_sets/old.jsonl:0: cannot read eval set: broken symlink to 'gone.jsonl' (No such file or directory)*"])
+        result.stdout.fnmatch_lines(
+            [
+                "*eval_sets/old.jsonl:0: cannot read eval set: broken symlink to 'gone.jsonl' (No such file or directory)*"
+            ]
+        )
         no_traceback(result)
         assert calls(pytester.path) == ALL_QUESTIONS
         metrics, records = latest(pytester.path)

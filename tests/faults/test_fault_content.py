@@ -37,13 +37,20 @@ FAULTS: dict[str, tuple[str, str]] = {
     "big_answer": ("passed", r"^answer cut from 52,428,800 to 20,000 characters$"),
 }
 #: Faults that crashed the session before, also under xdist (each target once; both run serially above).
-CRASHES = [("surrogate_chunk_extra", "callable"), ("nan_score", "http"), ("deep_nesting", "callable"), ("huge_integer", "http")]
+CRASHES = [
+    ("surrogate_chunk_extra", "callable"),
+    ("nan_score", "http"),
+    ("deep_nesting", "callable"),
+    ("huge_integer", "http"),
+]
 
 
 def strict(line: str) -> dict[str, Any]:
     """A results.jsonl line as a strict JSON reader sees it (no NaN/Infinity), after checking it encodes as UTF-8."""
     line.encode("utf-8")
-    return cast("dict[str, Any]", json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} written to results.jsonl")))
+    return cast(
+        "dict[str, Any]", json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} written to results.jsonl"))
+    )
 
 
 def run_dir(root: Path) -> Path:
@@ -74,7 +81,9 @@ def check_run(pytester: pytest.Pytester, result: pytest.RunResult, fault: str) -
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
     assert "\x1b" not in out and "\x9b" not in out and "\x07" not in out
-    result.assert_outcomes(passed=2 + (outcome == "passed"), failed=int(outcome == "failed"), errors=int(outcome == "error"))
+    result.assert_outcomes(
+        passed=2 + (outcome == "passed"), failed=int(outcome == "failed"), errors=int(outcome == "error")
+    )
     metrics = json.loads((run_dir(pytester.path) / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["complete"] is True and metrics["total_tests"] == 3
     assert metrics["passed"] == 2 + (outcome == "passed") and metrics["errors"] == int(outcome == "error")
@@ -141,7 +150,9 @@ def test_note_is_shown_in_the_failure_message_and_the_cap_is_configurable(pytest
     cases = [{"id": "bad", "question": "bad", "gold_supports": [{"rel_path": "docs/elsewhere.md"}]}]
     pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps(cases[0]) + "\n"})
     with AskServer(lambda body: http_reply("big_answer", "bad")) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", f"--rageval-target={server.url}")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", f"--rageval-target={server.url}"
+        )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*notes:*", "*answer cut from 52,428,800 to 1,000 characters*"])
     assert len(records(pytester.path)["bad"]["answer"]) == 1000
@@ -155,7 +166,9 @@ def test_bad_cap_setting_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*rageval_max_answer_chars: must be a whole number of characters, got 'lots'*"])
 
 
-def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", "sk-test")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     pytester.makeini("[pytest]\nrageval_max_reasoning_chars = 200\n")
@@ -192,31 +205,52 @@ def test_judge_reasoning_with_escape_sequences_is_shown_escaped_and_capped(pytes
 def test_an_exception_in_setup_is_recorded_by_type_and_message_and_shown_escaped(pytester: pytest.Pytester) -> None:
     """A client fixture that raises: the record says what was raised (not ``conftest.py:N``), the terminal shows it escaped."""
     project(pytester, "none", "callable")
-    pytester.makeconftest(f"import pytest\n\n@pytest.fixture\ndef rageval_client():\n    raise RuntimeError({'health check said: ' + ANSI!r})\n")
+    pytester.makeconftest(
+        f"import pytest\n\n@pytest.fixture\ndef rageval_client():\n    raise RuntimeError({'health check said: ' + ANSI!r})\n"
+    )
     result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider")
     out = result.stdout.str()
     assert "\x1b" not in out and "\x07" not in out
     result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(
-        [r"E *RuntimeError: health check said: \x1b[[]2J*", r"ERROR eval_sets/s.jsonl::bad - RuntimeError: health check said: \x1b[[]2J*"]
+        [
+            r"E *RuntimeError: health check said: \x1b[[]2J*",
+            r"ERROR eval_sets/s.jsonl::bad - RuntimeError: health check said: \x1b[[]2J*",
+        ]
     )
     error = records(pytester.path)["bad"]["error"]
     assert error == {"kind": "other", "message": f"RuntimeError: health check said: {' '.join(ANSI.split())}"}
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_lone_surrogate_in_an_eval_line_is_one_bad_line_and_the_others_run(pytester: pytest.Pytester, workers: list[str]) -> None:
+def test_lone_surrogate_in_an_eval_line_is_one_bad_line_and_the_others_run(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
     """The eval-set loader refuses a lone surrogate (issue 8, w8-ids): one error item naming line and field."""
     project(pytester, "none", "callable")
     cases = [
-        {"id": "bad", "question": "bad", "gold_supports": [GOLD], "metadata": {"m": "x\ud800"}, "params": {"p": "\udc80"}},
+        {
+            "id": "bad",
+            "question": "bad",
+            "gold_supports": [GOLD],
+            "metadata": {"m": "x\ud800"},
+            "params": {"p": "\udc80"},
+        },
         {"id": "c1", "question": "c1", "gold_supports": [GOLD]},
         {"id": "c3", "question": "c3", "gold_supports": [GOLD]},
     ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
-    result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-target=myrag:ask", *workers)
+    result = pytester.runpytest(
+        "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-target=myrag:ask", *workers
+    )
     assert "INTERNALERROR" not in result.stdout.str()
     result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*eval_sets/s.jsonl:1: field 'metadata.m': a lone surrogate (\\ud800) is not valid Unicode text*"])
+    result.stdout.fnmatch_lines(
+        ["*eval_sets/s.jsonl:1: field 'metadata.m': a lone surrogate (\\ud800) is not valid Unicode text*"]
+    )
     metrics = json.loads((run_dir(pytester.path) / "metrics.json").read_text(encoding="utf-8"))
-    assert metrics["complete"] is True and metrics["total_tests"] == metrics["passed"] == 2 and metrics["invalid_lines"] == 1
+    assert (
+        metrics["complete"] is True
+        and metrics["total_tests"] == metrics["passed"] == 2
+        and metrics["invalid_lines"] == 1
+    )

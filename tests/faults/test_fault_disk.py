@@ -27,7 +27,16 @@ def test_the_run_line_names_the_files_a_full_disk_kept_from_being_written(pytest
     line = {"id": "a", "question": "What is the fee?", "gold_supports": [{"rel_path": "a.md"}]}
     (pytester.path / "eval_sets" / "s.jsonl").write_text(json.dumps(line) + "\n")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rageval",
+            "--rageval-judge=none",
+            "--rageval-target=rag:ask",
+            "-p",
+            "no:cacheprovider",
+        ],
         cwd=pytester.path,
         preexec_fn=_small_files,
         capture_output=True,

@@ -24,7 +24,12 @@ FUZZ = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
@@ -44,8 +49,14 @@ class Line:
 ID_TEXT = st.text(st.characters(categories=["L", "N", "P", "S"], exclude_characters="[]:"), max_size=12)
 #: Any valid Unicode text (no surrogates): control characters, NUL, RTL marks and emoji included.
 ANY_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
-JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False), ANY_TEXT)
-JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(ANY_TEXT, inner, max_size=3)), max_leaves=8)
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False), ANY_TEXT
+)
+JSON_VALUE = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(ANY_TEXT, inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 @st.composite
@@ -90,7 +101,22 @@ WRONG: dict[str, list[Any]] = {
     "skip": [True, 1],
     "xfail": [False, []],
 }
-BAD_IDS = ["a\nb", "a\tb", "a\x00b", "\x1b[31mred", "a\x7f", "a\x85b", "a\u200bb", " a", "a ", "a::b", "a[0]", "x]", "line7", ""]
+BAD_IDS = [
+    "a\nb",
+    "a\tb",
+    "a\x00b",
+    "\x1b[31mred",
+    "a\x7f",
+    "a\x85b",
+    "a\u200bb",
+    " a",
+    "a ",
+    "a::b",
+    "a[0]",
+    "x]",
+    "line7",
+    "",
+]
 DEEP_DEPTHS = [65, 200, 100_000]
 
 
@@ -120,7 +146,9 @@ def bad_line(draw: st.DrawFn, n: int) -> Line:
     )
     if kind == "wrong type":
         field = draw(st.sampled_from(sorted(WRONG)))
-        return Line(json.dumps(_bad(n, **{field: draw(st.sampled_from(WRONG[field]))})).encode(), "bad", f"field '{field}")
+        return Line(
+            json.dumps(_bad(n, **{field: draw(st.sampled_from(WRONG[field]))})).encode(), "bad", f"field '{field}"
+        )
     if kind == "bad id":
         return Line(json.dumps({"id": draw(st.sampled_from(BAD_IDS)), "question": "q?"}).encode(), "bad", "field 'id'")
     field = draw(st.sampled_from(["metadata", "params"]))
@@ -139,12 +167,16 @@ def bad_line(draw: st.DrawFn, n: int) -> Line:
     if kind == "huge number":
         digits = draw(st.sampled_from([101, 5000, 100_000]))
         literal = draw(st.sampled_from(["1" * digits, "-" + "9" * digits, "1." + "0" * digits, "1e" + "9" * digits]))
-        return Line(f'{{"id": "bad{n}", "question": "q?", "{field}": {{"n": [{literal}]}}}}'.encode(), "bad", f"field '{field}")
+        return Line(
+            f'{{"id": "bad{n}", "question": "q?", "{field}": {{"n": [{literal}]}}}}'.encode(), "bad", f"field '{field}"
+        )
     if kind == "deep":
         depth = draw(st.sampled_from(DEEP_DEPTHS))
         opener, closer = draw(st.sampled_from([("[", "]"), ('{"a":', "}")]))
         nested = opener * depth + "1" + closer * depth
-        return Line(f'{{"id": "bad{n}", "question": "q?", "{field}": {{"d": {nested}}}}}'.encode(), "bad", f"field '{field}")
+        return Line(
+            f'{{"id": "bad{n}", "question": "q?", "{field}": {{"d": {nested}}}}}'.encode(), "bad", f"field '{field}"
+        )
     if kind == "nonfinite":
         field = draw(st.sampled_from(["metadata", "params", "thresholds", "repeat"]))
         constant = draw(st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999"]))
@@ -153,13 +185,19 @@ def bad_line(draw: st.DrawFn, n: int) -> Line:
     if kind == "duplicate":
         where = draw(st.sampled_from(["question", "id", "metadata"]))
         if where == "metadata":
-            return Line(f'{{"id": "bad{n}", "question": "q?", "metadata": {{"k": 1, "k": 2}}}}'.encode(), "bad", "field 'metadata.k'")
+            return Line(
+                f'{{"id": "bad{n}", "question": "q?", "metadata": {{"k": 1, "k": 2}}}}'.encode(),
+                "bad",
+                "field 'metadata.k'",
+            )
         text = f'{{"id": "bad{n}", "question": "q?", "{where}": "{"again" if where == "question" else f"bad{n}"}"}}'
         return Line(text.encode(), "bad", f"field '{where}': key '{where}' is given twice")
     if kind == "missing":
         return Line(json.dumps({"id": f"bad{n}"}).encode(), "bad", "field 'question': required field is missing")
     if kind == "syntax":
-        text = draw(st.sampled_from(['{"id": "x", ', "{id: 1}", "[1, 2", '{"a": 1}}', "'single'", "nul", '{"a": "\x01"}']))
+        text = draw(
+            st.sampled_from(['{"id": "x", ', "{id: 1}", "[1, 2", '{"a": 1}}', "'single'", "nul", '{"a": "\x01"}'])
+        )
         return Line(text.encode(), "bad", "invalid JSON")
     if kind == "not object":
         text = draw(st.sampled_from(["[]", "1", '"text"', "null", "true", "[{}]"]))
@@ -271,7 +309,9 @@ def test_generated_set_through_a_pytest_run(pytester: pytest.Pytester) -> None:
     (sets / "fuzz.jsonl").write_bytes(data)
     pytester.makepyfile(rag=RAG)
     check_loaded(sets / "fuzz.jsonl", lines)  # the file is what the generator meant
-    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider"
+    )
     good = sum(line.kind == "good" for line in lines)
     bad = sum(line.kind == "bad" for line in lines)
     # The target never abstains: an unanswerable case fails on `abstained`, every other good case passes.

@@ -47,11 +47,15 @@ def project(pytester: pytest.Pytester, questions: list[str]) -> None:
 
 
 def run(pytester: pytest.Pytester, target: str, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target=rag:{target}", "-p", "no:cacheprovider", *extra)
+    return pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", f"--rageval-target=rag:{target}", "-p", "no:cacheprovider", *extra
+    )
 
 
 @pytest.mark.parametrize("order", list(ORDERS))
-def test_none_or_an_inner_type_error_is_that_cases_error_whichever_case_goes_first(pytester: pytest.Pytester, order: str, xdist: list[str]) -> None:
+def test_none_or_an_inner_type_error_is_that_cases_error_whichever_case_goes_first(
+    pytester: pytest.Pytester, order: str, xdist: list[str]
+) -> None:
     project(pytester, ORDERS[order])
     result = run(pytester, "picky", *xdist)
     result.assert_outcomes(passed=2, errors=2)

@@ -67,10 +67,19 @@ def test_a_foreign_process_on_the_socket_cannot_stall_an_xdist_run(
     monkeypatch.setenv("TMPDIR", str(short_tmp))  # the run's temp folder, where the attacker looks for the socket
     with AskServer(lambda body: answer("A fact [1].", [gold])) as rag:
         endpoints = [f"target {rag.url}", f"target {rag.url}?debug=true"]  # (the run asks for the chunks' text too)
-        attacker = subprocess.Popen([sys.executable, "-c", ATTACKER, str(short_tmp), *endpoints], stdout=subprocess.PIPE, text=True)
+        attacker = subprocess.Popen(
+            [sys.executable, "-c", ATTACKER, str(short_tmp), *endpoints], stdout=subprocess.PIPE, text=True
+        )
         try:
             result = pytester.runpytest_subprocess(
-                "--rageval", f"--rageval-target={rag.url}", "--rageval-judge=none", "-n", "2", "-p", "no:cacheprovider", timeout=120
+                "--rageval",
+                f"--rageval-target={rag.url}",
+                "--rageval-judge=none",
+                "-n",
+                "2",
+                "-p",
+                "no:cacheprovider",
+                timeout=120,
             )
             out, _ = attacker.communicate(timeout=30)
         finally:
@@ -103,7 +112,9 @@ def _requests(server: FlowServer, workers: int, each: int) -> tuple[int, int]:
     ran = [0, 0, 0]  # total, now, most
 
     def worker() -> None:
-        limiter = SharedLimiter(link_to(FlowAddress(server.path, server.key)), "judge e", SPEC, EndpointLimiter(SPEC.ceiling))
+        limiter = SharedLimiter(
+            link_to(FlowAddress(server.path, server.key)), "judge e", SPEC, EndpointLimiter(SPEC.ceiling)
+        )
 
         async def one() -> None:
             async with limiter.slot() as ticket:
@@ -155,7 +166,16 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
 
 
 def _acquire(request: int, **spec: Any) -> dict[str, Any]:
-    return {"op": "acquire", "ep": "judge e", "id": request, "ceiling": 2, "adaptive": False, "start": 2, "rate": None, "shared": True} | spec
+    return {
+        "op": "acquire",
+        "ep": "judge e",
+        "id": request,
+        "ceiling": 2,
+        "adaptive": False,
+        "start": 2,
+        "rate": None,
+        "shared": True,
+    } | spec
 
 
 HOSTILE = {
@@ -164,7 +184,10 @@ HOSTILE = {
     "pause Infinity": [b'{"op": "pause", "ep": "judge e", "seconds": Infinity}'],
     "rate 1e-300": [_acquire(1, ep="judge f", rate=1e-300)],
     "ceiling 10**30": [_acquire(1, ep="judge f", ceiling=10**30)],
-    "a release never granted": [{"op": "release", "ep": "judge e", "id": 7, "result": "done", "seconds": 0.1, "epoch": 0}] * 5,
+    "a release never granted": [
+        {"op": "release", "ep": "judge e", "id": 7, "result": "done", "seconds": 0.1, "epoch": 0}
+    ]
+    * 5,
     "a flood of acquires": [_acquire(i) for i in range(1, 1001)],
     "an endpoint name of a megabyte": [_acquire(1, ep="x" * 1_000_000)],
     "not an object": [b"[1, 2]"],

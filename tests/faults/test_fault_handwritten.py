@@ -60,11 +60,15 @@ def test_dup_from_threads(rageval_client):
 """
 
 
-def test_evaluate_refuses_bad_thresholds_and_makes_one_record_per_id(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_evaluate_refuses_bad_thresholds_and_makes_one_record_per_id(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
     pytester.makepyfile(rag=RAG, test_hand=TESTS)
     pytester.makeconftest(CONFTEST)
     (pytester.path / "eval_sets").mkdir()
-    result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *xdist, "test_hand.py")
+    result = pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", *xdist, "test_hand.py"
+    )
     result.assert_outcomes(passed=1, failed=3)
     result.stdout.fnmatch_lines_random(
         [
@@ -74,7 +78,9 @@ def test_evaluate_refuses_bad_thresholds_and_makes_one_record_per_id(pytester: p
         ]
     )
     run_id = (pytester.path / "results" / "latest").read_text().strip()
-    records = [json.loads(line) for line in (pytester.path / "results" / run_id / "results.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (pytester.path / "results" / run_id / "results.jsonl").read_text().splitlines()
+    ]
     assert [r["key"] for r in records] == ["test_hand.py::test_dup_from_threads::dup"]
     metrics = json.loads((pytester.path / "results" / run_id / "metrics.json").read_text())
     assert list(metrics["cases"]) == ["test_hand.py::test_dup_from_threads::dup"] and metrics["passed"] == 1

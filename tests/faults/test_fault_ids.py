@@ -15,7 +15,13 @@ from urllib.parse import unquote
 import pytest
 from ask_server import AskServer, answer, chunk
 
-from pytest_rageval.evaluation.matrix import MatrixConfig, MatrixError, matrix_from_table, parse_matrix_option, value_text
+from pytest_rageval.evaluation.matrix import (
+    MatrixConfig,
+    MatrixError,
+    matrix_from_table,
+    parse_matrix_option,
+    value_text,
+)
 
 #: The collision a user met: two of the four configs were both named ``a=p-b=q-b=r``.
 COLLIDING = "a=p-b=q,p;b=r,q-b=r"
@@ -186,7 +192,9 @@ def test_ordinary_axis_names_stay_valid(name: str) -> None:
     assert matrix is not None and [c.id for c in matrix.configs()] == [f"{name}=1", f"{name}=2"]
 
 
-@pytest.mark.parametrize("make", [lambda: parse_matrix_option("question=a,b"), lambda: matrix_from_table({"question": ["a"], "top_k": [5]})])
+@pytest.mark.parametrize(
+    "make", [lambda: parse_matrix_option("question=a,b"), lambda: matrix_from_table({"question": ["a"], "top_k": [5]})]
+)
 def test_a_question_axis_is_refused(make: Any) -> None:
     with pytest.raises(MatrixError) as info:
         make()
@@ -204,7 +212,9 @@ def _eval_set(pytester: pytest.Pytester, *cases: dict[str, Any]) -> None:
 def _system(body: dict[str, Any]) -> dict[str, Any]:
     """k chunks, the gold one first."""
     k = int(body.get("k", 5))
-    return answer("an answer", [chunk("docs/a.md" if rank == 1 else f"docs/x{rank}.md", "# A", rank) for rank in range(1, k + 1)])
+    return answer(
+        "an answer", [chunk("docs/a.md" if rank == 1 else f"docs/x{rank}.md", "# A", rank) for rank in range(1, k + 1)]
+    )
 
 
 def _args(url: str, *extra: str) -> list[str]:
@@ -245,9 +255,9 @@ def test_node_id_lines_hold_no_separator_or_bidi_control_and_select_one_item(pyt
         for line in node_lines:
             assert line.count("::") == 1 and "\u202e" not in line, line
         assert "\u202e" not in result.stdout.str()
-        assert {"eval_sets/s.jsonl::c0[v=a%3A%3Ab]", "eval_sets/s.jsonl::c0[v=x%E2%80%AEy]"} <= {line.split()[0] for line in node_lines}, (
-            result.stdout.str()
-        )
+        assert {"eval_sets/s.jsonl::c0[v=a%3A%3Ab]", "eval_sets/s.jsonl::c0[v=x%E2%80%AEy]"} <= {
+            line.split()[0] for line in node_lines
+        }, result.stdout.str()
         chosen = pytester.runpytest(*_args(server.url, "-v", "eval_sets/s.jsonl::c0[v=a%3A%3Ab]"))
     assert sent == ["a::b", "plain", "x\u202ey"]  # the values themselves reach the system unchanged
     passed = [line.partition(" PASSED")[0] for line in chosen.stdout.lines if " PASSED" in line]
@@ -262,7 +272,9 @@ def test_node_id_lines_hold_no_separator_or_bidi_control_and_select_one_item(pyt
         (("--rageval-matrix", "a-b=1"), "ERROR: pytest-rageval: --rageval-matrix: axis 'a-b': a name is"),
     ],
 )
-def test_a_reserved_or_blurring_axis_name_is_a_usage_error(pytester: pytest.Pytester, setting: tuple[str, str], message: str) -> None:
+def test_a_reserved_or_blurring_axis_name_is_a_usage_error(
+    pytester: pytest.Pytester, setting: tuple[str, str], message: str
+) -> None:
     _eval_set(pytester, {"id": "c0"})
     with AskServer(_system) as server:
         result = pytester.runpytest(*_args(server.url, *setting))
@@ -281,7 +293,9 @@ def test_a_reserved_or_blurring_axis_name_is_a_usage_error(pytester: pytest.Pyte
         ("k", 2, "eval_sets/s.jsonl:2: field 'params.k': reserved"),
     ],
 )
-def test_a_line_whose_params_would_replace_the_question_or_k_is_invalid(pytester: pytest.Pytester, field: str, value: Any, message: str) -> None:
+def test_a_line_whose_params_would_replace_the_question_or_k_is_invalid(
+    pytester: pytest.Pytester, field: str, value: Any, message: str
+) -> None:
     """What the RAG was asked agrees with the record: the question and the k of every request are the
     question and the k results.jsonl holds for its item; the line that would make them differ is invalid."""
     _eval_set(pytester, {"id": "c0"}, {"id": "c1", "params": {field: value, "tenant": "t"}}, {"id": "c2"})
@@ -302,7 +316,9 @@ def test_a_line_whose_params_would_replace_the_question_or_k_is_invalid(pytester
 def test_each_k_of_a_k_axis_is_the_k_sent_and_recorded(pytester: pytest.Pytester) -> None:
     _eval_set(pytester, {"id": "c0", "params": {"tenant": "t"}})
     with AskServer(_system) as server:
-        result = pytester.runpytest(*_args(server.url, "--rageval-store-full-text", "--rageval-matrix", "k=2,4", "-o", "rageval_slice_k=false"))
+        result = pytester.runpytest(
+            *_args(server.url, "--rageval-store-full-text", "--rageval-matrix", "k=2,4", "-o", "rageval_slice_k=false")
+        )
         sent = sorted(r["body"]["k"] for r in server.requests)
     assert result.ret == 0, result.stdout.str()
     recorded = sorted((r["config"]["k"], r["trace"]["k"], r["matrix"]["k"]) for r in _records(pytester))

@@ -45,7 +45,10 @@ def _rag(body: dict[str, Any]) -> dict[str, Any]:
 def test_a_judge_that_dies_after_two_verdicts_is_named_once_and_the_rest_are_errors(
     pytester: pytest.Pytester, dying_judge: str, workers: list[str]
 ) -> None:
-    cases = [{"id": f"c{i}", "question": f"Who proposed STIP {i}?", "gold_supports": [{"rel_path": "docs/a.md"}]} for i in range(CASES)]
+    cases = [
+        {"id": f"c{i}", "question": f"Who proposed STIP {i}?", "gold_supports": [{"rel_path": "docs/a.md"}]}
+        for i in range(CASES)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
     pytester.makefile(".toml", pyproject='[tool.rageval.judge]\nmetrics = ["groundedness"]\n')  # one request a case
     with AskServer(_rag) as rag:
@@ -70,9 +73,16 @@ def test_a_judge_that_dies_after_two_verdicts_is_named_once_and_the_rest_are_err
     assert outcomes.get("passed", 0) == 2 and outcomes.get("errors", 0) == CASES - 2, out[-3000:]
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     run_dir = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
-    errors = [json.loads(line)["error"] for line in (run_dir / "results.jsonl").read_text().splitlines() if json.loads(line).get("error")]
+    errors = [
+        json.loads(line)["error"]
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if json.loads(line).get("error")
+    ]
     assert len(errors) == CASES - 2
     for error in errors:
-        assert error["kind"] == "judge" and f"the judge at {dying_judge} stopped answering (connection refused)" in error["message"], error
+        assert (
+            error["kind"] == "judge"
+            and f"the judge at {dying_judge} stopped answering (connection refused)" in error["message"]
+        ), error
         assert "failed after 6 attempts" not in error["message"]
     assert took < STORM_FREE_SECONDS, f"{took:.1f} s: a retry storm ({out[-2000:]})"

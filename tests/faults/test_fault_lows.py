@@ -14,7 +14,12 @@ import pytest
 from openai_server import OpenAIServer, verdicts
 
 from pytest_rageval.judges.base import JudgeInput
-from pytest_rageval.judges.calibration_store import CALIBRATION_DIR, CalibrationRefused, required_calibration, write_calibration
+from pytest_rageval.judges.calibration_store import (
+    CALIBRATION_DIR,
+    CalibrationRefused,
+    required_calibration,
+    write_calibration,
+)
 from pytest_rageval.judges.openai_judge import OpenAIJudge
 
 IDENTITY = {"kind": "lexical", "model": "lexical-heuristic", "base_url": None, "prompt_version": "v1"}
@@ -26,11 +31,16 @@ def test_a_balanced_accuracy_that_is_no_number_from_0_to_1_is_named(tmp_path: Pa
         "groundedness": {"balanced_accuracy": 0.9, "balanced_accuracy_ci": [0.8, 0.95]},
         "correctness": {"balanced_accuracy": value, "balanced_accuracy_ci": [value, value]},
     }
-    write_calibration(tmp_path / CALIBRATION_DIR / "20261127-120000-abcdef", IDENTITY, "shipped", "0123456789abcdef", figures)
+    write_calibration(
+        tmp_path / CALIBRATION_DIR / "20261127-120000-abcdef", IDENTITY, "shipped", "0123456789abcdef", figures
+    )
     with pytest.raises(CalibrationRefused) as refused:
         required_calibration(tmp_path, IDENTITY, ["groundedness", "correctness"], 0.5, tmp_path)
     message = str(refused.value)
-    assert f"(balanced accuracy correctness {shown} (not a balanced accuracy from 0 to 1), 95% interval low end not measured in " in message, message
+    assert (
+        f"(balanced accuracy correctness {shown} (not a balanced accuracy from 0 to 1), 95% interval low end not measured in "
+        in message
+    ), message
     assert "groundedness" not in message.partition("(balanced accuracy")[2].partition(" in ")[0]  # 0.9 reaches 0.5
 
 
@@ -39,7 +49,9 @@ def test_credentials_in_the_judge_base_url_do_not_replace_its_key() -> None:
     with OpenAIServer(verdicts(answers)) as server:
         base_url = server.base_url.replace("://", "://someone:url-password-5678@", 1)
         judge = OpenAIJudge(model="judge-model", base_url=base_url, api_key="sk-the-key-1234", backoff=0.001)
-        inp = JudgeInput(question="q?", answer="a.", contexts=("c.",), context_ids=(None,), reference_answer="a.", key_facts=())
+        inp = JudgeInput(
+            question="q?", answer="a.", contexts=("c.",), context_ids=(None,), reference_answer="a.", key_facts=()
+        )
 
         async def main() -> None:
             try:
@@ -54,10 +66,21 @@ def test_credentials_in_the_judge_base_url_do_not_replace_its_key() -> None:
 @pytest.mark.e2e
 def test_a_labelled_kind_that_is_not_text_is_refused_with_line_and_field(tmp_path: Path) -> None:
     labelled = tmp_path / "set.jsonl"
-    good = {"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": True}, "kind": "plain"}
+    good = {
+        "id": "a",
+        "question": "q",
+        "contexts": ["c"],
+        "answer": "a",
+        "labels": {"correctness": True},
+        "kind": "plain",
+    }
     labelled.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", "kind": ["multi", "hop"]}) + "\n")
     run = subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "calibrate", "--set", str(labelled)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "pytest_rageval.cli", "calibrate", "--set", str(labelled)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.strip() == f'rageval: calibrate: {labelled}:2: field \'kind\' must be str, got ["multi", "hop"]'

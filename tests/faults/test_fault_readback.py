@@ -97,14 +97,20 @@ def assert_new_run_written(pytester: pytest.Pytester, result: pytest.RunResult, 
 @pytest.mark.parametrize(
     ("field", "raw", "named"),
     [
-        (("cases", C0, "outcome"), SURROGATE, f'cases["{C0}"].outcome: a lone surrogate (\\ud800) is not valid Unicode text'),
+        (
+            ("cases", C0, "outcome"),
+            SURROGATE,
+            f'cases["{C0}"].outcome: a lone surrogate (\\ud800) is not valid Unicode text',
+        ),
         (("aggregate_metrics", "mrr_avg"), HUGE, "aggregate_metrics.mrr_avg: a number beyond float range"),
         (("cases", C0, "metrics", "mrr"), HUGE, f'cases["{C0}"].metrics.mrr: a number beyond float range'),
         (("cases", C0, "metrics"), '"abc"', f"cases[\"{C0}\"].metrics: expected an object, got 'abc'"),
     ],
     ids=["outcome-surrogate", "aggregate-huge", "case-metric-huge", "case-metrics-string"],
 )
-def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytester, field: tuple[Any, ...], raw: str, named: str) -> None:
+def test_a_tampered_baseline_refuses_the_gate_in_one_line(
+    project: pytest.Pytester, field: tuple[Any, ...], raw: str, named: str
+) -> None:
     session(project, "--rageval-baseline=base", "--rageval-update-baseline").assert_outcomes(passed=len(CASES))
     base = project.path / "base" / "metrics.json"
     tamper(base, field, raw)
@@ -114,7 +120,10 @@ def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytest
     output = result.stdout.str() + result.stderr.str()
     no_traceback(output)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output
-    assert f"= rageval FAILED (exit 1): 0 new failures, gate FAILED: baseline refused: {base}: {named} =" in result.stdout.lines
+    assert (
+        f"= rageval FAILED (exit 1): 0 new failures, gate FAILED: baseline refused: {base}: {named} ="
+        in result.stdout.lines
+    )
     assert_new_run_written(project, result, before)
     summary = (project.path / "summary.md").read_text(encoding="utf-8")
     problem = named.rsplit(": ", 1)[-1].split(" (")[0]  # (markdown escapes the path's underscores)
@@ -129,7 +138,9 @@ def test_a_tampered_baseline_refuses_the_gate_in_one_line(project: pytest.Pytest
     ],
     ids=["run-id-surrogate", "aggregate-huge"],
 )
-def test_a_tampered_older_run_is_left_out_of_the_history_with_a_note(project: pytest.Pytester, field: tuple[Any, ...], raw: str, named: str) -> None:
+def test_a_tampered_older_run_is_left_out_of_the_history_with_a_note(
+    project: pytest.Pytester, field: tuple[Any, ...], raw: str, named: str
+) -> None:
     session(project).assert_outcomes(passed=len(CASES))
     older = latest(project)
     tamper(older / "metrics.json", field, raw)
@@ -194,7 +205,14 @@ def first_run(root: Path) -> Path:
 
 def rageval(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``rageval`` command in a child process."""
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=root, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -224,8 +242,24 @@ COMMAND_FAULTS = [
     ),
     (["rescore", RUN], RUN, "results.jsonl", 1, ("judge",), '"x"', "judge: expected an object, got 'x'"),
     (["rescore", RUN], RUN, "results.jsonl", 1, ("thresholds",), "[1]", "thresholds: expected an object, got a list"),
-    (["rescore", RUN], RUN, "config.json", None, ("config", "judge_metrics"), "5", "config.judge_metrics: expected a list, got 5"),
-    (["rescore", RUN], RUN, "config.json", None, ("config", "thresholds", "cli"), '"abc"', "config.thresholds.cli: expected an object, got 'abc'"),
+    (
+        ["rescore", RUN],
+        RUN,
+        "config.json",
+        None,
+        ("config", "judge_metrics"),
+        "5",
+        "config.judge_metrics: expected a list, got 5",
+    ),
+    (
+        ["rescore", RUN],
+        RUN,
+        "config.json",
+        None,
+        ("config", "thresholds", "cli"),
+        '"abc"',
+        "config.thresholds.cli: expected an object, got 'abc'",
+    ),
     (
         ["rescore", RUN],
         RUN,
@@ -236,8 +270,24 @@ COMMAND_FAULTS = [
         'eval_set_files["eval_sets/s.jsonl"]: a lone surrogate (\\ud800) is not valid Unicode text',
     ),
     (["rescore", RUN], RUN, "metrics.json", None, ("judge",), '"x"', "judge: expected an object, got 'x'"),
-    (["rescore", RUN], RUN, "metrics.json", None, ("judge", "name"), SURROGATE, "judge.name: a lone surrogate (\\ud800) is not valid Unicode text"),
-    (["rescore", RUN], RUN, "metrics.json", None, ("aggregate_metrics",), '"x"', "aggregate_metrics: expected an object, got 'x'"),
+    (
+        ["rescore", RUN],
+        RUN,
+        "metrics.json",
+        None,
+        ("judge", "name"),
+        SURROGATE,
+        "judge.name: a lone surrogate (\\ud800) is not valid Unicode text",
+    ),
+    (
+        ["rescore", RUN],
+        RUN,
+        "metrics.json",
+        None,
+        ("aggregate_metrics",),
+        '"x"',
+        "aggregate_metrics: expected an object, got 'x'",
+    ),
     # rageval judge RUN
     (
         ["judge", RUN, "--judge", "lexical", "--no-cache"],
@@ -276,9 +326,33 @@ COMMAND_FAULTS = [
         "config_ranking.metric: expected a string, got a list",
     ),
     # rageval report RUN
-    (["report", RUN], RUN, "metrics.json", None, ("comparison", "flipped_to_fail"), "5", "comparison.flipped_to_fail: expected a list, got 5"),
-    (["report", RUN], RUN, "metrics.json", None, ("repeats", "spread"), '"x"', "repeats.spread: expected an object, got 'x'"),
-    (["report", RUN], RUN, "metrics.json", None, ("run_id",), SURROGATE, "run_id: a lone surrogate (\\ud800) is not valid Unicode text"),
+    (
+        ["report", RUN],
+        RUN,
+        "metrics.json",
+        None,
+        ("comparison", "flipped_to_fail"),
+        "5",
+        "comparison.flipped_to_fail: expected a list, got 5",
+    ),
+    (
+        ["report", RUN],
+        RUN,
+        "metrics.json",
+        None,
+        ("repeats", "spread"),
+        '"x"',
+        "repeats.spread: expected an object, got 'x'",
+    ),
+    (
+        ["report", RUN],
+        RUN,
+        "metrics.json",
+        None,
+        ("run_id",),
+        SURROGATE,
+        "run_id: a lone surrogate (\\ud800) is not valid Unicode text",
+    ),
     (
         ["report", MX],
         MX,
@@ -289,7 +363,15 @@ COMMAND_FAULTS = [
         "config_ranking.ranked[0].ci_low: expected a number, got 'low'",
     ),
     # rageval merge RUN RUN
-    (["merge", OLDER, RUN, "-o", "merged"], OLDER, "metrics.json", None, ("k",), '"abc"', "k: expected an integer, got 'abc'"),
+    (
+        ["merge", OLDER, RUN, "-o", "merged"],
+        OLDER,
+        "metrics.json",
+        None,
+        ("k",),
+        '"abc"',
+        "k: expected an integer, got 'abc'",
+    ),
     # rageval compare BASE RUN
     (
         ["compare", BASE, RUN],
@@ -327,7 +409,15 @@ COMMAND_FAULTS = [
     ids=[f"{argv[0]}-{name}-{'.'.join(map(str, field))}" for argv, _, name, _, field, *_ in COMMAND_FAULTS],
 )
 def test_a_tampered_run_folder_is_one_line_and_nothing_is_changed(
-    made: Path, tmp_path: Path, argv: list[str], which: str, name: str, line: int | None, field: tuple[Any, ...], raw: str, named: str
+    made: Path,
+    tmp_path: Path,
+    argv: list[str],
+    which: str,
+    name: str,
+    line: int | None,
+    field: tuple[Any, ...],
+    raw: str,
+    named: str,
 ) -> None:
     root = tmp_path / "project"
     shutil.copytree(made, root)
@@ -369,7 +459,14 @@ def test_history_leaves_out_a_tampered_older_run_with_a_note(made: Path, tmp_pat
     ids=["report-delta-without-values", "rescore-null-thresholds", "judge-null-case-id"],
 )
 def test_a_missing_or_null_field_is_read_as_not_recorded(
-    made: Path, tmp_path: Path, argv: list[str], which: str, name: str, line: int | None, field: tuple[Any, ...], raw: str
+    made: Path,
+    tmp_path: Path,
+    argv: list[str],
+    which: str,
+    name: str,
+    line: int | None,
+    field: tuple[Any, ...],
+    raw: str,
 ) -> None:
     root = tmp_path / "project"
     shutil.copytree(made, root)

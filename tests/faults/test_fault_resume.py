@@ -30,7 +30,13 @@ def respond(body: dict[str, Any]) -> Any:
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     rows = [
-        json.dumps({"id": f"c{i:03d}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]})
+        json.dumps(
+            {
+                "id": f"c{i:03d}",
+                "question": f"q{i}",
+                "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}],
+            }
+        )
         for i in range(CASES)
     ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(rows) + "\n"})
@@ -38,7 +44,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def rageval(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", *args, timeout=60)
+    return pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", *args, timeout=60
+    )
 
 
 def made_run(pytester: pytest.Pytester, url: str) -> Path:
@@ -136,7 +144,9 @@ def test_resume_of_a_killed_run_without_config_json_compares_its_records(project
 def test_a_second_resume_of_the_same_run_is_refused(project: pytest.Pytester) -> None:
     hold, release = threading.Event(), threading.Event()
 
-    def held(body: dict[str, Any]) -> Any:  # once the run is made, the first resume's one case waits for the second resume
+    def held(
+        body: dict[str, Any],
+    ) -> Any:  # once the run is made, the first resume's one case waits for the second resume
         if hold.is_set() and body["question"] == f"q{CASES - 1}":
             release.wait(30)
         return respond(body)
@@ -266,10 +276,21 @@ def test_a_disk_that_fills_mid_run_stops_it_cleanly_and_the_resume_is_exact(proj
     import resource
 
     def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))  # config.json fits; results.jsonl holds 2 records and a half
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (3000, 3000)
+        )  # config.json fits; results.jsonl holds 2 records and a half
 
     with AskServer(respond) as server:
-        cmd = [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+        ]
         full = subprocess.run(cmd, cwd=project.path, preexec_fn=small_files, capture_output=True, text=True, timeout=60)
         output = full.stdout + full.stderr
         assert "INTERNALERROR" not in output and "Traceback" not in output, output

@@ -66,7 +66,11 @@ JUDGE: dict[str, Callable[[dict[str, Any]], Any]] = {
         f'"supported_claims": ["{escaped(KEY)}"], "unsupported_claims": ["no {escaped(KEY)}"]'
     ),
     # the key past character 190 of a long reasoning and of its claims
-    "j-long": lambda body: ok(json.dumps({"reasoning": PAD + KEY + " end.", "score": 4, "supported_claims": [PAD + KEY], "unsupported_claims": []})),
+    "j-long": lambda body: ok(
+        json.dumps(
+            {"reasoning": PAD + KEY + " end.", "score": 4, "supported_claims": [PAD + KEY], "unsupported_claims": []}
+        )
+    ),
     # an error body that echoes the key past character 190 (400: not retried, not a format refusal)
     "j-error": lambda body: error(400, PAD + KEY, type_="invalid_request_error"),
 }
@@ -154,7 +158,9 @@ def leaks(root: Path, streams: dict[str, str]) -> list[str]:
     return found
 
 
-def test_no_canary_reaches_any_byte_written(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
+def test_no_canary_reaches_any_byte_written(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+) -> None:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

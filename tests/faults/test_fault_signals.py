@@ -32,7 +32,9 @@ SIGTERM_AT_THE_END = (
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     pytester.makepyfile(rag=RAG)
     (pytester.path / "eval_sets").mkdir()
-    lines = [{"id": f"c{i}", "question": f"What is fee {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(4)]
+    lines = [
+        {"id": f"c{i}", "question": f"What is fee {i}?", "gold_supports": [{"rel_path": "a.md"}]} for i in range(4)
+    ]
     (pytester.path / "eval_sets" / "s.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     tmp = pytester.path / "tmp"
     tmp.mkdir()
@@ -55,12 +57,19 @@ def test_sigterm_after_the_last_case_ends_with_the_summary_and_no_temp_folder(
     result = run(pytester, *workers)
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(
-        ["*rageval summary*", "cases: 4 passed*", "run: *(metrics.json, results.jsonl, report.html)", "rageval: SIGTERM arrived after the last case*"]
+        [
+            "*rageval summary*",
+            "cases: 4 passed*",
+            "run: *(metrics.json, results.jsonl, report.html)",
+            "rageval: SIGTERM arrived after the last case*",
+        ]
     )
     assert not list(tmp.glob("rageval-*"))
 
 
-def test_the_temp_folder_of_a_session_killed_with_sigkill_is_removed_by_the_next(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_temp_folder_of_a_session_killed_with_sigkill_is_removed_by_the_next(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tmp = project(pytester, monkeypatch)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid is free now

@@ -21,7 +21,12 @@ RAG = (
     "def ask(question, params):\n"
     "    return {'answer': 'The fee is 5 euros.', 'retrieved_chunks': [{'rel_path': 'a.md', 'text': 'The fee is 5 euros.'}]}\n"
 )
-LINE = {"id": "fee", "question": "What is the fee?", "reference_answer": "5 euros", "gold_supports": [{"rel_path": "a.md"}]}
+LINE = {
+    "id": "fee",
+    "question": "What is the fee?",
+    "reference_answer": "5 euros",
+    "gold_supports": [{"rel_path": "a.md"}],
+}
 
 
 def project(pytester: pytest.Pytester) -> None:
@@ -41,7 +46,12 @@ def records(run: Path) -> list[dict[str, Any]]:
 def test_a_judge_with_100000_unsupported_claims_is_cut_to_20_with_a_note(pytester: pytest.Pytester) -> None:
     project(pytester)
     claims = [f"claim number {i} is not in the text" for i in range(100_000)]
-    groundedness = {"reasoning": "Nothing is supported.", "supported_claims": [], "unsupported_claims": claims, "score": 0}
+    groundedness = {
+        "reasoning": "Nothing is supported.",
+        "supported_claims": [],
+        "unsupported_claims": claims,
+        "score": 0,
+    }
     with OpenAIServer(verdicts({"groundedness": groundedness})) as judge:
         result = pytester.runpytest(
             "--rageval",

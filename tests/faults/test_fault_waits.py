@@ -13,24 +13,46 @@ RAG = "def ask(question, params):\n    return {'answer': 'A.', 'retrieved_chunks
 
 def project(pytester: pytest.Pytester, ini: str) -> None:
     pytester.makepyfile(rag=RAG)
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "q?", "gold_supports": [{"rel_path": "a.md"}]}) + "\n"})
+    pytester.makefile(
+        ".jsonl",
+        **{"eval_sets/s": json.dumps({"id": "c", "question": "q?", "gold_supports": [{"rel_path": "a.md"}]}) + "\n"},
+    )
     pytester.makeini(f"[pytest]\n{ini}")
 
 
 def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *extra)
+    return pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *extra
+    )
 
 
 @pytest.mark.parametrize(
     "key, rate, timeout, shown",
     [
-        ("rageval_target_rate", "1e-300/s", "60", "'1e-300/s' is one request every 1e+300 s, longer than rageval_timeout (60 s)"),
-        ("rageval_target_rate", "0.0000001/h", "60", "'0.0000001/h' is one request every 3.6e+10 s, longer than rageval_timeout (60 s)"),
+        (
+            "rageval_target_rate",
+            "1e-300/s",
+            "60",
+            "'1e-300/s' is one request every 1e+300 s, longer than rageval_timeout (60 s)",
+        ),
+        (
+            "rageval_target_rate",
+            "0.0000001/h",
+            "60",
+            "'0.0000001/h' is one request every 3.6e+10 s, longer than rageval_timeout (60 s)",
+        ),
         ("rageval_judge_rate", "1/min", "30", "'1/min' is one request every 60 s, longer than rageval_timeout (30 s)"),
-        ("rageval_judge_rate", "5e-324/s", "60", "'5e-324/s' is one request every more than 1e+308 s, longer than rageval_timeout (60 s)"),
+        (
+            "rageval_judge_rate",
+            "5e-324/s",
+            "60",
+            "'5e-324/s' is one request every more than 1e+308 s, longer than rageval_timeout (60 s)",
+        ),
     ],
 )
-def test_a_rate_slower_than_one_request_a_timeout_is_a_usage_error(pytester: pytest.Pytester, key: str, rate: str, timeout: str, shown: str) -> None:
+def test_a_rate_slower_than_one_request_a_timeout_is_a_usage_error(
+    pytester: pytest.Pytester, key: str, rate: str, timeout: str, shown: str
+) -> None:
     project(pytester, f"{key} = {rate}\nrageval_timeout = {timeout}\n")
     result = run(pytester)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -44,7 +66,9 @@ def test_a_rate_of_one_request_a_timeout_runs(pytester: pytest.Pytester) -> None
 
 
 @pytest.mark.parametrize("value, shown", [(str(10**23), "a number of 24 digits"), ("1000000", "1000000")])
-def test_a_concurrency_option_past_the_ini_bound_is_a_usage_error(pytester: pytest.Pytester, value: str, shown: str) -> None:
+def test_a_concurrency_option_past_the_ini_bound_is_a_usage_error(
+    pytester: pytest.Pytester, value: str, shown: str
+) -> None:
     project(pytester, "")
     result = run(pytester, f"--rageval-concurrency={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

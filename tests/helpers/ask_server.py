@@ -31,9 +31,16 @@ def seed_001_ini(*more_response_map: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chunk(rel_path: str, heading: Any, rank: int | None = None, *, doc_id: str | None = None, text: str = "text") -> dict[str, Any]:
+def chunk(
+    rel_path: str, heading: Any, rank: int | None = None, *, doc_id: str | None = None, text: str = "text"
+) -> dict[str, Any]:
     """A retrieved chunk in the default response shape."""
-    data: dict[str, Any] = {"chunk_id": f"{rel_path}#{heading}#{rank}", "rel_path": rel_path, "heading_path": heading, "text": text}
+    data: dict[str, Any] = {
+        "chunk_id": f"{rel_path}#{heading}#{rank}",
+        "rel_path": rel_path,
+        "heading_path": heading,
+        "text": text,
+    }
     if rank is not None:
         data["rank"] = rank
     if doc_id is not None:

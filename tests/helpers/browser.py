@@ -82,7 +82,10 @@ class Page:
             args.insert(0, "--blink-settings=scriptEnabled=false")
         shell = f'exec "$0" "$@" 3<&{child_in} 4>&{child_out} {child_in}<&- {child_out}>&-'
         self._proc = subprocess.Popen(
-            ["bash", "-c", shell, str(chromium()), *args], pass_fds=(child_in, child_out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            ["bash", "-c", shell, str(chromium()), *args],
+            pass_fds=(child_in, child_out),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(child_in)
         os.close(child_out)
@@ -94,7 +97,10 @@ class Page:
             target = next(t["targetId"] for t in targets if t.get("type") == "page")
             self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             self.call("Page.enable")
-            self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            )
         except BaseException:
             self.close()
             raise

@@ -104,7 +104,12 @@ class LlamaServer:
     def first_completion(self) -> str | None:
         """Send one short chat completion, as a judge would; None when it was answered, else why not (the server's
         exit status and log when it died on it: a llama.cpp built with native CPU flags can, on some CPUs)."""
-        body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 4, "temperature": 0}
+        body = {
+            "model": MODEL_NAME,
+            "messages": [{"role": "user", "content": "Say yes."}],
+            "max_tokens": 4,
+            "temperature": 0,
+        }
         try:
             answer = httpx.post(f"{self.base_url}/chat/completions", json=body, timeout=120)
         except httpx.HTTPError as exc:

@@ -42,7 +42,12 @@ Responder = Callable[[dict[str, Any], dict[str, Any]], Reply]
 
 #: A plausible answer for every judge metric (used by ``verdicts()`` for metrics not given).
 DEFAULT_VERDICTS: dict[str, dict[str, Any]] = {
-    "groundedness": {"reasoning": "All claims are supported.", "supported_claims": ["claim"], "unsupported_claims": [], "score": 4},
+    "groundedness": {
+        "reasoning": "All claims are supported.",
+        "supported_claims": ["claim"],
+        "unsupported_claims": [],
+        "score": 4,
+    },
     "correctness": {"reasoning": "Matches the reference.", "score": 4},
     "faithfulness": {"reasoning": "Supported by the context.", "passing": True},
     "relevancy": {"reasoning": "Addresses the question.", "passing": True},
@@ -52,7 +57,9 @@ DEFAULT_VERDICTS: dict[str, dict[str, Any]] = {
     "conflict_ack": {"reasoning": "Mentions both sources.", "acknowledges_conflict": True},
 }
 
-LLAMA_CPP_REJECTION = {"error": {"code": 500, "message": "Input should be 'text' or 'json_object'", "type": "server_error"}}
+LLAMA_CPP_REJECTION = {
+    "error": {"code": 500, "message": "Input should be 'text' or 'json_object'", "type": "server_error"}
+}
 
 _ids = itertools.count(1)
 _MARKER = re.compile(r"\[prompt ([a-z_]+)/v\d+\]")
@@ -79,7 +86,11 @@ def completion(
     }
     if prompt_tokens is not None:
         completion_tokens = completion_tokens or 0
-        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
     return body
 
 
@@ -158,7 +169,12 @@ def sequence(*responders: Responder) -> Responder:
 
 
 def fail_times(
-    n: int, status: int = 429, *, then: Responder | None = None, retry_after: str | None = None, message: str = "Rate limit reached"
+    n: int,
+    status: int = 429,
+    *,
+    then: Responder | None = None,
+    retry_after: str | None = None,
+    message: str = "Rate limit reached",
 ) -> Responder:
     """The first ``n`` requests get ``status`` (with ``Retry-After`` when given), later ones go to ``then``."""
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
@@ -237,7 +253,11 @@ def refuse_extras(then: Responder | None = None) -> Responder:
             if name in body:
                 return error(400, f"Unrecognized request argument supplied: {name}", type_="invalid_request_error")
         if "schema" in fmt:
-            return error(400, "Additional properties are not allowed ('schema' was unexpected) - 'response_format'", type_="invalid_request_error")
+            return error(
+                400,
+                "Additional properties are not allowed ('schema' was unexpected) - 'response_format'",
+                type_="invalid_request_error",
+            )
         return after(body, headers)
 
     return respond

@@ -13,7 +13,9 @@ def newest(output: Path) -> Path:
     return output / (output / "latest").read_text(encoding="utf-8").strip()
 
 
-def assert_run_whole(output: Path, status: int, *, expected_status: int | tuple[int, ...] = 0, out: str = "", latest: bool = True) -> Path:
+def assert_run_whole(
+    output: Path, status: int, *, expected_status: int | tuple[int, ...] = 0, out: str = "", latest: bool = True
+) -> Path:
     """The run ended with ``expected_status`` and wrote every artifact; its folder (``latest`` in ``output``).
 
     ``latest=False``: a run whose every case errored, which leaves ``latest`` where it was (the newest run folder

@@ -31,7 +31,9 @@ def defined_classes() -> list[type]:
 def test_every_error_and_warning_has_the_one_root() -> None:
     classes = defined_classes()
     warnings = [c for c in classes if issubclass(c, Warning)]
-    errors = [c for c in classes if issubclass(c, Exception) and not issubclass(c, Warning) and c.__name__ not in INTERNAL]
+    errors = [
+        c for c in classes if issubclass(c, Exception) and not issubclass(c, Warning) and c.__name__ not in INTERNAL
+    ]
     assert len(errors) >= 20 and warnings
     assert [c.__qualname__ for c in errors if not issubclass(c, RagevalError)] == []
     assert [c.__qualname__ for c in warnings if not issubclass(c, RagevalWarning)] == []

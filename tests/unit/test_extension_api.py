@@ -18,7 +18,13 @@ def test_the_extension_names_are_public() -> None:
 
 def test_metric_takes_keywords_only() -> None:
     metric = Metric(
-        name="one", kind="deterministic", scale=(0.0, 1.0), direction="higher", applies_to="all", aggregate_kind="avg", score=lambda c, r, x: 1
+        name="one",
+        kind="deterministic",
+        scale=(0.0, 1.0),
+        direction="higher",
+        applies_to="all",
+        aggregate_kind="avg",
+        score=lambda c, r, x: 1,
     )
     assert metric.aggregate == "one_avg"
     with pytest.raises(TypeError):

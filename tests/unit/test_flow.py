@@ -117,7 +117,10 @@ def test_against_an_endpoint_that_refuses_nothing_the_limit_reaches_the_ceiling(
 # -- a rate: requests started no faster than the endpoint allows ---------------------------------------------------
 
 
-@pytest.mark.parametrize("text, per_second", [("10/min", 10 / 60), ("2/s", 2.0), ("500/h", 500 / 3600), (" 1.5 / second ", 1.5), ("3/MINUTE", 0.05)])
+@pytest.mark.parametrize(
+    "text, per_second",
+    [("10/min", 10 / 60), ("2/s", 2.0), ("500/h", 500 / 3600), (" 1.5 / second ", 1.5), ("3/MINUTE", 0.05)],
+)
 def test_a_rate_is_read_in_its_unit(text: str, per_second: float) -> None:
     assert math.isclose(parse_rate(text), per_second)
 
@@ -129,7 +132,12 @@ def test_a_rate_that_cannot_be_read_says_what_it_expects(text: str) -> None:
 
 
 def test_a_rate_is_written_back_in_the_largest_unit_it_fills() -> None:
-    assert [format_rate(parse_rate(t)) for t in ("10/min", "2/s", "0.5/s", "30/h")] == ["10/min", "2/s", "30/min", "30/h"]
+    assert [format_rate(parse_rate(t)) for t in ("10/min", "2/s", "0.5/s", "30/h")] == [
+        "10/min",
+        "2/s",
+        "30/min",
+        "30/h",
+    ]
 
 
 def test_rate_spacing_starts_each_request_one_interval_after_the_one_before() -> None:
@@ -166,7 +174,9 @@ def test_a_limiter_with_a_rate_starts_requests_no_faster_than_it() -> None:
     asyncio.run(main())
     interval = limiter.rate.interval if limiter.rate is not None else 0.0
     # the i-th start is never before i intervals from the beginning (a busy machine wakes a request late, never early)
-    assert all(start - begun >= i * interval - 0.001 for i, start in enumerate(sorted(starts))), [s - begun for s in starts]
+    assert all(start - begun >= i * interval - 0.001 for i, start in enumerate(sorted(starts))), [
+        s - begun for s in starts
+    ]
     assert math.isclose(limiter.stats().rate or 0.0, 20.0)
 
 

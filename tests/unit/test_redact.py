@@ -50,7 +50,10 @@ def test_masking_a_json_text_keeps_it_json_that_means_the_same_elsewhere() -> No
 
 
 def test_escapes_that_would_change_the_json_stay_escaped() -> None:
-    assert decode_json_escapes(r"\u0022 \u005c \u000a \ud800 \\u0073 \u0073 \/") == r"\u0022 \u005c \u000a \ud800 \\u0073 s /"
+    assert (
+        decode_json_escapes(r"\u0022 \u005c \u000a \ud800 \\u0073 \u0073 \/")
+        == r"\u0022 \u005c \u000a \ud800 \\u0073 s /"
+    )
 
 
 def test_decoded_data_is_masked_at_any_depth_keys_included() -> None:
@@ -74,7 +77,11 @@ def test_short_values_and_no_secrets_change_nothing() -> None:
 
 def test_where_secrets_come_from() -> None:
     assert environment_secrets({"RAGEVAL_JUDGE_API_KEY": " k1 ", "OPENAI_API_KEY": "k2", "OTHER": "x"}) == ["k1", "k2"]
-    assert set(header_secrets({"Authorization": "Bearer abcdefgh12", "X-Tenant": "acme"})) == {"Bearer abcdefgh12", "abcdefgh12", "acme"}
+    assert set(header_secrets({"Authorization": "Bearer abcdefgh12", "X-Tenant": "acme"})) == {
+        "Bearer abcdefgh12",
+        "abcdefgh12",
+        "acme",
+    }
     found = url_secrets("https://bob:p%40ss@h.example/x?api_key=q1&lang=en#access_token=t1")
     assert {"p@ss", "bob:p%40ss", base64.b64encode(b"bob:p@ss").decode(), "q1", "t1"} <= set(found)
     assert "en" not in found and "bob" not in found

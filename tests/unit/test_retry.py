@@ -108,7 +108,9 @@ def test_judge_waits_the_retry_after_of_a_429_then_succeeds() -> None:
 
         async def judge_once() -> Any:
             try:
-                return await judge.judge("correctness", JudgeInput(question="q", answer="a", contexts=("c",), reference_answer="a"))
+                return await judge.judge(
+                    "correctness", JudgeInput(question="q", answer="a", contexts=("c",), reference_answer="a")
+                )
             finally:
                 await judge.aclose()
 

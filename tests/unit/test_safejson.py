@@ -73,7 +73,9 @@ def test_dumps_always_writes_strict_utf8_json() -> None:
 
 
 def test_repaired_nonfinite_notes_name_their_path() -> None:
-    value, notes = loads('{"debug": {"retrieved_chunks": [{}, {}, {"score_final": NaN}]}, "t": [-Infinity, 1e999]}', nonfinite="repair")
+    value, notes = loads(
+        '{"debug": {"retrieved_chunks": [{}, {}, {"score_final": NaN}]}, "t": [-Infinity, 1e999]}', nonfinite="repair"
+    )
     assert value == {"debug": {"retrieved_chunks": [{}, {}, {"score_final": None}]}, "t": [None, None]}
     assert sorted(notes) == [
         "debug.retrieved_chunks[2].score_final: NaN replaced by null",

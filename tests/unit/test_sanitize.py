@@ -54,7 +54,10 @@ def test_keep_notes_dedupes_and_bounds() -> None:
 
 
 def test_error_message_is_type_and_message_never_a_location() -> None:
-    assert error_message(RecursionError("maximum recursion depth exceeded")) == "RecursionError: maximum recursion depth exceeded"
+    assert (
+        error_message(RecursionError("maximum recursion depth exceeded"))
+        == "RecursionError: maximum recursion depth exceeded"
+    )
     assert error_message(KeyError()) == "KeyError"
     assert error_message(ValueError("a\n  b" + "c" * 1000), limit=20) == "ValueError: a bccccccccccccccccc"
 
@@ -87,7 +90,13 @@ def test_unwritable_field_makes_the_record_an_error_naming_it() -> None:
     deep: list[Any] = []
     for _ in range(100_000):  # past the json encoder's recursion limit
         deep = [deep]
-    record = {"key": "s.jsonl::a", "outcome": "passed", "error": None, "answer": "ok", "retrieved_chunks": [{"x": deep}]}
+    record = {
+        "key": "s.jsonl::a",
+        "outcome": "passed",
+        "error": None,
+        "answer": "ok",
+        "retrieved_chunks": [{"x": deep}],
+    }
     written = writable_record(record)
     assert written["outcome"] == "error" and "retrieved_chunks" not in written and written["answer"] == "ok"
     assert written["error"]["kind"] == "unwritable"
@@ -102,5 +111,7 @@ def test_summary_lines_are_terminal_safe(tmp_path: Path) -> None:
     from pytest_rageval.config.settings import Settings
     from pytest_rageval.report.terminal import summary_lines
 
-    lines = summary_lines({"aggregate_metrics": {}}, Settings(rootdir=tmp_path), None, ["flipped: s.jsonl::\x1b[2Jid\nFAKE"], None)
+    lines = summary_lines(
+        {"aggregate_metrics": {}}, Settings(rootdir=tmp_path), None, ["flipped: s.jsonl::\x1b[2Jid\nFAKE"], None
+    )
     assert lines[-1] == r"flipped: s.jsonl::\x1b[2Jid\nFAKE"

@@ -54,14 +54,21 @@ class FrameworkClient(CallableClient):
         self.adapter = adapter
         self.params_hook = params_hook
         fn = self._acall if adapter.is_async else self._call_sync
-        super().__init__(fn, name=name, response_map=response_map, timeout=timeout, abandon_limit=abandon_limit, docs_root=docs_root)
+        super().__init__(
+            fn, name=name, response_map=response_map, timeout=timeout, abandon_limit=abandon_limit, docs_root=docs_root
+        )
         self.name = name
 
     def __repr__(self) -> str:
         return f"FrameworkClient({self.name!r}, {self.adapter.label})"
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "kind": "framework", "framework": self.adapter.framework, "object": self.adapter.kind}
+        return {
+            **super().describe(),
+            "kind": "framework",
+            "framework": self.adapter.framework,
+            "object": self.adapter.kind,
+        }
 
     def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
         """As the callable client's, and every chunk path (relative ones too: a loader run in the working folder
@@ -70,7 +77,10 @@ class FrameworkClient(CallableClient):
 
         def relative(chunks: list[Chunk]) -> list[Chunk]:
             return [
-                chunk.model_copy(update={"rel_path": relative_path(chunk.rel_path, self.docs_root)}) if chunk.rel_path else chunk for chunk in chunks
+                chunk.model_copy(update={"rel_path": relative_path(chunk.rel_path, self.docs_root)})
+                if chunk.rel_path
+                else chunk
+                for chunk in chunks
             ]
 
         update = {"retrieved_chunks": relative(response.retrieved_chunks), "references": relative(response.references)}

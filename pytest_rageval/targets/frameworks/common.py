@@ -64,7 +64,9 @@ def json_safe(value: Any, depth: int = _DEPTH) -> Any:
     return str(value)
 
 
-def chunk(*, text: Any, score: Any, metadata: Any, rank: int, chunk_id: Any = None, doc_id: Any = None) -> dict[str, Any]:
+def chunk(
+    *, text: Any, score: Any, metadata: Any, rank: int, chunk_id: Any = None, doc_id: Any = None
+) -> dict[str, Any]:
     """One retrieved node as a chunk of the default shape; its metadata rides along under ``metadata``
     (``retrieved_chunks.doc_id = metadata.policy_id`` in the response map reads from it). ``rel_path`` is the
     file as the framework wrote it: the client makes it relative to ``docs_root`` after the response map."""

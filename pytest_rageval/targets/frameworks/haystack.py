@@ -52,9 +52,17 @@ class _Pipeline(Adapter):
                 data[component] = given
         if not any(name in _QUESTION_INPUTS for sockets in data.values() for name in sockets):
             open_inputs = ", ".join(f"{c}.{n}" for c, sockets in inputs.items() for n in sockets) or "none"
-            raise shape_error(self.framework, self.kind, f"no component has an open query or question input (its open inputs: {open_inputs})")
+            raise shape_error(
+                self.framework,
+                self.kind,
+                f"no component has an open query or question input (its open inputs: {open_inputs})",
+            )
         if top_k is not None and not any("top_k" in given for given in data.values()):
-            raise shape_error(self.framework, self.kind, f"top_k={top_k} reaches no component with an open top_k input (use rageval_params_hook)")
+            raise shape_error(
+                self.framework,
+                self.kind,
+                f"top_k={top_k} reaches no component with an open top_k input (use rageval_params_hook)",
+            )
         return data
 
     def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,22 +90,33 @@ class _Pipeline(Adapter):
                 replies = output.get("replies")
                 if isinstance(replies, list) and replies:
                     first = replies[0]
-                    answer = first if isinstance(first, str) else getattr(first, "text", None) or getattr(first, "content", None)
+                    answer = (
+                        first
+                        if isinstance(first, str)
+                        else getattr(first, "text", None) or getattr(first, "content", None)
+                    )
                     break
-        documents = next((output["documents"] for _, output in reversed(outputs) if isinstance(output.get("documents"), list)), None)
+        documents = next(
+            (output["documents"] for _, output in reversed(outputs) if isinstance(output.get("documents"), list)), None
+        )
         if answer is None and documents is None:
             raise shape_error(
                 self.framework,
                 self.kind,
                 f"its outputs hold no answers, replies or documents (outputs of {', '.join(name for name, _ in outputs) or 'no component'})",
             )
-        return {"answer": "" if answer is None else str(answer), "debug": {"retrieved_chunks": self._chunks(documents or [])}}
+        return {
+            "answer": "" if answer is None else str(answer),
+            "debug": {"retrieved_chunks": self._chunks(documents or [])},
+        }
 
     def _chunks(self, documents: list[Any]) -> list[dict[str, Any]]:
         out = []
         for rank, document in enumerate(documents, start=1):
             if not hasattr(document, "content"):
-                raise shape_error(self.framework, self.kind, f"documents[{rank - 1}] is a {type(document).__name__}, not a Document")
+                raise shape_error(
+                    self.framework, self.kind, f"documents[{rank - 1}] is a {type(document).__name__}, not a Document"
+                )
             out.append(
                 chunk(
                     text=document.content,

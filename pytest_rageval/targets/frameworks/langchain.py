@@ -109,14 +109,22 @@ class _LangChain(Adapter):
             content = getattr(result, "content", None)
             if isinstance(content, str):
                 return {"answer": content}
-            raise shape_error(self.framework, self.kind, f"returned {type(result).__name__}; expected a dict with answer and context, or text")
+            raise shape_error(
+                self.framework,
+                self.kind,
+                f"returned {type(result).__name__}; expected a dict with answer and context, or text",
+            )
         answer = next((result[key] for key in _ANSWER_KEYS if key in result), None)
         if answer is None and isinstance(result.get("messages"), list) and result["messages"]:
             answer = getattr(result["messages"][-1], "content", None)
             if answer is None and isinstance(result["messages"][-1], Mapping):
                 answer = result["messages"][-1].get("content")
         if answer is None:
-            raise shape_error(self.framework, self.kind, f"its output has no answer or messages (it has {', '.join(map(str, result)) or 'no keys'})")
+            raise shape_error(
+                self.framework,
+                self.kind,
+                f"its output has no answer or messages (it has {', '.join(map(str, result)) or 'no keys'})",
+            )
         answer = getattr(answer, "content", answer)
         context_key = next((key for key in _CONTEXT_KEYS if key in result), None)
         chunks = self._chunks(result[context_key], f"its {context_key!r}") if context_key else []
@@ -124,11 +132,15 @@ class _LangChain(Adapter):
 
     def _chunks(self, documents: Any, where: str) -> list[dict[str, Any]]:
         if not isinstance(documents, (list, tuple)):
-            raise shape_error(self.framework, self.kind, f"{where} is a {type(documents).__name__}, not a list of Documents")
+            raise shape_error(
+                self.framework, self.kind, f"{where} is a {type(documents).__name__}, not a list of Documents"
+            )
         out = []
         for rank, document in enumerate(documents, start=1):
             if not hasattr(document, "page_content"):
-                raise shape_error(self.framework, self.kind, f"{where}[{rank - 1}] is a {type(document).__name__}, not a Document")
+                raise shape_error(
+                    self.framework, self.kind, f"{where}[{rank - 1}] is a {type(document).__name__}, not a Document"
+                )
             metadata = getattr(document, "metadata", None) or {}
             score = next((metadata[key] for key in ("score", "relevance_score") if key in metadata), None)
             doc_id = getattr(document, "id", None) or metadata.get("doc_id") or metadata.get("id")

@@ -69,7 +69,10 @@ class _LlamaIndex(Adapter):
             answer = getattr(result.get_response(), "response", None)
         if answer is None and hasattr(result, "response_gen"):
             answer = "".join(str(part) for part in result.response_gen)
-        return {"answer": "" if answer is None else str(answer), "debug": {"retrieved_chunks": self._chunks(result.source_nodes)}}
+        return {
+            "answer": "" if answer is None else str(answer),
+            "debug": {"retrieved_chunks": self._chunks(result.source_nodes)},
+        }
 
     def _chunks(self, nodes: Any) -> list[dict[str, Any]]:
         if not isinstance(nodes, (list, tuple)):
@@ -78,7 +81,9 @@ class _LlamaIndex(Adapter):
         for rank, item in enumerate(nodes, start=1):
             node = getattr(item, "node", item)
             if not hasattr(node, "metadata"):
-                raise shape_error(self.framework, self.kind, f"retrieved node {rank} is a {type(node).__name__} without metadata")
+                raise shape_error(
+                    self.framework, self.kind, f"retrieved node {rank} is a {type(node).__name__} without metadata"
+                )
             text = node.get_content() if callable(getattr(node, "get_content", None)) else getattr(node, "text", None)
             out.append(
                 chunk(
@@ -112,7 +117,11 @@ def recognise(obj: Any) -> Adapter | None:
     """The adapter of a LlamaIndex object, or None when ``obj`` is none."""
     if has_base(obj, _ROOTS, "Workflow"):
         return _Workflow(obj)
-    for base, kind in (("BaseQueryEngine", "query engine"), ("BaseChatEngine", "chat engine"), ("BaseRetriever", "retriever")):
+    for base, kind in (
+        ("BaseQueryEngine", "query engine"),
+        ("BaseChatEngine", "chat engine"),
+        ("BaseRetriever", "retriever"),
+    ):
         if has_base(obj, _ROOTS, base):
             return _LlamaIndex(kind, obj)
     return None

@@ -18,7 +18,19 @@ __all__ = ["TopKVariants"]
 
 _DEPTH = 5  # attribute levels searched below the target
 _LONGEST = 64  # longer lists and dicts are data, not parts of a pipeline: not searched
-_LEAVES = (str, bytes, int, float, bool, type(None), types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
+_LEAVES = (
+    str,
+    bytes,
+    int,
+    float,
+    bool,
+    type(None),
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+)
 
 SetK = Callable[[Any, int], Any | None]  # a copy of the retriever with k set, or None when it is not a retriever
 

@@ -53,7 +53,9 @@ def _runs(folder: Path, values: list[object]) -> None:
 
 
 def rageval(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_history_prints_full_column_names_and_the_sparkline(tmp_path: Path) -> None:
@@ -62,7 +64,15 @@ def test_history_prints_full_column_names_and_the_sparkline(tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = [h.strip() for h in lines[1].split("  ") if h.strip()]
-    assert header[:7] == ["run_id", "made (UTC), commit", "recall_at_k_avg", "mrr_avg", "groundedness_avg", "correctness_avg", "abstention_accuracy"]
+    assert header[:7] == [
+        "run_id",
+        "made (UTC), commit",
+        "recall_at_k_avg",
+        "mrr_avg",
+        "groundedness_avg",
+        "correctness_avg",
+        "abstention_accuracy",
+    ]
     # each run says when it was made (UTC) and from which commit, as far as its metrics.json says
     assert lines[2].split()[:4] == ["20260100-000000-aaaaa0", "2026-01-01", "00:30", "abc1230"]
     assert lines[5].split()[:4] == ["20260103-000000-aaaaa3", "2026-01-04", "03:30", "abc1233"]

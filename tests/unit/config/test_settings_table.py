@@ -101,7 +101,12 @@ def _options(**values: Any) -> SimpleNamespace:
 
 def _built(tmp_path: Path, *, option: SimpleNamespace | None = None, ini: dict[str, Any] | None = None) -> Settings:
     return build_settings(
-        rootdir=tmp_path, invocation_dir=tmp_path, option=option or _options(), ini=ini or {}, pyproject=RagevalConfig(), environ={}
+        rootdir=tmp_path,
+        invocation_dir=tmp_path,
+        option=option or _options(),
+        ini=ini or {},
+        pyproject=RagevalConfig(),
+        environ={},
     )
 
 
@@ -157,7 +162,13 @@ def test_each_option_reaches_its_settings_field(setting: Setting, tmp_path: Path
 
 
 #: a ``[tool.rageval]`` value of each setting that has a key there (TOML types, not the ini's text)
-TABLE_EXAMPLES = {"judge_model": "m1", "judge_base_url": "http://judge.example/v1", "judge_json_mode": "text", "docs_root": "docs", "slice_k": True}
+TABLE_EXAMPLES = {
+    "judge_model": "m1",
+    "judge_base_url": "http://judge.example/v1",
+    "judge_json_mode": "text",
+    "docs_root": "docs",
+    "slice_k": True,
+}
 
 
 def _table_with(keys: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -171,11 +182,15 @@ def test_each_tool_rageval_key_and_variable_reaches_its_settings_field(setting: 
     default = getattr(_built(tmp_path, option=extra), str(setting.field))
     if setting.table:
         table = RagevalConfig.model_validate(_table_with(setting.table, TABLE_EXAMPLES[setting.name]))
-        built = build_settings(rootdir=tmp_path, invocation_dir=tmp_path, option=extra, ini={}, pyproject=table, environ={})
+        built = build_settings(
+            rootdir=tmp_path, invocation_dir=tmp_path, option=extra, ini={}, pyproject=table, environ={}
+        )
         assert getattr(built, str(setting.field)) != default
     if setting.env:
         environ = {setting.env: str(EXAMPLES[setting.name][0])}
-        built = build_settings(rootdir=tmp_path, invocation_dir=tmp_path, option=extra, ini={}, pyproject=RagevalConfig(), environ=environ)
+        built = build_settings(
+            rootdir=tmp_path, invocation_dir=tmp_path, option=extra, ini={}, pyproject=RagevalConfig(), environ=environ
+        )
         assert getattr(built, str(setting.field)) != default
 
 
@@ -198,4 +213,10 @@ def test_every_setting_appears_once_in_each_generated_page() -> None:
 def test_the_path_options_are_the_tables_path_settings() -> None:
     from pytest_rageval.config.rootdir_check import PATH_OPTIONS
 
-    assert set(PATH_OPTIONS) == {"--rageval-output", "--rageval-baseline", "--rageval-resume", "--rageval-summary-md", "--rageval-cache-dir"}
+    assert set(PATH_OPTIONS) == {
+        "--rageval-output",
+        "--rageval-baseline",
+        "--rageval-resume",
+        "--rageval-summary-md",
+        "--rageval-cache-dir",
+    }

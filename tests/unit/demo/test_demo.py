@@ -269,7 +269,10 @@ def test_eval_set_covers_every_category() -> None:
 
 
 def test_gold_anchors_exist_and_hold_their_snippets() -> None:
-    chunks = [{"rel_path": c.rel_path, "heading_path": c.heading_path, "doc_id": c.doc_id, "text": c.text} for c in load_chunks()]
+    chunks = [
+        {"rel_path": c.rel_path, "heading_path": c.heading_path, "doc_id": c.doc_id, "text": c.text}
+        for c in load_chunks()
+    ]
     doc_ids = {c["doc_id"] for c in chunks}
     for number, line in EVAL_LINES:
         case = EvalCase.model_validate(line)

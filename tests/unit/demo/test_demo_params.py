@@ -110,10 +110,21 @@ def test_hybrid_is_deterministic_across_hash_seeds() -> None:
     runs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", script, json.dumps(questions())], capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(questions())],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=ROOT,
+        )
         runs.append(done.stdout)
     assert runs[0] == runs[1]
-    here = [[ask(q, {"k": 10, "alpha": a})[key] for key in ("answer", "references", "debug")] for q in questions() for a in (0.3, 0.7, 1.0)]
+    here = [
+        [ask(q, {"k": 10, "alpha": a})[key] for key in ("answer", "references", "debug")]
+        for q in questions()
+        for a in (0.3, 0.7, 1.0)
+    ]
     assert json.loads(runs[0]) == here
 
 

@@ -46,7 +46,14 @@ def server() -> Any:
         flow.stop()
 
 
-def worker(address: FlowAddress, counter: Counter, requests: int, spec: SharedSpec, hold: float = 0.01, starts: list[float] | None = None) -> None:
+def worker(
+    address: FlowAddress,
+    counter: Counter,
+    requests: int,
+    spec: SharedSpec,
+    hold: float = 0.01,
+    starts: list[float] | None = None,
+) -> None:
     """One process's requests, in an event loop of its own, through its own connection to the server; ``starts``
     gets the time each request started."""
     limiter = SharedLimiter(link_to(address), "judge e", spec, EndpointLimiter(spec.ceiling))
@@ -69,7 +76,10 @@ def worker(address: FlowAddress, counter: Counter, requests: int, spec: SharedSp
 def test_workers_share_one_limit_per_endpoint(server: FlowServer) -> None:
     counter = Counter()
     spec = SharedSpec(ceiling=3, adaptive=False, start=3)
-    threads = [threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 20, spec)) for _ in range(3)]
+    threads = [
+        threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 20, spec))
+        for _ in range(3)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -140,20 +150,26 @@ def test_under_xdist_the_workers_share_the_target_limit(pytester: pytest.Pyteste
         )
     result.assert_outcomes(passed=40)
     assert counter.total == 40 and counter.most <= 3, counter.most
-    result.stdout.fnmatch_lines([f"target {rag.url}*: adaptive limit settled at * (most at once: *); 40 requests, none refused"])
+    result.stdout.fnmatch_lines(
+        [f"target {rag.url}*: adaptive limit settled at * (most at once: *); 40 requests, none refused"]
+    )
 
 
 def test_an_endpoint_that_refuses_above_three_in_flight_refuses_few(pytester: pytest.Pytester) -> None:
     _project(pytester, 200)
     counter = Counter()
     with AskServer(_responder(counter, refuse_at=3, hold=0.01)) as rag:
-        result = pytester.runpytest_subprocess("--rageval", f"--rageval-target={rag.url}", "--rageval-judge=none", "-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess(
+            "--rageval", f"--rageval-target={rag.url}", "--rageval-judge=none", "-p", "no:cacheprovider"
+        )
     result.assert_outcomes(passed=200)
     refused = counter.refused
     # the first burst (8 at the start against room for 3) is refused in part, and retries of it; then fewer than 5%
     assert 0 < refused <= 10 + 0.05 * counter.total, (refused, counter.total)
     result.stdout.fnmatch_lines(
-        [f"target {rag.url}*: adaptive limit settled at * (most at once: *); {counter.total} requests, {refused} refused (429/503)"]
+        [
+            f"target {rag.url}*: adaptive limit settled at * (most at once: *); {counter.total} requests, {refused} refused (429/503)"
+        ]
     )
 
 
@@ -162,7 +178,14 @@ def test_a_fixed_concurrency_is_each_workers_own(pytester: pytest.Pytester) -> N
     counter = Counter()
     with AskServer(_responder(counter)) as rag:
         result = pytester.runpytest_subprocess(
-            "--rageval", f"--rageval-target={rag.url}", "--rageval-judge=none", "--rageval-concurrency=2", "-n", "2", "-p", "no:cacheprovider"
+            "--rageval",
+            f"--rageval-target={rag.url}",
+            "--rageval-judge=none",
+            "--rageval-concurrency=2",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
         )
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines([f"target {rag.url}*: limit 2 (most at once: 2); 8 requests, none refused"])
@@ -173,7 +196,10 @@ def test_workers_share_one_rate_whether_or_not_they_share_the_limit(server: Flow
     starts: list[float] = []
     counter = Counter()
     spec = SharedSpec(ceiling=2, adaptive=False, start=2, per_second=40.0, shared=shared_limit)  # one every 25 ms
-    threads = [threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 4, spec, 0.3, starts)) for _ in range(3)]
+    threads = [
+        threading.Thread(target=worker, args=(FlowAddress(server.path, server.key), counter, 4, spec, 0.3, starts))
+        for _ in range(3)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -203,13 +229,22 @@ def test_under_xdist_a_target_rate_is_one_budget_for_the_workers(pytester: pytes
 
     with AskServer(timed) as rag:
         result = pytester.runpytest_subprocess(
-            "--rageval", f"--rageval-target={rag.url}", "--rageval-judge=none", "--rageval-concurrency=4", "-n", "2", "-p", "no:cacheprovider"
+            "--rageval",
+            f"--rageval-target={rag.url}",
+            "--rageval-judge=none",
+            "--rageval-concurrency=4",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
         )
     result.assert_outcomes(passed=20)
     # 20 calls at 20 a second are 19 gaps of 50 ms (two of slack: a worker's first call also opens its connection);
     # each worker on its own rate would need about 9
     assert max(arrivals) - min(arrivals) >= 17 * 0.05, sorted(b - arrivals[0] for b in arrivals)
-    result.stdout.fnmatch_lines([f"target {rag.url}*: limit 4 (most at once: *), at most 20/s; 20 requests, none refused"])
+    result.stdout.fnmatch_lines(
+        [f"target {rag.url}*: limit 4 (most at once: *), at most 20/s; 20 requests, none refused"]
+    )
 
 
 def test_a_rate_that_cannot_be_read_is_a_usage_error(pytester: pytest.Pytester) -> None:

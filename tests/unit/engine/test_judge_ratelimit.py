@@ -100,14 +100,25 @@ def test_the_spot_check_judge_shares_the_endpoint_limiter(tmp_path: Any) -> None
 
     in_flight = InFlight()
     with OpenAIServer(in_flight) as server:
-        settings = Settings(rootdir=tmp_path, judge="openai", judge_model="m", judge_base_url=server.base_url, concurrency=2, no_cache=True)
+        settings = Settings(
+            rootdir=tmp_path,
+            judge="openai",
+            judge_model="m",
+            judge_base_url=server.base_url,
+            concurrency=2,
+            no_cache=True,
+        )
         limits = EndpointLimits(settings)
         primary = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"}, limits=limits)
         spot = build_judge(settings, {"RAGEVAL_JUDGE_API_KEY": "k"}, model="m2", limits=limits)
         assert primary is not None and spot is not None
 
         async def main() -> None:
-            calls = [setup.judge.judge("groundedness", JudgeInput(f"q{i}", "a", ("c",))) for i in range(4) for setup in (primary, spot)]
+            calls = [
+                setup.judge.judge("groundedness", JudgeInput(f"q{i}", "a", ("c",)))
+                for i in range(4)
+                for setup in (primary, spot)
+            ]
             try:
                 await asyncio.gather(*calls)
             finally:
@@ -248,10 +259,15 @@ def test_a_slow_one_slot_server_gets_one_request_at_a_time_instead_of_timeouts()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "timeout"])
-def test_an_interrupted_run_against_a_slow_one_slot_judge_keeps_every_finished_case(pytester: pytest.Pytester, sig: int) -> None:
+def test_an_interrupted_run_against_a_slow_one_slot_judge_keeps_every_finished_case(
+    pytester: pytest.Pytester, sig: int
+) -> None:
     """Cases finish one after another against a one-slot judge, so Ctrl-C (or `timeout`'s SIGTERM) part-way
     through leaves the finished ones, judged, in results.jsonl and a metrics.json marked incomplete."""
-    cases = [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md"}], "reference_answer": "x"} for i in range(12)]
+    cases = [
+        {"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md"}], "reference_answer": "x"}
+        for i in range(12)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
     gold = chunk("docs/a.md", "# A", 1, text="A fact.")
     with AskServer(lambda body: answer("A fact [1].", [gold])) as rag, OpenAIServer(OneSlot(0.1)) as judge:

@@ -24,7 +24,15 @@ from pytest_rageval.cli import build_parser
 from pytest_rageval.engine.label import LabelResult, LineChooser, Question, format_question, label_set
 from pytest_rageval.evaluation.anchors import support_matches
 from pytest_rageval.evaluation.evalset import load_eval_file
-from pytest_rageval.evaluation.label_edit import Choice, ChoiceError, EvalSetText, LabelEditError, anchor_of, labelled_line, parse_choice
+from pytest_rageval.evaluation.label_edit import (
+    Choice,
+    ChoiceError,
+    EvalSetText,
+    LabelEditError,
+    anchor_of,
+    labelled_line,
+    parse_choice,
+)
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport
 from pytest_rageval.targets.callable_client import CallableClient
 
@@ -34,7 +42,12 @@ HOSTILE = "\x1b[2J\x1b[H\x1b]52;c;cHduZWQ=\x07fake prompt\rOVERWRITTEN " + "long
 RETRIEVED: dict[str, list[dict[str, Any]]] = {
     "Who proposed STIP?": [
         chunk("notes/other.md", "# Other", 1, text="Unrelated text about the weather."),
-        chunk("proposals/stip.md", "# STIP > ## Summary", 2, text="# Summary\nSTIP was proposed by the Arbitrum Foundation in 2023."),
+        chunk(
+            "proposals/stip.md",
+            "# STIP > ## Summary",
+            2,
+            text="# Summary\nSTIP was proposed by the Arbitrum Foundation in 2023.",
+        ),
         chunk("proposals/stip.md", "# STIP > ## Vote", 3, text="The vote passed with 71% For."),
     ],
     "Which grants did STIP and its bridge pay?": [
@@ -43,7 +56,10 @@ RETRIEVED: dict[str, list[dict[str, Any]]] = {
         chunk("proposals/bridge.md", ["STIP Bridge", "Budget"], 3, text="The bridge paid 21,400,000 ARB."),
     ],
     "What is the capital of Mars?": [chunk("notes/space.md", "# Space", 1, text="Mars is a planet.")],
-    "Hostile?": [chunk("evil/\x1b[31mred.md", "# \x1b]0;title\x07Evil", 1, text=HOSTILE), chunk("evil/ok.md", "# OK", 2, text="A calm chunk.")],
+    "Hostile?": [
+        chunk("evil/\x1b[31mred.md", "# \x1b]0;title\x07Evil", 1, text=HOSTILE),
+        chunk("evil/ok.md", "# OK", 2, text="A calm chunk."),
+    ],
 }
 
 
@@ -97,7 +113,9 @@ def lines_of(data: bytes) -> list[bytes]:
 # --------------------------------------------------------------------------- end to end, through the console script
 
 
-def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(tmp_path: Path, pytester: pytest.Pytester) -> None:
+def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
     path = tmp_path / "set.jsonl"
     before = write_set(path)
     with AskServer(responder) as server:
@@ -105,7 +123,11 @@ def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(tmp_path: 
         assert result.returncode == 0, result.stderr
         assert result.stderr == ""
         # only the questions without gold were asked, with debug on and k=3
-        assert server.questions() == ["Who proposed STIP?", "Which grants did STIP and its bridge pay?", "What is the capital of Mars?"]
+        assert server.questions() == [
+            "Who proposed STIP?",
+            "Which grants did STIP and its bridge pay?",
+            "What is the capital of Mars?",
+        ]
         assert all("debug=true" in r["path"] and r["body"]["k"] == 3 for r in server.requests)
         out = result.stdout
         assert "note: line 5 is invalid and is left untouched" in out
@@ -116,10 +138,19 @@ def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(tmp_path: 
         old, new = lines_of(before), lines_of(after)
         assert len(old) == len(new)
         changed = [i + 1 for i, (a, b) in enumerate(zip(old, new)) if a != b]
-        assert changed == [2, 6, 8]  # every other line (comments, blanks, the invalid one, the labelled-before one) as it was
+        assert changed == [
+            2,
+            6,
+            8,
+        ]  # every other line (comments, blanks, the invalid one, the labelled-before one) as it was
         assert new[5].endswith(b"\r")  # the CRLF line keeps its \r
         stip, grants, mars = (json.loads(new[i - 1]) for i in changed)
-        assert list(stip) == ["id", "question", "gold_supports", "tags"]  # placed in field order, the rest kept in order
+        assert list(stip) == [
+            "id",
+            "question",
+            "gold_supports",
+            "tags",
+        ]  # placed in field order, the rest kept in order
         assert stip["gold_supports"] == [
             {
                 "rel_path": "proposals/stip.md",
@@ -131,21 +162,33 @@ def test_labels_piped_through_stdin_score_recall_1_on_the_same_system(tmp_path: 
         assert [s["rel_path"] for s in grants["gold_supports"]] == ["proposals/stip.md", "proposals/bridge.md"]
         assert grants["gold_supports"][1]["heading_path"] == ["STIP Bridge", "Budget"]
         assert grants["required_support_groups"] == [[0, 1], [0]]
-        assert mars == {"id": "mars", "question": "What is the capital of Mars?", "answerable": False, "reference_answer": "none"}
+        assert mars == {
+            "id": "mars",
+            "question": "What is the capital of Mars?",
+            "answerable": False,
+            "reference_answer": "none",
+        }
         loaded = load_eval_file(path)
         assert [b.line for b in loaded.bad] == [5] and len(loaded.cases) == 4
 
         # the labelled set, run by the plugin against the same system: recall 1 (snippets required too)
         shutil.copy(path, pytester.path / "labelled.jsonl")
         pytester.makeini("[pytest]\nrageval_require_snippets = true\n")
-        run = pytester.runpytest("--rageval", "--rageval-retrieval-only", f"--rageval-target={server.url}", "labelled.jsonl")
-    records = {r.get("test_case_id"): r for r in map(json.loads, next(pytester.path.glob("results/*/results.jsonl")).read_text().splitlines())}
+        run = pytester.runpytest(
+            "--rageval", "--rageval-retrieval-only", f"--rageval-target={server.url}", "labelled.jsonl"
+        )
+    records = {
+        r.get("test_case_id"): r
+        for r in map(json.loads, next(pytester.path.glob("results/*/results.jsonl")).read_text().splitlines())
+    }
     assert records["stip"]["metrics"]["recall_at_k"] == 1
     assert records["grants"]["metrics"]["recall_at_k"] == 1
     assert records["grants"]["metrics"]["recall_all_at_k"] == 1
     assert records["mars"]["answerable"] is False
     assert records["stip"]["outcome"] == records["grants"]["outcome"] == "passed"
-    run.assert_outcomes(passed=3, failed=1, errors=1)  # mars did not abstain (the scripted system never does); line 5 is bad
+    run.assert_outcomes(
+        passed=3, failed=1, errors=1
+    )  # mars did not abstain (the scripted system never does); line 5 is bad
 
 
 def test_quit_and_end_of_input_keep_earlier_labels(tmp_path: Path) -> None:
@@ -175,7 +218,9 @@ def test_a_wrong_piped_answer_stops_naming_its_input_line(tmp_path: Path) -> Non
     with AskServer(responder) as server:
         result = rageval("label", str(path), "--target", server.url, "--k", "3", stdin="2\n9\n1\n")
     assert result.returncode == 2
-    assert result.stderr == "rageval: label: stdin line 2 ('9'): there is no chunk 9 (this question has chunks 1 to 3)\n"
+    assert (
+        result.stderr == "rageval: label: stdin line 2 ('9'): there is no chunk 9 (this question has chunks 1 to 3)\n"
+    )
     assert "Traceback" not in result.stdout
     data = path.read_bytes()
     assert b"Summary" in lines_of(data)[1] and b"gold_supports" not in lines_of(data)[5]  # the first label stayed
@@ -191,14 +236,18 @@ def test_hostile_chunk_text_is_shown_escaped_and_labelled_cleanly(tmp_path: Path
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     assert "\\x1b[2J\\x1b[H\\x1b]52;c;cHduZWQ=\\x07fake prompt OVERWRITTEN long long" in out
     assert "evil/\\x1b[31mred.md  \\x1b]0;title\\x07Evil" in out
-    assert max(len(line) for line in out.splitlines()) < 400  # 100,000 characters of chunk text shown as a short excerpt
+    assert (
+        max(len(line) for line in out.splitlines()) < 400
+    )  # 100,000 characters of chunk text shown as a short excerpt
     gold = json.loads(path.read_text())["gold_supports"]
     assert gold[0]["rel_path"] == "evil/\x1b[31mred.md"  # the anchor is what the system sends, to match it
     assert gold[0]["snippets"] == ["fake prompt"]  # copied from the text, without a control character
     assert gold[1] == {"rel_path": "evil/ok.md", "heading_path": "# OK", "snippets": ["A calm chunk."]}
 
 
-def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_errors_are_one_line_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pytest_rageval.cli import main
 
     path = tmp_path / "set.jsonl"
@@ -228,15 +277,31 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.Ca
                 "--ids",
                 "stip,stpi2,mars",
             ): f"rageval: label: --ids stpi2: no question with that id in {path} (did you mean 'stip'?)",
-            ("--target", server.url, "--ids", "broken"): "rageval: label: --ids broken: its line is invalid and is left "
+            (
+                "--target",
+                server.url,
+                "--ids",
+                "broken",
+            ): "rageval: label: --ids broken: its line is invalid and is left "
             f"untouched: {path}:5: field 'answerable': Input should be a valid boolean",
             ("--target", server.url, "--ids", ","): "rageval: label: --ids names no id",
             ("--target", server.url, "--k", "0"): "rageval: label: --k must be at least 1, got 0",
             (): "rageval: label: --target URL or module:function is needed (or rageval_target in [tool.pytest.ini_options], or env RAGEVAL_TARGET)",
-            ("--pyproject", str(tmp_path / "none.toml")): f"rageval: label: --pyproject {tmp_path / 'none.toml'}: no such file",
-            ("--target", "no_such_module_xyz:ask"): "rageval: label: rageval_target 'no_such_module_xyz:ask': cannot import "
+            (
+                "--pyproject",
+                str(tmp_path / "none.toml"),
+            ): f"rageval: label: --pyproject {tmp_path / 'none.toml'}: no such file",
+            (
+                "--target",
+                "no_such_module_xyz:ask",
+            ): "rageval: label: rageval_target 'no_such_module_xyz:ask': cannot import "
             "module 'no_such_module_xyz' (No module named 'no_such_module_xyz')",
-            ("--target", "http://127.0.0.1:9/ask", "--header", "no colon"): "rageval: label: --header number 1: expected 'Name: value'",
+            (
+                "--target",
+                "http://127.0.0.1:9/ask",
+                "--header",
+                "no colon",
+            ): "rageval: label: --header number 1: expected 'Name: value'",
         }
         for args, line in expected.items():
             with pytest.raises(SystemExit) as exit_:
@@ -366,7 +431,11 @@ def test_chunks_of_one_anchor_make_one_support_and_groups_follow() -> None:
     choice = parse_choice("3 1 | 2", CHUNKS)
     assert choice.supports == (
         {"rel_path": "b.md"},
-        {"rel_path": "a.md", "heading_path": "# A > ## One", "snippets": ["First chunk of A, long enough.", "Second chunk, same section."]},
+        {
+            "rel_path": "a.md",
+            "heading_path": "# A > ## One",
+            "snippets": ["First chunk of A, long enough.", "Second chunk, same section."],
+        },
     )
     assert choice.support_groups == ((0, 1), (1,))
     ids = parse_choice("5 4 | 4", CHUNKS)
@@ -404,12 +473,21 @@ def test_a_labelled_line_keeps_its_keys_in_order() -> None:
     supports = parse_choice("1", CHUNKS)
     new, notes = labelled_line(obj, supports)
     assert list(new) == ["id", "query", "answerable", "gold_supports", "recency_conflict_rule", "tags"]
-    assert new["answerable"] is True and notes == ["removed expectedProposalIds", "removed required_support_groups", "answerable set to true"]
+    assert new["answerable"] is True and notes == [
+        "removed expectedProposalIds",
+        "removed required_support_groups",
+        "answerable set to true",
+    ]
     unanswerable, notes = labelled_line(obj, Choice("unanswerable"))
     assert unanswerable == {"id": "x", "query": "Q?", "answerable": False, "tags": []}
     assert notes == ["removed expectedProposalIds, required_support_groups, recency_conflict_rule"]
     ids, _ = labelled_line({"id": "y", "expectedProposalIds": ["z"], "question": "Q"}, parse_choice("4 | 5", CHUNKS))
-    assert ids == {"id": "y", "expectedProposalIds": ["doc-1", "doc-2"], "question": "Q", "required_support_groups": [[0], [1]]}
+    assert ids == {
+        "id": "y",
+        "expectedProposalIds": ["doc-1", "doc-2"],
+        "question": "Q",
+        "required_support_groups": [[0], [1]],
+    }
 
 
 def test_the_file_is_rewritten_byte_for_byte_but_the_line(tmp_path: Path) -> None:
@@ -421,7 +499,10 @@ def test_the_file_is_rewritten_byte_for_byte_but_the_line(tmp_path: Path) -> Non
     assert [c.case.id for c in text.load("set").cases] == ["a", "b"]
     text.replace(1, {"id": "a", "question": "Q?", "answerable": False})
     text.write()
-    assert path.read_bytes() == b'\xef\xbb\xbf{"id":"a","question":"Q?","answerable":false}\r\n\xff not utf-8\n{"id": "b", "question": "R?"}'
+    assert (
+        path.read_bytes()
+        == b'\xef\xbb\xbf{"id":"a","question":"Q?","answerable":false}\r\n\xff not utf-8\n{"id": "b", "question": "R?"}'
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["set.jsonl"]  # no temp file left
     path.write_bytes(data)  # changed by someone else meanwhile: nothing is written
@@ -439,7 +520,11 @@ def test_ctrl_c_keeps_the_labels_written_before(tmp_path: Path) -> None:
     with AskServer(responder) as server:
         command = rageval_command()
         proc = subprocess.Popen(
-            [*command, "label", str(path), "--target", server.url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [*command, "label", str(path), "--target", server.url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write("2\n")
@@ -467,7 +552,10 @@ def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(
 
     def seed001(body: dict[str, Any]) -> Any:
         cited = ["stip", "noise", "stip-bridge"][: body["topK"]]
-        return {"answer": "From the proposals.", "citations": [{"proposal_id": p, "snippet": f"About {p}."} for p in cited]}
+        return {
+            "answer": "From the proposals.",
+            "citations": [{"proposal_id": p, "snippet": f"About {p}."} for p in cited],
+        }
 
     path = pytester.path / "ids.jsonl"
     write_set(path, ['{"id": "bridge", "query": "Which grants did STIP and its bridge pay?", "category": "multi_hop"}'])
@@ -505,7 +593,9 @@ def test_an_id_only_system_through_maps_and_a_header_gets_gold_doc_ids(
     assert record["metrics"]["recall_at_k"] == 1 and record["metrics"]["recall_all_at_k"] == 1
 
 
-def test_the_projects_pytest_settings_reach_the_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_projects_pytest_settings_reach_the_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import io
 
     from pytest_rageval.cli import main
@@ -513,7 +603,9 @@ def test_the_projects_pytest_settings_reach_the_system(tmp_path: Path, monkeypat
     path = tmp_path / "set.jsonl"
     write_set(path, ['{"id": "stip", "question": "Who proposed STIP?"}'])
     monkeypatch.setenv("RAG_TOKEN", "tok-from-env")
-    monkeypatch.setenv("RAGEVAL_TARGET", "http://127.0.0.1:9/not-this-one")  # the project's ini key wins, as in the plugin
+    monkeypatch.setenv(
+        "RAGEVAL_TARGET", "http://127.0.0.1:9/not-this-one"
+    )  # the project's ini key wins, as in the plugin
     with AskServer(lambda body: responder({"question": body["q"], "k": body["k"]})) as server:
         (tmp_path / "pyproject.toml").write_text(
             "[tool.pytest.ini_options]\n"
@@ -565,7 +657,12 @@ def test_on_a_terminal_a_wrong_answer_is_asked_again(tmp_path: Path) -> None:
     with AskServer(responder) as server:
         command = rageval_command()
         proc = subprocess.Popen(
-            [*command, "label", str(path), "--target", server.url], stdin=slave, stdout=slave, stderr=slave, close_fds=True, cwd="/"
+            [*command, "label", str(path), "--target", server.url],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            close_fds=True,
+            cwd="/",
         )
         os.close(slave)
         seen = b""
@@ -590,7 +687,9 @@ def test_on_a_terminal_a_wrong_answer_is_asked_again(tmp_path: Path) -> None:
         # input() prints its prompt before it blocks in read(); a signal that lands in between only sets Python's
         # flag until the next line is typed (so in any Python program). Under load that was one run in three.
         waiting_for_a_line(proc.pid)
-        proc.send_signal(signal.SIGINT)  # Ctrl-C (the pty is not the command's controlling terminal, so ^C is sent as a signal)
+        proc.send_signal(
+            signal.SIGINT
+        )  # Ctrl-C (the pty is not the command's controlling terminal, so ^C is sent as a signal)
         until(b"(interrupted)")
         assert proc.wait(timeout=30) == 130
     os.close(master)
@@ -626,8 +725,8 @@ def test_a_label_that_cannot_be_written_is_shown_not_lost(tmp_path: Path) -> Non
             preexec_fn=_files_up_to(len(before)),
         )
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"rageval: label: {path}: cannot write it: File too large; this label is not written: line 2 would read {{"), (
-        result.stderr
-    )
+    assert result.stderr.startswith(
+        f"rageval: label: {path}: cannot write it: File too large; this label is not written: line 2 would read {{"
+    ), result.stderr
     shown = json.loads(result.stderr.split(" would read ", 1)[1])
     assert shown["gold_supports"] and path.read_bytes() == before  # the file is as it was

@@ -136,7 +136,9 @@ def rejudge(run: Path, setup: JudgeSetup, k: int | None = None) -> RejudgeResult
 
 def openai_setup(srv: OpenAIServer, cache_dir: Path | None = None, **kwargs: Any) -> JudgeSetup:
     kwargs.setdefault("backoff", 0.001)
-    inner = OpenAIJudge(model="judge-model", base_url=srv.base_url, api_key="sk-test", prices={"judge-model": (1.0, 2.0)}, **kwargs)
+    inner = OpenAIJudge(
+        model="judge-model", base_url=srv.base_url, api_key="sk-test", prices={"judge-model": (1.0, 2.0)}, **kwargs
+    )
     if cache_dir is None:
         return JudgeSetup(inner, METRICS)
     return JudgeSetup(CachedJudge(inner, JudgeCache(cache_dir)), METRICS, cached=True)
@@ -259,13 +261,20 @@ def test_abstention_classifier_runs_when_the_rag_gave_no_flag(tmp_path: Path) ->
 # --------------------------------------------------------------------------- the live run's scoring
 
 
-OLD, NEW = {"rel_path": "notes/2023.md", "heading_path": "# Rollout"}, {"rel_path": "notes/2024.md", "heading_path": "# Rollout"}
+OLD, NEW = (
+    {"rel_path": "notes/2023.md", "heading_path": "# Rollout"},
+    {"rel_path": "notes/2024.md", "heading_path": "# Rollout"},
+)
 ACKNOWLEDGING = "The rollout now takes 14 days; an earlier note said 10 days, which was updated."
 SILENT = "The rollout takes 14 days."
 
 
 def conflict_case(**changes: Any) -> EvalCase:
-    fields: dict[str, Any] = {"id": "conflict-001", "question": "How long does the rollout take?", "gold_supports": [NEW, OLD]}
+    fields: dict[str, Any] = {
+        "id": "conflict-001",
+        "question": "How long does the rollout take?",
+        "gold_supports": [NEW, OLD],
+    }
     return EvalCase.model_validate({**fields, "recency_conflict_rule": "acknowledge_both", **changes})
 
 
@@ -277,7 +286,16 @@ def live_record(case: EvalCase, reply: dict[str, Any], judge: JudgeSetup | None)
         thresholds = resolve_thresholds(case, ThresholdConfig.empty(), judge=True)
         opts = RunOptions(k=3, store_full_text=True)
         client = CallableClient(lambda question, params: copy.deepcopy(reply))
-        rec = await evaluate_case(case, client, opts, thresholds, key=f"eval_sets/c.jsonl::{case.id}", file="eval_sets/c.jsonl", line=1, judge=judge)
+        rec = await evaluate_case(
+            case,
+            client,
+            opts,
+            thresholds,
+            key=f"eval_sets/c.jsonl::{case.id}",
+            file="eval_sets/c.jsonl",
+            line=1,
+            judge=judge,
+        )
         return {**rec, "outcome": "failed" if rec["misses"] else "passed"}
 
     return asyncio.run(run())
@@ -307,12 +325,20 @@ def test_rejudging_a_run_without_a_judge_scores_as_a_run_with_the_judge(
     judged = live_record(case, reply, JudgeSetup(LexicalJudge(), METRICS))
     assert rejudged["metrics"]["abstained"] is not None and rejudged["metrics"]["conflict_rule"] is not None
 
-    def scored(metrics: dict[str, Any]) -> dict[str, Any]:  # a run also lists the judge metrics that did not apply, as null
+    def scored(
+        metrics: dict[str, Any],
+    ) -> dict[str, Any]:  # a run also lists the judge metrics that did not apply, as null
         return {k: v for k, v in metrics.items() if k != "latency_ms" and v is not None}
 
     assert scored(rejudged["metrics"]) == scored(judged["metrics"])
-    assert (rejudged["abstained"], rejudged["outcome"], rejudged["misses"]) == (judged["abstained"], judged["outcome"], judged["misses"])
-    assert rejudged["judge_attempted"] == judged["judge_attempted"] and rejudged["judge"].keys() == judged["judge"].keys()
+    assert (rejudged["abstained"], rejudged["outcome"], rejudged["misses"]) == (
+        judged["abstained"],
+        judged["outcome"],
+        judged["misses"],
+    )
+    assert (
+        rejudged["judge_attempted"] == judged["judge_attempted"] and rejudged["judge"].keys() == judged["judge"].keys()
+    )
 
 
 def test_a_new_acknowledgement_decides_conflict_rule_of_cited_sources(tmp_path: Path) -> None:
@@ -425,7 +451,9 @@ def test_auth_error_stops_before_anything_is_written(tmp_path: Path) -> None:
     run = make_run(tmp_path, three_records())
     results_before = (run / "results.jsonl").read_bytes()
     metrics_before = (run / "metrics.json").read_bytes()
-    with OpenAIServer(lambda body, headers: error(401, "Incorrect API key provided", type_="invalid_request_error")) as srv:
+    with OpenAIServer(
+        lambda body, headers: error(401, "Incorrect API key provided", type_="invalid_request_error")
+    ) as srv:
         with pytest.raises(JudgeAuthError):
             rejudge(run, openai_setup(srv))
     assert (run / "results.jsonl").read_bytes() == results_before
@@ -489,7 +517,9 @@ def test_a_line_that_cannot_be_read_is_never_dropped(tmp_path: Path, damage: str
         "report": ["report", str(run)],
         "merge": ["merge", str(run), "-o", str(tmp_path / "merged")],
     }[command]
-    proc = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args], capture_output=True, text=True, timeout=120
+    )
     assert results.read_bytes() == before
     if refused:
         line = 2 if damage == "middle" else len(lines)

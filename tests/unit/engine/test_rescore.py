@@ -22,12 +22,23 @@ GOLD_B = {"rel_path": "docs/b.md", "heading_path": "# B"}
 DEEP_FACT = "The budget was 50 ARB."
 
 CASES = [
-    {"id": "top", "question": "q-top", "gold_supports": [GOLD_A], "reference_answer": "A fact.", "expected_key_facts": ["A fact"]},
+    {
+        "id": "top",
+        "question": "q-top",
+        "gold_supports": [GOLD_A],
+        "reference_answer": "A fact.",
+        "expected_key_facts": ["A fact"],
+    },
     # gold at rank 7: found at K=10, missed at K=5 (and the answer's fact is only in that chunk: lexical groundedness drops)
     {"id": "deep", "question": "q-deep", "gold_supports": [GOLD_A], "reference_answer": DEEP_FACT},
     {"id": "second", "question": "q-second", "gold_supports": [GOLD_A]},  # rank 2: mrr 0.5
     {"id": "multi", "question": "q-multi", "gold_supports": [GOLD_A, GOLD_B], "required_support_groups": [[0, 1]]},
-    {"id": "conflict", "question": "q-conflict", "gold_supports": [GOLD_A, GOLD_B], "recency_conflict_rule": "acknowledge_both"},
+    {
+        "id": "conflict",
+        "question": "q-conflict",
+        "gold_supports": [GOLD_A, GOLD_B],
+        "recency_conflict_rule": "acknowledge_both",
+    },
     {"id": "mars", "question": "q-mars", "answerable": False},
     {"id": "unsure", "question": "q-unsure", "answerable": False},  # no abstained field: the judge classifies
     {"id": "ids", "question": "q-ids", "gold_doc_ids": ["doc-9"]},
@@ -95,7 +106,9 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 def run(pytester: pytest.Pytester, url: str, k: int, *extra: str) -> Path:
     """One ``pytest --rageval`` run into ``results/``; its folder."""
-    result = pytester.runpytest("--rageval", f"--rageval-target={url}", f"--rageval-k={k}", "-p", "no:cacheprovider", *extra)
+    result = pytester.runpytest(
+        "--rageval", f"--rageval-target={url}", f"--rageval-k={k}", "-p", "no:cacheprovider", *extra
+    )
     assert result.ret in (0, 1), result.stdout.str()
     return newest(pytester.path / "results")
 
@@ -107,7 +120,11 @@ def newest(output: Path) -> Path:
 def rescore(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real ``rageval`` command in a child process."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "rescore", str(run_dir), *args], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "pytest_rageval.cli", "rescore", str(run_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -123,7 +140,14 @@ def records_of(run_dir: Path) -> dict[str, dict[str, Any]]:
 def without_latency(data: Any) -> Any:
     """``data`` without what depends on the clock (latency, run id, timestamp) or names the rescored run."""
     if isinstance(data, dict):
-        drop = {"latency", "latency_ms", "run_id", "timestamp", "rescored_from", "session"}  # session: the pytest session's exit status and parts
+        drop = {
+            "latency",
+            "latency_ms",
+            "run_id",
+            "timestamp",
+            "rescored_from",
+            "session",
+        }  # session: the pytest session's exit status and parts
         return {k: without_latency(v) for k, v in data.items() if k not in drop}
     if isinstance(data, list):
         return [without_latency(v) for v in data]
@@ -131,7 +155,9 @@ def without_latency(data: Any) -> Any:
 
 
 @pytest.mark.parametrize("judge", ["lexical", "none"])
-def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pytester, judge: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(
+    project: pytest.Pytester, judge: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with AskServer(rag) as srv:
         run10 = run(project, srv.url, 10, "--rageval-store-full-text", f"--rageval-judge={judge}")
         run5 = run(project, srv.url, 5, "--rageval-store-full-text", f"--rageval-judge={judge}")
@@ -156,7 +182,10 @@ def test_rescore_at_a_smaller_k_reproduces_a_run_made_at_it(project: pytest.Pyte
     assert without_latency(metrics_of(new)) == without_latency(metrics_of(run5))
     assert metrics_of(run10)["aggregate_metrics"] != metrics_of(run5)["aggregate_metrics"]  # K matters here
     # ... and to a run made at K=5 without full text but for its config hash (store_full_text is in the configuration)
-    assert {**without_latency(metrics_of(new)), "config_hash": None} == {**without_latency(metrics_of(plain5)), "config_hash": None}
+    assert {**without_latency(metrics_of(new)), "config_hash": None} == {
+        **without_latency(metrics_of(plain5)),
+        "config_hash": None,
+    }
     # every record, every field (verdicts, misses, outcome, chunks, each repeat's run), latency excepted
     new_records, records5, records10 = records_of(new), records_of(run5), records_of(run10)
     broken = "eval_sets/r.jsonl::broken"  # carried over as the K=10 run stored it (its per-case config says so)
@@ -199,7 +228,9 @@ def test_an_llm_judges_verdicts_are_carried_over_and_no_judge_request_is_made(pr
         assert record.get("judge") == records10[key].get("judge"), key  # unchanged
         # this judge answers the same whatever the contexts: so everything else equals the K=5 run's
         kept = ("outcome", "metrics", "misses", "retrieved_chunks", "abstention", "retrieval_metrics")
-        assert without_latency({n: record.get(n) for n in kept}) == without_latency({n: records5[key].get(n) for n in kept}), key
+        assert without_latency({n: record.get(n) for n in kept}) == without_latency(
+            {n: records5[key].get(n) for n in kept}
+        ), key
         assert record.get("cost", {}).get("judge_tokens", 0) == 0
 
 
@@ -213,7 +244,10 @@ def test_thresholds_override_and_outcomes_follow(project: pytest.Pytester) -> No
     old, records = records_of(run10), records_of(new)
     second = records["eval_sets/r.jsonl::second"]
     assert old["eval_sets/r.jsonl::second"]["outcome"] == "passed"
-    assert second["outcome"] == "failed" and {"metric": "mrr", "value": 0.5, "threshold": 0.9, "op": ">="} in second["misses"]
+    assert (
+        second["outcome"] == "failed"
+        and {"metric": "mrr", "value": 0.5, "threshold": 0.9, "op": ">="} in second["misses"]
+    )
     assert second["thresholds"]["precision_at_k"] == 0.05
     metrics = metrics_of(new)
     assert metrics["k"] == 10 and metrics["failed"] > metrics_of(run10)["failed"]
@@ -253,12 +287,16 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
     lines = (full / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     record = json.loads(lines[1])
     del record["trace"]
-    (one_without / "results.jsonl").write_text(lines[0] + json.dumps(record) + "\n" + "".join(lines[2:]), encoding="utf-8")
+    (one_without / "results.jsonl").write_text(
+        lines[0] + json.dumps(record) + "\n" + "".join(lines[2:]), encoding="utf-8"
+    )
     assert refusal(capsys, "rescore", str(one_without)) == (
         f"rageval: {one_without / 'results.jsonl'}: record 2 ({record['key']}): the run was not stored with full text; "
         "re-run it with --rageval-store-full-text to rescore it"
     )
-    assert refusal(capsys, "rescore", str(full), "--k", "6") == ("rageval: --k 6: larger than the run's K (5); only the top 5 chunks were stored")
+    assert refusal(capsys, "rescore", str(full), "--k", "6") == (
+        "rageval: --k 6: larger than the run's K (5); only the top 5 chunks were stored"
+    )
     assert refusal(capsys, "rescore", str(full), "--k", "0") == "rageval: --k 0: K must be at least 1"
     assert refusal(capsys, "rescore", str(full), "--threshold", "recal_at_k=1") == (
         "rageval: --threshold: unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)"
@@ -270,11 +308,16 @@ def test_refusals(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) 
     shutil.copytree(full, torn)
     (torn / "results.jsonl").write_text("".join(lines[:2]) + lines[2][:40], encoding="utf-8")
     assert refusal(capsys, "rescore", str(torn)).startswith(f"rageval: {torn / 'results.jsonl'}:3: ")
-    assert refusal(capsys, "rescore", str(project.path / "nowhere")) == f"rageval: {project.path / 'nowhere'}: no results.jsonl (not a run folder)"
+    assert (
+        refusal(capsys, "rescore", str(project.path / "nowhere"))
+        == f"rageval: {project.path / 'nowhere'}: no results.jsonl (not a run folder)"
+    )
     assert {p.name for p in (project.path / "results").iterdir()} == kept  # nothing written by a refusal
 
 
-def test_a_repeated_case_stored_without_its_runs_is_carried_over(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_repeated_case_stored_without_its_runs_is_carried_over(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     with AskServer(rag) as srv:
         full = run(project, srv.url, 10, "--rageval-store-full-text")
     records = [json.loads(line) for line in (full / "results.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -285,7 +328,10 @@ def test_a_repeated_case_stored_without_its_runs_is_carried_over(project: pytest
     (full / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     capsys.readouterr()
     assert main(["rescore", str(full), "--k", "5"]) == 0
-    assert "carried over unchanged, not rescored: 1 repeated cases whose runs were not each stored" in capsys.readouterr().out
+    assert (
+        "carried over unchanged, not rescored: 1 repeated cases whose runs were not each stored"
+        in capsys.readouterr().out
+    )
     new = records_of(newest(project.path / "results"))
     again = "eval_sets/r.jsonl::again"
     assert new[again]["metrics"] == next(r for r in old if r["key"] == again)["metrics"]
@@ -298,7 +344,12 @@ def test_the_demo_rescored_at_k5_equals_its_k5_run(pytester: pytest.Pytester) ->
     out = []
     for k in (10, 5):
         result = pytester.runpytest(
-            "--rageval", "--rageval-target=pytest_rageval.demo:ask", f"--rageval-k={k}", "--rageval-store-full-text", "-p", "no:cacheprovider"
+            "--rageval",
+            "--rageval-target=pytest_rageval.demo:ask",
+            f"--rageval-k={k}",
+            "--rageval-store-full-text",
+            "-p",
+            "no:cacheprovider",
         )
         assert result.ret == 0, result.stdout.str()
         out.append(newest(pytester.path / "results"))
@@ -308,7 +359,9 @@ def test_the_demo_rescored_at_k5_equals_its_k5_run(pytester: pytest.Pytester) ->
     assert without_latency(records_of(new)) == without_latency(records_of(out[1]))
 
 
-def test_a_matrix_run_with_a_k_axis_is_rescored_at_each_configs_own_k(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_matrix_run_with_a_k_axis_is_rescored_at_each_configs_own_k(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     with AskServer(rag) as srv:
         made = run(project, srv.url, 5, "--rageval-store-full-text", "--rageval-matrix=top_k=3,5")
         asked = len(srv.requests)
@@ -321,5 +374,10 @@ def test_a_matrix_run_with_a_k_axis_is_rescored_at_each_configs_own_k(project: p
     old, new = metrics_of(made)["by_config"], metrics_of(again)["by_config"]
     assert sorted(old) == sorted(new) == ["top_k=3", "top_k=5"]
     for config in old:  # each config at its own k: the retrieval numbers of the run itself
-        assert new[config]["aggregate_metrics"]["recall_at_k_avg"] == old[config]["aggregate_metrics"]["recall_at_k_avg"]
-        assert new[config]["aggregate_metrics"]["precision_at_k_avg"] == old[config]["aggregate_metrics"]["precision_at_k_avg"]
+        assert (
+            new[config]["aggregate_metrics"]["recall_at_k_avg"] == old[config]["aggregate_metrics"]["recall_at_k_avg"]
+        )
+        assert (
+            new[config]["aggregate_metrics"]["precision_at_k_avg"]
+            == old[config]["aggregate_metrics"]["precision_at_k_avg"]
+        )

@@ -24,7 +24,9 @@ def rag(body: dict[str, Any]) -> Any:
 
 def judges(body: dict[str, Any], headers: dict[str, Any]) -> Any:
     if body["model"] == "judge-model-b" and metric_of(body) == "groundedness" and "question-bravo" in user_text(body):
-        return ok(json.dumps({"reasoning": "Invented.", "score": 1, "supported_claims": [], "unsupported_claims": ["x"]}))
+        return ok(
+            json.dumps({"reasoning": "Invented.", "score": 1, "supported_claims": [], "unsupported_claims": ["x"]})
+        )
     return PRIMARY(body, headers)
 
 
@@ -32,7 +34,9 @@ def judges(body: dict[str, Any], headers: dict[str, Any]) -> Any:
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setenv("RAGEVAL_JUDGE_API_KEY", "sk-test")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    cases: list[dict[str, Any]] = [{"id": q, "question": q, "gold_supports": [{"rel_path": "docs/a.md"}]} for q in ANSWERABLE]
+    cases: list[dict[str, Any]] = [
+        {"id": q, "question": q, "gold_supports": [{"rel_path": "docs/a.md"}]} for q in ANSWERABLE
+    ]
     cases += [{"id": q, "question": q, "answerable": False} for q in UNANSWERABLE]
     pytester.makefile(".jsonl", **{"eval_sets/j": "\n".join(json.dumps(c) for c in cases) + "\n"})
     return pytester
@@ -52,7 +56,13 @@ def run(pytester: pytest.Pytester, n: int, *extra: str) -> tuple[pytest.RunResul
             "--rageval-spot-check-model=judge-model-b",
             *extra,
         )
-        second = {q for b in judge.bodies() if b["model"] == "judge-model-b" for q in ANSWERABLE + UNANSWERABLE if q in user_text(b)}
+        second = {
+            q
+            for b in judge.bodies()
+            if b["model"] == "judge-model-b"
+            for q in ANSWERABLE + UNANSWERABLE
+            if q in user_text(b)
+        }
     result.assert_outcomes(passed=len(ANSWERABLE) + len(UNANSWERABLE))
     return result, second, latest_metrics(pytester.path)["aggregate_metrics"]["judge_reliability"]
 

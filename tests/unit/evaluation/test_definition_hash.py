@@ -65,7 +65,14 @@ EDITS: dict[str, list[dict[str, Any]]] = {
 }
 
 #: Fields that may change without making the case another case.
-FREE = {"tags": ["other"], "category": "reasoning", "difficulty": "hard", "folders": ["it"], "vaults": ["old"], "metadata": {"owner": "it"}}
+FREE = {
+    "tags": ["other"],
+    "category": "reasoning",
+    "difficulty": "hard",
+    "folders": ["it"],
+    "vaults": ["old"],
+    "metadata": {"owner": "it"},
+}
 
 
 def _hash(**changes: Any) -> str:

@@ -73,7 +73,14 @@ def test_messages_are_single_lines_with_the_location_prefix(tmp_path: Path) -> N
     assert bad.message.startswith(f"{DISPLAY}:1: ")
     assert "\n" not in bad.message
     assert "Traceback" not in bad.message and "errors.pydantic.dev" not in bad.message
-    for field in ("'question'", "'flaky'", "'repeat'", "'tags'", "'gold_supports[0].rel_path'", "'gold_supports[0].snippets[0]'"):
+    for field in (
+        "'question'",
+        "'flaky'",
+        "'repeat'",
+        "'tags'",
+        "'gold_supports[0].rel_path'",
+        "'gold_supports[0].snippets[0]'",
+    ):
         assert f"field {field}: " in bad.message
     assert bad.message.count("; ") == 5  # six problems
 
@@ -169,7 +176,9 @@ def test_nested_unknown_key_suggests_from_gold_support_keys(tmp_path: Path) -> N
             line(id="a", question="q", gold_supports=[{"rel_path": "a.md"}, {"rel_path": "b.md", "heading_pth": "X"}]),
         )
     )
-    assert bad.message == (f"{DISPLAY}:1: unknown key 'heading_pth' in 'gold_supports[1]' (did you mean 'heading_path'?)")
+    assert bad.message == (
+        f"{DISPLAY}:1: unknown key 'heading_pth' in 'gold_supports[1]' (did you mean 'heading_path'?)"
+    )
     assert bad.case_id == "a"
 
 
@@ -211,7 +220,13 @@ def test_groups_and_rules_over_gold_doc_ids(tmp_path: Path) -> None:
         line(id="a", question="q", expectedProposalIds=["p1", "p2"], required_support_groups=[[0, 1]]),
         line(id="b", question="q", gold_doc_ids=["new", "old"], recency_conflict_rule="cite_newer"),
         line(id="c", question="q", gold_doc_ids=["p1", "p2"], required_support_groups=[[2]]),
-        line(id="d", question="q", gold_supports=[{"rel_path": "a.md"}], gold_doc_ids=["p1"], required_support_groups=[[1]]),
+        line(
+            id="d",
+            question="q",
+            gold_supports=[{"rel_path": "a.md"}],
+            gold_doc_ids=["p1"],
+            required_support_groups=[[1]],
+        ),
     )
     assert [c.case.id for c in result.cases] == ["a", "b"]
     assert [b.message for b in result.bad] == [

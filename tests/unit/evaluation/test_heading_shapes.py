@@ -57,9 +57,16 @@ def test_both_forms_and_attribute_lists_normalise_alike() -> None:
 
 def test_gold_written_as_shown_matches_a_chunk_under_an_attributed_heading() -> None:
     case = EvalCase.model_validate(
-        {"id": "c", "question": "q", "gold_supports": [{"rel_path": "cookies.md", "heading_path": "Cookies > Declare Cookie parameters"}]}
+        {
+            "id": "c",
+            "question": "q",
+            "gold_supports": [{"rel_path": "cookies.md", "heading_path": "Cookies > Declare Cookie parameters"}],
+        }
     )
-    chunk = Chunk(rel_path="cookies.md", heading_path="# Cookies { #cookies } > ## Declare Cookie parameters { #declare-cookie-parameters }")
+    chunk = Chunk(
+        rel_path="cookies.md",
+        heading_path="# Cookies { #cookies } > ## Declare Cookie parameters { #declare-cookie-parameters }",
+    )
     assert matched_gold_items(chunk, case, require_snippets=False) == {"s0"}
     braces = Chunk(rel_path="cookies.md", heading_path=["Cookies", "Declare Cookie parameters {x}"])
     assert matched_gold_items(braces, case, require_snippets=False) == frozenset()
@@ -70,10 +77,17 @@ MKDOCS_PAGE = "# Cookies { #cookies }\n\n## Declare Cookie parameters { #declare
 
 def test_gold_under_an_attributed_heading_is_reachable(tmp_path: Path) -> None:
     (tmp_path / "cookies.md").write_text(MKDOCS_PAGE)
-    assert markdown_heading_paths(MKDOCS_PAGE) == [("Cookies",), ("Cookies", "Declare Cookie parameters"), ("Cookies", "Use {braces} here")]
+    assert markdown_heading_paths(MKDOCS_PAGE) == [
+        ("Cookies",),
+        ("Cookies", "Declare Cookie parameters"),
+        ("Cookies", "Use {braces} here"),
+    ]
     supports = [
         {"rel_path": "cookies.md", "heading_path": "Cookies > Declare Cookie parameters"},
-        {"rel_path": "cookies.md", "heading_path": "# Cookies > ## Declare Cookie parameters { #declare-cookie-parameters }"},
+        {
+            "rel_path": "cookies.md",
+            "heading_path": "# Cookies > ## Declare Cookie parameters { #declare-cookie-parameters }",
+        },
         {"rel_path": "cookies.md", "heading_path": ["Cookies", "Use {braces} here"]},
         {"rel_path": "cookies.md", "heading_path": "Cookies > Use braces here"},  # not a heading of the page
     ]
@@ -99,9 +113,16 @@ def test_chunk_paths_without_their_folders_are_named(tmp_path: Path) -> None:
     (tmp_path / "handbook.md").write_text("# Handbook\n")
     (tmp_path / "it" / "security.md").write_text("# Security\n")
     cases = [_case("handbook.md"), _case("it/security.md")]
-    stripped = [Chunk(rel_path="security.md", heading_path=["Security"]), Chunk(rel_path="handbook.md", heading_path=["Handbook"])]
+    stripped = [
+        Chunk(rel_path="security.md", heading_path=["Security"]),
+        Chunk(rel_path="handbook.md", heading_path=["Handbook"]),
+    ]
     problems = shape_problems(cases, stripped, tmp_path)
-    assert len(problems) == 1 and "file names without folders (e.g. security.md)" in problems[0] and "(e.g. it/security.md)" in problems[0]
+    assert (
+        len(problems) == 1
+        and "file names without folders (e.g. security.md)" in problems[0]
+        and "(e.g. it/security.md)" in problems[0]
+    )
 
 
 def test_a_stored_chunk_of_either_form_reads_back_and_turns_back_into_its_chunk() -> None:
@@ -130,8 +151,16 @@ def test_inspect_warns_of_no_folder_when_one_answer_is_all_top_level(tmp_path: P
         "['Handbook', 'Leave { #leave }']}]}\n"
     )
     lines = [
-        {"id": "leave", "question": "How much leave?", "gold_supports": [{"rel_path": "handbook.md", "heading_path": "Handbook > Leave"}]},
-        {"id": "keys", "question": "Key rotation?", "gold_supports": [{"rel_path": "it/security.md", "heading_path": "# Security > ## Keys"}]},
+        {
+            "id": "leave",
+            "question": "How much leave?",
+            "gold_supports": [{"rel_path": "handbook.md", "heading_path": "Handbook > Leave"}],
+        },
+        {
+            "id": "keys",
+            "question": "Key rotation?",
+            "gold_supports": [{"rel_path": "it/security.md", "heading_path": "# Security > ## Keys"}],
+        },
     ]
     (tmp_path / "hr.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nrageval_target = "app:ask"\n')

@@ -28,7 +28,11 @@ def ask(question, params):
 KEYS = {"rel_path": "it/security.md", "heading_path": "# Security > ## Keys"}
 CASES: list[dict[str, Any]] = [
     {"id": "keys", "question": "How often do keys rotate?", "gold_supports": [KEYS]},
-    {"id": "welcome", "question": "What does the handbook say first?", "gold_supports": [{"rel_path": "handbook.md", "heading_path": ["Handbook"]}]},
+    {
+        "id": "welcome",
+        "question": "What does the handbook say first?",
+        "gold_supports": [{"rel_path": "handbook.md", "heading_path": ["Handbook"]}],
+    },
     {"id": "ids", "question": "Which document covers the rotation?", "gold_doc_ids": ["sec"]},
     # more cases, so that each of two shards gets some
     *({"id": f"more-{n}", "question": f"Are keys rotated ({n})?", "gold_supports": [KEYS]} for n in range(5)),
@@ -45,19 +49,27 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _run(project: pytest.Pytester, *extra: str, output: str = "results") -> Path:
-    result = project.runpytest("--rageval", "--rageval-judge=none", "--rageval-store-full-text", f"--rageval-output={output}", *extra)
+    result = project.runpytest(
+        "--rageval", "--rageval-judge=none", "--rageval-store-full-text", f"--rageval-output={output}", *extra
+    )
     run_dir = assert_run_whole(project.path / output, result.ret, expected_status=0, out=result.stdout.str())
     return run_dir
 
 
 def _records(run_dir: Path) -> dict[str, dict[str, Any]]:
-    return {r["test_case_id"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines())}
+    return {
+        r["test_case_id"]: r
+        for r in map(json.loads, (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines())
+    }
 
 
 def test_the_run_stores_the_lists_and_writes_every_artifact(project: pytest.Pytester) -> None:
     run_dir = _run(project)
     records = _records(run_dir)
-    assert records["keys"]["retrieved_chunks"][0]["heading_path"] == ["Security", "Keys { #keys }"]  # as the target sent it
+    assert records["keys"]["retrieved_chunks"][0]["heading_path"] == [
+        "Security",
+        "Keys { #keys }",
+    ]  # as the target sent it
     assert {r["metrics"]["recall_at_k"] for r in records.values()} == {1}
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "Security &gt; Keys" in html and "#keys" not in html  # shown as matching sees it
@@ -72,7 +84,9 @@ def test_report_rebuilds_the_page(project: pytest.Pytester, capsys: pytest.Captu
 
 def test_rescore_reads_the_lists_as_the_run_did(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _run(project)
-    assert main(["rescore", str(run_dir), "--k", "1", "-o", str(project.path / "rescored")]) == 0, capsys.readouterr().err
+    assert main(["rescore", str(run_dir), "--k", "1", "-o", str(project.path / "rescored")]) == 0, (
+        capsys.readouterr().err
+    )
     rescored = newest(project.path / "rescored")
     # at K=1 the questions on keys and on the handbook still find their gold first; the id's chunk is second
     recall = {key: r["metrics"]["recall_at_k"] for key, r in _records(rescored).items()}

@@ -14,7 +14,12 @@ from typing import Any, cast
 import pytest
 from ask_server import AskServer, answer, chunk
 
-from pytest_rageval.evaluation.matrix import MatrixError, matrix_from_table, parse_matrix_option, rewrite_keyword_expression
+from pytest_rageval.evaluation.matrix import (
+    MatrixError,
+    matrix_from_table,
+    parse_matrix_option,
+    rewrite_keyword_expression,
+)
 
 GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 N = 3
@@ -30,12 +35,17 @@ class System:
         k = int(body.get("k", 5))
         alpha = body.get("alpha", 0.0)
         gold_rank = (7 if self.worse else 1) if alpha == 0.5 else 3
-        chunks = [chunk("docs/a.md" if rank == gold_rank else f"docs/x{rank}.md", "# A", rank) for rank in range(1, k + 1)]
+        chunks = [
+            chunk("docs/a.md" if rank == gold_rank else f"docs/x{rank}.md", "# A", rank) for rank in range(1, k + 1)
+        ]
         return answer(f"answer from {body.get('strategy', 'none')}", chunks)
 
 
 def eval_set(pytester: pytest.Pytester, n: int = N) -> None:
-    cases = [{"id": f"q{i}", "question": f"question {i}", "gold_supports": [GOLD], "params": {"tenant": "t"}} for i in range(1, n + 1)]
+    cases = [
+        {"id": f"q{i}", "question": f"question {i}", "gold_supports": [GOLD], "params": {"tenant": "t"}}
+        for i in range(1, n + 1)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
 
 
@@ -64,11 +74,20 @@ def test_configs_ids_and_depth() -> None:
     assert len(configs) == 2 * 3 * 2 * 2 * 1
     assert configs[0].id == "alpha=0.0-flag=true-strategy=none-tag=10-top_k=10"  # params sorted by name
     assert configs[0].as_dict() == {"alpha": 0.0, "flag": True, "strategy": "none", "tag": "10", "top_k": 10}
-    assert [c.id for c in configs][:2] == ["alpha=0.0-flag=true-strategy=none-tag=10-top_k=10", "alpha=0.0-flag=true-strategy=none-tag=10-top_k=20"]
+    assert [c.id for c in configs][:2] == [
+        "alpha=0.0-flag=true-strategy=none-tag=10-top_k=10",
+        "alpha=0.0-flag=true-strategy=none-tag=10-top_k=20",
+    ]
     assert {matrix.ask_depth(c, 5) for c in configs} == {20}
-    table = matrix_from_table({"top_k": [5, 10], "strategy": ["none", "hyde"], "exclude": [{"strategy": "hyde", "top_k": 10}]})
+    table = matrix_from_table(
+        {"top_k": [5, 10], "strategy": ["none", "hyde"], "exclude": [{"strategy": "hyde", "top_k": 10}]}
+    )
     assert table is not None
-    assert [c.id for c in table.configs()] == ["strategy=none-top_k=5", "strategy=none-top_k=10", "strategy=hyde-top_k=5"]
+    assert [c.id for c in table.configs()] == [
+        "strategy=none-top_k=5",
+        "strategy=none-top_k=10",
+        "strategy=hyde-top_k=5",
+    ]
     depth = {c.id: table.ask_depth(c, 5) for c in table.configs()}
     assert depth == {"strategy=none-top_k=5": 10, "strategy=none-top_k=10": 10, "strategy=hyde-top_k=5": 5}
     no_slice = matrix_from_table({"top_k": [5, 10], "slice_k": False})
@@ -82,7 +101,10 @@ def test_configs_ids_and_depth() -> None:
         ("top_k=5;top_k=10", "--rageval-matrix: axis 'top_k' is given twice"),
         ("top_k", "--rageval-matrix: expected NAME=V1,V2 in 'top_k'"),
         ("top_k=5,,10", "--rageval-matrix: axis 'top_k': an empty value"),
-        ("top_k=5,x", "--rageval-matrix: axis 'top_k' is the retrieval depth: every value must be a whole number >= 1, got 'x'"),
+        (
+            "top_k=5,x",
+            "--rageval-matrix: axis 'top_k' is the retrieval depth: every value must be a whole number >= 1, got 'x'",
+        ),
         ("alpha=0.5,0.50", "--rageval-matrix: axis 'alpha': the value '0.5' is given twice"),
         ("k=5;top_k=10", "'k' and 'top_k' both set the retrieval depth"),
         ("exclude=1", "'exclude' is no axis name"),
@@ -99,7 +121,10 @@ def test_bad_option(text: str, message: str) -> None:
     [
         ({"top_k": []}, "[tool.rageval.matrix]: axis 'top_k' is empty"),
         ({"top_k": 5}, "[tool.rageval.matrix] top_k: must be a list of values"),
-        ({"top_k": [5], "exclude": [{"topk": 5}]}, "[tool.rageval.matrix] exclude[0]: unknown axis 'topk' (did you mean 'top_k'?)"),
+        (
+            {"top_k": [5], "exclude": [{"topk": 5}]},
+            "[tool.rageval.matrix] exclude[0]: unknown axis 'topk' (did you mean 'top_k'?)",
+        ),
         ({"top_k": [5], "exclude": [{"top_k": 6}]}, "exclude[0]: top_k = '6' is not a value of the axis (5)"),
         ({"top_k": [5], "exclude": [{"top_k": 5}]}, "exclude: leaves out every combination"),
     ],
@@ -112,7 +137,9 @@ def test_bad_table(table: dict[str, Any], message: str) -> None:
 
 def test_k_expression_rewrite() -> None:
     names = ("alpha", "top_k")
-    assert rewrite_keyword_expression("top_k=10 and not alpha=0.50", names) == "matrix[top_k:10] and not matrix[alpha:0.5]"
+    assert (
+        rewrite_keyword_expression("top_k=10 and not alpha=0.50", names) == "matrix[top_k:10] and not matrix[alpha:0.5]"
+    )
     assert rewrite_keyword_expression("q1 or other=1", names) == "q1 or other=1"
 
 
@@ -141,8 +168,12 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     workers = [RetrievalCache(tmp_path / "shared"), RetrievalCache(tmp_path / "shared")]
 
     async def ask_all() -> list[int]:
-        asks = [MatrixAsk(client, workers[i % 2], target="t", depth=10, slice_k=True, depth_name="top_k") for i in range(8)]
-        replies = await asyncio.gather(*(a.aask("q", k=5 if i % 4 else 10, params={"alpha": 0.5}) for i, a in enumerate(asks)))
+        asks = [
+            MatrixAsk(client, workers[i % 2], target="t", depth=10, slice_k=True, depth_name="top_k") for i in range(8)
+        ]
+        replies = await asyncio.gather(
+            *(a.aask("q", k=5 if i % 4 else 10, params={"alpha": 0.5}) for i, a in enumerate(asks))
+        )
         return [len(r.response.retrieved_chunks) for r in replies]
 
     lengths = asyncio.run(ask_all())
@@ -153,7 +184,11 @@ def test_the_cache_asks_once_per_key_under_concurrency_and_across_processes(tmp_
     for damaged in (tmp_path / "shared").glob("*.json"):  # a file changed under the run: asked again, with a note
         damaged.write_text('{"response": ')
     again = RetrievalCache(tmp_path / "shared")
-    reply = asyncio.run(MatrixAsk(client, again, target="t", depth=10, slice_k=True, depth_name="top_k").aask("q", k=5, params={"alpha": 0.5}))
+    reply = asyncio.run(
+        MatrixAsk(client, again, target="t", depth=10, slice_k=True, depth_name="top_k").aask(
+            "q", k=5, params={"alpha": 0.5}
+        )
+    )
     assert again.requests == 1 and len(reply.response.retrieved_chunks) == 5
     assert reply.notes == (f"the retrieval cache's {damaged} could not be read (JSONDecodeError); asked again",)
 
@@ -183,15 +218,27 @@ def test_a_callable_target_gets_the_params(pytester: pytest.Pytester) -> None:
     """
     )
     result = pytester.runpytest(
-        "--rageval", "--rageval-judge=none", "--rageval-target=mysys:ask", "-p", "no:cacheprovider", "--rageval-matrix", "k=2,4;strategy=none,hyde"
+        "--rageval",
+        "--rageval-judge=none",
+        "--rageval-target=mysys:ask",
+        "-p",
+        "no:cacheprovider",
+        "--rageval-matrix",
+        "k=2,4;strategy=none,hyde",
     )
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["rageval: target mysys:ask, k=2,4 (matrix k), judge none, *", "cases: 8 passed*; k=2,4 (matrix k)"])
+    result.stdout.fnmatch_lines(
+        ["rageval: target mysys:ask, k=2,4 (matrix k), judge none, *", "cases: 8 passed*; k=2,4 (matrix k)"]
+    )
     calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
     assert sorted(json.dumps(c, sort_keys=True) for c in calls) == sorted(
         json.dumps({"k": 4, "strategy": s, "tenant": "t"}, sort_keys=True) for s in ("none", "hyde") for _ in range(2)
     )
-    record = next(json.loads(line) for line in (run_dir(pytester) / "results.jsonl").read_text().splitlines() if "[k=2-strategy=hyde]" in line)
+    record = next(
+        json.loads(line)
+        for line in (run_dir(pytester) / "results.jsonl").read_text().splitlines()
+        if "[k=2-strategy=hyde]" in line
+    )
     assert len(record["retrieved_chunks"]) == 2 and record["params"] == {"tenant": "t"}
 
 
@@ -231,7 +278,10 @@ def test_two_by_two_costs_one_request_per_case_per_alpha(pytester: pytest.Pytest
     assert entry["params"] == {"alpha": 0.0, "top_k": 5} and entry["total_tests"] == N
     assert entry["aggregate_metrics"]["mrr_avg"] == pytest.approx(1 / 3)
     assert m["by_config"]["alpha=0.5-top_k=5"]["aggregate_metrics"]["mrr_avg"] == 1.0
-    assert len(m["cases"]) == 4 * N and m["cases"]["eval_sets/s.jsonl::q2[alpha=0.5-top_k=5]"]["config_id"] == "alpha=0.5-top_k=5"
+    assert (
+        len(m["cases"]) == 4 * N
+        and m["cases"]["eval_sets/s.jsonl::q2[alpha=0.5-top_k=5]"]["config_id"] == "alpha=0.5-top_k=5"
+    )
     ranking = m["config_ranking"]
     assert ranking["metric"] == "recall_at_k_avg"
     records = [json.loads(line) for line in (run_dir(pytester) / "results.jsonl").read_text().splitlines()]
@@ -271,7 +321,9 @@ def test_with_a_judge_each_k_is_asked_unless_slicing_is_asked_for(pytester: pyte
 
 def test_k_exclude_and_the_slice_opt_out(pytester: pytest.Pytester) -> None:
     eval_set(pytester)
-    pytester.makepyprojecttoml("[tool.rageval.matrix]\ntop_k = [5, 10]\nalpha = [0.0, 0.5]\nexclude = [{alpha = 0.5, top_k = 10}]\n")
+    pytester.makepyprojecttoml(
+        "[tool.rageval.matrix]\ntop_k = [5, 10]\nalpha = [0.0, 0.5]\nexclude = [{alpha = 0.5, top_k = 10}]\n"
+    )
     with AskServer(System()) as server:
         selected = pytester.runpytest(*args(server.url, "-k", "top_k=10 and alpha=0.0", "--co", "-q"))
         planned = pytester.runpytest(*args(server.url, "--rageval-dry-run"))
@@ -283,9 +335,16 @@ def test_k_exclude_and_the_slice_opt_out(pytester: pytest.Pytester) -> None:
         opted_out = pytester.runpytest(*args(server.url, "--rageval-matrix", "top_k=5,10;alpha=0.0,0.5"))
         opted_bodies = [r["body"] for r in server.requests]
     selected.stdout.fnmatch_lines(
-        ["eval_sets/s.jsonl::q1[[]alpha=0.0-top_k=10[]]", "eval_sets/s.jsonl::q2*", "eval_sets/s.jsonl::q3*", "3/9 tests collected (6 deselected)*"]
+        [
+            "eval_sets/s.jsonl::q1[[]alpha=0.0-top_k=10[]]",
+            "eval_sets/s.jsonl::q2*",
+            "eval_sets/s.jsonl::q3*",
+            "3/9 tests collected (6 deselected)*",
+        ]
     )
-    planned.stdout.fnmatch_lines(["config matrix: 3 configs; the retrieval cache sends 6 RAG requests (the count above is one per item)"])
+    planned.stdout.fnmatch_lines(
+        ["config matrix: 3 configs; the retrieval cache sends 6 RAG requests (the count above is one per item)"]
+    )
     assert excluded.ret == 0, excluded.stdout.str()
     assert excluded_configs == ["alpha=0.0-top_k=10", "alpha=0.0-top_k=5", "alpha=0.5-top_k=5"]
     # alpha=0.5 runs at top_k=5 only: asked at 5; alpha=0.0 at 10 (sliced for 5)
@@ -308,14 +367,21 @@ def test_a_target_axis_asks_each_system(pytester: pytest.Pytester) -> None:
     with AskServer(System()) as one, AskServer(System()) as two:
         secret = two.url.replace("http://", "http://ci:s3cr3t-pw@")  # credentials in a target: never in an artifact
         result = pytester.runpytest(
-            "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-matrix", f"target={one.url},{secret};top_k=5,10"
+            "--rageval",
+            "--rageval-judge=none",
+            "-p",
+            "no:cacheprovider",
+            "--rageval-matrix",
+            f"target={one.url},{secret};top_k=5,10",
         )
         counts = len(one.requests), len(two.requests)
         assert "target" not in one.requests[0]["body"]
         assert two.requests[0]["headers"].get("Authorization", "").startswith("Basic ")
     assert result.ret == 0, result.stdout.str()
     assert counts == (N, N)
-    assert sorted(metrics(pytester)["by_config"]) == sorted(f"target={u}-top_k={k}" for u in (one.url, two.url) for k in (5, 10))
+    assert sorted(metrics(pytester)["by_config"]) == sorted(
+        f"target={u}-top_k={k}" for u in (one.url, two.url) for k in (5, 10)
+    )
     written = [p.read_text() for p in run_dir(pytester).iterdir() if p.is_file()]
     assert "s3cr3t" not in result.stdout.str() and not any("s3cr3t" in text for text in written)
 
@@ -325,14 +391,22 @@ def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
     pytester.makepyprojecttoml("[tool.rageval.gate]\nmrr_avg = 1.0\nndcg_at_k_avg = 1.0\n")  # gate on recall only
     system = System()
     with AskServer(system) as server:
-        base = args(server.url, "--rageval-matrix", "top_k=5,10;alpha=0.0,0.5", "--rageval-baseline=base.json", "--rageval-rank-by=mrr")
+        base = args(
+            server.url,
+            "--rageval-matrix",
+            "top_k=5,10;alpha=0.0,0.5",
+            "--rageval-baseline=base.json",
+            "--rageval-rank-by=mrr",
+        )
         assert pytester.runpytest(*base, "--rageval-update-baseline").ret == 0
         same = pytester.runpytest(*base)
         system.worse = True  # alpha=0.5 puts gold at rank 7: recall@5 drops for alpha=0.5-top_k=5 only
         worse = pytester.runpytest(*base, "--rageval-summary-md=summary.md")
         block = metrics(pytester)["comparison"]["by_config"]
         worse_run = str(run_dir(pytester))
-        fewer = pytester.runpytest(*args(server.url, "--rageval-matrix", "top_k=5;alpha=0.0", "--rageval-baseline=base.json"))
+        fewer = pytester.runpytest(
+            *args(server.url, "--rageval-matrix", "top_k=5;alpha=0.0", "--rageval-baseline=base.json")
+        )
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(
         [
@@ -356,13 +430,22 @@ def test_a_baseline_gates_each_config(pytester: pytest.Pytester) -> None:
     # the report's verdict block and the CI summary name the config that regressed, and only it
     page = (Path(worse_run) / "report.html").read_text(encoding="utf-8")
     verdict = page[page.index('id="verdict"') : page.index("</section>")]
-    assert "<code>alpha=0.5-top_k=5</code>: regression: recall_at_k_avg" in verdict and "alpha=0.0-top_k=5" not in verdict
+    assert (
+        "<code>alpha=0.5-top_k=5</code>: regression: recall_at_k_avg" in verdict and "alpha=0.0-top_k=5" not in verdict
+    )
     summary = (pytester.path / "summary.md").read_text(encoding="utf-8")
-    assert "**Configs that regressed**" in summary and "alpha=0.5-top\\_k=5: regression: recall\\_at\\_k\\_avg" in summary
+    assert (
+        "**Configs that regressed**" in summary and "alpha=0.5-top\\_k=5: regression: recall\\_at\\_k\\_avg" in summary
+    )
     assert fewer.ret == 0, fewer.stdout.str()  # configs only the baseline has are said, not failed
-    fewer.stdout.fnmatch_lines(["configs of the baseline not in this run: alpha=0.0-top_k=10, alpha=0.5-top_k=10, alpha=0.5-top_k=5"])
+    fewer.stdout.fnmatch_lines(
+        ["configs of the baseline not in this run: alpha=0.0-top_k=10, alpha=0.5-top_k=10, alpha=0.5-top_k=5"]
+    )
     compared = subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "compare", "base.json", worse_run], capture_output=True, text=True, cwd=pytester.path
+        [sys.executable, "-m", "pytest_rageval.cli", "compare", "base.json", worse_run],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
     )
     assert compared.returncode == 1, compared.stdout + compared.stderr
     assert "config alpha=0.5-top_k=5: regression" in compared.stdout and "best config: " in compared.stdout
@@ -393,8 +476,14 @@ def test_node_ids_do_not_depend_on_the_hash_seed(pytester: pytest.Pytester) -> N
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        (("--rageval-matrix", "top_k=5;top_k=10"), "ERROR: pytest-rageval: --rageval-matrix: axis 'top_k' is given twice"),
-        (("--rageval-matrix", "target=nowhere"), "ERROR: pytest-rageval: --rageval-matrix: axis 'target': rageval_target 'nowhere'"),
+        (
+            ("--rageval-matrix", "top_k=5;top_k=10"),
+            "ERROR: pytest-rageval: --rageval-matrix: axis 'top_k' is given twice",
+        ),
+        (
+            ("--rageval-matrix", "target=nowhere"),
+            "ERROR: pytest-rageval: --rageval-matrix: axis 'target': rageval_target 'nowhere'",
+        ),
         (("--rageval-rank-by", "recal"), "ERROR: pytest-rageval: --rageval-rank-by: unknown metric 'recal'"),
     ],
 )
@@ -433,7 +522,9 @@ def test_the_ranking_section_escapes_what_the_matrix_names() -> None:
                 "aggregate_metrics": {"recall_at_k_avg": 1.0},
             }
         },
-        "cases": {f"s.jsonl::q1[{hostile}]": {"outcome": "passed", "metrics": {"recall_at_k": 1.0}, "config_id": hostile}},
+        "cases": {
+            f"s.jsonl::q1[{hostile}]": {"outcome": "passed", "metrics": {"recall_at_k": 1.0}, "config_id": hostile}
+        },
     }
     metrics["config_ranking"] = rank_configs(metrics)
     page = str(render_configs(metrics))
@@ -446,13 +537,22 @@ def test_shards_of_a_matrix_run_merge_with_their_ranking(pytester: pytest.Pytest
         for shard in ("1/2", "2/2"):
             assert (
                 pytester.runpytest(
-                    *args(server.url, "--rageval-matrix", "top_k=5,10;alpha=0.0,0.5", "--rageval-rank-by=mrr", f"--rageval-shard={shard}")
+                    *args(
+                        server.url,
+                        "--rageval-matrix",
+                        "top_k=5,10;alpha=0.0,0.5",
+                        "--rageval-rank-by=mrr",
+                        f"--rageval-shard={shard}",
+                    )
                 ).ret
                 == 0
             )
     shards = [str(p) for p in sorted((pytester.path / "results").glob("2*"))]
     merged = subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "merge", *shards, "--output", "merged"], capture_output=True, text=True, cwd=pytester.path
+        [sys.executable, "-m", "pytest_rageval.cli", "merge", *shards, "--output", "merged"],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
     )
     assert merged.returncode == 0, merged.stdout + merged.stderr
     m = json.loads(next((pytester.path / "merged").glob("2*/metrics.json")).read_text())
@@ -464,9 +564,20 @@ def test_ties_go_to_more_cases_passed_then_smaller_params() -> None:
     from pytest_rageval.gate.configs import rank_configs
 
     def entry(k: int, passed: int, value: float) -> dict[str, Any]:
-        return {"params": {"top_k": k}, "passed": passed, "failed": 4 - passed, "errors": 0, "aggregate_metrics": {"recall_at_k_avg": value}}
+        return {
+            "params": {"top_k": k},
+            "passed": passed,
+            "failed": 4 - passed,
+            "errors": 0,
+            "aggregate_metrics": {"recall_at_k_avg": value},
+        }
 
-    by_config = {"top_k=3": entry(3, 3, 1.0), "top_k=10": entry(10, 4, 1.0), "top_k=5": entry(5, 4, 1.0), "top_k=20": entry(20, 4, 0.5)}
+    by_config = {
+        "top_k=3": entry(3, 3, 1.0),
+        "top_k=10": entry(10, 4, 1.0),
+        "top_k=5": entry(5, 4, 1.0),
+        "top_k=20": entry(20, 4, 0.5),
+    }
     ranking = rank_configs({"by_config": by_config, "cases": {}})
     assert ranking is not None
     assert [r["config_id"] for r in ranking["ranked"]] == ["top_k=5", "top_k=10", "top_k=3", "top_k=20"]

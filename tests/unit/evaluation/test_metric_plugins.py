@@ -85,7 +85,9 @@ def make_project(pytester: pytest.Pytester, *, threshold: bool = True) -> None:
 
 def run_rageval(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """``pytest --rageval`` in a new process (a metric registered there never reaches this process's registry)."""
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *args
+    )
 
 
 def latest_run(folder: Path) -> Path:
@@ -128,11 +130,15 @@ def install(site: Path, name: str, module: str, entry_points: dict[str, str]) ->
 
 def on_pythonpath(monkeypatch: pytest.MonkeyPatch, *folders: Path) -> None:
     """The processes started from now on find ``folders`` (and this worktree) on sys.path."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([*map(str, folders), WORKTREE, *([OUTER_PYTHONPATH] if OUTER_PYTHONPATH else [])]))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([*map(str, folders), WORKTREE, *([OUTER_PYTHONPATH] if OUTER_PYTHONPATH else [])])
+    )
 
 
 def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 # --------------------------------------------------------------------------- the hook in a conftest.py
@@ -186,10 +192,16 @@ def test_without_the_hook_the_metric_is_unknown(pytester: pytest.Pytester) -> No
     ],
     ids=["built-in-name", "built-in-aggregate", "not-a-metric", "judge-metric", "metric-raises"],
 )
-def test_a_conftest_hook_that_returns_a_wrong_metric_is_one_usage_error(pytester: pytest.Pytester, returns: str, message: str) -> None:
+def test_a_conftest_hook_that_returns_a_wrong_metric_is_one_usage_error(
+    pytester: pytest.Pytester, returns: str, message: str
+) -> None:
     make_project(pytester, threshold=False)
-    pytester.makeconftest(f"from pytest_rageval.evaluation.registry import Metric\n\ndef pytest_rageval_metrics(config):\n    return {returns}\n")
-    assert one_error_line(run_rageval(pytester)) == f"ERROR: pytest-rageval: conftest.py: pytest_rageval_metrics{message}"
+    pytester.makeconftest(
+        f"from pytest_rageval.evaluation.registry import Metric\n\ndef pytest_rageval_metrics(config):\n    return {returns}\n"
+    )
+    assert (
+        one_error_line(run_rageval(pytester)) == f"ERROR: pytest-rageval: conftest.py: pytest_rageval_metrics{message}"
+    )
     assert not (pytester.path / "results").exists()  # stopped before the run folder was made
 
 
@@ -220,7 +232,10 @@ def test_an_entry_point_metric_is_scored_by_pytest_and_aggregated_by_the_rageval
     on_pythonpath(monkeypatch)  # the same command without the distribution: the per-case values stay, no aggregate
     bare = rageval("merge", str(run_dir), "-o", "bare", cwd=pytester.path)
     assert bare.returncode == 0, bare.stderr
-    assert "top_is_gold_avg" not in json.loads((latest_run(pytester.path / "bare") / "metrics.json").read_text())["aggregate_metrics"]
+    assert (
+        "top_is_gold_avg"
+        not in json.loads((latest_run(pytester.path / "bare") / "metrics.json").read_text())["aggregate_metrics"]
+    )
 
 
 def test_an_entry_point_metric_reaches_xdist_workers(pytester: pytest.Pytester, team_site: Path) -> None:
@@ -240,10 +255,19 @@ def test_a_conftest_hook_may_return_the_entry_points_metric_again(pytester: pyte
 
 
 BROKEN = [
-    ("raise ImportError('no module named scorer_backend')\n", "cannot load it: ImportError: no module named scorer_backend"),
+    (
+        "raise ImportError('no module named scorer_backend')\n",
+        "cannot load it: ImportError: no module named scorer_backend",
+    ),
     ("def metrics():\n    return 42\n", "expected a Metric or a list of Metrics, got 42 (int)"),
-    ("def metrics():\n    return [object()]\n", "expected a Metric or a list of Metrics, got an item <object object at"),
-    ("def metrics():\n    raise RuntimeError('no config\\nsecond line')\n", "calling it raised RuntimeError: no config"),
+    (
+        "def metrics():\n    return [object()]\n",
+        "expected a Metric or a list of Metrics, got an item <object object at",
+    ),
+    (
+        "def metrics():\n    raise RuntimeError('no config\\nsecond line')\n",
+        "calling it raised RuntimeError: no config",
+    ),
     (
         "from pytest_rageval.evaluation.registry import Metric\n"
         "def metrics():\n    return Metric(name='recall_at_k', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
@@ -252,7 +276,9 @@ BROKEN = [
     ),
 ]
 BROKEN_IDS = ["import-error", "not-a-metric", "not-a-metric-item", "raises", "built-in-name"]
-LABEL = "entry point 'broken = brokenmetrics:metrics' (distribution brokenmetrics 1.0) of group pytest_rageval.metrics: "
+LABEL = (
+    "entry point 'broken = brokenmetrics:metrics' (distribution brokenmetrics 1.0) of group pytest_rageval.metrics: "
+)
 
 
 @pytest.mark.parametrize(("module", "problem"), BROKEN, ids=BROKEN_IDS)
@@ -326,7 +352,12 @@ def test_entry_points_load_in_name_order_and_again_as_no_ops(tmp_path: Path, mon
         "    return [Metric(name='ep_two', kind='deterministic', scale=(0.0, 1.0), direction='higher', "
         "applies_to='all', aggregate_kind='rate', score=lambda c, r, x: 1)]\n"
     )
-    site = install(tmp_path / "site", "orderedmetrics_ep", module, {"b_two": "orderedmetrics_ep:two", "a_one": "orderedmetrics_ep:ONE"})
+    site = install(
+        tmp_path / "site",
+        "orderedmetrics_ep",
+        module,
+        {"b_two": "orderedmetrics_ep:two", "a_one": "orderedmetrics_ep:ONE"},
+    )
     monkeypatch.syspath_prepend(str(site))
     before = registry.metric_names("deterministic")
     try:

@@ -14,7 +14,13 @@ from pytest_rageval.evaluation.anchors import (
     support_matches,
     top_k,
 )
-from pytest_rageval.evaluation.metrics import gold_marks, lower_is_better, retrieval_metrics, score_case, unmatchable_supports
+from pytest_rageval.evaluation.metrics import (
+    gold_marks,
+    lower_is_better,
+    retrieval_metrics,
+    score_case,
+    unmatchable_supports,
+)
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, GoldSupport, RagResponse
 
 RANKING = ("recall_at_k", "mrr", "precision_at_k", "ndcg_at_k")
@@ -148,7 +154,9 @@ def test_matched_gold_items_ids() -> None:
         gold_supports=[support("docs/a.md", "# A"), support("docs/a.md"), support("docs/b.md")],
         gold_doc_ids=["p1", "p2"],
     )
-    assert matched_gold_items(chunk("docs/a.md", "# A > ## x", doc_id="p2"), c, False) == frozenset({"s0", "s1", "d:p2"})
+    assert matched_gold_items(chunk("docs/a.md", "# A > ## x", doc_id="p2"), c, False) == frozenset(
+        {"s0", "s1", "d:p2"}
+    )
     assert matched_gold_items(chunk("docs/a.md", "# B"), c, False) == frozenset({"s1"})
     assert matched_gold_items(chunk("docs/c.md", "# A", doc_id="p3"), c, False) == frozenset()
     assert matched_gold_items(chunk(doc_id="p1"), c, False) == frozenset({"d:p1"})
@@ -232,7 +240,9 @@ def test_keys_and_order() -> None:
 
 
 def test_value_types() -> None:
-    out = score_case(case(**ONE_GOLD_CASE), response([GOLD], refs=[GOLD], abstained=False, selected_folders=["docs"]), k=5)
+    out = score_case(
+        case(**ONE_GOLD_CASE), response([GOLD], refs=[GOLD], abstained=False, selected_folders=["docs"]), k=5
+    )
     for name in ("recall_at_k", "recall_all_at_k", "scope_miss", "attribution_hit", "false_abstention"):
         assert type(out[name]) is int, name
     for name in ("mrr", "precision_at_k", "ndcg_at_k"):
@@ -276,8 +286,26 @@ def test_k_must_be_positive() -> None:
     ("k", "expected"),
     [
         (5, {"recall_at_k": 0, "mrr": 0.0, "precision_at_k": 0.0, "ndcg_at_k": 0.0, "recall_all_at_k": 0}),
-        (6, {"recall_at_k": 1, "mrr": 1 / 6, "precision_at_k": 1 / 6, "ndcg_at_k": 1 / math.log2(7), "recall_all_at_k": 1}),
-        (10, {"recall_at_k": 1, "mrr": 1 / 6, "precision_at_k": 0.1, "ndcg_at_k": 1 / math.log2(7), "recall_all_at_k": 1}),
+        (
+            6,
+            {
+                "recall_at_k": 1,
+                "mrr": 1 / 6,
+                "precision_at_k": 1 / 6,
+                "ndcg_at_k": 1 / math.log2(7),
+                "recall_all_at_k": 1,
+            },
+        ),
+        (
+            10,
+            {
+                "recall_at_k": 1,
+                "mrr": 1 / 6,
+                "precision_at_k": 0.1,
+                "ndcg_at_k": 1 / math.log2(7),
+                "recall_all_at_k": 1,
+            },
+        ),
     ],
 )
 def test_gold_at_rank_six(k: int, expected: dict[str, float]) -> None:
@@ -621,7 +649,9 @@ def test_with_gold_supports_groups_still_index_them() -> None:
 )
 def test_conflict_rule_over_gold_doc_ids(rule: str, refs: list[str], ack: bool | None, expected: int) -> None:
     c = case(gold_doc_ids=["new-1", "old-1"], recency_conflict_rule=rule, category="recency/conflict")
-    out = score_case(c, response([by_id("new-1"), by_id("old-1")], refs=[by_id(d) for d in refs]), k=5, acknowledges_conflict=ack)
+    out = score_case(
+        c, response([by_id("new-1"), by_id("old-1")], refs=[by_id(d) for d in refs]), k=5, acknowledges_conflict=ack
+    )
     assert out["conflict_rule"] == expected and type(out["conflict_rule"]) is int
 
 

@@ -79,9 +79,19 @@ def test_every_error_kind_and_outcome_written_is_in_the_literals() -> None:
 def test_mypy_refuses_a_kind_outside_the_literal(tmp_path: Path) -> None:
     need_module("mypy")
     snippet = tmp_path / "kinds.py"
-    snippet.write_text("from pytest_rageval.evaluation.record import error\n\nerror('judge', 'ok')\nerror('judge_failed', 'stray')\n")
+    snippet.write_text(
+        "from pytest_rageval.evaluation.record import error\n\nerror('judge', 'ok')\nerror('judge_failed', 'stray')\n"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", str(snippet), "--cache-dir=/dev/null", "--follow-imports=silent", "--ignore-missing-imports"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            str(snippet),
+            "--cache-dir=/dev/null",
+            "--follow-imports=silent",
+            "--ignore-missing-imports",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -118,7 +128,9 @@ def test_the_plugins_records_are_case_records_read_by_jsonlines(pytester: pytest
     for rec in records:
         assert set(rec) <= keys, set(rec) - keys
         assert rec["outcome"] in OUTCOMES
-        assert rec["error"] is None or (set(rec["error"]) == {"kind", "message"} and rec["error"]["kind"] in ERROR_KINDS)
+        assert rec["error"] is None or (
+            set(rec["error"]) == {"kind", "message"} and rec["error"]["kind"] in ERROR_KINDS
+        )
     by_id = {r.get("test_case_id", "bad line"): r for r in records}
     assert {k: (r["outcome"], (r["error"] or {}).get("kind")) for k, r in by_id.items()} == {
         "good": ("passed", None),

@@ -111,7 +111,10 @@ def test_aggregate_keys_and_lists_derived_from_it() -> None:
     )
     assert in_order(todays, summary) == todays
     judged = {f"{name}_avg" for name in registry.scales()}
-    kinds = ["judge" if key in judged else "abstention" if key in registry.abstention_aggregates() else "deterministic" for key in summary]
+    kinds = [
+        "judge" if key in judged else "abstention" if key in registry.abstention_aggregates() else "deterministic"
+        for key in summary
+    ]
     assert kinds == sorted(kinds, key=["deterministic", "judge", "abstention"].index)  # rows grouped in that order
     assert registry.abstention_aggregates() == (
         "abstention_accuracy",
@@ -143,7 +146,16 @@ def test_register_refuses_a_taken_name_and_judge_metrics() -> None:
             )
         )
     with pytest.raises(ValueError, match="only deterministic"):
-        register(Metric(name="tone", kind="judge", scale=(0.0, 1.0), direction="higher", applies_to="answered", aggregate_kind="avg"))
+        register(
+            Metric(
+                name="tone",
+                kind="judge",
+                scale=(0.0, 1.0),
+                direction="higher",
+                applies_to="answered",
+                aggregate_kind="avg",
+            )
+        )
     with pytest.raises(ValueError, match="needs a score function"):
         Metric(name="nothing", kind="deterministic", scale=(0.0, 1.0), direction="higher", applies_to="all")
     assert registry.METRICS == before
@@ -170,12 +182,18 @@ def test_every_verdict_has_its_facts_here_and_its_code_in_judges() -> None:
     specs = registry.judge_specs()
     assert tuple(specs) == (*registry.metric_names("judge"), "abstention", "conflict_ack") == base.ALL_METRICS
     assert all(isinstance(m.judge, registry.JudgeSpec) for m in registry.metrics("judge"))
-    assert prompts.PROMPT_VERSIONS == {verdict: f"{verdict}/v2" for verdict in specs}  # a changed version empties every cache
+    assert prompts.PROMPT_VERSIONS == {
+        verdict: f"{verdict}/v2" for verdict in specs
+    }  # a changed version empties every cache
     assert set(prompts._PROMPTS) == set(specs)
-    assert {verdict: model.__name__ for verdict, model in answers.ANSWER_MODELS.items()} == {v: s.answer for v, s in specs.items()}
+    assert {verdict: model.__name__ for verdict, model in answers.ANSWER_MODELS.items()} == {
+        v: s.answer for v, s in specs.items()
+    }
     assert lexical.LEXICAL_METRICS == tuple(v for v, s in specs.items() if s.lexical is not None)
     judge = lexical.LexicalJudge()
-    assert [v for v in specs if judge.supports(v)] == list(lexical.LEXICAL_METRICS) and not judge.supports("reasoning_quality")
+    assert [v for v in specs if judge.supports(v)] == list(lexical.LEXICAL_METRICS) and not judge.supports(
+        "reasoning_quality"
+    )
     assert registry.default_judge_metrics() == ("groundedness", "correctness")
 
 
@@ -197,7 +215,11 @@ def test_default_judge_metrics_are_the_registrys_everywhere() -> None:
         ({}, False, {"groundedness", "correctness"}),
         ({}, True, {"correctness"}),
         ({"answerable": False}, True, set()),
-        ({"gold_supports": [GOLD, GOLD], "recency_conflict_rule": "acknowledge_both"}, False, {"groundedness", "correctness", "conflict_ack"}),
+        (
+            {"gold_supports": [GOLD, GOLD], "recency_conflict_rule": "acknowledge_both"},
+            False,
+            {"groundedness", "correctness", "conflict_ack"},
+        ),
         ({"gold_supports": [GOLD, GOLD], "recency_conflict_rule": "cite_both"}, False, {"groundedness", "correctness"}),
     ],
 )
@@ -240,12 +262,20 @@ def test_run_aggregates_and_gate_pairs_share_one_per_case_definition() -> None:
         counted = [v for r in scored if (v := mean.run_value(r["answerable"], r["metrics"])) is not None]
         assert result["aggregate_metrics"][key] == (sum(counted) / len(counted) if counted else None), key
         paired = [getters[key](result["cases"][r["key"]]) for r in records]
-        assert paired == [mean.paired(r["answerable"], r["metrics"]) if r["outcome"] == "passed" else None for r in records], key
+        assert paired == [
+            mean.paired(r["answerable"], r["metrics"]) if r["outcome"] == "passed" else None for r in records
+        ], key
     agg = result["aggregate_metrics"]
-    assert (agg["abstention_accuracy"], agg["hallucination_rate_unanswerable"]) == (0.5, 0.5)  # unanswerable, known: True, False
+    assert (agg["abstention_accuracy"], agg["hallucination_rate_unanswerable"]) == (
+        0.5,
+        0.5,
+    )  # unanswerable, known: True, False
     assert agg["false_abstention_rate"] == 0.5  # answerable: True, False, unknown (counts 0), false_abstention 1
     unknown = {"abstained": None, "false_abstention": None}
-    assert means["false_abstention_rate"].run_value(True, unknown) == 0.0 and means["false_abstention_rate"].paired(True, unknown) is None
+    assert (
+        means["false_abstention_rate"].run_value(True, unknown) == 0.0
+        and means["false_abstention_rate"].paired(True, unknown) is None
+    )
     assert registry.aggregate_direction("hallucination_rate_unanswerable") == "lower"
     assert registry.aggregate_direction("abstention_accuracy") == "higher"
 
@@ -313,7 +343,10 @@ def test_a_registered_metric_reaches_every_output(pytester: pytest.Pytester) -> 
     assert re.search(r'<code>top_is_gold_avg</code></td><td class="num">0\.500</td>', page)
     assert re.search(r'<code>top_is_gold</code></td><td class="num">0</td><td class="num">&gt;=</td>', page)
 
-    props = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")} for case in ET.parse(junit).getroot().iter("testcase")}
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(junit).getroot().iter("testcase")
+    }
     assert {name: p["rageval.top_is_gold"] for name, p in props.items()} == {"first": "1", "second": "0"}
 
 
@@ -327,7 +360,10 @@ def test_judge_coverage_keeps_verdicts_asked_before_a_later_run_failed(pytester:
     pytester.makefile(
         ".jsonl",
         **{
-            "eval_sets/c": json.dumps({"id": "twice", "question": "q", "gold_supports": [GOLD], "reference_answer": "An answer.", "repeat": 2}) + "\n"
+            "eval_sets/c": json.dumps(
+                {"id": "twice", "question": "q", "gold_supports": [GOLD], "reference_answer": "An answer.", "repeat": 2}
+            )
+            + "\n"
         },
     )
     calls: list[int] = []
@@ -337,7 +373,9 @@ def test_judge_coverage_keeps_verdicts_asked_before_a_later_run_failed(pytester:
         return gold_at(1) if len(calls) == 1 else (400, {"detail": "bad request"})
 
     with AskServer(rag) as server:
-        result = pytester.runpytest_subprocess("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess(
+            "--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "-p", "no:cacheprovider"
+        )
     result.assert_outcomes(errors=1)
     (metrics_json,) = (pytester.path / "results").glob("*/metrics.json")  # every case errored: latest not moved
     coverage = json.loads(metrics_json.read_text())["judge_coverage"]

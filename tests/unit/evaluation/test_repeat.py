@@ -34,7 +34,11 @@ CASES: list[dict[str, Any]] = [
     {"id": "good", "question": "q-good", "gold_supports": [GOLD]},  # always passes -> stable_pass
     {"id": "bad", "question": "q-bad", "gold_supports": [GOLD]},  # always fails -> stable_fail
     {"id": "own", "question": "q-own", "gold_supports": [GOLD], "repeat": 2},  # its own repeat wins
-    {"id": "mars", "question": "q-mars", "answerable": False},  # abstains: judge-dependent (groundedness had it answered), no judge request
+    {
+        "id": "mars",
+        "question": "q-mars",
+        "answerable": False,
+    },  # abstains: judge-dependent (groundedness had it answered), no judge request
 ]
 QUESTIONS = {c["question"] for c in CASES}
 
@@ -54,7 +58,11 @@ class AlternatingJudge:
             index = self.seen[question]
             self.seen[question] += 1
         score = 1 if question == "q-bad" or (question == "q-alt" and index % 2) else 4
-        return ok(json.dumps({"reasoning": f"score {score}", "supported_claims": [], "unsupported_claims": [], "score": score}))
+        return ok(
+            json.dumps(
+                {"reasoning": f"score {score}", "supported_claims": [], "unsupported_claims": [], "score": score}
+            )
+        )
 
 
 def rag(body: dict[str, Any]) -> Any:
@@ -93,13 +101,16 @@ def pytest_html_extras(path: Path) -> str:
     match = re.search(r'data-jsonblob="([^"]*)"', path.read_text(encoding="utf-8"))
     assert match, "no data-jsonblob in the pytest-html report"
     tests = json.loads(html_lib.unescape(match.group(1)))["tests"]
-    return "".join(e["content"] for runs in tests.values() for run in runs for e in run["extras"] if e["format_type"] == "html")
+    return "".join(
+        e["content"] for runs in tests.values() for run in runs for e in run["extras"] if e["format_type"] == "html"
+    )
 
 
 def run_dirs(root: Path) -> list[Path]:
     """Run folders, oldest first by their metrics' timestamp (run ids made within one second do not sort by time)."""
     return sorted(
-        (p.parent for p in (root / "results").glob("*/metrics.json")), key=lambda d: json.loads((d / "metrics.json").read_text())["timestamp"]
+        (p.parent for p in (root / "results").glob("*/metrics.json")),
+        key=lambda d: json.loads((d / "metrics.json").read_text())["timestamp"],
     )
 
 
@@ -201,7 +212,9 @@ def test_repeat_classes_cache_and_reports(project: pytest.Pytester, monkeypatch:
     newest = [d for d in run_dirs(project.path) if d not in (one, two)]
     metrics, records = read_run(newest[0])
     assert metrics["repeats"] == EXPECTED_REPEATS
-    assert {k: r.get("stability") for k, r in records.items()} == {k: r.get("stability") for k, r in read_run(one)[1].items()}
+    assert {k: r.get("stability") for k, r in records.items()} == {
+        k: r.get("stability") for k, r in read_run(one)[1].items()
+    }
 
 
 def test_without_a_judge_every_case_is_repeated_and_own_settings_win(project: pytest.Pytester) -> None:
@@ -210,16 +223,26 @@ def test_without_a_judge_every_case_is_repeated_and_own_settings_win(project: py
     project.makefile(
         ".jsonl",
         **{
-            "eval_sets/r": "\n".join(json.dumps(c) for c in [*CASES, {"id": "fl", "question": "q-fl", "gold_supports": [GOLD], "flaky": True}]) + "\n"
+            "eval_sets/r": "\n".join(
+                json.dumps(c)
+                for c in [*CASES, {"id": "fl", "question": "q-fl", "gold_supports": [GOLD], "flaky": True}]
+            )
+            + "\n"
         },
     )
     project.makeini("[pytest]\nrageval_repeat = 2\n")
     with AskServer(rag) as ragsrv:
-        dry = project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge=none", "--rageval-dry-run")
+        dry = project.runpytest(
+            "--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge=none", "--rageval-dry-run"
+        )
         # the header says what is repeated; the plan counts the repeats
-        dry.stdout.fnmatch_lines(["rageval: target *, 2 runs of each case (no judge)", "*dry run: 13 RAG requests, 0 judge requests*"])
+        dry.stdout.fnmatch_lines(
+            ["rageval: target *, 2 runs of each case (no judge)", "*dry run: 13 RAG requests, 0 judge requests*"]
+        )
         assert not ragsrv.requests
-        result = project.runpytest("--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge=none", "-p", "no:cacheprovider")
+        result = project.runpytest(
+            "--rageval", f"--rageval-target={ragsrv.url}", "--rageval-judge=none", "-p", "no:cacheprovider"
+        )
         asked = Counter(r["body"]["question"] for r in ragsrv.requests)
     result.assert_outcomes(passed=6)
     assert asked == {"q-alt": 2, "q-good": 2, "q-bad": 2, "q-own": 2, "q-mars": 2, "q-fl": 3}
@@ -250,7 +273,9 @@ def test_bad_repeat_values_are_a_usage_error(project: pytest.Pytester, value: st
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
-def test_rejudge_and_merge_of_a_repeated_run(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rejudge_and_merge_of_a_repeated_run(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``rageval merge`` keeps the classes (it re-aggregates the records); ``rageval judge`` judges each repeated
     case once, on the answer its record shows, so its per-run results and class go and ``repeats`` says so."""
     with AskServer(rag) as ragsrv, OpenAIServer(AlternatingJudge()) as judgesrv:
@@ -260,7 +285,19 @@ def test_rejudge_and_merge_of_a_repeated_run(project: pytest.Pytester, monkeypat
         merged = next((project.path / "merged").glob("*/metrics.json"))
         assert json.loads(merged.read_text())["repeats"] == EXPECTED_REPEATS
         monkeypatch.chdir(project.path)
-        code = rageval(["judge", str(run_dir), "--judge", "openai", "--model", "judge-model", "--base-url", judgesrv.base_url, "--no-cache"])
+        code = rageval(
+            [
+                "judge",
+                str(run_dir),
+                "--judge",
+                "openai",
+                "--model",
+                "judge-model",
+                "--base-url",
+                judgesrv.base_url,
+                "--no-cache",
+            ]
+        )
     out = capsys.readouterr().out
     assert code in (0, 1), out
     assert "repeated cases were judged once, on the answer of the run their record shows" in out
@@ -274,7 +311,11 @@ def test_rejudge_and_merge_of_a_repeated_run(project: pytest.Pytester, monkeypat
 
 
 def test_runs_for_precedence() -> None:
-    plain, own, flaky = EvalCase(id="a", question="q"), EvalCase(id="b", question="q", repeat=2), EvalCase(id="c", question="q", flaky=True)
+    plain, own, flaky = (
+        EvalCase(id="a", question="q"),
+        EvalCase(id="b", question="q", repeat=2),
+        EvalCase(id="c", question="q", flaky=True),
+    )
     assert [runs_for(c, 5, dependent=True) for c in (plain, own, flaky)] == [5, 2, 3]
     assert [runs_for(c, 5, dependent=False) for c in (plain, own, flaky)] == [1, 2, 3]
     assert [runs_for(c, None, dependent=True) for c in (plain, own, flaky)] == [1, 2, 3]
@@ -288,7 +329,12 @@ def test_judge_dependent() -> None:
 
 
 def test_classes_and_older_records() -> None:
-    assert [classify(v) for v in ([True], [True, True], [True, False, True], [False, False])] == [None, "stable_pass", "flaky", "stable_fail"]
+    assert [classify(v) for v in ([True], [True, True], [True, False, True], [False, False])] == [
+        None,
+        "stable_pass",
+        "flaky",
+        "stable_fail",
+    ]
     # a record of an older version: no "stability", only "repeats" (and "flaky")
     old = {
         "key": "s::x",
@@ -314,7 +360,10 @@ def test_repeats_do_not_depend_on_record_order_or_hash_seed(tmp_path: Path) -> N
             "key": f"s::{i}",
             "outcome": "passed",
             "runs": 3,
-            "repeats": [{"passed": j != i % 3, "metrics": {"groundedness": (i * 7 + j) % 5 / 3, "mrr": 0.1 * j}} for j in range(3)],
+            "repeats": [
+                {"passed": j != i % 3, "metrics": {"groundedness": (i * 7 + j) % 5 / 3, "mrr": 0.1 * j}}
+                for j in range(3)
+            ],
         }
         for i in range(12)
     ]
@@ -328,7 +377,11 @@ def test_repeats_do_not_depend_on_record_order_or_hash_seed(tmp_path: Path) -> N
     )
     outputs = {
         subprocess.run(
-            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}
+            [sys.executable, "-c", code, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
         ).stdout
         for seed in ("0", "1", "12345")
     }

@@ -42,7 +42,9 @@ def group(n: int, passed: int, failed: int, errors: int, **values: float) -> dic
     return out
 
 
-def rec(key: str, outcome: str, answerable: bool = True, category: str = "factual", tags: Iterable[str] = (), **extra: Any) -> dict[str, Any]:
+def rec(
+    key: str, outcome: str, answerable: bool = True, category: str = "factual", tags: Iterable[str] = (), **extra: Any
+) -> dict[str, Any]:
     record = {
         "key": f"s.jsonl::{key}",
         "test_case_id": key,
@@ -62,7 +64,9 @@ def rec(key: str, outcome: str, answerable: bool = True, category: str = "factua
 
 
 def records() -> list[dict[str, Any]]:
-    retrieval_null = dict.fromkeys(["recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss", "attribution_hit"])
+    retrieval_null = dict.fromkeys(
+        ["recall_at_k", "recall_all_at_k", "mrr", "precision_at_k", "ndcg_at_k", "scope_miss", "attribution_hit"]
+    )
     return [
         rec(
             "a1",
@@ -142,7 +146,13 @@ def records() -> list[dict[str, Any]]:
             category="general",
             tags=["work"],
             judge_attempted=[],
-            metrics={**retrieval_null, "abstained": True, "groundedness": None, "correctness": None, "latency_ms": 400.0},
+            metrics={
+                **retrieval_null,
+                "abstained": True,
+                "groundedness": None,
+                "correctness": None,
+                "latency_ms": 400.0,
+            },
         ),
         rec(
             "u2",
@@ -163,9 +173,22 @@ def records() -> list[dict[str, Any]]:
             cost={"judge_tokens": 10, "judge_cost_usd": 0.0001},
             metrics={"recall_at_k": 0, "mrr": 0.0, "abstained": True, "latency_ms": 60000.0},
         ),
-        rec("e2", "error", answerable=False, category="general", error={"kind": "http", "message": "500"}, metrics={"abstained": True}),
+        rec(
+            "e2",
+            "error",
+            answerable=False,
+            category="general",
+            error={"kind": "http", "message": "500"},
+            metrics={"abstained": True},
+        ),
         # skipped: counts only in skipped (and cases)
-        rec("sk", "skipped", tags=["work"], judge_attempted=["groundedness"], metrics={"recall_at_k": 0, "mrr": 0.0, "latency_ms": 1.0}),
+        rec(
+            "sk",
+            "skipped",
+            tags=["work"],
+            judge_attempted=["groundedness"],
+            metrics={"recall_at_k": 0, "mrr": 0.0, "latency_ms": 1.0},
+        ),
         # an invalid eval-set line: only invalid_lines
         rec(
             "line9",
@@ -245,7 +268,11 @@ def test_counts() -> None:
 
 def test_aggregate_metrics_every_key() -> None:
     # every metric of the registry has its aggregate; one added later (no record here has it) is null
-    added = {key: None for key in (*registry.aggregates("avg"), *registry.aggregates("rate")) if key not in EXPECTED_AGGREGATE}
+    added = {
+        key: None
+        for key in (*registry.aggregates("avg"), *registry.aggregates("rate"))
+        if key not in EXPECTED_AGGREGATE
+    }
     assert_close(aggregate(records())["aggregate_metrics"], {**EXPECTED_AGGREGATE, **added})
 
 
@@ -273,7 +300,11 @@ def test_result_keys() -> None:
         "cases",
     ]
     result = aggregate(records())
-    assert result["judge_coverage"] == result["aggregate_metrics"]["judge_coverage"] == EXPECTED_AGGREGATE["judge_coverage"]
+    assert (
+        result["judge_coverage"]
+        == result["aggregate_metrics"]["judge_coverage"]
+        == EXPECTED_AGGREGATE["judge_coverage"]
+    )
 
 
 def test_by_answerable() -> None:
@@ -299,7 +330,16 @@ def test_by_answerable() -> None:
                 conflict_rule_rate=1.0,
                 false_abstention_rate=1 / 3,
             ),
-            "unanswerable": group(4, 1, 1, 1, xpassed=1, groundedness_avg=1.0, abstention_accuracy=2 / 3, hallucination_rate_unanswerable=1 / 3),
+            "unanswerable": group(
+                4,
+                1,
+                1,
+                1,
+                xpassed=1,
+                groundedness_avg=1.0,
+                abstention_accuracy=2 / 3,
+                hallucination_rate_unanswerable=1 / 3,
+            ),
         },
     )
 
@@ -342,7 +382,16 @@ def test_by_category() -> None:
                 conflict_rule_rate=1.0,
                 false_abstention_rate=1.0,
             ),
-            "general": group(3, 0, 1, 1, xpassed=1, groundedness_avg=1.0, abstention_accuracy=0.5, hallucination_rate_unanswerable=0.5),
+            "general": group(
+                3,
+                0,
+                1,
+                1,
+                xpassed=1,
+                groundedness_avg=1.0,
+                abstention_accuracy=0.5,
+                hallucination_rate_unanswerable=0.5,
+            ),
             "adversarial": group(1, 1, 0, 0, abstention_accuracy=1.0, hallucination_rate_unanswerable=0.0),
         },
     )
@@ -557,7 +606,9 @@ def test_coverage_without_an_attempt_list_counts_the_verdicts_held_under_their_m
                 judge={"abstention": verdict, "groundedness": {"score": 4.0, "reasoning": ""}},
                 metrics={},
             ),
-            rec("old", "passed", metrics={"groundedness": 4, "abstained": False}),  # no verdicts stored: the scored metric
+            rec(
+                "old", "passed", metrics={"groundedness": 4, "abstained": False}
+            ),  # no verdicts stored: the scored metric
         ]
     )
     assert result["judge_coverage"] == {
@@ -570,7 +621,14 @@ def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
     from pytest_rageval.engine.evaluate import _combine
 
     abstained = {"recall_at_k": 1, "abstained": True, "false_abstention": 1, "latency_ms": 10.0}
-    answered = {"recall_at_k": 1, "abstained": False, "false_abstention": 0, "latency_ms": 20.0, "groundedness": 4, "correctness": 3}
+    answered = {
+        "recall_at_k": 1,
+        "abstained": False,
+        "false_abstention": 0,
+        "latency_ms": 20.0,
+        "groundedness": 4,
+        "correctness": 3,
+    }
     metrics = _combine([abstained, answered, answered], ("groundedness", "correctness", "faithfulness"))
     # every metric any run scored is kept (mean of the runs that scored it); a metric no run scored is null
     assert metrics == {
@@ -585,7 +643,16 @@ def test_a_repeated_case_that_mixes_abstaining_and_answering() -> None:
     assert _combine([answered])["recall_at_k"] == 1 and isinstance(_combine([answered])["recall_at_k"], int)
     # attempted once per case (any run), scored when the combined value is not null
     result = aggregate(
-        [rec("flaky", "passed", flaky=True, runs=3, metrics=metrics, judge_attempted=["abstention", "groundedness", "correctness", "faithfulness"])]
+        [
+            rec(
+                "flaky",
+                "passed",
+                flaky=True,
+                runs=3,
+                metrics=metrics,
+                judge_attempted=["abstention", "groundedness", "correctness", "faithfulness"],
+            )
+        ]
     )
     coverage = result["judge_coverage"]
     assert coverage["groundedness"] == coverage["abstained"] == {"scored": 1, "attempted": 1, "coverage": 1.0}

@@ -65,7 +65,10 @@ def test_mrr_drop_regresses_and_is_named() -> None:
 
 
 def test_identical_runs_do_not_regress() -> None:
-    cases = {"a": ("passed", {"recall_at_k": 1, "mrr": 1.0, "groundedness": 4}), "b": ("failed", {"recall_at_k": 0, "mrr": 0.0, "groundedness": 2})}
+    cases = {
+        "a": ("passed", {"recall_at_k": 1, "mrr": 1.0, "groundedness": 4}),
+        "b": ("failed", {"recall_at_k": 0, "mrr": 0.0, "groundedness": 2}),
+    }
     comparison = compare(run(cases), run(cases))
     assert not comparison.regressed
     assert all(d.delta == 0 for d in comparison.deltas if d.delta is not None)
@@ -128,7 +131,13 @@ def test_null_metric_in_one_run_never_regresses() -> None:
 
 def test_significance_noise_on_three_cases_does_not_regress() -> None:
     base = run(uniform(3, recall_at_k=1))
-    new = run({"c000": ("passed", {"recall_at_k": 1}), "c001": ("passed", {"recall_at_k": 1}), "c002": ("failed", {"recall_at_k": 0})})
+    new = run(
+        {
+            "c000": ("passed", {"recall_at_k": 1}),
+            "c001": ("passed", {"recall_at_k": 1}),
+            "c002": ("failed", {"recall_at_k": 0}),
+        }
+    )
     plain = delta(compare(base, new), "recall_at_k_avg")
     assert plain.regressed  # 1.0 -> 0.667 is beyond 0.05
     significant = compare(base, new, significance=True)
@@ -181,15 +190,36 @@ def test_bootstrap_over_twenty_thousand_cases_brackets_the_mean_delta() -> None:
 
 
 def test_paired_cases_skip_errors_and_unshared() -> None:
-    base = run({"a": ("passed", {"mrr": 1.0}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 1.0}), "gone": ("passed", {"mrr": 1.0})})
-    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 0.5}), "c": ("error", {"mrr": 0.0}), "added": ("passed", {"mrr": 0.0})})
+    base = run(
+        {
+            "a": ("passed", {"mrr": 1.0}),
+            "b": ("passed", {"mrr": 1.0}),
+            "c": ("passed", {"mrr": 1.0}),
+            "gone": ("passed", {"mrr": 1.0}),
+        }
+    )
+    new = run(
+        {
+            "a": ("passed", {"mrr": 0.5}),
+            "b": ("passed", {"mrr": 0.5}),
+            "c": ("error", {"mrr": 0.0}),
+            "added": ("passed", {"mrr": 0.0}),
+        }
+    )
     mrr = delta(compare(base, new), "mrr_avg")
     assert mrr.n_shared == 2 and (mrr.ci_low, mrr.ci_high) == (-0.5, -0.5)
 
 
 def test_abstention_pairs_use_unanswerable_cases() -> None:
     base = run(uniform(4, abstained=True), answerable=False)
-    new = run({**uniform(2, abstained=True), "c002": ("failed", {"abstained": False}), "c003": ("failed", {"abstained": False})}, answerable=False)
+    new = run(
+        {
+            **uniform(2, abstained=True),
+            "c002": ("failed", {"abstained": False}),
+            "c003": ("failed", {"abstained": False}),
+        },
+        answerable=False,
+    )
     comparison = compare(base, new)
     accuracy = delta(comparison, "abstention_accuracy")
     assert (accuracy.old, accuracy.new, accuracy.regressed, accuracy.n_shared) == (1.0, 0.5, True, 4)
@@ -202,7 +232,11 @@ def test_abstention_pairs_use_unanswerable_cases() -> None:
 def test_invariant_differences() -> None:
     base = run(uniform(2, mrr=1.0))
     assert check_invariants(base, run(uniform(2, mrr=1.0))) == []
-    other = run(uniform(2, mrr=1.0), eval_set_hash="5e6f" + "0" * 60, judge={"name": "openai", "model": "gpt-4o", "prompt_version": "g1"})
+    other = run(
+        uniform(2, mrr=1.0),
+        eval_set_hash="5e6f" + "0" * 60,
+        judge={"name": "openai", "model": "gpt-4o", "prompt_version": "g1"},
+    )
     messages = check_invariants(base, other)
     assert messages == [
         "eval_set_hash differs: baseline aaaaaaaaaaaa… vs this run 5e6f00000000…",
@@ -268,7 +302,9 @@ def test_format_comparison_many_flips() -> None:
     assert lines[start + 1] == "  set.jsonl::c000"
     assert lines[start + 20] == "  set.jsonl::c019"
     assert lines[start + 21] == "  (+5 more)"
-    assert any(line.startswith("recall_at_k_avg: 1.000 → 0.000 (-1.000; ") and line.endswith("REGRESSED") for line in lines)
+    assert any(
+        line.startswith("recall_at_k_avg: 1.000 → 0.000 (-1.000; ") and line.endswith("REGRESSED") for line in lines
+    )
 
 
 def test_min_judge_coverage() -> None:
@@ -311,7 +347,9 @@ def test_default_tolerances_contract() -> None:
 
 def write(path: Path, data: dict[str, Any] | None = None, text: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text if text is not None else safejson.dumps(data), encoding="utf-8")  # as the plugin writes metrics
+    path.write_text(
+        text if text is not None else safejson.dumps(data), encoding="utf-8"
+    )  # as the plugin writes metrics
     return path
 
 
@@ -350,11 +388,23 @@ def test_load_baseline_broken(tmp_path: Path) -> None:
 def test_delta_and_interval_come_from_the_same_paired_cases() -> None:
     # The issue's case: a delta over all cases (+0.109) printed beside an interval over the shared ones.
     base = run({"a": ("passed", {"mrr": 1.0}), "b": ("passed", {"mrr": 1.0}), "c": ("error", {})})
-    new = run({"a": ("passed", {"mrr": 0.5}), "b": ("passed", {"mrr": 1.0}), "c": ("passed", {"mrr": 0.0}), "d": ("passed", {"mrr": 0.0})})
+    new = run(
+        {
+            "a": ("passed", {"mrr": 0.5}),
+            "b": ("passed", {"mrr": 1.0}),
+            "c": ("passed", {"mrr": 0.0}),
+            "d": ("passed", {"mrr": 0.0}),
+        }
+    )
     mrr = delta(compare(base, new), "mrr_avg")
     assert (mrr.old, mrr.new, mrr.delta, mrr.n_shared) == (1.0, 0.75, -0.25, 2)  # a and b: c errored in the baseline
     assert (mrr.whole_old, mrr.whole_new) == (1.0, 0.375)
-    assert mrr.ci_low is not None and mrr.ci_high is not None and mrr.delta is not None and mrr.ci_low <= mrr.delta <= mrr.ci_high
+    assert (
+        mrr.ci_low is not None
+        and mrr.ci_high is not None
+        and mrr.delta is not None
+        and mrr.ci_low <= mrr.delta <= mrr.ci_high
+    )
     line = format_delta(mrr)
     assert line.startswith("mrr_avg: 1.000 → 0.750 (-0.250; 95% CI ")
     assert "on 2 paired cases; whole runs 1.000 → 0.375" in line and line.endswith("REGRESSED")
@@ -369,7 +419,12 @@ def test_a_subset_run_is_compared_on_the_cases_it_shares() -> None:
     assert format_comparison(comparison)[0] == comparison.scope()
     assert comparison.passed and comparison.exit_code == 0 and comparison.status == "no regression"
     block = comparison.as_dict()
-    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == ("no regression", 5, 25, 5)
+    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == (
+        "no regression",
+        5,
+        25,
+        5,
+    )
     assert json.loads(json.dumps(block)) == block  # metrics.json material
     # a subset that is worse on what it shares is a regression all the same
     worse = run({f"c{i:03d}": ("passed", {"recall_at_k": 1, "mrr": 0.5}) for i in range(5)})
@@ -379,9 +434,18 @@ def test_a_subset_run_is_compared_on_the_cases_it_shares() -> None:
 @pytest.mark.parametrize(
     ("new_cases", "reason"),
     [
-        ({"other": ("passed", {"mrr": 1.0})}, "no case of this run is in the baseline (2 cases in the baseline, 1 in this run)"),
-        ({"c000": ("error", {}), "c001": ("error", {})}, "every case of this run errored (2 of 2); no metric to compare"),
-        ({"c000": ("skipped", {}), "c001": ("skipped", {}), "x": ("passed", {"mrr": 1.0})}, "none of the 2 shared cases was scored in both runs"),
+        (
+            {"other": ("passed", {"mrr": 1.0})},
+            "no case of this run is in the baseline (2 cases in the baseline, 1 in this run)",
+        ),
+        (
+            {"c000": ("error", {}), "c001": ("error", {})},
+            "every case of this run errored (2 of 2); no metric to compare",
+        ),
+        (
+            {"c000": ("skipped", {}), "c001": ("skipped", {}), "x": ("passed", {"mrr": 1.0})},
+            "none of the 2 shared cases was scored in both runs",
+        ),
     ],
     ids=["no-shared-case", "all-error", "nothing-scored-in-both"],
 )
@@ -390,7 +454,11 @@ def test_runs_without_a_shared_scored_case_are_not_compared(new_cases: dict[str,
     comparison = compare(base, run(new_cases), min_judge_coverage=0.95)
     assert comparison.not_compared == reason
     assert comparison.status == "not compared" and not comparison.regressed and not comparison.passed
-    assert comparison.exit_code == 2 and comparison.deltas == [] and comparison.reason() == f"not compared with the baseline: {reason}"
+    assert (
+        comparison.exit_code == 2
+        and comparison.deltas == []
+        and comparison.reason() == f"not compared with the baseline: {reason}"
+    )
     assert format_comparison(comparison)[-1] == f"not compared: {reason}"
 
 
@@ -399,11 +467,20 @@ def test_an_all_error_baseline_is_not_compared_either() -> None:
     assert comparison.not_compared == "every case of the baseline errored (2 of 2); no metric to compare"
     # whole-run data only (no cases): the counts say it
     no_cases = dict(run(uniform(3, "error")), cases={})
-    assert compare(run(uniform(2, mrr=1.0)), no_cases).not_compared == "every case of this run errored (3 of 3); no metric to compare"
+    assert (
+        compare(run(uniform(2, mrr=1.0)), no_cases).not_compared
+        == "every case of this run errored (3 of 3); no metric to compare"
+    )
 
 
 def test_operational_rates_and_latency_are_paired_too() -> None:
-    base = run({"a": ("passed", {"latency_ms": 100.0}), "b": ("passed", {"latency_ms": 300.0}), "gone": ("passed", {"latency_ms": 9000.0})})
+    base = run(
+        {
+            "a": ("passed", {"latency_ms": 100.0}),
+            "b": ("passed", {"latency_ms": 300.0}),
+            "gone": ("passed", {"latency_ms": 9000.0}),
+        }
+    )
     new = run({"a": ("passed", {"latency_ms": 200.0}), "b": ("error", {}), "added": ("error", {})})
     new["cases"] = dict(new["cases"])  # plain dicts, as metrics.json reads back
     new["cases"]["set.jsonl::b"]["error_kind"] = "timeout"
@@ -454,7 +531,9 @@ def test_per_file_digests_compare_the_files_both_runs_ran() -> None:
     only_a = run(uniform(1, mrr=1.0), eval_set_hash="f" * 64, eval_set_files={"eval/a.jsonl": "1" * 64})
     assert check_invariants(base, only_a) == []  # fewer files: compared on the shared cases
     changed = run(uniform(1, mrr=1.0), eval_set_files={"eval/a.jsonl": "3" * 64, "eval/b.jsonl": "2" * 64})
-    assert check_invariants(base, changed) == ["eval_set_hash differs: baseline eval/a.jsonl 111111111111… vs this run eval/a.jsonl 333333333333…"]
+    assert check_invariants(base, changed) == [
+        "eval_set_hash differs: baseline eval/a.jsonl 111111111111… vs this run eval/a.jsonl 333333333333…"
+    ]
 
 
 def test_gate_runs_is_one_policy() -> None:
@@ -467,7 +546,9 @@ def test_gate_runs_is_one_policy() -> None:
     other = run(uniform(4, mrr=1.0), eval_set_hash="b" * 64)
     refused = gate_runs(base, other)
     assert (refused.status, refused.exit_code, refused.deltas) == ("refused", 2, [])
-    assert refused.reason() == "baseline refused: eval_set_hash differs: baseline aaaaaaaaaaaa… vs this run bbbbbbbbbbbb…"
+    assert (
+        refused.reason() == "baseline refused: eval_set_hash differs: baseline aaaaaaaaaaaa… vs this run bbbbbbbbbbbb…"
+    )
     assert gate_runs(base, other, ignore_invariants=True).passed
     low = run(uniform(4, mrr=1.0))
     low["aggregate_metrics"]["judge_coverage"] = {"abstained": {"scored": 3, "attempted": 4, "coverage": 0.75}}
@@ -493,7 +574,11 @@ def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
     )
     outputs = {
         subprocess.run(
-            [sys.executable, "-c", code, mode], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}
+            [sys.executable, "-c", code, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
         ).stdout
         for mode, seed in (("numpy", "0"), ("no-numpy", "1"), ("numpy", "2"))
     }
@@ -503,8 +588,26 @@ def test_bootstrap_is_the_same_in_every_process_with_or_without_numpy() -> None:
 def test_xfail_and_xpass_flips_are_shown_with_the_others() -> None:
     """An xfailed case that now passes (xpassed or passed) flipped to pass; a passing one now xfailed flipped to
     fail; failed -> xfailed (a known failure) and xfailed -> failed are no flips."""
-    base = run({"a": ("xfailed", {}), "b": ("xpassed", {}), "c": ("xfailed", {}), "d": ("failed", {}), "e": ("passed", {}), "f": ("xfailed", {})})
-    new = run({"a": ("xpassed", {}), "b": ("xfailed", {}), "c": ("passed", {}), "d": ("xfailed", {}), "e": ("xfailed", {}), "f": ("failed", {})})
+    base = run(
+        {
+            "a": ("xfailed", {}),
+            "b": ("xpassed", {}),
+            "c": ("xfailed", {}),
+            "d": ("failed", {}),
+            "e": ("passed", {}),
+            "f": ("xfailed", {}),
+        }
+    )
+    new = run(
+        {
+            "a": ("xpassed", {}),
+            "b": ("xfailed", {}),
+            "c": ("passed", {}),
+            "d": ("xfailed", {}),
+            "e": ("xfailed", {}),
+            "f": ("failed", {}),
+        }
+    )
     comparison = compare(base, new)
     assert comparison.flipped_to_pass == ["set.jsonl::a", "set.jsonl::c"]
     assert comparison.flipped_to_fail == ["set.jsonl::b", "set.jsonl::e"]

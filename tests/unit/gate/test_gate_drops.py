@@ -50,7 +50,10 @@ def test_top_k_cut_names_the_already_failing_cases_that_lost_recall(pytester: py
     assert "Cases that moved <code>recall_at_k_avg</code> most" in verdict
     assert "<code>eval_sets/set.jsonl::c00</code> 1.000 &rarr; 0.000" in verdict
     summary = (pytester.path / "s.md").read_text()
-    assert "Cases that moved recall\\_at\\_k\\_avg most:" in summary and "- eval\\_sets/set.jsonl::c01: 1.000 → 0.000" in summary
+    assert (
+        "Cases that moved recall\\_at\\_k\\_avg most:" in summary
+        and "- eval\\_sets/set.jsonl::c01: 1.000 → 0.000" in summary
+    )
     drops = json.loads((folder / "metrics.json").read_text())["comparison"]["deltas"]
     recall = next(d for d in drops if d["name"] == "recall_at_k_avg")
     assert [d["case"] for d in recall["largest_drops"]] == ["eval_sets/set.jsonl::c00", "eval_sets/set.jsonl::c01"]

@@ -34,7 +34,15 @@ def write(pytester: pytest.Pytester, cases: list[dict[str, Any]]) -> None:
 
 
 def args(url: str, *extra: str) -> list[str]:
-    return ["--rageval", "--rageval-judge=none", f"--rageval-target={url}", "-p", "no:cacheprovider", "--rageval-baseline=base", *extra]
+    return [
+        "--rageval",
+        "--rageval-judge=none",
+        f"--rageval-target={url}",
+        "-p",
+        "no:cacheprovider",
+        "--rageval-baseline=base",
+        *extra,
+    ]
 
 
 def latest_metrics(root: Path) -> dict[str, Any]:
@@ -73,7 +81,9 @@ def test_an_edited_eval_set_is_gated_on_its_unchanged_cases(pytester: pytest.Pyt
     unchanged.stdout.fnmatch_lines(["*cases removed since the baseline:", "*eval_sets/s.jsonl::c7*"])
     assert compared["status"] == "no regression" and compared["shared_cases"] == 18
     assert compared["added_cases"] == [f"eval_sets/s.jsonl::c{i}" for i in (20, 21, 22)]
-    assert compared["changed_cases"] == ["eval_sets/s.jsonl::c5"] and compared["removed_cases"] == ["eval_sets/s.jsonl::c7"]
+    assert compared["changed_cases"] == ["eval_sets/s.jsonl::c5"] and compared["removed_cases"] == [
+        "eval_sets/s.jsonl::c7"
+    ]
     assert only_new.ret == 0, only_new.stdout.str()
     assert regressed.ret == 1
     regressed.stdout.fnmatch_lines(["*rageval FAILED (exit 1): 0 new failures, gate FAILED: regression: mrr_avg*"])
@@ -89,7 +99,10 @@ def test_the_ci_summary_and_report_name_the_cases_not_compared(pytester: pytest.
     assert result.ret == 0, result.stdout.str()
     summary = (pytester.path / "summary.md").read_text()
     assert "**Added since the baseline (not compared) (3)**" in summary and "c21" in summary
-    assert "**Changed since the baseline (not compared) (1)**" in summary and "**Removed since the baseline (1)**" in summary
+    assert (
+        "**Changed since the baseline (not compared) (1)**" in summary
+        and "**Removed since the baseline (1)**" in summary
+    )
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     page = (run / "report.html").read_text()
     assert "3 added since the baseline" in page and "1 changed since the baseline" in page
@@ -107,7 +120,11 @@ def test_too_few_unchanged_cases_or_another_k_refuse_the_baseline(pytester: pyte
         other_k = pytester.runpytest(*args(server.url, "--rageval-k=3"))
         ignored = pytester.runpytest(*args(server.url, "--rageval-k=3", "--rageval-ignore-invariants"))
     assert few.ret == 1
-    few.stdout.fnmatch_lines(["*baseline refused: only 9 unchanged cases shared with the baseline, fewer than 10 (rageval_min_shared_cases)*"])
+    few.stdout.fnmatch_lines(
+        [
+            "*baseline refused: only 9 unchanged cases shared with the baseline, fewer than 10 (rageval_min_shared_cases)*"
+        ]
+    )
     assert enough.ret == 0, enough.stdout.str()
     assert other_k.ret == 1
     other_k.stdout.fnmatch_lines(["*baseline refused: k differs: baseline 5 vs this run 3*"])
@@ -128,6 +145,8 @@ def test_a_resume_after_an_edit_is_refused_naming_the_changed_cases(pytester: py
         resumed = pytester.runpytest(*base, f"--rageval-resume={run}")
         asked = len(server.requests)
     assert resumed.ret == 4
-    resumed.stderr.fnmatch_lines(["*cannot resume*1 case changed in the eval set since the run recorded it (eval_sets/s.jsonl::c1)*"])
+    resumed.stderr.fnmatch_lines(
+        ["*cannot resume*1 case changed in the eval set since the run recorded it (eval_sets/s.jsonl::c1)*"]
+    )
     assert asked == 4  # the refused resume sent nothing
     assert results.read_text() == "".join(lines[:2])

@@ -12,7 +12,10 @@ from pytest_rageval.gate.invariants import setting_differences
 
 
 def test_judge_invariants_apply_only_when_both_runs_judged() -> None:
-    judged: dict[str, Any] = {"k": 5, "judge": {"name": "lexical", "model": "lexical-heuristic", "prompt_version": "lex8", "temperature": 0}}
+    judged: dict[str, Any] = {
+        "k": 5,
+        "judge": {"name": "lexical", "model": "lexical-heuristic", "prompt_version": "lex8", "temperature": 0},
+    }
     unjudged = {"k": 5, "judge": {"name": "none", "model": None, "prompt_version": None, "temperature": None}}
     assert setting_differences(judged, unjudged) == setting_differences(unjudged, judged) == []
     other = {"k": 3, "judge": {**judged["judge"], "model": "gpt-4o"}}
@@ -24,10 +27,15 @@ def test_judge_invariants_apply_only_when_both_runs_judged() -> None:
 
 @pytest.mark.parametrize(
     ("baseline_args", "run_args"),
-    [(["--rageval-judge=lexical"], ["--rageval-retrieval-only"]), (["--rageval-retrieval-only"], ["--rageval-judge=lexical"])],
+    [
+        (["--rageval-judge=lexical"], ["--rageval-retrieval-only"]),
+        (["--rageval-retrieval-only"], ["--rageval-judge=lexical"]),
+    ],
     ids=["judged-baseline", "retrieval-only-baseline"],
 )
-def test_a_run_gates_on_a_baseline_with_other_metrics(pytester: pytest.Pytester, baseline_args: list[str], run_args: list[str]) -> None:
+def test_a_run_gates_on_a_baseline_with_other_metrics(
+    pytester: pytest.Pytester, baseline_args: list[str], run_args: list[str]
+) -> None:
     project(pytester)
     write_state(pytester.path, {})  # every case finds its gold first
     run(pytester, "--rageval-update-baseline", *baseline_args)

@@ -42,7 +42,10 @@ def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def runs(root: Path) -> list[Path]:
     """Run folders, oldest first (run ids made in the same second do not sort by time)."""
-    return sorted((p.parent for p in (root / "results").glob("*/metrics.json")), key=lambda d: (d / "metrics.json").stat().st_mtime_ns)
+    return sorted(
+        (p.parent for p in (root / "results").glob("*/metrics.json")),
+        key=lambda d: (d / "metrics.json").stat().st_mtime_ns,
+    )
 
 
 def latest(root: Path) -> str:
@@ -75,10 +78,20 @@ def test_a_k_subset_is_gated_on_its_shared_cases_and_leaves_latest(pytester: pyt
     assert latest(pytester.path) == full  # the subset runs wrote their folders but did not move `latest`
     first_subset, worse_subset = runs(pytester.path)[-2:]
     metrics = json.loads((first_subset / "metrics.json").read_text())
-    assert (metrics["partial"], metrics["cases_in_eval_set"], metrics["cases_selected"], metrics["shard"]) == (True, 8, 3, None)
+    assert (metrics["partial"], metrics["cases_in_eval_set"], metrics["cases_selected"], metrics["shard"]) == (
+        True,
+        8,
+        3,
+        None,
+    )
     assert metrics["all_error"] is False
     block = metrics["comparison"]
-    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == ("no regression", 3, 8, 3)
+    assert (block["status"], block["shared_cases"], block["baseline_cases"], block["current_cases"]) == (
+        "no regression",
+        3,
+        8,
+        3,
+    )
     assert block["baseline"] == str(pytester.path / "base.json")
     assert "Not charted: this run (partial)" in (first_subset / "report.html").read_text()
 
@@ -108,7 +121,9 @@ def test_another_file_selection_is_compared_on_the_cases_both_runs_share(pyteste
     assert only_a.ret == 0, only_a.stdout.str()
     only_a.stdout.fnmatch_lines(["  compared on 2 shared cases of 5 in the baseline and 2 in this run"])
     assert changed.ret == 1  # the file both runs ran lost a2 and changed a1: nothing unchanged is left to compare
-    changed.stdout.fnmatch_lines(["baseline refused*", "  only 0 unchanged cases shared with the baseline, fewer than 1*"])
+    changed.stdout.fnmatch_lines(
+        ["baseline refused*", "  only 0 unchanged cases shared with the baseline, fewer than 1*"]
+    )
 
 
 def test_an_all_error_run_is_not_compared_and_leaves_latest(pytester: pytest.Pytester) -> None:

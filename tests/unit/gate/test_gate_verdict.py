@@ -29,7 +29,14 @@ def metrics_json(mrr: float, *, cases: int = 4, outcome: str = "passed", **top: 
         }
         for i in range(cases)
     ]
-    return {"run_id": "r", "eval_set_hash": "a" * 64, "judge": dict(JUDGE), "complete": True, **aggregate(records), **top}
+    return {
+        "run_id": "r",
+        "eval_set_hash": "a" * 64,
+        "judge": dict(JUDGE),
+        "complete": True,
+        **aggregate(records),
+        **top,
+    }
 
 
 CASES = {
@@ -42,7 +49,12 @@ CASES = {
         {"allow_regressions": True},
         (True, 2, "baseline refused: eval_set_hash differs", None),
     ),
-    "not compared": (metrics_json(1.0), metrics_json(1.0, outcome="error"), {}, (True, 2, "not compared with the baseline: ", None)),
+    "not compared": (
+        metrics_json(1.0),
+        metrics_json(1.0, outcome="error"),
+        {},
+        (True, 2, "not compared with the baseline: ", None),
+    ),
 }
 
 

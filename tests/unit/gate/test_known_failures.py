@@ -41,7 +41,10 @@ def project(pytester: pytest.Pytester, ini: str = "") -> None:
     """30 cases; c20..c29 need no mrr (their gold may move without failing them, only the gate sees it)."""
     pytester.makepyfile(rag_target=TARGET)
     gold = [{"rel_path": "docs/a.md"}]
-    lines = [{"id": f"c{i:02d}", "question": f"c{i:02d}", "gold_supports": gold, "thresholds": {"mrr": 1 if i < 20 else 0}} for i in range(CASES)]
+    lines = [
+        {"id": f"c{i:02d}", "question": f"c{i:02d}", "gold_supports": gold, "thresholds": {"mrr": 1 if i < 20 else 0}}
+        for i in range(CASES)
+    ]
     pytester.makefile(".jsonl", **{"eval_sets/set": "\n".join(json.dumps(line) for line in lines) + "\n"})
     pytester.makeini(f"[pytest]\nrageval_target = rag_target:ask\n{ini}")
     write_state(pytester.path, {case: 2 for case in FAILING})
@@ -49,12 +52,22 @@ def project(pytester: pytest.Pytester, ini: str = "") -> None:
 
 def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "--rageval", "--rageval-judge=none", "--rageval-baseline=baseline", "-p", "no:cacheprovider", "-p", "no:randomly", *extra
+        "--rageval",
+        "--rageval-judge=none",
+        "--rageval-baseline=baseline",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *extra,
     )
 
 
 def newest_run(root: Path) -> Path:
-    return max((p.parent for p in (root / "results").glob("*/metrics.json")), key=lambda d: (d / "metrics.json").stat().st_mtime_ns)
+    return max(
+        (p.parent for p in (root / "results").glob("*/metrics.json")),
+        key=lambda d: (d / "metrics.json").stat().st_mtime_ns,
+    )
 
 
 def artifacts(root: Path, name: str) -> dict[str, Any]:
@@ -63,13 +76,23 @@ def artifacts(root: Path, name: str) -> dict[str, Any]:
     metrics = json.loads((folder / "metrics.json").read_text())
     suite = ET.parse(root / f"{name}.xml").getroot()
     suite = suite if suite.tag == "testsuite" else suite[0]
-    xfailed = sum(1 for case in suite.iter("testcase") for skip in case.iter("skipped") if skip.get("type") == "pytest.xfail")
+    xfailed = sum(
+        1 for case in suite.iter("testcase") for skip in case.iter("skipped") if skip.get("type") == "pytest.xfail"
+    )
     html = (folder / "report.html").read_text()
     summary = (root / f"{name}.md").read_text()
-    return {"metrics": metrics, "junit_failures": int(suite.get("failures", -1)), "junit_xfailed": xfailed, "html": html, "summary": summary}
+    return {
+        "metrics": metrics,
+        "junit_failures": int(suite.get("failures", -1)),
+        "junit_xfailed": xfailed,
+        "html": html,
+        "summary": summary,
+    }
 
 
-def test_known_failures_pass_unchanged_and_fail_when_worse_new_or_fixed_named(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_known_failures_pass_unchanged_and_fail_when_worse_new_or_fixed_named(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
     project(pytester)
     base = run(pytester, "--rageval-update-baseline", *xdist)
     assert base.ret == 1  # the baseline run itself fails its 10 cases
@@ -81,7 +104,12 @@ def test_known_failures_pass_unchanged_and_fail_when_worse_new_or_fixed_named(py
     baseline_id = json.loads((pytester.path / "baseline" / "metrics.json").read_text())["run_id"]
     seen = artifacts(pytester.path, "same")
     metrics = seen["metrics"]
-    assert (metrics["known_failures"], metrics["fixed_since_baseline"], metrics["xfailed"], metrics["failed"]) == (10, 0, 10, 0)
+    assert (metrics["known_failures"], metrics["fixed_since_baseline"], metrics["xfailed"], metrics["failed"]) == (
+        10,
+        0,
+        10,
+        0,
+    )
     assert (seen["junit_failures"], seen["junit_xfailed"]) == (0, 10)
     assert re.search(r"known failures</th>.*?<td[^>]*>10</td>", seen["html"], re.S) or ">10<" in seen["html"]
     assert seen["html"].count('data-outcome="known failure"') == 10
@@ -98,10 +126,17 @@ def test_known_failures_pass_unchanged_and_fail_when_worse_new_or_fixed_named(py
     assert moved.ret == 1
     moved.stdout.fnmatch_lines(["*FAILED*c00*", "*FAILED*c10*"])
     moved.stdout.fnmatch_lines(["*since the baseline: failed in * too, and got worse: mrr 0.500 → 0.333*"])
-    moved.stdout.fnmatch_lines(["*8 known failures*", "*1 fixed since the baseline (failed there, pass now):*", "  eval_sets/set.jsonl::c01"])
+    moved.stdout.fnmatch_lines(
+        ["*8 known failures*", "*1 fixed since the baseline (failed there, pass now):*", "  eval_sets/set.jsonl::c01"]
+    )
     seen = artifacts(pytester.path, "moved")
     metrics = seen["metrics"]
-    assert (metrics["known_failures"], metrics["fixed_since_baseline"], metrics["failed"], metrics["passed"]) == (8, 1, 2, 20)
+    assert (metrics["known_failures"], metrics["fixed_since_baseline"], metrics["failed"], metrics["passed"]) == (
+        8,
+        1,
+        2,
+        20,
+    )
     assert (seen["junit_failures"], seen["junit_xfailed"]) == (2, 8)
     assert seen["html"].count('data-outcome="known failure"') == 8
     assert "fixed since baseline" in seen["html"] and "8 known failures, 1 fixed since baseline" in seen["summary"]
@@ -127,8 +162,15 @@ def test_a_bad_known_failures_setting_is_one_line(pytester: pytest.Pytester) -> 
 def test_a_lower_is_better_miss_is_known_while_it_rises_no_further() -> None:
     from pytest_rageval.gate.known import BaselineFailures, known_verdict
 
-    entry = {"outcome": "failed", "definition": "d1", "metrics": {"latency_ms": 150.0, "mrr": 1.0}, "missed": ["latency_ms"]}
-    baseline = BaselineFailures.from_metrics({"run_id": "base-1", "cases": {"s::a": entry, "s::ok": {"outcome": "passed"}}})
+    entry = {
+        "outcome": "failed",
+        "definition": "d1",
+        "metrics": {"latency_ms": 150.0, "mrr": 1.0},
+        "missed": ["latency_ms"],
+    }
+    baseline = BaselineFailures.from_metrics(
+        {"run_id": "base-1", "cases": {"s::a": entry, "s::ok": {"outcome": "passed"}}}
+    )
 
     def record(latency: float, *, definition: str = "d1", error: object = None, key: str = "s::a") -> dict[str, Any]:
         misses = [{"metric": "latency_ms", "value": latency, "threshold": 100, "op": "<="}] if latency > 100 else []
@@ -142,9 +184,15 @@ def test_a_lower_is_better_miss_is_known_while_it_rises_no_further() -> None:
         }
 
     known = known_verdict(baseline, record(140.0))
-    assert known is not None and (known.kind, known.text) == ("known", "known failure since base-1: latency_ms = 140 (needs <= 100)")
+    assert known is not None and (known.kind, known.text) == (
+        "known",
+        "known failure since base-1: latency_ms = 140 (needs <= 100)",
+    )
     worse = known_verdict(baseline, record(160.0))
-    assert worse is not None and (worse.kind, worse.text) == ("worse", "failed in base-1 too, and got worse: latency_ms 150.000 → 160.000")
+    assert worse is not None and (worse.kind, worse.text) == (
+        "worse",
+        "failed in base-1 too, and got worse: latency_ms 150.000 → 160.000",
+    )
     fixed = known_verdict(baseline, record(90.0))
     assert fixed is not None and fixed.kind == "fixed"
     assert known_verdict(baseline, record(140.0, definition="d2")) is None  # changed: compared with nothing

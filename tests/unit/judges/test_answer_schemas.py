@@ -114,5 +114,7 @@ def test_bad_answers_are_refused() -> None:
 
 
 def test_a_schema_change_bumps_the_prompt_version() -> None:
-    texts = {PROMPT_VERSIONS[m]: json.dumps(strict_schema(ANSWER_MODELS[m]), separators=(",", ":")) for m in ALL_METRICS}
+    texts = {
+        PROMPT_VERSIONS[m]: json.dumps(strict_schema(ANSWER_MODELS[m]), separators=(",", ":")) for m in ALL_METRICS
+    }
     assert {version: hashlib.sha256(text.encode()).hexdigest()[:16] for version, text in texts.items()} == PINNED

@@ -58,7 +58,11 @@ def test_intervals_are_the_same_every_run_and_contain_the_figure() -> None:
     first = agreement_intervals(pairs)
     assert first == agreement_intervals(list(pairs))
     f = figures(40, 30, wrong_pass=7, wrong_fail=5)
-    for key, value in (("accuracy_ci", f.accuracy), ("balanced_accuracy_ci", f.balanced_accuracy), ("kappa_ci", f.kappa)):
+    for key, value in (
+        ("accuracy_ci", f.accuracy),
+        ("balanced_accuracy_ci", f.balanced_accuracy),
+        ("kappa_ci", f.kappa),
+    ):
         low, high = first[key] or (None, None)
         assert low is not None and high is not None and value is not None and low <= value <= high
 
@@ -74,7 +78,10 @@ def test_a_calibration_without_intervals_satisfies_no_floor(tmp_path: Path) -> N
 def test_the_disagreeing_ids_are_listed_the_first_20_and_the_rest_counted() -> None:
     lines = disagreement_lines({"correctness": figures(10, 10, wrong_pass=25)})
     assert lines[0].startswith("correctness: 95% intervals: accuracy ")
-    assert lines[1] == "correctness: judge and labels disagree on 25: " + ", ".join(f"wp{i}" for i in range(20)) + " (+5 more)"
+    assert (
+        lines[1]
+        == "correctness: judge and labels disagree on 25: " + ", ".join(f"wp{i}" for i in range(20)) + " (+5 more)"
+    )
 
 
 def test_rageval_calibrate_prints_the_intervals_and_the_ids_and_writes_them(tmp_path: Path) -> None:

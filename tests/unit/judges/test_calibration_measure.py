@@ -24,7 +24,14 @@ ALWAYS_PASS = {
 
 
 def rageval(*args: str, cwd: Path, env: Any = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def _calibration(folder: Path) -> dict[str, Any]:
@@ -60,7 +67,12 @@ def test_a_judge_that_always_passes_has_kappa_0_and_balanced_accuracy_one_half(t
     correctness = data["metrics"]["correctness"]
     assert (correctness["kappa"], correctness["balanced_accuracy"]) == (0.0, 0.5)
     assert correctness["fn"] == 0 and correctness["tn"] == 0 and correctness["errors"] == 0
-    assert data["judge"] == {"kind": "openai", "model": "stand-in", "base_url": server.base_url, "prompt_version": data["judge"]["prompt_version"]}
+    assert data["judge"] == {
+        "kind": "openai",
+        "model": "stand-in",
+        "base_url": server.base_url,
+        "prompt_version": data["judge"]["prompt_version"],
+    }
     assert requests == data["metrics"]["groundedness"]["requests"] + correctness["requests"] > 0
     assert json.loads((tmp_path / "again" / "calibration.json").read_text())["metrics"]["correctness"]["requests"] == 0
     assert "sk-test-secret-123" not in run.stdout + json.dumps(data)
@@ -101,15 +113,22 @@ def _project(pytester: pytest.Pytester, minimum: str) -> None:
     pytester.makepyfile(
         rag="def ask(question, params):\n    return {'answer': 'The budget was 5 ARB.', 'retrieved_chunks': [{'text': 'The budget was 5 ARB.'}]}\n"
     )
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "What budget?", "reference_answer": "5 ARB."}) + "\n"})
+    pytester.makefile(
+        ".jsonl",
+        **{"eval_sets/s": json.dumps({"id": "c", "question": "What budget?", "reference_answer": "5 ARB."}) + "\n"},
+    )
     pytester.makepyprojecttoml(
         f'[tool.pytest.ini_options]\nrageval_target = "rag:ask"\nrageval_judge = "lexical"\nrageval_min_judge_agreement = "{minimum}"\n'
     )
 
 
-def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_names_the_one_it_used(pytester: pytest.Pytester) -> None:
+def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_names_the_one_it_used(
+    pytester: pytest.Pytester,
+) -> None:
     measured = asyncio.run(calibrate(LexicalJudge(), load_set(SHIPPED_SET), ["groundedness", "correctness"]))
-    low_ends = {m: (f.intervals()["balanced_accuracy_ci"] or [0.0])[0] for m, f in measured.items()}  # the floor's figure
+    low_ends = {
+        m: (f.intervals()["balanced_accuracy_ci"] or [0.0])[0] for m, f in measured.items()
+    }  # the floor's figure
     lowest_metric = min(low_ends, key=lambda m: low_ends[m])
     lowest = low_ends[lowest_metric]
     assert lowest < 0.99
@@ -121,12 +140,20 @@ def test_min_judge_agreement_refuses_a_run_without_a_sufficient_calibration_and_
     assert rageval("calibrate", cwd=pytester.path).returncode == 0
     _project(pytester, f"{lowest + 0.005:.3f}")
     low = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
-    assert low.ret == 4 and f"{lowest_metric} {measured[lowest_metric].balanced_accuracy:.3f}, 95% interval low end {lowest:.3f}" in low.stderr.str()
+    assert (
+        low.ret == 4
+        and f"{lowest_metric} {measured[lowest_metric].balanced_accuracy:.3f}, 95% interval low end {lowest:.3f}"
+        in low.stderr.str()
+    )
     _project(pytester, f"{lowest - 0.005:.3f}")
     ok = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
     ok.assert_outcomes(passed=1)
     metrics = json.loads(next(pytester.path.glob("results/2*/metrics.json")).read_text())
     used = metrics["judge_calibration"]
-    assert used["calibration"].startswith("results/calibration/") and used["minimum"] == pytest.approx(lowest - 0.005, abs=1e-3)
-    assert used["balanced_accuracy"]["correctness"] == pytest.approx(measured["correctness"].balanced_accuracy, abs=1e-4)
+    assert used["calibration"].startswith("results/calibration/") and used["minimum"] == pytest.approx(
+        lowest - 0.005, abs=1e-3
+    )
+    assert used["balanced_accuracy"]["correctness"] == pytest.approx(
+        measured["correctness"].balanced_accuracy, abs=1e-4
+    )
     assert "judge calibration: results/calibration/" in ok.stdout.str()

@@ -15,11 +15,18 @@ from pytest_rageval.judges.prompts import build_messages
 
 GOLD: list[Any] = [{"rel_path": "docs/new.md"}, {"rel_path": "docs/old.md"}]
 CASES = [
-    EvalCase(id="a", question="Who proposed STIP?", reference_answer="The Arbitrum Foundation.", expected_key_facts=["Arbitrum Foundation"]),
+    EvalCase(
+        id="a",
+        question="Who proposed STIP?",
+        reference_answer="The Arbitrum Foundation.",
+        expected_key_facts=["Arbitrum Foundation"],
+    ),
     EvalCase(id="b", question="What is the capital of Mars?", answerable=False),
     EvalCase(id="c", question="How many ARB did STIP allocate?", repeat=3),
     EvalCase(id="d", question="Skipped question?", skip="not ready"),
-    EvalCase(id="e", question="Which deployment note is newer?", gold_supports=GOLD, recency_conflict_rule="acknowledge_both"),
+    EvalCase(
+        id="e", question="Which deployment note is newer?", gold_supports=GOLD, recency_conflict_rule="acknowledge_both"
+    ),
     EvalCase(id="f", question="Is the flaky one stable?", flaky=True),
 ]
 METRICS = ("groundedness", "correctness")
@@ -36,7 +43,9 @@ def test_request_counts_are_exact() -> None:
     assert p.skipped_cases == 1
     assert p.completion_tokens == 17 * COMPLETION_TOKENS
     head = p.lines[0]
-    assert head.startswith("dry run: 9 RAG requests, 17 judge requests (groundedness 8, correctness 8, conflict_ack 1), ~")
+    assert head.startswith(
+        "dry run: 9 RAG requests, 17 judge requests (groundedness 8, correctness 8, conflict_ack 1), ~"
+    )
     assert "with gpt-4o-mini" in head and head.endswith("; nothing was sent")
     assert any("abstained" in line and "up to 9 abstention requests" in line for line in p.lines)
     assert "1 skipped case not counted" in p.lines
@@ -90,7 +99,16 @@ def test_tokens_grow_with_k_and_cost_is_tokens_times_price() -> None:
 
 def test_answer_and_chunk_size_assumptions_change_tokens() -> None:
     base = plan(CASES, k=4, metrics=METRICS, judge_enabled=True, model="gpt-4o", prices=PRICES)
-    longer = plan(CASES, k=4, metrics=METRICS, judge_enabled=True, model="gpt-4o", prices=PRICES, assumed_chunk_chars=2000, assumed_answer_chars=1200)
+    longer = plan(
+        CASES,
+        k=4,
+        metrics=METRICS,
+        judge_enabled=True,
+        model="gpt-4o",
+        prices=PRICES,
+        assumed_chunk_chars=2000,
+        assumed_answer_chars=1200,
+    )
     assert longer.prompt_tokens > base.prompt_tokens
     assert longer.judge_requests == base.judge_requests
 
@@ -117,7 +135,9 @@ def test_no_judge_counts_rag_requests_only() -> None:
     p = plan(CASES, k=5, metrics=METRICS, judge_enabled=False, model="gpt-4o-mini", prices=PRICES)
     assert p.rag_requests == 9
     assert p.judge_requests == {} and p.prompt_tokens == 0 and p.cost_usd == 0.0
-    assert p.lines[0] == "dry run: 9 RAG requests, 0 judge requests (no judge: retrieval metrics only); nothing was sent"
+    assert (
+        p.lines[0] == "dry run: 9 RAG requests, 0 judge requests (no judge: retrieval metrics only); nothing was sent"
+    )
 
 
 def test_empty_eval_set() -> None:
@@ -125,6 +145,8 @@ def test_empty_eval_set() -> None:
     assert (p.rag_requests, p.judge_requests, p.prompt_tokens, p.cost_usd) == (0, {}, 0, 0.0)
 
 
-@pytest.mark.parametrize("cost, shown", [(0.0, "$0"), (0.01345, "$0.013"), (0.5, "$0.50"), (12.345, "$12.35"), (0.0000123, "$0.000012")])
+@pytest.mark.parametrize(
+    "cost, shown", [(0.0, "$0"), (0.01345, "$0.013"), (0.5, "$0.50"), (12.345, "$12.35"), (0.0000123, "$0.000012")]
+)
 def test_usd_format(cost: float, shown: str) -> None:
     assert usd(cost) == shown

@@ -22,8 +22,12 @@ from pytest_rageval.judges.lexical import LexicalJudge
 CHANGE = {change.name: change for change in CHANGES}
 
 
-def item(answer: str, contexts: tuple[str, ...] = ("A.", "B.", "C."), item_id: str = "x", reference: str | None = "ref") -> LabelledAnswer:
-    return LabelledAnswer(item_id, "Where is the festival held?", contexts, answer, reference, (), {"correctness": True})
+def item(
+    answer: str, contexts: tuple[str, ...] = ("A.", "B.", "C."), item_id: str = "x", reference: str | None = "ref"
+) -> LabelledAnswer:
+    return LabelledAnswer(
+        item_id, "Where is the festival held?", contexts, answer, reference, (), {"correctness": True}
+    )
 
 
 def test_each_change_is_made_from_the_id_alone() -> None:
@@ -33,19 +37,38 @@ def test_each_change_is_made_from_the_id_alone() -> None:
     again = {name: perturb(change, one, [one, other]) for name, change in CHANGE.items()}
     assert made == again
     reordered = made["chunks-reordered"]
-    assert reordered is not None and sorted(reordered.contexts) == sorted(one.contexts) and reordered.contexts != one.contexts
+    assert (
+        reordered is not None
+        and sorted(reordered.contexts) == sorted(one.contexts)
+        and reordered.contexts != one.contexts
+    )
     assert made["whitespace"] is not None and made["whitespace"].answer.split() == one.answer.split()
     assert made["trailing-punctuation"] is not None and made["trailing-punctuation"].answer == one.answer[:-1]
     emphasised = made["emphasis"]
-    assert emphasised is not None and "**" in emphasised.answer and re.sub(r"\*\*|(?<!\w)_|_(?!\w)", "", emphasised.answer) == one.answer
+    assert (
+        emphasised is not None
+        and "**" in emphasised.answer
+        and re.sub(r"\*\*|(?<!\w)_|_(?!\w)", "", emphasised.answer) == one.answer
+    )
     assert made["other-contexts"] is not None and made["other-contexts"].contexts == ("D.",)
-    assert made["number-changed"] is not None and made["number-changed"].answer == "The festival is held in Lisbon in July, for 4 days."
-    assert made["name-swapped"] is not None and made["name-swapped"].answer == "The festival is held in Porto in July, for 3 days."
-    assert made["negation-added"] is not None and made["negation-added"].answer == "The festival is not held in Lisbon in July, for 3 days."
+    assert (
+        made["number-changed"] is not None
+        and made["number-changed"].answer == "The festival is held in Lisbon in July, for 4 days."
+    )
+    assert (
+        made["name-swapped"] is not None
+        and made["name-swapped"].answer == "The festival is held in Porto in July, for 3 days."
+    )
+    assert (
+        made["negation-added"] is not None
+        and made["negation-added"].answer == "The festival is not held in Lisbon in July, for 3 days."
+    )
     assert made["yes-no-flipped"] is None  # the answer opens with neither
     assert perturb(CHANGE["yes-no-flipped"], item("No, only in July."), [one]) == item("Yes, only in July.")
     assert perturb(CHANGE["chunks-reordered"], item("x", ("A.",)), [one]) is None  # one chunk: no other order
-    assert perturb(CHANGE["other-contexts"], item("x", reference=None), [one, other]) is None  # correctness reads the chunks then
+    assert (
+        perturb(CHANGE["other-contexts"], item("x", reference=None), [one, other]) is None
+    )  # correctness reads the chunks then
 
 
 def test_the_offline_judge_keeps_every_verdict_under_meaning_preserving_changes_of_the_shipped_set() -> None:
@@ -65,7 +88,14 @@ def test_the_offline_judge_keeps_every_verdict_under_meaning_preserving_changes_
 
 
 def rageval(*args: str, cwd: Path, env: Any = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def first_chunk_judge(body: dict[str, Any], headers: dict[str, Any]) -> tuple[int, dict[str, Any], Any]:
@@ -98,18 +128,35 @@ def test_a_judge_reading_only_the_first_chunk_flips_when_the_chunks_are_reordere
     labelled.write_text("".join(json.dumps(line) + "\n" for line in SMALL_SET))
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-secret-456"}
     with OpenAIServer(first_chunk_judge) as server:
-        args = ["--judge", "openai", "--judge-model", "first-chunk", "--judge-base-url", server.base_url, "--metric", "groundedness"]
+        args = [
+            "--judge",
+            "openai",
+            "--judge-model",
+            "first-chunk",
+            "--judge-base-url",
+            server.base_url,
+            "--metric",
+            "groundedness",
+        ]
         run = rageval("calibrate", "--invariance", "--set", str(labelled), "-o", "out", *args, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr
     data = json.loads((tmp_path / "out" / "calibration.json").read_text())
     reordered = data["invariance"]["chunks-reordered"]["metrics"]["groundedness"]
-    assert reordered == {"n": 4, "flips": 4, "flip_rate": 1.0, "errors": 0, "flipped": ["fest-1", "fest-2", "fest-3", "fest-4"]}
+    assert reordered == {
+        "n": 4,
+        "flips": 4,
+        "flip_rate": 1.0,
+        "errors": 0,
+        "flipped": ["fest-1", "fest-2", "fest-3", "fest-4"],
+    }
     assert data["invariance"]["whitespace"]["metrics"]["groundedness"]["flips"] == 0
     assert re.search(r"chunks-reordered\s+preserves\s+groundedness\s+4\s+4\s+1\.000", run.stdout), run.stdout
     assert "chunks-reordered flips groundedness of: fest-1, fest-2, fest-3, fest-4" in run.stdout
     assert "sk-test-secret-456" not in run.stdout + json.dumps(data)
 
-    offline = rageval("calibrate", "--invariance", "--set", str(labelled), "-o", "lexical", "--metric", "groundedness", cwd=tmp_path)
+    offline = rageval(
+        "calibrate", "--invariance", "--set", str(labelled), "-o", "lexical", "--metric", "groundedness", cwd=tmp_path
+    )
     assert offline.returncode == 0, offline.stderr
     lexical = json.loads((tmp_path / "lexical" / "calibration.json").read_text())["invariance"]
     assert lexical["chunks-reordered"]["metrics"]["groundedness"]["flips"] == 0

@@ -70,7 +70,12 @@ def make_verdict(metric: str = "groundedness", score: float = 4.0, reasoning: st
     )
 
 
-META = {"model": "gpt-4o-mini", "metric": "groundedness", "prompt_version": "groundedness-v3", "created_at": "2024-01-01T00:00:00+00:00"}
+META = {
+    "model": "gpt-4o-mini",
+    "metric": "groundedness",
+    "prompt_version": "groundedness-v3",
+    "created_at": "2024-01-01T00:00:00+00:00",
+}
 
 
 class CountingJudge(Judge):
@@ -116,7 +121,9 @@ KEY_CHANGES: dict[str, Callable[[], str]] = {
     "judge name": lambda: key(with_judge(name="lexical")),
     "model": lambda: key(with_judge(model="gpt-4o")),
     "base_url": lambda: key(with_judge(base_url="http://localhost:8080/v1")),
-    "prompt version": lambda: key(with_judge(prompt_versions={**DESCRIBE["prompt_versions"], "groundedness": "groundedness-v4"})),
+    "prompt version": lambda: key(
+        with_judge(prompt_versions={**DESCRIBE["prompt_versions"], "groundedness": "groundedness-v4"})
+    ),
     "metric": lambda: key(metric="correctness"),
     "temperature": lambda: key(with_judge(temperature=0.2)),
     "seed": lambda: key(with_judge(seed=1235)),
@@ -168,7 +175,9 @@ def test_all_key_variants_are_distinct() -> None:
         with_judge(heuristic=True),
         with_judge(temperature=0),  # 0 and 0.0 are the same temperature
         with_judge(base_url="https://judge.example.com/v1/"),  # same endpoint
-        with_judge(prompt_versions={**DESCRIBE["prompt_versions"], "correctness": "correctness-v9"}),  # other metric's prompt
+        with_judge(
+            prompt_versions={**DESCRIBE["prompt_versions"], "correctness": "correctness-v9"}
+        ),  # other metric's prompt
         with_judge(api_key=SECRET, default_headers={"Authorization": f"Bearer {SECRET}"}),  # never part of a key
     ],
     ids=[
@@ -207,7 +216,9 @@ def test_get_after_put_returns_equal_verdict_marked_cached(tmp_path: Path) -> No
     # Persistent, raw (uncached, with its original cost) and with its meta columns.
     db = tmp_path / "c" / DB_NAME
     assert _rows(db, "PRAGMA journal_mode") == [("wal",)]
-    [(stored, model, metric, pv, created)] = _rows(db, "SELECT verdict, model, metric, prompt_version, created_at FROM verdicts")
+    [(stored, model, metric, pv, created)] = _rows(
+        db, "SELECT verdict, model, metric, prompt_version, created_at FROM verdicts"
+    )
     assert Verdict.model_validate_json(stored) == verdict
     assert (model, metric, pv, created) == ("gpt-4o-mini", "groundedness", "groundedness-v3", META["created_at"])
     reopened = JudgeCache(tmp_path / "c")
@@ -284,7 +295,9 @@ def test_cached_judge_hit_makes_no_inner_call_and_survives_json_mode_fallback(tm
         again = [await judge2.judge(m, INP, repeat_index=r) for m in ("groundedness", "correctness") for r in (0, 1)]
         assert second.calls == 0 and (judge2.hits, judge2.misses) == (4, 0)
         assert (cache2.stats.hits, cache2.stats.misses) == (4, 0)
-        assert [v.model_dump(exclude={"cached", "cost_usd"}) for v in again] == [v.model_dump(exclude={"cached", "cost_usd"}) for v in verdicts]
+        assert [v.model_dump(exclude={"cached", "cost_usd"}) for v in again] == [
+            v.model_dump(exclude={"cached", "cost_usd"}) for v in verdicts
+        ]
         assert all(v.cached and v.cost_usd == 0.0 and v.prompt_tokens == 321 for v in again)
 
         # A changed answer is a miss, asked once.
@@ -346,7 +359,9 @@ def _reader(directory: str, wid: int) -> tuple[int, int, int, int]:
         wrong = 0
         for inp in _mp_jobs(wid):
             got = await judge.judge("groundedness", inp)
-            if got.model_dump(exclude={"cached", "cost_usd"}) != _mp_expected(inp).model_dump(exclude={"cached", "cost_usd"}):
+            if got.model_dump(exclude={"cached", "cost_usd"}) != _mp_expected(inp).model_dump(
+                exclude={"cached", "cost_usd"}
+            ):
                 wrong += 1
         return judge.hits, judge.misses, inner.calls, wrong
 
@@ -454,7 +469,11 @@ def test_garbage_database_gives_a_clear_error_and_clear_recovers(tmp_path: Path)
     db = tmp_path / DB_NAME
     db.write_bytes(b"this is not an sqlite database\n" * 200)
     cache = JudgeCache(tmp_path)
-    calls: list[Callable[[], object]] = [lambda: cache.get(key()), lambda: cache.put(key(), make_verdict(), meta=META), cache.open]
+    calls: list[Callable[[], object]] = [
+        lambda: cache.get(key()),
+        lambda: cache.put(key(), make_verdict(), meta=META),
+        cache.open,
+    ]
     for call in calls:
         with pytest.raises(JudgeCacheError) as info:
             call()

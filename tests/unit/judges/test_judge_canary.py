@@ -46,7 +46,9 @@ def project(pytester: pytest.Pytester, canary: int, judge: str = "lexical", extr
 
 
 def metrics_of(run_output: str) -> dict[str, Any]:
-    folder = next(line.split("run: ", 1)[1].split(" (", 1)[0] for line in run_output.splitlines() if line.startswith("run: "))
+    folder = next(
+        line.split("run: ", 1)[1].split(" (", 1)[0] for line in run_output.splitlines() if line.startswith("run: ")
+    )
     return cast("dict[str, Any]", json.loads((Path(folder) / "metrics.json").read_text()))
 
 
@@ -81,7 +83,12 @@ def test_a_judge_that_changed_behind_its_model_name_fails_the_gate_naming_the_ca
     canary = metrics_of(out)["judge_canary"]
     assert canary["n"] == 6 and canary["flips_since_baseline"] > 0 and canary["agreement"] < 1.0
     assert metrics_of(same.stdout.str())["judge_canary"]["flips_since_baseline"] == 0
-    labelled = [m for item in canary_items(load_set(SHIPPED_SET), 6) for m in item.labels if m in ("groundedness", "correctness")]
+    labelled = [
+        m
+        for item in canary_items(load_set(SHIPPED_SET), 6)
+        for m in item.labels
+        if m in ("groundedness", "correctness")
+    ]
     assert asked == len(labelled)  # each verdict the 6 items are labelled for, asked once (not once per xdist worker)
     assert KEY not in out + json.dumps(canary)
 
@@ -93,7 +100,10 @@ def test_the_offline_judge_canary_never_fires_on_an_unchanged_tree(pytester: pyt
     again = pytester.runpytest_subprocess(*args)
     again.assert_outcomes(passed=1)
     assert again.ret == 0
-    assert "judge canary: 20 items re-judged, agreement" in again.stdout.str() and "no verdict changed since the baseline" in again.stdout.str()
+    assert (
+        "judge canary: 20 items re-judged, agreement" in again.stdout.str()
+        and "no verdict changed since the baseline" in again.stdout.str()
+    )
     canary = metrics_of(again.stdout.str())["judge_canary"]
     shipped = {item.id: item for item in load_set(SHIPPED_SET)}
     assert sorted(canary["verdicts"]) == sorted(item.id for item in canary_items(list(shipped.values()), 20))
@@ -101,7 +111,10 @@ def test_the_offline_judge_canary_never_fires_on_an_unchanged_tree(pytester: pyt
 
 
 def test_a_bad_calibration_set_is_named_before_any_case(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".jsonl", labels='{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": "yes"}}\n')
+    pytester.makefile(
+        ".jsonl",
+        labels='{"id": "a", "question": "q", "contexts": ["c"], "answer": "a", "labels": {"correctness": "yes"}}\n',
+    )
     project(pytester, 3, extra='rageval_calibration_set = "labels.jsonl"\n')
     result = pytester.runpytest_subprocess("--rageval", "-p", "no:cacheprovider")
     assert result.ret == 4
@@ -121,14 +134,33 @@ def test_the_canary_is_the_first_n_by_hash_of_ids_whatever_the_file_order() -> N
 
 def test_flips_and_an_agreement_below_the_baselines_interval_fail_and_another_judge_is_not_compared() -> None:
     judge = {"kind": "openai", "model": "m", "base_url": None, "prompt_version": "p1"}
-    base = {"judge": judge, "set_hash": "h", "agreement": 1.0, "agreement_ci": list(wilson(10, 10) or ()), "verdicts": {"a": {"correctness": True}}}
+    base = {
+        "judge": judge,
+        "set_hash": "h",
+        "agreement": 1.0,
+        "agreement_ci": list(wilson(10, 10) or ()),
+        "verdicts": {"a": {"correctness": True}},
+    }
     same = {"judge": judge, "set_hash": "h", "agreement": 1.0, "n": 10, "verdicts": {"a": {"correctness": True}}}
     assert compare_canary(base, same)[0] is None and same["flips_since_baseline"] == 0
     flipped = {"judge": judge, "set_hash": "h", "agreement": 0.5, "n": 10, "verdicts": {"a": {"correctness": False}}}
     reason, _ = compare_canary(base, flipped)
-    assert reason is not None and "1 verdicts changed since the baseline (a correctness)" in reason and "fell to 0.500" in reason
-    other: dict[str, Any] = {"judge": {**judge, "prompt_version": "p2"}, "set_hash": "h", "agreement": 0.5, "verdicts": {"a": {"correctness": False}}}
+    assert (
+        reason is not None
+        and "1 verdicts changed since the baseline (a correctness)" in reason
+        and "fell to 0.500" in reason
+    )
+    other: dict[str, Any] = {
+        "judge": {**judge, "prompt_version": "p2"},
+        "set_hash": "h",
+        "agreement": 0.5,
+        "verdicts": {"a": {"correctness": False}},
+    }
     reason, note = compare_canary(base, other)
-    assert reason is None and note is not None and "not compared, the baseline's judge was openai judge m (prompt p1)" in note
+    assert (
+        reason is None
+        and note is not None
+        and "not compared, the baseline's judge was openai judge m (prompt p1)" in note
+    )
     assert "flips_since_baseline" not in other
     assert compare_canary(None, dict(same)) == (None, "judge canary: the baseline has none to compare with")

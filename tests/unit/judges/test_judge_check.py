@@ -51,7 +51,9 @@ def test_calibration_case_is_seed_000_stip_example() -> None:
     assert "Snapshot Temperature Check" in STIP.contexts[1]
     assert "50 million ARB tokens" in STIP.contexts[2]
     assert "authored by the Arbitrum Foundation" in STIP.faithful_answer
-    assert STIP.hallucinated_answer.startswith("The STIP proposal was authored by Offchain Labs and requested 100 million")
+    assert STIP.hallucinated_answer.startswith(
+        "The STIP proposal was authored by Offchain Labs and requested 100 million"
+    )
     assert "vetoed by the Security Council" in STIP.hallucinated_answer
     assert STIP.reference_answer and STIP.key_facts
     inp = STIP.judge_input(STIP.faithful_answer)
@@ -67,7 +69,9 @@ def test_lexical_judge_passes() -> None:
 
 
 def test_openai_judge_scoring_both_answers_alike_fails() -> None:
-    with OpenAIServer(verdicts({"groundedness": {"reasoning": "fine", "supported_claims": [], "unsupported_claims": [], "score": 4}})) as srv:
+    with OpenAIServer(
+        verdicts({"groundedness": {"reasoning": "fine", "supported_claims": [], "unsupported_claims": [], "score": 4}})
+    ) as srv:
         result = check(openai_judge(srv))
         assert sorted(srv.metrics()) == ["correctness", "correctness", "groundedness", "groundedness"]
     assert not result.passed
@@ -98,7 +102,9 @@ def test_gap_below_one_point_fails_even_on_one_metric() -> None:
         result = check(openai_judge(srv))
     assert not result.passed
     assert "stip: faithful 5.0 vs hallucinated 0.0 on groundedness: ok" in result.lines
-    assert any(line.startswith("stip: faithful 4.0 vs hallucinated 3.5 on correctness: cannot tell") for line in result.lines)
+    assert any(
+        line.startswith("stip: faithful 4.0 vs hallucinated 3.5 on correctness: cannot tell") for line in result.lines
+    )
 
 
 def test_judge_error_fails_with_the_error() -> None:

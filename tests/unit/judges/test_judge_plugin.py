@@ -18,7 +18,12 @@ GOLD = {"rel_path": "docs/a.md", "heading_path": "# A"}
 #: Per question: the judge's groundedness and correctness verdicts (or raw text).
 VERDICTS: dict[str, dict[str, Any]] = {
     "q-good": {
-        "groundedness": {"reasoning": "All supported.", "score": 4, "supported_claims": ["a"], "unsupported_claims": []},
+        "groundedness": {
+            "reasoning": "All supported.",
+            "score": 4,
+            "supported_claims": ["a"],
+            "unsupported_claims": [],
+        },
         "correctness": {"reasoning": "Right.", "score": 5},
     },
     "q-low": {
@@ -43,7 +48,9 @@ def judge_responder(body: dict[str, Any], headers: dict[str, Any]) -> Any:
 
 
 def rag(body: dict[str, Any]) -> Any:
-    chunks = [chunk("docs/a.md", "# A", 1, text="A fact.")] + [chunk(f"o{i}.md", "# O", i, text=f"other {i}") for i in range(2, 21)]
+    chunks = [chunk("docs/a.md", "# A", 1, text="A fact.")] + [
+        chunk(f"o{i}.md", "# O", i, text=f"other {i}") for i in range(2, 21)
+    ]
     if body["question"] == "q-mars":
         return {"answer": "I could not find this.", "references": [], "debug": {"retrieved_chunks": chunks[:2]}}
     return answer("An answer.", chunks[: body["k"]])
@@ -99,7 +106,10 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
         ]
     )
     result.stdout.fnmatch_lines(
-        ["*[[]broken[]] judge failed: groundedness: unusable judge answer after 3 attempts*", "*ERROR eval_sets/j.jsonl::broken*"]
+        [
+            "*[[]broken[]] judge failed: groundedness: unusable judge answer after 3 attempts*",
+            "*ERROR eval_sets/j.jsonl::broken*",
+        ]
     )
     # "NO. Although the context says yes" is asked three times (two re-asks), then the case errors.
     broken = [b for b in judge.bodies() if "q-broken" in user_text(b) and metric_of(b) == "groundedness"]
@@ -132,7 +142,12 @@ def test_verdicts_become_metrics_failures_errors_and_coverage(project: pytest.Py
 def test_one_request_per_metric_per_case_whatever_k(project: pytest.Pytester, k: int) -> None:
     with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
         run(project, ragsrv.url, judge.base_url, f"--rageval-k={k}", "--rageval-no-cache", "-k", "good or low")
-    assert sorted(metric_named(b) for b in judge.bodies()) == ["correctness", "correctness", "groundedness", "groundedness"]
+    assert sorted(metric_named(b) for b in judge.bodies()) == [
+        "correctness",
+        "correctness",
+        "groundedness",
+        "groundedness",
+    ]
     for request in judge.requests:
         body = request["body"]
         assert body["temperature"] == 0 and body["model"] == "judge-model" and "seed" in body
@@ -190,7 +205,11 @@ def test_api_key_reaches_no_file(project: pytest.Pytester) -> None:
         result = run(project, ragsrv.url, judge.base_url, "--junitxml=junit.xml")
     assert KEY not in result.stdout.str()
     checked = 0
-    for path in list((project.path / "results").rglob("*")) + list((project.path / ".rageval_cache").rglob("*")) + [project.path / "junit.xml"]:
+    for path in (
+        list((project.path / "results").rglob("*"))
+        + list((project.path / ".rageval_cache").rglob("*"))
+        + [project.path / "junit.xml"]
+    ):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
             checked += 1
@@ -245,7 +264,15 @@ def test_spot_check_reports_disagreement(project: pytest.Pytester) -> None:
         return judge_responder(body, headers)
 
     with AskServer(rag) as ragsrv, OpenAIServer(second_opinion) as judge:
-        result = run(project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-spot-check=5", "--rageval-spot-check-model=judge-model-b")
+        result = run(
+            project,
+            ragsrv.url,
+            judge.base_url,
+            "-k",
+            "good or low",
+            "--rageval-spot-check=5",
+            "--rageval-spot-check-model=judge-model-b",
+        )
         models = sorted({b["model"] for b in judge.bodies()})
     assert models == ["judge-model", "judge-model-b"]
     _, metrics = latest(project.path)
@@ -258,7 +285,14 @@ def test_max_judge_cost_stops_judging(project: pytest.Pytester) -> None:
     project.makepyprojecttoml('[tool.rageval.judge.prices]\n"judge-model" = [1000000.0, 1000000.0]\n')
     with AskServer(rag) as ragsrv, OpenAIServer(judge_responder) as judge:
         result = run(
-            project, ragsrv.url, judge.base_url, "-k", "good or low", "--rageval-max-judge-cost=1", "--rageval-no-cache", "--rageval-concurrency=1"
+            project,
+            ragsrv.url,
+            judge.base_url,
+            "-k",
+            "good or low",
+            "--rageval-max-judge-cost=1",
+            "--rageval-no-cache",
+            "--rageval-concurrency=1",
         )
     # The first case's two verdicts cost far more than $1; the second case is not judged and errors saying why.
     result.assert_outcomes(passed=1, errors=1)
@@ -280,7 +314,9 @@ def test_dry_run_sends_nothing_and_prints_the_plan(project: pytest.Pytester) -> 
         result = run(project, ragsrv.url, judge.base_url, "--rageval-dry-run", "-n", "2")
         assert len(ragsrv.requests) == 0 and len(judge.requests) == 0
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*dry run: 4 RAG requests, * judge requests (groundedness *, correctness *)*nothing was sent*"])
+    result.stdout.fnmatch_lines(
+        ["*dry run: 4 RAG requests, * judge requests (groundedness *, correctness *)*nothing was sent*"]
+    )
     assert not (project.path / "results").exists()
 
 
@@ -303,7 +339,15 @@ def test_rageval_judge_rejudges_a_stored_run_through_the_cache(project: pytest.P
     import sys
 
     with AskServer(rag) as ragsrv:
-        run(project, ragsrv.url, "http://unused", "--rageval-retrieval-only", "--rageval-store-full-text", "-k", "good or low")
+        run(
+            project,
+            ragsrv.url,
+            "http://unused",
+            "--rageval-retrieval-only",
+            "--rageval-store-full-text",
+            "-k",
+            "good or low",
+        )
     run_dir, before = latest(project.path)
     assert before["aggregate_metrics"]["groundedness_avg"] is None
     with OpenAIServer(judge_responder) as judge:
@@ -326,7 +370,9 @@ def test_rageval_judge_rejudges_a_stored_run_through_the_cache(project: pytest.P
         # Without --judge: the run's own judge again (model and endpoint from config.json), so all cache hits.
         default = subprocess.run(cmd[:5], cwd=project.path, capture_output=True, text=True)
         assert len(judge.requests) == sent == 4, (first.stdout, first.stderr)
-    assert default.returncode == 0 and "openai (judge-model)" in default.stdout and "4 hits" in default.stdout, default.stdout
+    assert default.returncode == 0 and "openai (judge-model)" in default.stdout and "4 hits" in default.stdout, (
+        default.stdout
+    )
     assert first.returncode == 0 and again.returncode == 0, first.stderr
     after = json.loads((run_dir / "metrics.json").read_text())
     assert after["aggregate_metrics"]["groundedness_avg"] == pytest.approx((4 + 1) / 2)

@@ -26,7 +26,16 @@ KNOWN_DISAGREEMENTS = {
     "bridge-pause-3": "'10 of the 12' is in another retrieved chunk and the clause names nothing",
 }
 #: Kinds where every answer must get the human verdict: the promises of SPEC section 5.
-MUST_PASS_KINDS = ("cite-id", "cite-path", "correct", "correct-short", "reordered", "extra-detail", "paraphrase-id", "paraphrase-n")
+MUST_PASS_KINDS = (
+    "cite-id",
+    "cite-path",
+    "correct",
+    "correct-short",
+    "reordered",
+    "extra-detail",
+    "paraphrase-id",
+    "paraphrase-n",
+)
 MUST_FAIL_KINDS = ("declined", "hallucinated", "outdated", "wrong-date", "wrong-entity")
 
 
@@ -64,7 +73,11 @@ def test_agreement_stays_at_or_above_what_was_measured(judged: list[JudgedItem])
 
 def test_only_the_known_disagreements(judged: list[JudgedItem]) -> None:
     wrong = {j.item.id: j for j in judged if not j.agrees}
-    new = {i: f"human {j.item.label}: {j.item.answer} -> {j.misses or 'judge pass'}" for i, j in wrong.items() if i not in KNOWN_DISAGREEMENTS}
+    new = {
+        i: f"human {j.item.label}: {j.item.answer} -> {j.misses or 'judge pass'}"
+        for i, j in wrong.items()
+        if i not in KNOWN_DISAGREEMENTS
+    }
     assert not new
 
 

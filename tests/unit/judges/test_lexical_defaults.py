@@ -29,7 +29,11 @@ DOCS: dict[str, tuple[str, str, str]] = {  # doc id -> rel_path, heading, text
         "# Setup > ## Accounts",
         "New volunteers get a portal account within two working days. Accounts are created by the IT desk.",
     ),
-    "DOC-31": ("events/festival.md", "# Summer Festival", "The Summer Festival takes place in Lisbon in July. Entry is free for members."),
+    "DOC-31": (
+        "events/festival.md",
+        "# Summer Festival",
+        "The Summer Festival takes place in Lisbon in July. Entry is free for members.",
+    ),
 }
 REFUSAL = "I could not find this in the documents."
 
@@ -99,7 +103,14 @@ CASES: dict[str, tuple[str, str, str, list[str], str, Any]] = {
         "Individuals are eligible, as are non-profit associations from Porto [DOC-13].",
         False,
     ),
-    "declined-flagged": ("When do grant applications close?", "DOC-12", "On 2025-03-31.", ["2025-03-31"], REFUSAL, True),
+    "declined-flagged": (
+        "When do grant applications close?",
+        "DOC-12",
+        "On 2025-03-31.",
+        ["2025-03-31"],
+        REFUSAL,
+        True,
+    ),
     "declined-unflagged": (
         "How much can a community grant pay?",
         "DOC-12",
@@ -116,7 +127,14 @@ DECLINED = ("declined-flagged", "declined-unflagged")
 
 def _chunk(doc_id: str, rank: int) -> dict[str, Any]:
     rel_path, heading, text = DOCS[doc_id]
-    return {"chunk_id": f"{doc_id}-c1", "doc_id": doc_id, "rel_path": rel_path, "heading_path": heading, "text": text, "rank": rank}
+    return {
+        "chunk_id": f"{doc_id}-c1",
+        "doc_id": doc_id,
+        "rel_path": rel_path,
+        "heading_path": heading,
+        "text": text,
+        "rank": rank,
+    }
 
 
 def respond(body: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +144,11 @@ def respond(body: dict[str, Any]) -> dict[str, Any]:
     _, gold, _, _, text, abstained = CASES[body["case"]]
     others = [doc for doc in sorted(DOCS) if doc != gold][:2]
     chunks = [_chunk(gold, 1)] + [_chunk(doc, rank) for rank, doc in enumerate(others, start=2)]
-    reply: dict[str, Any] = {"answer": text, "references": [] if abstained else chunks[:1], "debug": {"retrieved_chunks": chunks}}
+    reply: dict[str, Any] = {
+        "answer": text,
+        "references": [] if abstained else chunks[:1],
+        "debug": {"retrieved_chunks": chunks},
+    }
     if abstained is not None:
         reply["abstained"] = abstained
     return reply
@@ -144,7 +166,14 @@ def _write_eval_set(pytester: pytest.Pytester) -> None:
         }
         for case_id, (question, gold, reference, facts, _, _) in CASES.items()
     ]
-    lines.append({"id": "parking", "question": "What is the parking fee at the library?", "answerable": False, "params": {"case": "parking"}})
+    lines.append(
+        {
+            "id": "parking",
+            "question": "What is the parking fee at the library?",
+            "answerable": False,
+            "params": {"case": "parking"},
+        }
+    )
     pytester.makefile(".jsonl", **{"eval_sets/stranger": "\n".join(json.dumps(line) for line in lines) + "\n"})
 
 
@@ -182,7 +211,9 @@ def test_a_declined_answerable_case_fails_on_abstention_without_a_judge(pytester
     assert outcomes["declined-flagged"] == "failed"
     assert "false_abstention = 1 (needs <= 0)" in messages["declined-flagged"]
     # without a judge only retrieval is checked: wrong facts pass, and abstention unknown to the response is unknown
-    assert {case: outcomes[case] for case in (*WRONG, "declined-unflagged")} == dict.fromkeys((*WRONG, "declined-unflagged"), "passed")
+    assert {case: outcomes[case] for case in (*WRONG, "declined-unflagged")} == dict.fromkeys(
+        (*WRONG, "declined-unflagged"), "passed"
+    )
 
 
 def test_citation_patterns_ini(pytester: pytest.Pytester) -> None:

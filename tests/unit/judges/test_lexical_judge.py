@@ -342,7 +342,11 @@ def test_a_correct_paraphrase_citing_its_sources_scores_full_marks(answer: str) 
         ("It takes place in Porto in May.", "groundedness", "not in the retrieved text: porto"),
         ("It takes place in Lisbon in June.", "groundedness", "not in the retrieved text: June"),
         ("It takes place in Lisbon in June.", "correctness", "the answer has June where the fact has May"),
-        ("Registration costs 150 EUR; the forum is in Lisbon in May.", "groundedness", "not in the retrieved text: 150"),
+        (
+            "Registration costs 150 EUR; the forum is in Lisbon in May.",
+            "groundedness",
+            "not in the retrieved text: 150",
+        ),
         ("The forum does not take place in Lisbon.", "groundedness", "negation differs on plac, tak"),
     ],
 )

@@ -133,8 +133,12 @@ def judged_holdouts() -> dict[str, list[JudgedItem]]:
     return {name: judge_items(LexicalJudge(), load_labelled(path)) for name, (path, _) in HOLDOUTS.items()}
 
 
-@pytest.mark.parametrize(("holdout", "group"), [(name, group) for name, (_, floor) in HOLDOUTS.items() for group in floor])
-def test_the_later_holdouts_stay_at_or_above_what_was_measured(judged_holdouts: dict[str, list[JudgedItem]], holdout: str, group: str) -> None:
+@pytest.mark.parametrize(
+    ("holdout", "group"), [(name, group) for name, (_, floor) in HOLDOUTS.items() for group in floor]
+)
+def test_the_later_holdouts_stay_at_or_above_what_was_measured(
+    judged_holdouts: dict[str, list[JudgedItem]], holdout: str, group: str
+) -> None:
     rows = {row.group: row for row in agreement_rows(judged_holdouts[holdout])}
     agree, n = HOLDOUTS[holdout][1][group]
     assert rows[group].n == n
@@ -150,7 +154,9 @@ GROUNDEDNESS_ALONE_FLOOR = {HOLDOUT4: (76, 20), HOLDOUT5: (86, 36)}
 def test_groundedness_alone_stays_at_or_above_what_was_measured(path: Path) -> None:
     right = wrong = 0
     for item in load_labelled(path):
-        verdict = asyncio.run(LexicalJudge().judge("groundedness", JudgeInput(item.question, item.answer, item.contexts)))
+        verdict = asyncio.run(
+            LexicalJudge().judge("groundedness", JudgeInput(item.question, item.answer, item.contexts))
+        )
         grounded = verdict.score is not None and verdict.score >= 3
         right += item.human_pass and grounded
         wrong += not item.human_pass and not grounded

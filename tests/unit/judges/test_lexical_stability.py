@@ -13,13 +13,22 @@ from pytest_rageval.judges.calibration_measure import SHIPPED_SET, load_set
 from pytest_rageval.judges.lexical import LexicalJudge
 
 
-def judge(metric: str, question: str, answer: str, contexts: list[str], reference: str | None = None, facts: tuple[str, ...] = ()) -> Verdict:
+def judge(
+    metric: str,
+    question: str,
+    answer: str,
+    contexts: list[str],
+    reference: str | None = None,
+    facts: tuple[str, ...] = (),
+) -> Verdict:
     inp = JudgeInput(question, answer, tuple(contexts), reference_answer=reference, key_facts=facts)
     return asyncio.run(LexicalJudge().judge(metric, inp))
 
 
 CORS_QUESTION = "Can allow_origins be set to ['*'] when allow_credentials is True?"
-CORS_ANSWER = "None of allow_origins, allow_methods and allow_headers can be set to ['*'] if allow_credentials is set to True."
+CORS_ANSWER = (
+    "None of allow_origins, allow_methods and allow_headers can be set to ['*'] if allow_credentials is set to True."
+)
 CORS_REFERENCE = "No: with allow_credentials=True, allow_origins, allow_methods and allow_headers cannot be ['*']."
 CORS_CHUNK = (
     "allow_credentials - Indicate that cookies should be supported for cross-origin requests. Defaults to False. "
@@ -32,7 +41,9 @@ MORE_CHUNKS = [
 ]
 
 
-@pytest.mark.parametrize("contexts", [[CORS_CHUNK], [CORS_CHUNK, *MORE_CHUNKS], MORE_CHUNKS, []], ids=["top-1", "top-4", "other", "none"])
+@pytest.mark.parametrize(
+    "contexts", [[CORS_CHUNK], [CORS_CHUNK, *MORE_CHUNKS], MORE_CHUNKS, []], ids=["top-1", "top-4", "other", "none"]
+)
 def test_none_opening_an_answer_is_no_name_whatever_was_retrieved(contexts: list[str]) -> None:
     """top_k 4 -> 1 changed nothing in the answer; the verdict compares it with the reference only."""
     verdict = judge("correctness", CORS_QUESTION, CORS_ANSWER, contexts, CORS_REFERENCE)
@@ -42,7 +53,9 @@ def test_none_opening_an_answer_is_no_name_whatever_was_retrieved(contexts: list
 @pytest.mark.parametrize("ending", [":", ".", "", " :"])
 def test_an_answer_ending_with_a_colon_states_what_it_says(ending: str) -> None:
     """An extractive sentence that introduced a code block the answer left out."""
-    contexts = ["You can define tasks to be run after returning a response. You can declare them with BackgroundTasks: import it from fastapi."]
+    contexts = [
+        "You can define tasks to be run after returning a response. You can declare them with BackgroundTasks: import it from fastapi."
+    ]
     answer = "You can declare them with BackgroundTasks" + ending
     verdict = judge("groundedness", "How do I run work after returning a response?", answer, contexts)
     assert verdict.score == 5.0, verdict.reasoning
@@ -59,7 +72,9 @@ COOKIES = [
     "Declare cookie parameters with Cookie: import Cookie from fastapi and define them the same way as Query and Path parameters.",
     "Header parameters: import Header from fastapi and declare header parameters the same way as query parameters.",
 ]
-COOKIE_REFERENCE = "You declare cookie parameters the same way as query and path parameters, importing Cookie from fastapi."
+COOKIE_REFERENCE = (
+    "You declare cookie parameters the same way as query and path parameters, importing Cookie from fastapi."
+)
 
 
 @pytest.mark.parametrize(
@@ -96,7 +111,9 @@ def test_correctness_never_reads_the_retrieved_text_when_a_reference_exists() ->
     for at, item in enumerate(items):
         other = items[(at + 7) % len(items)].contexts
         scores = {
-            judge("correctness", item.question, item.answer, list(contexts), item.reference_answer, item.key_facts).score
+            judge(
+                "correctness", item.question, item.answer, list(contexts), item.reference_answer, item.key_facts
+            ).score
             for contexts in (item.contexts, other, (), tuple(reversed(item.contexts)))
         }
         if len(scores) > 1:
@@ -115,8 +132,15 @@ def test_markdown_emphasis_changes_no_verdict(marked: str, metric: str) -> None:
 
 
 def test_snake_case_names_are_no_emphasis() -> None:
-    verdict = judge("groundedness", "Which options?", "Set allow_origins and allow_methods.", ["Set allow_origins and allow_methods."])
-    assert verdict.score == 5.0 and verdict.supported_claims == ["Set allow_origins and allow_methods."], verdict.reasoning
+    verdict = judge(
+        "groundedness",
+        "Which options?",
+        "Set allow_origins and allow_methods.",
+        ["Set allow_origins and allow_methods."],
+    )
+    assert verdict.score == 5.0 and verdict.supported_claims == ["Set allow_origins and allow_methods."], (
+        verdict.reasoning
+    )
 
 
 TITANIC = [
@@ -132,11 +156,19 @@ TITANIC_FACTS = ("iceberg", "15 April 1912")
     "answer, passes",
     [
         # true detail the reference does not give: no rival, whatever was retrieved
-        ("The White Star Line's Titanic hit an iceberg on 15 April 1912; the Carpathia of the Cunard Line came to the rescue.", True),
-        ("The Cunard Line's Titanic hit an iceberg on her maiden voyage and sank on 15 April 1912.", False),  # a name in place of one
+        (
+            "The White Star Line's Titanic hit an iceberg on 15 April 1912; the Carpathia of the Cunard Line came to the rescue.",
+            True,
+        ),
+        (
+            "The Cunard Line's Titanic hit an iceberg on her maiden voyage and sank on 15 April 1912.",
+            False,
+        ),  # a name in place of one
         ("The White Star Line's Titanic hit an iceberg and sank on 15 April 1912; her wreck was found in 1986.", False),
     ],
 )
-def test_the_references_other_names_and_numbers_are_judged_against_it_alone(contexts: list[str], answer: str, passes: bool) -> None:
+def test_the_references_other_names_and_numbers_are_judged_against_it_alone(
+    contexts: list[str], answer: str, passes: bool
+) -> None:
     verdict = judge("correctness", "What happened to the Titanic?", answer, contexts, TITANIC_REFERENCE, TITANIC_FACTS)
     assert verdict.score is not None and (verdict.score >= 3) is passes, verdict.reasoning

@@ -49,7 +49,9 @@ def demo_lines(ids: tuple[str, ...]) -> str:
 
 
 @pytest.mark.slow
-def test_a_small_local_model_judges_real_questions_without_errors(pytester: pytest.Pytester, llama: LlamaServer) -> None:
+def test_a_small_local_model_judges_real_questions_without_errors(
+    pytester: pytest.Pytester, llama: LlamaServer
+) -> None:
     pytester.makefile(".jsonl", **{"eval_sets/demo": demo_lines(CASE_IDS)})
     result = pytester.runpytest(
         "--rageval",
@@ -64,7 +66,9 @@ def test_a_small_local_model_judges_real_questions_without_errors(pytester: pyte
     )
     assert llama.died() is None, f"{llama.died()}\n{PORTABLE_HINT}"
     outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(CASE_IDS), result.stdout.str()[-3000:]
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(CASE_IDS), (
+        result.stdout.str()[-3000:]
+    )
     run_dir = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["errors"] == 0
@@ -112,5 +116,7 @@ class CrashingServer(LlamaServer):
 def test_a_server_that_dies_on_its_first_completion_is_named_with_its_exit_status_and_log(tmp_path: Path) -> None:
     with CrashingServer(tmp_path / "server.log", ready_timeout=30) as server:
         problem = server.first_completion()
-    assert problem is not None and problem.startswith("llama_cpp.server killed by SIGSEGV (exit status 139 in a shell)"), problem
+    assert problem is not None and problem.startswith(
+        "llama_cpp.server killed by SIGSEGV (exit status 139 in a shell)"
+    ), problem
     assert "ggml: about to run the first completion" in problem  # the last lines of its log

@@ -25,7 +25,10 @@ CASES = 6
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """Six cases answered by a callable target, judge none."""
     lines = [
-        json.dumps({"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]}) for i in range(CASES)
+        json.dumps(
+            {"id": f"c{i}", "question": f"q{i}", "gold_supports": [{"rel_path": "docs/a.md", "heading_path": "# A"}]}
+        )
+        for i in range(CASES)
     ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
     pytester.makepyfile(rag=RAG)
@@ -34,7 +37,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(project: pytest.Pytester, *args: str) -> str:
-    result = project.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *args)
+    result = project.runpytest(
+        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "-p", "no:cacheprovider", *args
+    )
     output = result.stdout.str()
     result.assert_outcomes(passed=CASES)
     assert result.ret == pytest.ExitCode.OK, output
@@ -56,7 +61,9 @@ def test_without_the_fixture_info_of_an_item_cases_wait_for_their_setup(project:
         "        item._fixtureinfo = Hidden(item._fixtureinfo)\n"
     )
     output = run(project)
-    assert output.count("CompatWarning: pytest-rageval: pytest.Function._fixtureinfo.name2fixturedefs is missing") == 1, output
+    assert (
+        output.count("CompatWarning: pytest-rageval: pytest.Function._fixtureinfo.name2fixturedefs is missing") == 1
+    ), output
     assert "wait for their setup (run one at a time)" in output
 
 
@@ -79,7 +86,12 @@ def test_without_xdists_queue_lock_a_worker_looks_one_item_ahead(project: pytest
     )
     output = run(project, "-n", "2")
     # one line in the warnings summary (pytest groups the workers' identical warnings)
-    assert output.count("CompatWarning: pytest-rageval: pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex) is missing") == 1, output
+    assert (
+        output.count(
+            "CompatWarning: pytest-rageval: pytest-xdist's WorkerInteractor.torun.lock() (or its queue's mutex) is missing"
+        )
+        == 1
+    ), output
     assert "not --rageval-concurrency of them" in output
 
 

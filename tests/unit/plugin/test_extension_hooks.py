@@ -67,7 +67,9 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def rageval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def one_error_line(result: pytest.RunResult) -> str:
@@ -85,7 +87,9 @@ def one_error_line(result: pytest.RunResult) -> str:
 
 def test_a_conftest_judge_chosen_by_ini_judges_every_case(pytester: pytest.Pytester, xdist: list[str]) -> None:
     """The judge is made where cases run (each xdist worker) and named in the stored run."""
-    make_project(pytester, EXACT + "\n\ndef pytest_rageval_judges():\n    return {'exact': Exact}\n", "rageval_judge = exact\n")
+    make_project(
+        pytester, EXACT + "\n\ndef pytest_rageval_judges():\n    return {'exact': Exact}\n", "rageval_judge = exact\n"
+    )
     result = run_rageval(pytester, *xdist)
     result.assert_outcomes(passed=1, failed=1)
     assert "judge exact (None, heuristic)" in result.stdout.str()
@@ -109,22 +113,41 @@ def test_a_factory_and_the_option_choose_a_judge(pytester: pytest.Pytester) -> N
 @pytest.mark.parametrize(
     ("returns", "message"),
     [
-        ("42", "conftest.py: pytest_rageval_judges: expected a mapping of judge names to Judge classes or factories, got 42 (int)"),
-        ("{'lexical': Exact}", "conftest.py: pytest_rageval_judges: the judge name 'lexical' is the built-in judge of that name"),
+        (
+            "42",
+            "conftest.py: pytest_rageval_judges: expected a mapping of judge names to Judge classes or factories, got 42 (int)",
+        ),
+        (
+            "{'lexical': Exact}",
+            "conftest.py: pytest_rageval_judges: the judge name 'lexical' is the built-in judge of that name",
+        ),
         (
             "{'two words': Exact}",
             "conftest.py: pytest_rageval_judges: a judge name is letters, digits, '_', '.' and '-' (at most 64), got 'two words' (str)",
         ),
-        ("{'exact': 3}", "conftest.py: pytest_rageval_judges: judge 'exact': expected a Judge class or a callable returning a Judge, got 3 (int)"),
-        ("{'exact': lambda: 42}", "conftest.py: pytest_rageval_judges: judge 'exact': expected a pytest_rageval.Judge, got 42 (int)"),
-        ("{'exact': lambda: 1 / 0}", "conftest.py: pytest_rageval_judges: judge 'exact': making it raised ZeroDivisionError: division by zero"),
+        (
+            "{'exact': 3}",
+            "conftest.py: pytest_rageval_judges: judge 'exact': expected a Judge class or a callable returning a Judge, got 3 (int)",
+        ),
+        (
+            "{'exact': lambda: 42}",
+            "conftest.py: pytest_rageval_judges: judge 'exact': expected a pytest_rageval.Judge, got 42 (int)",
+        ),
+        (
+            "{'exact': lambda: 1 / 0}",
+            "conftest.py: pytest_rageval_judges: judge 'exact': making it raised ZeroDivisionError: division by zero",
+        ),
         ("{'other': Exact}", "judge 'other': the judge it made is named 'exact'; give the name it is registered under"),
         ("1 / 0", "conftest.py: pytest_rageval_judges raised ZeroDivisionError: division by zero"),
     ],
 )
-def test_a_bad_judge_is_one_line_naming_the_hook_and_the_conftest(pytester: pytest.Pytester, returns: str, message: str) -> None:
+def test_a_bad_judge_is_one_line_naming_the_hook_and_the_conftest(
+    pytester: pytest.Pytester, returns: str, message: str
+) -> None:
     name = "other" if "other" in returns else "exact"
-    make_project(pytester, EXACT + f"\n\ndef pytest_rageval_judges():\n    return {returns}\n", f"rageval_judge = {name}\n")
+    make_project(
+        pytester, EXACT + f"\n\ndef pytest_rageval_judges():\n    return {returns}\n", f"rageval_judge = {name}\n"
+    )
     line = one_error_line(pytester.runpytest("--rageval", "-p", "no:cacheprovider"))
     assert message in line, line
     assert not (pytester.path / "results").exists()
@@ -151,7 +174,9 @@ def pytest_rageval_run_fields(config, metrics):
 SECRET = "tok-8c1f2e5d77aa"
 
 
-def test_run_fields_are_stored_and_the_commands_carry_them(pytester: pytest.Pytester, xdist: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_fields_are_stored_and_the_commands_carry_them(
+    pytester: pytest.Pytester, xdist: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RAG_TOKEN", SECRET)
     make_project(pytester, RUN_FIELDS, "rageval_headers = Authorization: Bearer ${RAG_TOKEN}\n")
     result = run_rageval(pytester, "--rageval-judge=none", "--rageval-store-full-text", *xdist)
@@ -188,11 +213,20 @@ PLUGIN = "def pytest_rageval_run_fields():\n    return {'team': 'other'}\n"
 @pytest.mark.parametrize(
     ("returns", "message"),
     [
-        ("42", "conftest.py: pytest_rageval_run_fields: expected a mapping of field names to JSON values, got 42 (int)"),
-        ("{'x': float('nan')}", "conftest.py: pytest_rageval_run_fields: field 'x': nan is not a finite number (JSON has none)"),
+        (
+            "42",
+            "conftest.py: pytest_rageval_run_fields: expected a mapping of field names to JSON values, got 42 (int)",
+        ),
+        (
+            "{'x': float('nan')}",
+            "conftest.py: pytest_rageval_run_fields: field 'x': nan is not a finite number (JSON has none)",
+        ),
         ("{'x': {'y': [object]}}", "conftest.py: pytest_rageval_run_fields: field 'x'.y[0]: expected a JSON value"),
         ("{'x': {1: 2}}", "conftest.py: pytest_rageval_run_fields: field 'x': keys must be strings, got 1 (int)"),
-        ("{'x': 'y' * 70000}", "conftest.py: pytest_rageval_run_fields: the fields take 70009 bytes as JSON, more than the 65536 a run keeps"),
+        (
+            "{'x': 'y' * 70000}",
+            "conftest.py: pytest_rageval_run_fields: the fields take 70009 bytes as JSON, more than the 65536 a run keeps",
+        ),
         (
             "{'team': 'search'}",
             "plugin module fields_plugin: pytest_rageval_run_fields: field 'team' is returned by conftest.py: pytest_rageval_run_fields too",
@@ -200,7 +234,9 @@ PLUGIN = "def pytest_rageval_run_fields():\n    return {'team': 'other'}\n"
         ("1 / 0", "conftest.py: pytest_rageval_run_fields raised ZeroDivisionError: division by zero"),
     ],
 )
-def test_bad_run_fields_are_one_line_and_the_run_is_kept_without_them(pytester: pytest.Pytester, returns: str, message: str) -> None:
+def test_bad_run_fields_are_one_line_and_the_run_is_kept_without_them(
+    pytester: pytest.Pytester, returns: str, message: str
+) -> None:
     make_project(pytester, f"def pytest_rageval_run_fields(config, metrics):\n    return {returns}\n")
     pytester.makepyfile(fields_plugin=PLUGIN)
     pytester.syspathinsert()

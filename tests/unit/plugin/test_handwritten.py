@@ -101,7 +101,9 @@ def test_never_asserted(rageval_client):
     )
     result = run(pytester, "test_hand.py")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*[[]q-*[]] RAG call failed (target): the target raised SystemExit(3)", "ERROR test_hand.py::test_exit*"])
+    result.stdout.fnmatch_lines(
+        ["*[[]q-*[]] RAG call failed (target): the target raised SystemExit(3)", "ERROR test_hand.py::test_exit*"]
+    )
     m = metrics(pytester.path)
     assert m["errors"] == 1 and m["aggregate_metrics"]["operational_metrics"]["error_rate"] == 0.5
     assert m["cases"][f"test_hand.py::test_exit::{question_id('exit')}"]["outcome"] == "error"
@@ -109,7 +111,9 @@ def test_never_asserted(rageval_client):
     assert m["cases"]["test_hand.py::test_never_asserted::bad-unasserted"]["outcome"] == "failed"
 
 
-def test_every_evaluate_is_its_own_case_and_a_repeated_id_is_refused(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_every_evaluate_is_its_own_case_and_a_repeated_id_is_refused(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
     project(
         pytester,
         """
@@ -194,7 +198,9 @@ def test_plain():
     pass
 """,
     )
-    judged = pytester.runpytest("--rageval", "--rageval-judge=lexical", "-p", "no:cacheprovider", "test_hand.py", "-m", "not judge")
+    judged = pytester.runpytest(
+        "--rageval", "--rageval-judge=lexical", "-p", "no:cacheprovider", "test_hand.py", "-m", "not judge"
+    )
     assert judged.ret == 0 and judged.parseoutcomes()["passed"] == 1
     unjudged = run(pytester, "test_hand.py", "-m", "not judge")  # no judge in the run: evaluate judges nothing
     assert unjudged.ret == 0 and unjudged.parseoutcomes()["passed"] == 2

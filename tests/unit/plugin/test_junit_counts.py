@@ -74,7 +74,14 @@ def test_junit_counts_equal_pytests_own(pytester: pytest.Pytester, xdist: list[s
     pytester.makefile(".jsonl", **{"eval_sets/s": "".join(json.dumps(line) + "\n" for line in lines)})
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\nrageval_target = "rag:ask"\n')
     result = pytester.runpytest(
-        "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--junitxml=junit.xml", *xdist, "test_hand.py", "eval_sets"
+        "--rageval",
+        "--rageval-judge=none",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=junit.xml",
+        *xdist,
+        "test_hand.py",
+        "eval_sets",
     )
     counts = result.parseoutcomes()
     expected = {"passed": 2, "failed": 2, "errors": 3, "skipped": 2, "xfailed": 2, "xpassed": 2}
@@ -84,7 +91,11 @@ def test_junit_counts_equal_pytests_own(pytester: pytest.Pytester, xdist: list[s
     assert suite is not None
     cases = suite.findall("testcase")
     elements = {tag: sum(1 for case in cases if case.find(tag) is not None) for tag in ("failure", "error", "skipped")}
-    assert elements == {"failure": counts["failed"], "error": counts["errors"], "skipped": counts["skipped"] + counts["xfailed"]}
+    assert elements == {
+        "failure": counts["failed"],
+        "error": counts["errors"],
+        "skipped": counts["skipped"] + counts["xfailed"],
+    }
     attributes = {name: int(suite.get(name, "-1")) for name in ("tests", "failures", "errors", "skipped")}
     assert attributes == {
         "tests": sum(expected.values()),

@@ -20,7 +20,10 @@ def ask(question, params):
 
 
 def eval_set(n: int, question: str = "q") -> str:
-    lines = [{"id": f"c{i}", "question": f"{question}-{i}", "gold_supports": [{"rel_path": "docs/a.md"}], "tags": ["t"]} for i in range(n)]
+    lines = [
+        {"id": f"c{i}", "question": f"{question}-{i}", "gold_supports": [{"rel_path": "docs/a.md"}], "tags": ["t"]}
+        for i in range(n)
+    ]
     return "\n".join(json.dumps(line) for line in lines) + "\n"
 
 
@@ -39,7 +42,9 @@ def pytest_sessionfinish(session):
         json.dump({"alive": alive, "items": len(session.items)}, fh)
 """
     )
-    result = pytester.runpytest_subprocess("--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=300)
     counts = json.loads((pytester.path / "alive.json").read_text())
     assert counts["items"] == 300
@@ -57,7 +62,9 @@ def pytest_collection_finish(session):
     Path("eval_sets/s.jsonl").write_text({eval_set(5, question="changed")!r})
 """
     )
-    result = pytester.runpytest("--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=5)
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     questions = [json.loads(line)["question"] for line in (run / "results.jsonl").read_text().splitlines()]
@@ -82,9 +89,16 @@ def test_lookahead_finds_items_next_to_the_last_one_and_out_of_order_too() -> No
 def test_a_bad_line_still_errors_after_the_good_ones_are_let_go(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makepyfile(rag=TARGET)
     pytester.makefile(
-        ".jsonl", **{"eval_sets/s": eval_set(3) + '{"id": "bad", "question": ""}\n' + eval_set(1, question="z").replace('"c0"', '"d0"')}
+        ".jsonl",
+        **{
+            "eval_sets/s": eval_set(3)
+            + '{"id": "bad", "question": ""}\n'
+            + eval_set(1, question="z").replace('"c0"', '"d0"')
+        },
     )
-    result = pytester.runpytest("--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "-v")
+    result = pytester.runpytest(
+        "--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "-v"
+    )
     result.assert_outcomes(passed=4, errors=1)
     order = [line.split("::")[1].split()[0] for line in result.stdout.lines if line.startswith("eval_sets/s.jsonl::")]
     assert order == ["c0", "c1", "c2", "line4", "d0"]  # file order, the bad line in its place

@@ -91,10 +91,18 @@ def test_bad_lines_are_error_items_naming_file_line_and_field(pytester: pytest.P
 
 
 def test_gate_fails_on_mrr_drop_even_when_every_case_passes(pytester: pytest.Pytester, xdist: list[str]) -> None:
-    write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(4)])
+    write_set(
+        pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(4)]
+    )
     system = Ranked()
     with AskServer(system) as server:
-        base = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=baseline.json", *xdist]
+        base = [
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "--rageval-baseline=baseline.json",
+            *xdist,
+        ]
         made = pytester.runpytest(*base, "--rageval-update-baseline")
         assert made.ret == 0 and (pytester.path / "baseline.json").exists()
         made.stdout.fnmatch_lines(["*baseline updated*"])
@@ -116,7 +124,9 @@ def test_gate_fails_on_mrr_drop_even_when_every_case_passes(pytester: pytest.Pyt
 
 
 def test_gate_names_cases_that_flipped(pytester: pytest.Pytester) -> None:
-    write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD], "thresholds": {"mrr": 1}}])
+    write_set(
+        pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD], "thresholds": {"mrr": 1}}]
+    )
     system = Ranked()
     with AskServer(system) as server:
         base = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=base.json"]
@@ -135,14 +145,18 @@ def test_baseline_of_another_eval_set_is_refused_unless_ignored(pytester: pytest
         refused = pytester.runpytest(*base)
         assert refused.ret == 1
         # the one case changed: nothing unchanged is left to compare (with older baselines: the eval-set hash)
-        refused.stdout.fnmatch_lines(["*baseline refused*", "*only 0 unchanged cases shared with the baseline, fewer than 1*"])
+        refused.stdout.fnmatch_lines(
+            ["*baseline refused*", "*only 0 unchanged cases shared with the baseline, fewer than 1*"]
+        )
         assert pytester.runpytest(*base, "--rageval-ignore-invariants").ret == 0
 
 
 def test_missing_baseline_is_a_warning(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=nope.json")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=nope.json"
+        )
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*baseline*nope.json not found*"])
 
@@ -161,8 +175,12 @@ def test_k_selects_by_id_tag_and_category_and_markers_are_registered(pytester: p
         target = f"--rageval-target={server.url}"
         pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "billing").assert_outcomes(passed=1)
         pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "multi_hop").assert_outcomes(passed=1)
-        pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "gamma or alpha").assert_outcomes(passed=2)
-        pytester.runpytest("--rageval", "--rageval-judge=none", target, "--strict-markers", "-m", "rageval and not judge").assert_outcomes(passed=3)
+        pytester.runpytest("--rageval", "--rageval-judge=none", target, "-k", "gamma or alpha").assert_outcomes(
+            passed=2
+        )
+        pytester.runpytest(
+            "--rageval", "--rageval-judge=none", target, "--strict-markers", "-m", "rageval and not judge"
+        ).assert_outcomes(passed=3)
         assert len(server.requests) == 7
 
 
@@ -188,7 +206,9 @@ def test_marks_on_the_line_and_by_tag_select_with_strict_markers(pytester: pytes
         judged = pytester.runpytest(*run, "-m", "judge", "-rA")
     # the lexical judge is on: only the lines that say "judge": false run without the judge marker
     not_judge.assert_outcomes(passed=3, errors=1, deselected=1)
-    not_judge.stdout.fnmatch_lines(["PASSED eval_sets/s.jsonl::retrieval", "PASSED eval_sets/s.jsonl::slow", "PASSED eval_sets/s.jsonl::hop"])
+    not_judge.stdout.fnmatch_lines(
+        ["PASSED eval_sets/s.jsonl::retrieval", "PASSED eval_sets/s.jsonl::slow", "PASSED eval_sets/s.jsonl::hop"]
+    )
     not_judge.stdout.fnmatch_lines(["*s.jsonl:5: field 'marks': *'skip' is reserved*"])
     assert asked == 3
     runs = [json.loads((p / "metrics.json").read_text()) for p in (pytester.path / "results").iterdir() if p.is_dir()]
@@ -222,7 +242,10 @@ def test_no_eval_sets_is_a_usage_error(pytester: pytest.Pytester) -> None:
     ("table", "message"),
     [
         ("[tool.rageval.thresholds]\nrecal_at_k = 1\n", "*unknown metric 'recal_at_k' (did you mean 'recall_at_k'?)*"),
-        ("[tool.rageval.gate]\nmrr_avgg = 0.5\n", "*[[]tool.rageval.gate[]].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)*"),
+        (
+            "[tool.rageval.gate]\nmrr_avgg = 0.5\n",
+            "*[[]tool.rageval.gate[]].mrr_avgg: unknown metric 'mrr_avgg' (did you mean 'mrr_avg'?)*",
+        ),
     ],
     ids=["threshold", "gate"],
 )
@@ -248,7 +271,9 @@ def test_a_malformed_target_or_timeout_is_a_usage_error(pytester: pytest.Pyteste
     for bad in ("ftp://example.com/ask", "myrag: ask"):
         usage = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={bad}")
         assert usage.ret == pytest.ExitCode.USAGE_ERROR
-        usage.stderr.fnmatch_lines([f"*rageval_target {bad!r}: expected an http(s):// URL or 'package.module:callable'"])
+        usage.stderr.fnmatch_lines(
+            [f"*rageval_target {bad!r}: expected an http(s):// URL or 'package.module:callable'"]
+        )
     pytester.makeini("[pytest]\nrageval_timeout = 0\n")
     zero = pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=nomod:ask")
     assert zero.ret == pytest.ExitCode.USAGE_ERROR
@@ -256,7 +281,9 @@ def test_a_malformed_target_or_timeout_is_a_usage_error(pytester: pytest.Pyteste
 
 
 def test_cli_threshold_overrides_everything(pytester: pytest.Pytester) -> None:
-    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD], "thresholds": {"mrr": 0.1}}])
+    write_set(
+        pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD], "thresholds": {"mrr": 0.1}}]
+    )
     system = Ranked()
     system.rank = 2
     with AskServer(system) as server:
@@ -283,7 +310,9 @@ def test_callable_targets_sync_and_async_and_k(pytester: pytest.Pytester) -> Non
     )
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}])
     pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=myrag:ask").assert_outcomes(passed=1)
-    pytester.runpytest("--rageval", "--rageval-judge=none", "--rageval-target=myrag:aask", "--rageval-k=3").assert_outcomes(failed=1)
+    pytester.runpytest(
+        "--rageval", "--rageval-judge=none", "--rageval-target=myrag:aask", "--rageval-k=3"
+    ).assert_outcomes(failed=1)
     assert latest_metrics(pytester.path)["aggregate_metrics"]["recall_at_k_avg"] == 0
     # Run from a subfolder: the ini target `myrag:ask` is still found in rootdir.
     pytester.makeini("[pytest]\nrageval_target = myrag:ask\nrageval_eval_sets = eval_sets/*.jsonl\n")
@@ -329,11 +358,17 @@ def test_seed_001_response_shape_read_by_configuration(pytester: pytest.Pytester
     assert case["metrics"]["mrr"] == 1 and case["metrics"]["attribution_hit"] == 1
 
 
-def test_header_secret_reaches_server_but_no_artifact(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_header_secret_reaches_server_but_no_artifact(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "s3cr3t-token-value-123"
     monkeypatch.setenv("MY_RAG_TOKEN", secret)
     pytester.makeini("[pytest]\nrageval_headers =\n    Authorization: Bearer ${MY_RAG_TOKEN}\n")
-    write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q", "gold_supports": [GOLD]}, {"id": "b", "question": "boom"}])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [{"id": "a", "question": "q", "gold_supports": [GOLD]}, {"id": "b", "question": "boom"}],
+    )
 
     def respond(body: dict[str, Any]) -> Any:
         if body["question"] == "boom":
@@ -341,7 +376,9 @@ def test_header_secret_reaches_server_but_no_artifact(pytester: pytest.Pytester,
         return Ranked()(body)
 
     with AskServer(respond) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--junitxml=junit.xml")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--junitxml=junit.xml"
+        )
         assert server.requests[0]["headers"]["Authorization"] == f"Bearer {secret}"
     result.assert_outcomes(passed=1, errors=1)
     assert secret not in result.stdout.str()
@@ -367,7 +404,9 @@ def test_handwritten_test_with_assert_metrics_is_recorded(pytester: pytest.Pytes
     )
     system = Ranked()
     with AskServer(system) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "test_hand.py")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "test_hand.py"
+        )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*precision_at_k = 0.2 (needs >= 0.9)*"])
     metrics = latest_metrics(pytester.path)
@@ -396,7 +435,9 @@ def test_conftest_judge_counts_in_handwritten_tests_as_in_eval_set_cases(pyteste
     )
     write_set(pytester, "eval_sets/s", [{"id": "a", "question": "q-good", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "test_hand.py", "eval_sets")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "test_hand.py", "eval_sets"
+        )
     result.assert_outcomes(passed=2)
     cases = latest_metrics(pytester.path)["cases"]
     assert cases["eval_sets/s.jsonl::a"]["metrics"]["groundedness"] is not None
@@ -419,7 +460,11 @@ def test_flaky_case_passes_on_majority_and_is_reported(pytester: pytest.Pytester
         system.rank = 1 if calls["n"] != 2 else 3  # second of three runs misses mrr >= 1
         return system(body)
 
-    write_set(pytester, "eval_sets/s", [{"id": "f", "question": "q", "gold_supports": [GOLD], "flaky": True, "thresholds": {"mrr": 1}}])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [{"id": "f", "question": "q", "gold_supports": [GOLD], "flaky": True, "thresholds": {"mrr": 1}}],
+    )
     with AskServer(respond) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(passed=1)
@@ -438,7 +483,11 @@ def test_a_failing_repeated_case_says_how_many_runs_passed_and_shows_one_run(pyt
         others = [chunk(f"docs/other{i}.md", "# O", r) for i, r in enumerate(r for r in (1, 2, 3) if r != gold_rank)]
         return answer(f"answer of run {calls['n']}", [chunk("docs/a.md", "# A", gold_rank), *others])
 
-    write_set(pytester, "eval_sets/s", [{"id": "f", "question": "q", "gold_supports": [GOLD], "repeat": 3, "thresholds": {"mrr": 1}}])
+    write_set(
+        pytester,
+        "eval_sets/s",
+        [{"id": "f", "question": "q", "gold_supports": [GOLD], "repeat": 3, "thresholds": {"mrr": 1}}],
+    )
     with AskServer(respond) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(failed=1)
@@ -476,14 +525,18 @@ def test_xfail_and_full_text_and_pytest_html(pytester: pytest.Pytester) -> None:
     )
     with AskServer(respond) as server:
         target = f"--rageval-target={server.url}"
-        short = pytester.runpytest("--rageval", "--rageval-judge=none", target, "--html=report.html", "--self-contained-html")
+        short = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", target, "--html=report.html", "--self-contained-html"
+        )
         short.assert_outcomes(passed=1, xfailed=1)
         assert (pytester.path / "report.html").exists()
         run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
         record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
         assert len(record["retrieved_chunks"][0]["text"]) == 200
         assert (run / "report.html").exists() and (run / "config.json").exists()
-        full = pytester.runpytest("--rageval", "--rageval-judge=none", target, "--rageval-store-full-text", "-p", "no:html")
+        full = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", target, "--rageval-store-full-text", "-p", "no:html"
+        )
         full.assert_outcomes(passed=1, xfailed=1)
         run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
         record = json.loads((run / "results.jsonl").read_text().splitlines()[0])
@@ -515,7 +568,13 @@ def test_xfailed_cases_are_their_own_count_in_every_artifact(pytester: pytest.Py
     assert "cases: 1 passed, 0 failed, 0 errors, 0 skipped, 4 xfailed, 0 invalid lines" in out
     assert "the new baseline has" not in out  # xfailed cases are no failures to warn of
     metrics = latest_metrics(pytester.path)
-    assert (metrics["total_tests"], metrics["passed"], metrics["failed"], metrics["xfailed"], metrics["xpassed"]) == (1, 1, 0, 4, 0)
+    assert (metrics["total_tests"], metrics["passed"], metrics["failed"], metrics["xfailed"], metrics["xpassed"]) == (
+        1,
+        1,
+        0,
+        4,
+        0,
+    )
     assert metrics["aggregate_metrics"]["operational_metrics"]["error_rate"] == 0.0
     assert "1 passed, 0 failed, 0 errors, 4 xfailed" in (pytester.path / "summary.md").read_text()
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
@@ -526,9 +585,13 @@ def test_xfailed_cases_are_their_own_count_in_every_artifact(pytester: pytest.Py
 
 
 def test_rageval_command_schema_and_compare(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    schema = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "schema"], capture_output=True, text=True, check=True)
+    schema = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "schema"], capture_output=True, text=True, check=True
+    )
     assert "gold_supports" in json.loads(schema.stdout)["properties"]
-    write_set(pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(3)])
+    write_set(
+        pytester, "eval_sets/s", [{"id": f"c{i}", "question": f"q{i}", "gold_supports": [GOLD]} for i in range(3)]
+    )
     system = Ranked()
     with AskServer(system) as server:
         pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-output=a")
@@ -571,7 +634,12 @@ def test_collect_only_and_runs_without_cases_write_nothing(pytester: pytest.Pyte
 def test_update_baseline_into_a_new_folder(pytester: pytest.Pytester) -> None:
     write_set(pytester, "eval_sets/s", [{"id": "c1", "question": "q1", "gold_supports": [GOLD]}])
     with AskServer(Ranked()) as server:
-        base = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-baseline=baselines/main"]
+        base = [
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "--rageval-baseline=baselines/main",
+        ]
         made = pytester.runpytest(*base, "--rageval-update-baseline")
         gated = pytester.runpytest(*base)
     assert made.ret == 0 and (pytester.path / "baselines" / "main" / "metrics.json").is_file()
@@ -639,16 +707,29 @@ def test_the_record_names_the_client_that_served_the_cases(pytester: pytest.Pyte
             return ask
     """)
     with AskServer(Ranked()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-matrix=top_k=3,5")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--rageval-matrix=top_k=3,5"
+        )
         asked = len(server.requests)
     assert result.ret == 0, result.stdout.str()
     assert asked == 0  # the fixture served the cases, not the target
-    result.stdout.fnmatch_lines([f"rageval: target the rageval_client fixture of conftest.py (rageval_target {server.url} is not used)*"])
+    result.stdout.fnmatch_lines(
+        [f"rageval: target the rageval_client fixture of conftest.py (rageval_target {server.url} is not used)*"]
+    )
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     config = json.loads((run / "config.json").read_text())
-    assert config["client"] == {"kind": "fixture", "fixture": "rageval_client", "served_by": "the rageval_client fixture of conftest.py"}
+    assert config["client"] == {
+        "kind": "fixture",
+        "fixture": "rageval_client",
+        "served_by": "the rageval_client fixture of conftest.py",
+    }
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["target"] == {"kind": "fixture", "name": "the rageval_client fixture of conftest.py"}
     assert metrics["matrix"] == {"top_k": [3, 5]} and metrics["git_dirty"] is None  # no repository here
-    history = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", "results"], capture_output=True, text=True, cwd=pytester.path)
+    history = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "history", "results"],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+    )
     assert "the rageval_client fixture of conftest.py, matrix top_k=3,5" in history.stdout

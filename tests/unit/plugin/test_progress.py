@@ -38,7 +38,15 @@ def _eval_set(pytester: pytest.Pytester) -> None:
 
 
 def _args(url: str, *more: str) -> list[str]:
-    return ["--rageval", "--rageval-judge=none", f"--rageval-target={url}", "--rageval-concurrency=2", "-p", "no:cacheprovider", *more]
+    return [
+        "--rageval",
+        "--rageval-judge=none",
+        f"--rageval-target={url}",
+        "--rageval-concurrency=2",
+        "-p",
+        "no:cacheprovider",
+        *more,
+    ]
 
 
 def _command(url: str, *more: str) -> list[str]:
@@ -69,7 +77,12 @@ def test_verbose_says_each_case_that_finished_while_a_slow_one_is_awaited(pytest
 
     with AskServer(respond) as server:
         proc = subprocess.Popen(
-            _command(server.url, "-v"), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            _command(server.url, "-v"),
+            cwd=pytester.path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         assert proc.stdout is not None
         lines = []
@@ -117,7 +130,9 @@ def test_on_a_terminal_without_v_an_in_flight_line_says_how_far_the_run_is(pytes
     _eval_set(pytester)
     main, secondary = os.openpty()
     with _server() as server:
-        proc = subprocess.Popen(_command(server.url), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
+        proc = subprocess.Popen(
+            _command(server.url), cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary
+        )
         os.close(secondary)
         out = b""
         while True:
@@ -131,7 +146,9 @@ def test_on_a_terminal_without_v_an_in_flight_line_says_how_far_the_run_is(pytes
         assert proc.wait(timeout=120) == 0
     os.close(main)
     text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode(errors="replace")).replace("\r\n", "\n")
-    said = re.findall(r"^rageval: (\d) of 6 cases finished, (\d) in flight, waiting on eval_sets/s\.jsonl::(\w+)$", text, re.M)
+    said = re.findall(
+        r"^rageval: (\d) of 6 cases finished, (\d) in flight, waiting on eval_sets/s\.jsonl::(\w+)$", text, re.M
+    )
     # one line (the next may come only 5 s later): about "slow", or about "warm" when a loaded machine let a case
     # finish before pytest's main thread reported "warm"
     assert 1 <= len(said) <= 5 and {case for *_, case in said} <= {"warm", "slow"}, text

@@ -154,15 +154,23 @@ def test_summary_shows_baseline_deltas(pytester: pytest.Pytester) -> None:
 def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=lexical", f"--rageval-target={server.url}", "--html=report.html"
+        )
     judge_line = [line for line in result.stdout.lines if line.startswith("judge: lexical")]
-    assert len(judge_line) == 1 and "tokens" not in judge_line[0] and "$" not in judge_line[0]  # no zero spend on the terminal
+    assert (
+        len(judge_line) == 1 and "tokens" not in judge_line[0] and "$" not in judge_line[0]
+    )  # no zero spend on the terminal
     page = (pytester.path / "report.html").read_text(encoding="utf-8")
     bad = extras_html(report_tests(page), "bad")
     verdicts = bad[bad.index("<h4>Judge verdicts</h4>") :]
-    assert "<code>groundedness</code> score <strong>0.000</strong>" in verdicts and "claims share" in verdicts  # score, reasoning
+    assert (
+        "<code>groundedness</code> score <strong>0.000</strong>" in verdicts and "claims share" in verdicts
+    )  # score, reasoning
     assert f"unsupported claims:</div><ul><li>{ESCAPED}</li></ul>" in verdicts and PAYLOAD not in page
-    assert "prompt_tokens" not in verdicts and "cost_usd" not in verdicts  # the heuristic judge spends nothing: no zeros
+    assert (
+        "prompt_tokens" not in verdicts and "cost_usd" not in verdicts
+    )  # the heuristic judge spends nothing: no zeros
     assert "raw" not in verdicts and "{&quot;" not in verdicts  # its raw numbers: no JSON dump (it parsed)
     assert "judge_cost_usd" not in bad
 
@@ -170,7 +178,9 @@ def test_extras_show_judge_verdicts(pytester: pytest.Pytester) -> None:
 def test_runs_without_pytest_html(pytester: pytest.Pytester) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:html")
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:html"
+        )
     result.assert_outcomes(passed=1, failed=1, errors=1)
     assert "INTERNALERROR" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     assert (run_dir(pytester.path) / "report.html").exists()
@@ -197,7 +207,13 @@ def test_without_html_option_nothing_is_rendered(pytester: pytest.Pytester) -> N
 def test_headless_browser_shows_payload_as_text(pytester: pytest.Pytester, tmp_path: Path) -> None:
     write_set(pytester)
     with AskServer(System()) as server:
-        pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--html=report.html", "--self-contained-html")
+        pytester.runpytest(
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "--html=report.html",
+            "--self-contained-html",
+        )
     page = pytester.path / "report.html"
     dom = dump_dom(page, tmp_path / "profile")
     assert 'class="rageval"' in dom  # app.js inserted the extras
@@ -218,7 +234,11 @@ def test_headless_browser_shows_html_case_ids_as_text(pytester: pytest.Pytester,
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(c) for c in cases) + "\n"})
     with AskServer(System()) as server:
         result = pytester.runpytest(
-            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "--html=report.html", "--self-contained-html"
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "--html=report.html",
+            "--self-contained-html",
         )
     result.assert_outcomes(passed=2)
     dom = dump_dom(pytester.path / "report.html", tmp_path / "profile")

@@ -31,7 +31,9 @@ def _case(i: int) -> dict[str, Any]:
         "question": f"question {i}?",
         "answer": f"answer {i} " + ("needle " if i % 1000 == 7 else "") + "x" * 60,
         "retrieved_chunks": [{"rank": 1, "rel_path": "a.md", "text": "chunk text", "gold": True}],
-        "metrics": {} if outcome == "error" else {"recall_at_k": int(outcome == "passed"), "mrr": round((i * 37 % 101) / 100, 2)},
+        "metrics": {}
+        if outcome == "error"
+        else {"recall_at_k": int(outcome == "passed"), "mrr": round((i * 37 % 101) / 100, 2)},
         "thresholds": {"recall_at_k": 1},
         "misses": [],
         "outcome": outcome,
@@ -86,7 +88,9 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
         ) == ["No case here matches the filters."]
         # errored cases have no metrics: they keep their page order; sorting moves the cards in the page
         assert errored == sorted(errored)
-        tab.js("document.getElementById('rv-o').value = ''; document.getElementById('rv-o').dispatchEvent(new Event('change'))")
+        tab.js(
+            "document.getElementById('rv-o').value = ''; document.getElementById('rv-o').dispatchEvent(new Event('change'))"
+        )
         mrr = tab.js("Array.from(document.querySelectorAll('.case'), e => e.dataset.m)")
         assert isinstance(mrr, list)
         values = [float(m.split("mrr=")[1]) for m in mrr[:4000] if "mrr=" in m]
@@ -96,7 +100,11 @@ def test_a_5000_case_report_filters_to_the_failed_cases_of_one_tag(tmp_path: Pat
         assert others == sorted(others, reverse=True)
         # each card names the value it is sorted by; errored cases have none
         labels = tab.js("Array.from(document.querySelectorAll('.case'), e => e.querySelector('.sortval').textContent)")
-        assert isinstance(labels, list) and labels[-1] == f"mrr {float(mrr[-1].split('mrr=')[1]):g}" and "mrr \u2014" in labels
+        assert (
+            isinstance(labels, list)
+            and labels[-1] == f"mrr {float(mrr[-1].split('mrr=')[1]):g}"
+            and "mrr \u2014" in labels
+        )
 
         # the text search looks in question, answer and id
         tab.js(
@@ -121,7 +129,15 @@ def test_no_horizontal_scroll_at_1280_px(tmp_path: Path) -> None:
             "category": f"category-{long}-{i % 3}",
             "tags": [f"tag-{i}-{long}", f"tag{i % 40}"],
             "answer": "y" * 3000,
-            "retrieved_chunks": [{"rank": 1, "rel_path": f"{long}/{long}.md", "heading_path": [long, long], "text": "z" * 1000, "gold": True}],
+            "retrieved_chunks": [
+                {
+                    "rank": 1,
+                    "rel_path": f"{long}/{long}.md",
+                    "heading_path": [long, long],
+                    "text": "z" * 1000,
+                    "gold": True,
+                }
+            ],
         }
         for i in range(60)
     ]
@@ -130,9 +146,24 @@ def test_no_horizontal_scroll_at_1280_px(tmp_path: Path) -> None:
         group.update({f"a_rather_long_metric_name_number_{c}_avg": (i * c % 10) / 10 for c in range(24)})
     metrics["aggregate_metrics"][f"{long}_avg"] = 0.5
     page = tmp_path / "report.html"
-    deltas = [{"name": f"{long}_avg", "old": 0.7, "new": 0.5, "delta": -0.2, "tolerance": 0.05, "regressed": True, "ci_low": -0.3, "ci_high": -0.1}]
+    deltas = [
+        {
+            "name": f"{long}_avg",
+            "old": 0.7,
+            "new": 0.5,
+            "delta": -0.2,
+            "tolerance": 0.05,
+            "regressed": True,
+            "ci_low": -0.3,
+            "ci_high": -0.1,
+        }
+    ]
     write_report(
-        page, metrics, records, deltas=deltas, history=[{"run_id": long, "timestamp": "2024-01-01T00:00:00Z", "aggregate_metrics": {"mrr_avg": 0.4}}]
+        page,
+        metrics,
+        records,
+        deltas=deltas,
+        history=[{"run_id": long, "timestamp": "2024-01-01T00:00:00Z", "aggregate_metrics": {"mrr_avg": 0.4}}],
     )
     with Page(tmp_path / "profile", width=1280) as tab:
         tab.open(page)
@@ -160,7 +191,9 @@ def test_the_page_works_without_javascript(tmp_path: Path) -> None:
         assert tab.js("document.querySelectorAll('.case').length") == 600
         assert tab.js("document.querySelectorAll('.case[hidden]').length") == 0
         # a light card (beyond the 500 shown in full) still opens on its question and answer
-        text = tab.js("const d = document.querySelector('details.light'); d.open = true; d.scrollIntoView(); d.innerText")
+        text = tab.js(
+            "const d = document.querySelector('details.light'); d.open = true; d.scrollIntoView(); d.innerText"
+        )
         assert isinstance(text, str) and "question" in text and "answer" in text
         assert json.loads(json.dumps(tab.js("document.querySelector('details.light').dataset.outcome"))) == "passed"
 

@@ -19,7 +19,12 @@ def ask(question, params):
 @pytest.mark.parametrize("full", [False, True], ids=["200-stored", "full-text"])
 def test_a_long_chunk_is_whole_in_a_details_only_when_stored(pytester: pytest.Pytester, full: bool) -> None:
     pytester.makepyfile(rag_target=TARGET)
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c", "question": "q", "gold_supports": [{"rel_path": "docs/a.md"}]}) + "\n"})
+    pytester.makefile(
+        ".jsonl",
+        **{
+            "eval_sets/s": json.dumps({"id": "c", "question": "q", "gold_supports": [{"rel_path": "docs/a.md"}]}) + "\n"
+        },
+    )
     args = ["--rageval", "--rageval-judge=none", "--rageval-target=rag_target:ask", "-p", "no:cacheprovider"]
     result = pytester.runpytest_subprocess(*args, *(["--rageval-store-full-text"] if full else []))
     assert result.ret == 0, result.stdout.str()

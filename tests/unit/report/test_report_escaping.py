@@ -36,7 +36,9 @@ class Hostile:
         return f"<script>alert({number})</script><img src=x onerror=alert({number})>'\"&x{number}"
 
     def escaped(self, number: int) -> str:
-        return html.escape(f"<script>alert({number})</script><img src=x onerror=alert({number})>'\"&x{number}", quote=True)
+        return html.escape(
+            f"<script>alert({number})</script><img src=x onerror=alert({number})>'\"&x{number}", quote=True
+        )
 
 
 class _Tags(HTMLParser):
@@ -81,7 +83,14 @@ def hostile_record(h: Hostile) -> dict[str, Any]:
         "abstain_reason": h("abstain_reason"),
         "error": {"kind": h("error.kind"), "message": h("error.message")},
         "notes": [h("notes")],
-        "misses": [{"metric": h("misses.metric"), "value": h("misses.value"), "threshold": h("misses.threshold"), "op": h("misses.op")}],
+        "misses": [
+            {
+                "metric": h("misses.metric"),
+                "value": h("misses.value"),
+                "threshold": h("misses.threshold"),
+                "op": h("misses.op"),
+            }
+        ],
         "metrics": {h("metrics.name"): h("metrics.value")},
         "thresholds": {h("thresholds.name"): h("thresholds.value")},
         "retrieved_chunks": [chunk],
@@ -118,9 +127,16 @@ INSIDE_TEXT = {"params.name", "params.value", "latency"}
 def test_every_record_field_renders_escaped() -> None:
     h = Hostile()
     record = hostile_record(h)
-    metrics = {"run_id": h("metrics.run_id"), "timestamp": h("metrics.timestamp"), "judge": {"name": h("metrics.judge")}}
+    metrics = {
+        "run_id": h("metrics.run_id"),
+        "timestamp": h("metrics.timestamp"),
+        "judge": {"name": h("metrics.judge")},
+    }
     record_fields = {f for f in h.fields.values() if not f.startswith(("metrics.", "title"))}
-    pages = [(render_report(metrics, [record], title=h("title")), record_fields), (case_html(record), record_fields - SUMMARY)]
+    pages = [
+        (render_report(metrics, [record], title=h("title")), record_fields),
+        (case_html(record), record_fields - SUMMARY),
+    ]
     for page, fields in pages:
         assert not injected(without_own_script(page) if "<script>" in page else page)
         shown = {h.fields[n] for n in h.fields if h.escaped(n) in page}
@@ -129,7 +145,9 @@ def test_every_record_field_renders_escaped() -> None:
             number = next(n for n, f in h.fields.items() if f == field)
             assert f"&lt;script&gt;alert({number})&lt;/script&gt;" in page
     page = render_report(metrics, [record], title=h("title"))
-    assert {"metrics.run_id", "metrics.timestamp", "metrics.judge", "title"} <= {h.fields[n] for n in h.fields if h.escaped(n) in page}
+    assert {"metrics.run_id", "metrics.timestamp", "metrics.judge", "title"} <= {
+        h.fields[n] for n in h.fields if h.escaped(n) in page
+    }
 
 
 def test_a_fragment_escapes_what_joins_it_and_keeps_markup() -> None:
@@ -145,7 +163,9 @@ def test_a_fragment_escapes_what_joins_it_and_keeps_markup() -> None:
 
 
 @pytest.mark.usefixtures("needs_chromium")
-def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every field hostile, plus a registered metric with a hostile name (aggregate row, threshold, sort option):
     in Chromium no dialog opens and no element is made, on load and after filtering by the hostile tag and
     category, searching and sorting by the hostile metric; the dropdowns show the hostile values as text."""
@@ -168,7 +188,9 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
     record["metrics"][evil_metric] = 0.5
     records = [record, {**hostile_record(h), "outcome": "passed", "metrics": {evil_metric: 0.75}}]
     metrics = {"run_id": h("metrics.run_id"), "judge": {"name": h("metrics.judge")}, **aggregate(records)}
-    deltas = [{"name": f"{evil_metric}_avg", "old": 0.9, "new": 0.625, "delta": -0.275, "tolerance": 0.05, "regressed": True}]
+    deltas = [
+        {"name": f"{evil_metric}_avg", "old": 0.9, "new": 0.625, "delta": -0.275, "tolerance": 0.05, "regressed": True}
+    ]
     page = tmp_path / "report.html"
     write_report(page, metrics, records, deltas=deltas, title=h("title"))
     assert not injected(without_own_script(page.read_text(encoding="utf-8")))
@@ -180,7 +202,9 @@ def test_hostile_values_stay_text_in_the_browser_through_filters_and_sorting(tmp
         tab.open(page, urlencode({"t": tag, "c": category, "s": f"m:{evil_metric}", "d": "desc"}))
         assert tab.js(counts) == [True, 0, 0]
         assert tab.js("document.getElementById('rv-t').value") == tag  # the hostile tag, chosen from the hash
-        options = tab.js("Array.from(document.querySelectorAll('#rv-t option, #rv-c option, #rv-s option'), o => o.textContent)")
+        options = tab.js(
+            "Array.from(document.querySelectorAll('#rv-t option, #rv-c option, #rv-s option'), o => o.textContent)"
+        )
         assert f"{tag} (1)" in options and f"{category} (1)" in options and evil_metric in options
         assert tab.js("document.querySelectorAll('.case:not([hidden])').length") == 1
         tab.js(

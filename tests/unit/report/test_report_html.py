@@ -145,7 +145,14 @@ def metrics() -> dict[str, Any]:
             "judge_cache": {"hits": 3, "misses": 1},
         },
         "by_category": {
-            "factual": {"n": 4, "passed": 2, "failed": 1, "errors": 1, "recall_at_k_avg": 0.5, "groundedness_avg": None},
+            "factual": {
+                "n": 4,
+                "passed": 2,
+                "failed": 1,
+                "errors": 1,
+                "recall_at_k_avg": 0.5,
+                "groundedness_avg": None,
+            },
             PAYLOAD: {"n": 1, "passed": 0, "failed": 0, "errors": 1, "recall_at_k_avg": None, "groundedness_avg": None},
         },
         "by_tag": {"demo": {"n": 5, "passed": 2, "failed": 1, "errors": 2, "mrr_avg": 0.625}},
@@ -199,8 +206,26 @@ def test_misses_and_case_detail(metrics: dict[str, Any], records: list[dict[str,
 
 def test_header_aggregates_and_breakdowns(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
     deltas = [
-        {"name": "recall_at_k_avg", "old": 0.9, "new": 0.5, "delta": -0.4, "tolerance": 0.05, "regressed": True, "ci_low": -0.6, "ci_high": -0.2},
-        {"name": "mrr_avg", "old": 0.6, "new": 0.625, "delta": 0.025, "tolerance": 0.05, "regressed": False, "ci_low": None, "ci_high": None},
+        {
+            "name": "recall_at_k_avg",
+            "old": 0.9,
+            "new": 0.5,
+            "delta": -0.4,
+            "tolerance": 0.05,
+            "regressed": True,
+            "ci_low": -0.6,
+            "ci_high": -0.2,
+        },
+        {
+            "name": "mrr_avg",
+            "old": 0.6,
+            "new": 0.625,
+            "delta": 0.025,
+            "tolerance": 0.05,
+            "regressed": False,
+            "ci_low": None,
+            "ci_high": None,
+        },
         {"name": "groundedness_avg", "old": 3.5, "new": None, "delta": None, "tolerance": 0.25, "regressed": False},
         {"name": "latency_p95_ms", "old": 18.0, "new": 20.0, "delta": 2.0, "tolerance": None, "regressed": False},
         {"name": "error_rate", "old": 0.0, "new": 0.4, "delta": 0.4, "tolerance": 0.02, "regressed": False},
@@ -234,7 +259,10 @@ def test_header_aggregates_and_breakdowns(metrics: dict[str, Any], records: list
 
 
 def test_script_payload_is_escaped_everywhere(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
-    history = [*_history(2), {"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z", "aggregate_metrics": {"recall_at_k_avg": 0.1}}]
+    history = [
+        *_history(2),
+        {"run_id": PAYLOAD, "timestamp": "2024-01-01T00:00:02Z", "aggregate_metrics": {"recall_at_k_avg": 0.1}},
+    ]
     page = render_report({**metrics, "run_id": PAYLOAD}, records, history=history, title=PAYLOAD)
     assert "<script" not in without_own_script(page).lower()
     assert ESCAPED in page
@@ -301,9 +329,15 @@ def test_many_cases_render(metrics: dict[str, Any]) -> None:
 
 
 def test_run_store_history(tmp_path: Path) -> None:
-    for name, ts in (("run-b", "2024-01-02T00:00:00Z"), ("run-a", "2024-01-01T00:00:00Z"), ("run-c", "2024-01-02T00:00:00Z")):
+    for name, ts in (
+        ("run-b", "2024-01-02T00:00:00Z"),
+        ("run-a", "2024-01-01T00:00:00Z"),
+        ("run-c", "2024-01-02T00:00:00Z"),
+    ):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "metrics.json").write_text(json.dumps({"run_id": name, "timestamp": ts, "aggregate_metrics": {}}), encoding="utf-8")
+        (tmp_path / name / "metrics.json").write_text(
+            json.dumps({"run_id": name, "timestamp": ts, "aggregate_metrics": {}}), encoding="utf-8"
+        )
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "metrics.json").write_text("{not json", encoding="utf-8")
     (tmp_path / "array").mkdir()
@@ -330,7 +364,9 @@ def test_write_report_is_atomic(tmp_path: Path, metrics: dict[str, Any], records
     assert os.listdir(target.parent) == ["report.html"]
 
 
-def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_report_failure_leaves_no_temp(
+    tmp_path: Path, metrics: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "report.html"
     target.write_text("old", encoding="utf-8")
 
@@ -345,7 +381,9 @@ def test_write_report_failure_leaves_no_temp(tmp_path: Path, metrics: dict[str, 
 
 
 @pytest.mark.usefixtures("needs_chromium")
-def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def test_headless_browser_shows_payload_as_text(
+    tmp_path: Path, metrics: dict[str, Any], records: list[dict[str, Any]]
+) -> None:
     page = tmp_path / "report.html"
     write_report(page, metrics, records, history=_history(3))
     dom = dump_dom(page, tmp_path / "profile")
@@ -355,7 +393,9 @@ def test_headless_browser_shows_payload_as_text(tmp_path: Path, metrics: dict[st
     assert "fail-001" in dom
 
 
-def test_beyond_the_detail_limit_other_cases_are_light_cards(metrics: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def test_beyond_the_detail_limit_other_cases_are_light_cards(
+    metrics: dict[str, Any], records: list[dict[str, Any]]
+) -> None:
     passed = next(r for r in records if r.get("outcome") == "passed")
     failed = next(r for r in records if r.get("outcome") == "failed")
     many = [dict(passed, key=f"p{i}") for i in range(DETAIL_LIMIT + 50)] + [failed]
@@ -379,7 +419,11 @@ def test_write_report_spools_the_cards_and_writes_the_bytes_of_render_report(
 
     def many() -> Iterator[dict[str, Any]]:
         for i in range(DETAIL_LIMIT + 3000):
-            yield _record(f"c{i:04d}", "failed" if i % 9 == 0 else "error" if i % 13 == 0 else "passed", question=f"Q{i} ü {PAYLOAD}")
+            yield _record(
+                f"c{i:04d}",
+                "failed" if i % 9 == 0 else "error" if i % 13 == 0 else "passed",
+                question=f"Q{i} ü {PAYLOAD}",
+            )
 
     target = tmp_path / "report.html"
     tracemalloc.start()
@@ -396,7 +440,10 @@ def test_write_report_spools_the_cards_and_writes_the_bytes_of_render_report(
 
 def test_flipped_sections_from_spooled_cards_equal_the_listed_ones() -> None:
     records = [_record(f"c{i}", "failed" if i % 2 else "passed") for i in range(40)]
-    flips: dict[str, Any] = {"to_fail": [f"eval_sets/demo.jsonl::c{i}" for i in (1, 3)], "to_pass": ["eval_sets/demo.jsonl::c4"]}
+    flips: dict[str, Any] = {
+        "to_fail": [f"eval_sets/demo.jsonl::c{i}" for i in (1, 3)],
+        "to_pass": ["eval_sets/demo.jsonl::c4"],
+    }
     listed = render_cases(records, **flips)
     with contextlib.ExitStack() as stack:
         spooled = render_cases(records, **flips, store=lambda: html.SpooledCards(stack))
@@ -411,14 +458,26 @@ def test_flipped_sections_from_spooled_cards_equal_the_listed_ones() -> None:
 def test_history_leaves_out_each_runs_cases_and_takes_known_runs_as_given(tmp_path: Path) -> None:
     for name, ts in (("run-a", "2024-01-01T00:00:00Z"), ("run-b", "2024-01-02T00:00:00Z")):
         (tmp_path / name).mkdir()
-        data = {"run_id": name, "timestamp": ts, "aggregate_metrics": {"mrr_avg": 0.5}, "cases": {"s.jsonl::a": {"outcome": "passed"}}}
+        data = {
+            "run_id": name,
+            "timestamp": ts,
+            "aggregate_metrics": {"mrr_avg": 0.5},
+            "cases": {"s.jsonl::a": {"outcome": "passed"}},
+        }
         (tmp_path / name / "metrics.json").write_text(json.dumps(data), encoding="utf-8")
     (tmp_path / "run-c").mkdir()
     (tmp_path / "run-c" / "metrics.json").write_text("{being written", encoding="utf-8")  # not read: it is known
-    known = {"run_id": "run-c", "timestamp": "2024-01-03T00:00:00Z", "aggregate_metrics": {"mrr_avg": 0.7}, "cases": {"x": {}}}
+    known = {
+        "run_id": "run-c",
+        "timestamp": "2024-01-03T00:00:00Z",
+        "aggregate_metrics": {"mrr_avg": 0.7},
+        "cases": {"x": {}},
+    }
     skipped: list[str] = []
     runs = RunStore(tmp_path).history(skipped=skipped, known={"run-c": known})
     assert [r["run_id"] for r in runs] == ["run-a", "run-b", "run-c"] and skipped == []
     assert all("cases" not in r for r in runs) and runs[-1]["aggregate_metrics"] == {"mrr_avg": 0.7}
     assert "cases" in known  # what was given is left as it is
-    assert [r["run_id"] for r in RunStore(tmp_path).history(skipped=skipped)] == ["run-a", "run-b"] and len(skipped) == 1
+    assert [r["run_id"] for r in RunStore(tmp_path).history(skipped=skipped)] == ["run-a", "run-b"] and len(
+        skipped
+    ) == 1

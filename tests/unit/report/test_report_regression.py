@@ -80,18 +80,34 @@ def regression(pytester: pytest.Pytester) -> dict[str, Any]:
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
     rag = Rag()
     with AskServer(rag) as server:
-        common = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", "--rageval-baseline=base"]
+        common = [
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            "--rageval-baseline=base",
+        ]
         first = pytester.runpytest(*common, "--rageval-update-baseline")
         assert (pytester.path / "base" / "results.jsonl").is_file(), first.stdout.str()  # kept for old answers
         rag.regressed = True
         result = pytester.runpytest(*common, "-n", "2", "--html=pytest-report.html", "--self-contained-html")
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
-    return {"root": pytester.path, "run": run, "result": result, "page": (run / "report.html").read_text(encoding="utf-8")}
+    return {
+        "root": pytester.path,
+        "run": run,
+        "result": result,
+        "page": (run / "report.html").read_text(encoding="utf-8"),
+    }
 
 
 def _card(page: str, key: str) -> str:
     """The <details> card of case ``key`` (its summary names it)."""
-    for match in re.finditer(r'<details class="case[^"]*" id="([^"]+)"[^>]*>(.*?)</details>\s*(?=<details|<h[23]|<div class="case|<p)', page, re.S):
+    for match in re.finditer(
+        r'<details class="case[^"]*" id="([^"]+)"[^>]*>(.*?)</details>\s*(?=<details|<h[23]|<div class="case|<p)',
+        page,
+        re.S,
+    ):
         summary = match.group(2).split("</summary>")[0]
         if f"<code>eval_sets/s.jsonl::{key}</code>" in summary:
             return match.group(0)
@@ -178,7 +194,15 @@ def check_the_page_opens_with_the_verdict_and_the_flipped_cases(regression: dict
     positions = [page.index(marker) for marker in order]
     assert positions == sorted(positions)
     nav = re.search(r'<p class="muted nav">(.*?)</p>', page).group(1)  # type: ignore[union-attr]
-    assert re.findall(r'href="#([^"]+)"', nav) == ["verdict", "flipped", "failing", "aggregate", "breakdown", "trends", "others"]
+    assert re.findall(r'href="#([^"]+)"', nav) == [
+        "verdict",
+        "flipped",
+        "failing",
+        "aggregate",
+        "breakdown",
+        "trends",
+        "others",
+    ]
     verdict = page[page.index('id="verdict"') : page.index("</section>", page.index('id="verdict"'))]
     assert "gate FAILED" in verdict and "regression: recall_at_k_avg" not in verdict  # the table says it
     row = re.search(r'<tr class="regressed"><td><code>recall_at_k_avg</code></td>(.*?)</tr>', verdict)
@@ -190,13 +214,18 @@ def check_the_page_opens_with_the_verdict_and_the_flipped_cases(regression: dict
     flipped = page[page.index('id="flipped-to-fail"') : page.index('id="flipped-to-pass"')]
     assert "s.jsonl::drop" in flipped and "s.jsonl::evil" in flipped and "s.jsonl::fix" not in flipped
     assert "s.jsonl::fix" in page[page.index('id="flipped-to-pass"') : page.index('id="failing"')]
-    assert "s.jsonl::bad" not in page[page.index('id="failing"') : page.index('id="aggregate"')]  # failed in both: a known failure
+    assert (
+        "s.jsonl::bad" not in page[page.index('id="failing"') : page.index('id="aggregate"')]
+    )  # failed in both: a known failure
     bad = page[page.index('data-id="eval_sets/s.jsonl::bad"') :]
     assert 'data-outcome="known failure"' in page and "known failure since " in bad[: bad.index("</summary>")]
 
     drop = _card(page, "drop")
     since = drop[drop.index("<h4>Since baseline</h4>") :]
-    assert re.search(r"outcome <span class=\"badge b-passed\">passed</span> &rarr; <span class=\"badge b-failed\">failed</span>", since)
+    assert re.search(
+        r"outcome <span class=\"badge b-passed\">passed</span> &rarr; <span class=\"badge b-failed\">failed</span>",
+        since,
+    )
     assert re.search(
         r'<tr class="changed"><td><code>recall_at_k</code></td><td class="num">1</td><td class="num">0</td>'
         r'<td class="num">-1\.000</td>',
@@ -204,7 +233,10 @@ def check_the_page_opens_with_the_verdict_and_the_flipped_cases(regression: dict
     )
     assert "<del>A </del>" in since and "<ins>B </ins>" in since and "<del>guide.</del>" in since  # the word diff
     assert "<ins>manual, I think.</ins>" in since
-    moves = re.findall(r'<td class="mv-[a-z]+">([^<]+)</td><td>(?:<span class="badge b-gold">gold</span>)?</td><td class="mono">([^<]+)', since)
+    moves = re.findall(
+        r'<td class="mv-[a-z]+">([^<]+)</td><td>(?:<span class="badge b-gold">gold</span>)?</td><td class="mono">([^<]+)',
+        since,
+    )
     assert moves == [("up 2", "docs/c.md"), ("same", "docs/b.md"), ("new", "docs/d.md"), ("dropped", "docs/a.md")]
     assert re.search(r'<tr class="gold">.*?dropped</td><td><span class="badge b-gold">gold</span>', since)
 
@@ -221,7 +253,12 @@ def check_the_page_opens_with_the_verdict_and_the_flipped_cases(regression: dict
     box = _layout(
         run / "report.html",
         tmp_path,
-        {"verdict": "#verdict", "flipped": "#flipped", "to_fail_list": "#flipped-to-fail + ul.index", "aggregate": "#aggregate"},
+        {
+            "verdict": "#verdict",
+            "flipped": "#flipped",
+            "to_fail_list": "#flipped-to-fail + ul.index",
+            "aggregate": "#aggregate",
+        },
     )
     assert box["verdict"][0] >= 0 and box["verdict"][1] <= 800, box
     assert box["flipped"][1] <= 800 and box["to_fail_list"][1] <= 800, box
@@ -245,7 +282,9 @@ def _records(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
-def check_rageval_report_rebuilds_the_same_page_and_a_lone_metrics_json_gives_deltas_only(regression: dict[str, Any], tmp_path: Path) -> None:
+def check_rageval_report_rebuilds_the_same_page_and_a_lone_metrics_json_gives_deltas_only(
+    regression: dict[str, Any], tmp_path: Path
+) -> None:
     run, page = regression["run"], regression["page"]
     (run / "report.html").unlink()
     assert rageval(["report", str(run)]) == 0
@@ -261,10 +300,14 @@ def check_rageval_report_rebuilds_the_same_page_and_a_lone_metrics_json_gives_de
     assert "<del>" not in drop
 
 
-def check_pytest_html_under_xdist_shows_the_since_section_and_the_flipped_list(regression: dict[str, Any], tmp_path: Path) -> None:
+def check_pytest_html_under_xdist_shows_the_since_section_and_the_flipped_list(
+    regression: dict[str, Any], tmp_path: Path
+) -> None:
     page = (regression["root"] / "pytest-report.html").read_text(encoding="utf-8")
     blob = json.loads(html.unescape(re.search(r'data-jsonblob="([^"]*)"', page).group(1)))["tests"]  # type: ignore[union-attr]
-    extras = [e["content"] for entry in blob["eval_sets/s.jsonl::drop"] for e in entry["extras"] if e["format_type"] == "html"]
+    extras = [
+        e["content"] for entry in blob["eval_sets/s.jsonl::drop"] for e in entry["extras"] if e["format_type"] == "html"
+    ]
     assert len(set(extras)) == 1
     drop = extras[0]
     assert "<h4>Since baseline</h4>" in drop and "<del>A </del>" in drop and "<ins>B </ins>" in drop
@@ -299,13 +342,18 @@ def test_without_a_baseline_the_page_keeps_its_parts_and_says_not_gated() -> Non
     verdict = page[page.index('id="verdict"') : page.index("</section>")]
     assert "not gated (no baseline)" in verdict and "<table" not in verdict
     assert 'id="flipped"' not in page and "Since baseline" not in page and 'href="#flipped"' not in page
-    order = [page.index(m) for m in ("<h1>", 'id="verdict"', 'id="failing"', 'id="aggregate"', 'id="breakdown"', 'id="others"')]
+    order = [
+        page.index(m)
+        for m in ("<h1>", 'id="verdict"', 'id="failing"', 'id="aggregate"', 'id="breakdown"', 'id="others"')
+    ]
     assert order == sorted(order)
     assert "Failed and errored cases (1)" in page and 'id="case-0" open' in page and 'id="case-r0"' in page
 
 
 def test_a_refused_baseline_shows_the_masked_reason_only() -> None:
-    outcome = GateOutcome(failed=True, refused=True, reason="baseline refused: base.json: mrr_avg is *** (must be a number)")
+    outcome = GateOutcome(
+        failed=True, refused=True, reason="baseline refused: base.json: mrr_avg is *** (must be a number)"
+    )
     page = render_report({"run_id": "r1"}, [_record("a", "passed")], outcome=outcome)
     verdict = page[page.index('id="verdict"') : page.index("</section>")]
     assert "baseline REFUSED" in verdict and "mrr_avg is ***" in verdict
@@ -313,7 +361,9 @@ def test_a_refused_baseline_shows_the_masked_reason_only() -> None:
 
 def test_word_diff_marks_words_escapes_and_is_bounded() -> None:
     old, new, cut = word_diff("a <b> c d", "a <i> c d e")
-    assert str(old) == "a <del>&lt;b&gt; </del>c d" and str(new) == "a <ins>&lt;i&gt; </ins>c d <ins>e</ins>" and not cut
+    assert (
+        str(old) == "a <del>&lt;b&gt; </del>c d" and str(new) == "a <ins>&lt;i&gt; </ins>c d <ins>e</ins>" and not cut
+    )
     long_old = " ".join(f"w{i}" for i in range(MAX_DIFF_WORDS + 50))
     long_new = long_old.replace("w3 ", "x3 ")
     old, new, cut = word_diff(long_old, long_new)
@@ -347,7 +397,12 @@ def test_chunks_are_the_same_by_anchor_and_text_whatever_their_volatile_ids() ->
         ]
 
     rows = chunk_moves(chunks("uuid-a"), chunks("uuid-b"))
-    assert [(now, before, move) for now, before, move, _, _ in rows] == [(1, 1, "same"), (2, 2, "same"), (3, 3, "same"), (4, 4, "same")]
+    assert [(now, before, move) for now, before, move, _, _ in rows] == [
+        (1, 1, "same"),
+        (2, 2, "same"),
+        (3, 3, "same"),
+        (4, 4, "same"),
+    ]
     edited = chunks("uuid-c")
     edited[0]["text"] = "Rewritten: sick days need a note after three days."
     moves = [move for _, _, move, _, _ in chunk_moves(chunks("uuid-a"), edited)]
@@ -360,11 +415,19 @@ def test_case_anchors_place_flipped_cases_first_and_record_index_reads_one_recor
     assert anchors.place(_record("z", "failed")) == ("failing", "case-0")
     assert anchors.place(_record("x", "failed")) == ("to_fail", "case-f1")
     assert anchors.place(_record("w", "passed")) == ("other", "case-r0")
-    (tmp_path / "results.jsonl").write_text("".join(json.dumps(_record(k, "passed", f"answer {k}")) + "\n" for k in "abc"))
+    (tmp_path / "results.jsonl").write_text(
+        "".join(json.dumps(_record(k, "passed", f"answer {k}")) + "\n" for k in "abc")
+    )
     index = RecordIndex(tmp_path / "results.jsonl")
     assert len(index) == 3 and index.get("s.jsonl::b")["answer"] == "answer b" and index.get("s.jsonl::q") is None  # type: ignore[index]
     (tmp_path / "metrics.json").write_text(
-        json.dumps({"run_id": "b1", "aggregate_metrics": {}, "cases": {"s.jsonl::b": {"outcome": "passed", "metrics": {"mrr": 1.0}}}})
+        json.dumps(
+            {
+                "run_id": "b1",
+                "aggregate_metrics": {},
+                "cases": {"s.jsonl::b": {"outcome": "passed", "metrics": {"mrr": 1.0}}},
+            }
+        )
     )
     cases = BaselineCases.load(tmp_path)
     assert cases is not None and cases.run_id == "b1" and cases.record("s.jsonl::b")["answer"] == "answer b"  # type: ignore[index]
@@ -394,21 +457,39 @@ def test_judge_verdicts_show_as_fields_and_raw_only_when_unparsed() -> None:
     }
     body = str(render_case_body(record))
     assert "<code>groundedness</code> score <strong>0.250</strong>" in body and "&lt;b&gt;half&lt;/b&gt;" in body
-    assert "<code>abstention</code> label <strong>yes</strong>" in body and "<dt>prompt_tokens</dt>" in body  # spent: shown
-    assert body.count("prompt_tokens") == 1 and "cost_usd" not in body and "attempts" not in body and "judge_tokens" not in body
-    assert body.count("raw answer") == 1 and '<details class="raw"><summary>' in body  # only the unparsed one, collapsed
+    assert (
+        "<code>abstention</code> label <strong>yes</strong>" in body and "<dt>prompt_tokens</dt>" in body
+    )  # spent: shown
+    assert (
+        body.count("prompt_tokens") == 1
+        and "cost_usd" not in body
+        and "attempts" not in body
+        and "judge_tokens" not in body
+    )
+    assert (
+        body.count("raw answer") == 1 and '<details class="raw"><summary>' in body
+    )  # only the unparsed one, collapsed
     assert "&lt;script&gt;no json&lt;/script&gt;" in body and "{&quot;score" not in body
 
 
-def test_a_refused_baseline_in_a_run_masks_secrets_on_the_page_and_when_rebuilt(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+def test_a_refused_baseline_in_a_run_masks_secrets_on_the_page_and_when_rebuilt(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"}
+    )
     pytester.makeini("[pytest]\nrageval_headers =\n    X-Api-Key: ${RAG_KEY}\n")
     monkeypatch.setenv("RAG_KEY", "s3cr3t-key")
     baseline = {"aggregate_metrics": {"mrr_avg": "http://u:hunter22@h/?token=tok9876", "recall_at_k_avg": "s3cr3t-key"}}
     (pytester.path / "base.json").write_text(json.dumps(baseline))
     with AskServer(Rag()) as server:
         result = pytester.runpytest(
-            "--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider", "--rageval-baseline=base.json"
+            "--rageval",
+            "--rageval-judge=none",
+            f"--rageval-target={server.url}",
+            "-p",
+            "no:cacheprovider",
+            "--rageval-baseline=base.json",
         )
     assert result.ret == 1
     run = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()

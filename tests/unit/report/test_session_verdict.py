@@ -14,13 +14,21 @@ from pytest_rageval.report.session_verdict import session_verdict
 
 def test_the_parts_of_a_verdict() -> None:
     metrics = {"failed": 3, "errors": 0, "known_failures": 14}
-    assert session_verdict(metrics, 1, "passed").text == "FAILED (exit 1): 3 new failures, 14 known failures, gate passed"
+    assert (
+        session_verdict(metrics, 1, "passed").text == "FAILED (exit 1): 3 new failures, 14 known failures, gate passed"
+    )
     failed = session_verdict({"failed": 0}, 1, "failed", "regression: mrr_avg 1.000 → 0.500")
     assert failed.text == "FAILED (exit 1): 0 new failures, gate FAILED"
     assert failed.line == "FAILED (exit 1): 0 new failures, gate FAILED: regression: mrr_avg 1.000 → 0.500"
-    assert session_verdict({"failed": 0, "known_failures": 1}, 0, "passed").text == "passed: 0 new failures, 1 known failure, gate passed"
+    assert (
+        session_verdict({"failed": 0, "known_failures": 1}, 0, "passed").text
+        == "passed: 0 new failures, 1 known failure, gate passed"
+    )
     assert session_verdict({"failed": 0}, 0, "not gated").text == "passed: 0 failed"
-    assert session_verdict({"failed": 0}, 1, "not gated").text == "FAILED (exit 1): 0 failed, exit status 1 (outside the eval cases)"
+    assert (
+        session_verdict({"failed": 0}, 1, "not gated").text
+        == "FAILED (exit 1): 0 failed, exit status 1 (outside the eval cases)"
+    )
 
 
 @pytest.mark.slow

@@ -16,7 +16,14 @@ from needs import need_module
 from pytest_rageval.gate.compare import Comparison, MetricDelta
 from pytest_rageval.report.markdown import MAX_CASES, md_text, report_href, summary_markdown
 
-HOSTILE = ["<img src=x onerror=alert(1)>", "a|b", "`x`", "[x](javascript:alert(1))", "**bold** _it_ ~s~ $x$", "line\nbreak & <b>"]
+HOSTILE = [
+    "<img src=x onerror=alert(1)>",
+    "a|b",
+    "`x`",
+    "[x](javascript:alert(1))",
+    "**bold** _it_ ~s~ $x$",
+    "line\nbreak & <b>",
+]
 METRICS = {"total_tests": 4, "passed": 2, "failed": 2, "errors": 0, "skipped": 1}
 
 
@@ -26,11 +33,24 @@ def regressed(name: str = "mrr_avg") -> MetricDelta:
 
 def comparison(to_fail: list[str], to_pass: list[str], *deltas: MetricDelta) -> Comparison:
     kept = MetricDelta("recall_at_k_avg", 1.0, 1.0, 0.0, 0.05, False, ci_low=0.0, ci_high=0.0, n_shared=4)
-    return Comparison(deltas=[*deltas, kept], flipped_to_fail=to_fail, flipped_to_pass=to_pass, shared_cases=4, baseline_cases=4, current_cases=4)
+    return Comparison(
+        deltas=[*deltas, kept],
+        flipped_to_fail=to_fail,
+        flipped_to_pass=to_pass,
+        shared_cases=4,
+        baseline_cases=4,
+        current_cases=4,
+    )
 
 
 def render(comp: Comparison | None, **kwargs: object) -> str:
-    args: dict[str, Any] = {"anchors": {}, "report": "report.html", "gate_failed": False, "gate_reason": "", "notes": []}
+    args: dict[str, Any] = {
+        "anchors": {},
+        "report": "report.html",
+        "gate_failed": False,
+        "gate_reason": "",
+        "notes": [],
+    }
     args.update(kwargs)
     return summary_markdown(METRICS, comp, **args)
 
@@ -51,9 +71,16 @@ def test_a_regression_names_the_metric_with_its_interval_and_links_the_flipped_c
     assert "compared on 4 shared cases of 4 in the baseline and 4 in this run." in lines
     assert r"| mrr\_avg | 1.000 → 0.500 | -0.500 | -0.750 .. -0.250 | 0.050 | 4 |" in lines
     assert "recall" not in text  # only the regressed metrics have a row
-    drop, fix = lines.index(r"- [s.jsonl::drop](report.html#case-0)"), lines.index(r"- [s.jsonl::fix](report.html#case-r3)")
-    assert lines.index("**Flipped from pass to fail (1)**") < drop < lines.index("**Flipped from fail to pass (1)**") < fix
-    assert lines.count(r"regression: mrr\_avg 1.000 → 0.500 (-0.500, tolerance 0.050)") == 1  # the reason is not a note again
+    drop, fix = (
+        lines.index(r"- [s.jsonl::drop](report.html#case-0)"),
+        lines.index(r"- [s.jsonl::fix](report.html#case-r3)"),
+    )
+    assert (
+        lines.index("**Flipped from pass to fail (1)**") < drop < lines.index("**Flipped from fail to pass (1)**") < fix
+    )
+    assert (
+        lines.count(r"regression: mrr\_avg 1.000 → 0.500 (-0.500, tolerance 0.050)") == 1
+    )  # the reason is not a note again
     assert "- results/latest not moved" in lines
     assert lines[-1] == "Report: [report.html](report.html)"
 
@@ -85,7 +112,10 @@ def test_text_from_outside_makes_no_html_link_or_table_cell() -> None:
     assert "<" not in text and ">" not in text  # no tag at all: GitHub renders HTML in step summaries
     assert "&lt;img src=x onerror=alert(1)&gt;" in text
     links = re.findall(r"(?<!\\)\[(.*?)(?<!\\)\]\((.*?)\)", text)
-    assert [target for _, target in links] == [*[f"report.html#case-{i}" for i in range(len(HOSTILE))] * 2, "report.html"]
+    assert [target for _, target in links] == [
+        *[f"report.html#case-{i}" for i in range(len(HOSTILE))] * 2,
+        "report.html",
+    ]
     assert "javascript" not in "".join(target for _, target in links)
     rows = [line for line in text.splitlines() if line.startswith("| ") and "1.000 → 0.500" in line]
     assert len(rows) == len(HOSTILE) and all(len(re.findall(r"(?<!\\)\|", row)) == 7 for row in rows)
@@ -148,14 +178,20 @@ def run_twice(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args:
     return result, step
 
 
-def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result, step = run_twice(pytester, monkeypatch)
     assert result.ret == 1, result.stdout.str()
     text = (pytester.path / "out.md").read_text()
     assert step.read_text() == "earlier step\n" + text  # appended, as GitHub's step summary expects
     run = (pytester.path / "results" / "latest").read_text().strip()
-    assert text.startswith("## pytest-rageval: ❌ FAILED (exit 1): 2 new failures, 1 fixed since the baseline, gate FAILED\n"), text
-    assert re.search(r"^\| mrr\\_avg \| 0\.750 → 0\.500 \| -0\.250 \| -1\.000 \.\. \+0\.500 \| 0\.050 \| 4 \|$", text, re.M), text
+    assert text.startswith(
+        "## pytest-rageval: ❌ FAILED (exit 1): 2 new failures, 1 fixed since the baseline, gate FAILED\n"
+    ), text
+    assert re.search(
+        r"^\| mrr\\_avg \| 0\.750 → 0\.500 \| -0\.250 \| -1\.000 \.\. \+0\.500 \| 0\.050 \| 4 \|$", text, re.M
+    ), text
     report = (pytester.path / "results" / run / "report.html").read_text()
     flipped = {}
     for title in ("pass to fail", "fail to pass"):
@@ -172,8 +208,12 @@ def test_a_ci_run_writes_the_summary_naming_regressions_and_flipped_cases(pytest
     assert text.endswith(f"Report: [results/{run}/report.html](results/{run}/report.html)\n")
 
 
-def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"}
+    )
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     with AskServer(System({"c1"})) as server:
         common = ["--rageval", "--rageval-judge=none", f"--rageval-target={server.url}", "-p", "no:cacheprovider"]
@@ -191,8 +231,12 @@ def test_no_summary_without_the_option_or_the_variable_nor_when_no_case_ran(pyte
     assert step.read_text().startswith("## pytest-rageval: ✅ passed: 0 failed\n")
 
 
-def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"}
+    )
     pytester.makeini("[pytest]\nrageval_headers =\n    X-Api-Key: ${RAG_KEY}\n")
     monkeypatch.setenv("RAG_KEY", "s3cr3t-key")
     baseline = {"aggregate_metrics": {"mrr_avg": "http://u:hunter22@h/?token=tok9876", "recall_at_k_avg": "s3cr3t-key"}}
@@ -209,15 +253,26 @@ def test_the_summary_and_the_terminal_mask_secrets_in_the_gate_reason(pytester: 
         )
     assert result.ret == 1
     text = (pytester.path / "out.md").read_text()
-    assert text.startswith("## pytest-rageval: ❌ FAILED (exit 1): 0 new failures, gate FAILED\n") and "baseline refused" in text
+    assert (
+        text.startswith("## pytest-rageval: ❌ FAILED (exit 1): 0 new failures, gate FAILED\n")
+        and "baseline refused" in text
+    )
     assert "mrr\\_avg is" in text and "recall\\_at\\_k\\_avg is" in text
     assert "hunter22" not in text and "tok9876" not in text and "s3cr3t-key" not in text
     shown = result.stdout.str() + result.stderr.str()
-    assert "baseline refused" in shown and "rageval FAILED (exit 1): 0 new failures, gate FAILED: baseline refused" in shown
+    assert (
+        "baseline refused" in shown
+        and "rageval FAILED (exit 1): 0 new failures, gate FAILED: baseline refused" in shown
+    )
     assert "hunter22" not in shown and "tok9876" not in shown and "s3cr3t-key" not in shown
 
 
-AUTOLINKED = ["see https://evil.example/x", "www.evil.example", "mail admin@evil.example", "c0[target=http://rag.internal:8080/ask]"]
+AUTOLINKED = [
+    "see https://evil.example/x",
+    "www.evil.example",
+    "mail admin@evil.example",
+    "c0[target=http://rag.internal:8080/ask]",
+]
 
 
 def test_bare_urls_www_names_and_addresses_become_no_link_on_github() -> None:
@@ -231,8 +286,12 @@ def test_bare_urls_www_names_and_addresses_become_no_link_on_github() -> None:
         assert value in shown  # the text reads as it was
 
 
-def test_a_step_summary_that_is_no_regular_file_is_a_note_not_a_hang(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"})
+def test_a_step_summary_that_is_no_regular_file_is_a_note_not_a_hang(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": json.dumps({"id": "c1", "question": "q-c1", "gold_supports": [GOLD]}) + "\n"}
+    )
     fifo = pytester.path / "fifo"
     os.mkfifo(fifo)  # nobody reads it: an append would block forever
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))

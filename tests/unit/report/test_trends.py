@@ -110,9 +110,15 @@ def test_only_whole_runs_of_one_eval_set_are_charted_and_the_note_says_what_was_
         _run(5, mrr_avg=0.0, extra={"all_error": True}),
         _run(6, mrr_avg=0.72),
     ]
-    page = render_report(_run(7, mrr_avg=0.71), [], history=history, baseline=_run(8, mrr_avg=0.5, extra={"eval_set_hash": "f" * 64}))
+    page = render_report(
+        _run(7, mrr_avg=0.71), [], history=history, baseline=_run(8, mrr_avg=0.5, extra={"eval_set_hash": "f" * 64})
+    )
     titles = [title for _, title in _points(_charts(page)["mrr_avg"])]
-    assert [t.split(",")[0] for t in titles] == ["20240101-120000-aaaaa1", "20240106-120000-aaaaa6", "20240107-120000-aaaaa7"]
+    assert [t.split(",")[0] for t in titles] == [
+        "20240101-120000-aaaaa1",
+        "20240106-120000-aaaaa6",
+        "20240107-120000-aaaaa7",
+    ]
     note = re.search(r'<p class="muted">3 runs of eval set eeeeeeeeeeee[^<]*</p>', page)
     assert note is not None
     for said in ("1 all-error run", "1 partial run", "1 run of other eval sets", "the baseline (another eval set)"):
@@ -120,14 +126,24 @@ def test_only_whole_runs_of_one_eval_set_are_charted_and_the_note_says_what_was_
     assert 'class="baseline"' not in page
 
     # this run of another eval set than the earlier ones: its own series only (one point: no chart yet)
-    other = render_report(_run(7, mrr_avg=0.71, extra={"eval_set_hash": "f" * 64}), [], history=[_run(1, mrr_avg=0.7), _run(2, mrr_avg=0.7)])
+    other = render_report(
+        _run(7, mrr_avg=0.71, extra={"eval_set_hash": "f" * 64}),
+        [],
+        history=[_run(1, mrr_avg=0.7), _run(2, mrr_avg=0.7)],
+    )
     assert "<svg" not in other.split('id="trends"')[1]
     assert "2 runs of other eval sets" in other
 
 
 def test_run_ids_commits_and_dates_from_files_are_escaped() -> None:
     evil = "<script>alert(1)</script>"
-    history = [_run(1, mrr_avg=0.7, extra={"run_id": evil, "git_commit": f"<img src=x onerror=alert(2)>{evil}", "timestamp": evil})]
+    history = [
+        _run(
+            1,
+            mrr_avg=0.7,
+            extra={"run_id": evil, "git_commit": f"<img src=x onerror=alert(2)>{evil}", "timestamp": evil},
+        )
+    ]
     baseline = _run(2, mrr_avg=0.8, extra={"run_id": f"b{evil}", "git_commit": evil, "timestamp": evil})
     page = render_report(_run(3, mrr_avg=0.6), [], history=history, baseline=baseline)
     assert "<script" not in page.replace(str(render_script()), "") and "<img" not in page  # only the page's own script
@@ -159,9 +175,13 @@ def test_the_run_s_commit_comes_from_the_ci_then_git(tmp_path: Path) -> None:
     assert tree_dirty(repo) is True
 
 
-def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_records_its_commit_and_its_report_charts_the_baseline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
-    pytester.makefile(".jsonl", **{"eval_sets/s": '{"id": "a", "question": "q", "gold_supports": [{"rel_path": "a.md"}]}\n'})
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": '{"id": "a", "question": "q", "gold_supports": [{"rel_path": "a.md"}]}\n'}
+    )
     pytester.makeconftest("""
         import pytest
         @pytest.fixture(scope="session")
@@ -170,12 +190,18 @@ def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: p
                                              "debug": {"retrieved_chunks": [{"rel_path": "a.md"}]}}
     """)
     for more in (["--rageval-update-baseline"], []):
-        result = pytester.runpytest("--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-baseline", "base.json", *more)
+        result = pytester.runpytest(
+            "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "--rageval-baseline", "base.json", *more
+        )
         assert result.ret == 0, result.stdout.str()
     # the second run is `latest` (run ids made within one second do not sort by time)
     second = pytester.path / "results" / (pytester.path / "results" / "latest").read_text().strip()
     metrics = json.loads((second / "metrics.json").read_text())
-    assert metrics["git_commit"] == json.loads((second / "config.json").read_text())["git_commit"] == "0123456789abcdef0123456789abcdef01234567"
+    assert (
+        metrics["git_commit"]
+        == json.loads((second / "config.json").read_text())["git_commit"]
+        == "0123456789abcdef0123456789abcdef01234567"
+    )
     # the second run's report charts both runs, labelled with the commit, and the baseline it was compared with
     recall = _charts((second / "report.html").read_text(encoding="utf-8"))["recall_at_k_avg"]
     assert len(_points(recall)) == 2 and all("commit 0123456" in title for _, title in _points(recall))
@@ -186,11 +212,20 @@ def test_a_run_records_its_commit_and_its_report_charts_the_baseline(pytester: p
 def test_the_chart_is_visible_in_a_browser(tmp_path: Path) -> None:
     """The real page's chart, laid out by Chromium: a visible box, its points inside it and on top."""
     report = tmp_path / "report.html"
-    write_report(report, _run(4, mrr_avg=0.6), [], history=[_run(i, mrr_avg=0.7) for i in (1, 2, 3)], baseline=_run(2, mrr_avg=0.8))
+    write_report(
+        report,
+        _run(4, mrr_avg=0.6),
+        [],
+        history=[_run(i, mrr_avg=0.7) for i in (1, 2, 3)],
+        baseline=_run(2, mrr_avg=0.8),
+    )
     page = report.read_text(encoding="utf-8")
     # The page forbids scripts (CSP); this copy of it, only to measure, allows one probe script at the end.
     probe = tmp_path / "probe.html"
-    probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    probe.write_text(
+        re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", PROBE + "</body>"),
+        encoding="utf-8",
+    )
     dom = dump_dom(probe, tmp_path / "profile")
     found: re.Match[str] | None = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert found is not None, dom[-2000:]

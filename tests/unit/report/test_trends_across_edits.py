@@ -30,14 +30,21 @@ def test_five_runs_with_two_edits_draw_one_trend_with_two_marks(pytester: pytest
             path.write_text(path.read_text().replace('"question": "c05"', '"question": "c05 reworded"'))
             write_state(pytester.path, {"c20": 2})
         assert run(pytester, "-o", "rageval_baseline=").ret == 0
-    history = subprocess.run([sys.executable, "-m", "pytest_rageval.cli", "history", "results"], capture_output=True, text=True, cwd=pytester.path)
+    history = subprocess.run(
+        [sys.executable, "-m", "pytest_rageval.cli", "history", "results"],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+    )
     assert history.returncode == 0, history.stderr
     out = history.stdout
     assert len(re.findall(r"^eval set ", out, re.M)) == 1, out
     assert re.search(r"^eval set \w+ \(eval_sets/set.jsonl\): 5 runs, 2 eval-set edits \(marked ~\)$", out, re.M), out
     marks = [line for line in out.splitlines() if line.startswith("~ ")]
     assert marks[0].startswith("~ eval set edited: 1 added, 0 changed, 0 removed (30 cases unchanged)")
-    assert marks[1].startswith("~ eval set edited: 0 added, 1 changed, 0 removed (30 cases unchanged); vs the run before on them: ")
+    assert marks[1].startswith(
+        "~ eval set edited: 0 added, 1 changed, 0 removed (30 cases unchanged); vs the run before on them: "
+    )
     assert "mrr_avg -0.017" in marks[1]  # c20's gold at rank 2, over the 30 unchanged cases
     html = (newest_run(pytester.path) / "report.html").read_text()
     trends = html[html.index('id="trends"') :]

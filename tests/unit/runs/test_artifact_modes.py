@@ -39,15 +39,25 @@ def test_atomic_writes_follow_the_umask(tmp_path: Path, umask: Callable[[int], i
 
 
 def test_every_artifact_of_a_run_is_0644(pytester: pytest.Pytester, umask: Callable[[int], int]) -> None:
-    pytester.makefile(".jsonl", **{"eval_sets/s": json.dumps({"id": "a", "question": "q", "gold_supports": [{"rel_path": "a.md"}]})})
+    pytester.makefile(
+        ".jsonl", **{"eval_sets/s": json.dumps({"id": "a", "question": "q", "gold_supports": [{"rel_path": "a.md"}]})}
+    )
     # A callable target: this file runs before test_client.py, whose tests need httpx's first use outside pytester.
-    pytester.makepyfile(rag="def ask(question, params):\n    return {'answer': 'A.', 'debug': {'retrieved_chunks': [{'rel_path': 'a.md'}]}}\n")
+    pytester.makepyfile(
+        rag="def ask(question, params):\n    return {'answer': 'A.', 'debug': {'retrieved_chunks': [{'rel_path': 'a.md'}]}}\n"
+    )
     result = pytester.runpytest(
-        "--rageval", "--rageval-judge=none", "--rageval-target=rag:ask", "--rageval-baseline=baseline/metrics.json", "--rageval-update-baseline"
+        "--rageval",
+        "--rageval-judge=none",
+        "--rageval-target=rag:ask",
+        "--rageval-baseline=baseline/metrics.json",
+        "--rageval-update-baseline",
     )
     result.assert_outcomes(passed=1)
     results = pytester.path / "results"
     run_dir = results / (results / "latest").read_text().strip()
     files = [results / "latest", pytester.path / "baseline" / "metrics.json"]
     files += [run_dir / name for name in ("metrics.json", "config.json", "results.jsonl", "report.html")]
-    assert {str(p.relative_to(pytester.path)): oct(mode(p)) for p in files} == {str(p.relative_to(pytester.path)): oct(0o644) for p in files}
+    assert {str(p.relative_to(pytester.path)): oct(mode(p)) for p in files} == {
+        str(p.relative_to(pytester.path)): oct(0o644) for p in files
+    }

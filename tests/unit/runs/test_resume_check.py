@@ -26,7 +26,9 @@ def test_each_difference_is_named_with_both_values() -> None:
         "judge: 'none' in the run, 'lexical' now",
         "-k: none in the run, 'c001' now",
     ]
-    assert differences(identity(thresholds={}), identity()) == ["thresholds: none in the run, {'global': {'mrr': 0.5}} now"]
+    assert differences(identity(thresholds={}), identity()) == [
+        "thresholds: none in the run, {'global': {'mrr': 0.5}} now"
+    ]
 
 
 def test_a_run_without_a_selection_or_snapshot_compares_what_it_has() -> None:
@@ -42,8 +44,14 @@ def test_a_field_kept_only_when_set_is_named_when_one_side_has_it() -> None:
     repeated = identity()
     repeated["config"] = {**repeated["config"], "repeat": 3, "matrix": {"axes": {"top_k": [3, 5]}}}
     repeated["config_hash"] = "other"
-    assert differences(identity(), repeated) == ["repeat: none in the run, 3 now", "matrix: none in the run, {'axes': {'top_k': [3, 5]}} now"]
-    assert differences(repeated, identity()) == ["repeat: 3 in the run, none now", "matrix: {'axes': {'top_k': [3, 5]}} in the run, none now"]
+    assert differences(identity(), repeated) == [
+        "repeat: none in the run, 3 now",
+        "matrix: none in the run, {'axes': {'top_k': [3, 5]}} now",
+    ]
+    assert differences(repeated, identity()) == [
+        "repeat: 3 in the run, none now",
+        "matrix: {'axes': {'top_k': [3, 5]}} in the run, none now",
+    ]
 
 
 def test_selection_paths_are_relative_to_rootdir_and_sorted(tmp_path: Path) -> None:

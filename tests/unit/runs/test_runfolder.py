@@ -18,7 +18,13 @@ from pytest_rageval.runs.folder import RunFolder, RunFolderError, UnreadableReco
 RECORDS: list[dict[str, Any]] = [
     {"key": "s.jsonl::a", "test_case_id": "a", "outcome": "passed", "metrics": {"mrr": 1.0}, "answer": "é\u2028ü"},
     {"key": "s.jsonl::b", "test_case_id": "b", "outcome": "failed", "metrics": {"mrr": 0.5}, "error": None},
-    {"key": "s.jsonl::c", "test_case_id": "c", "outcome": "error", "metrics": {}, "error": {"kind": "timeout", "message": "timed out after 30 s"}},
+    {
+        "key": "s.jsonl::c",
+        "test_case_id": "c",
+        "outcome": "error",
+        "metrics": {},
+        "error": {"kind": "timeout", "message": "timed out after 30 s"},
+    },
 ]
 
 
@@ -51,7 +57,9 @@ def test_files_are_written_as_before_and_read_back(tmp_path: Path) -> None:
     assert folder.metrics_path.read_text(encoding="utf-8") == json.dumps(metrics, indent=2) + "\n"
     assert (tmp_path / "results" / "latest").read_text() == "run-1\n"
     assert list(folder.records()) == RECORDS == list(RunFolder(folder.run_dir).records(torn_tail=False))
-    assert folder.config() == {"format_version": 1, "run_id": "run-1", "k": 5} and folder.metrics()["aggregate_metrics"] == {"mrr_avg": 0.75}
+    assert folder.config() == {"format_version": 1, "run_id": "run-1", "k": 5} and folder.metrics()[
+        "aggregate_metrics"
+    ] == {"mrr_avg": 0.75}
     with jsonlines.open(folder.results_path) as reader:  # any jsonlines reader reads the file
         assert list(reader) == RECORDS
 
@@ -95,10 +103,17 @@ def test_a_torn_last_line_is_skipped_only_by_readers_that_show(tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("tail", "cut", "newline_added"),
-    [('{"key": "s.jsonl::d", "outc', 27, False), ('{"key": "s.jsonl::d", "outc\n', 28, False), ('{"key": "s.jsonl::d"}', 0, True), ("", 0, False)],
+    [
+        ('{"key": "s.jsonl::d", "outc', 27, False),
+        ('{"key": "s.jsonl::d", "outc\n', 28, False),
+        ('{"key": "s.jsonl::d"}', 0, True),
+        ("", 0, False),
+    ],
     ids=["torn", "torn-with-newline", "no-newline", "clean"],
 )
-def test_a_resume_cuts_a_torn_last_line_and_says_how_much(tmp_path: Path, tail: str, cut: int, newline_added: bool) -> None:
+def test_a_resume_cuts_a_torn_last_line_and_says_how_much(
+    tmp_path: Path, tail: str, cut: int, newline_added: bool
+) -> None:
     folder = written(tmp_path)
     before = folder.results_path.read_bytes()
     with folder.results_path.open("a", encoding="utf-8") as fh:
@@ -125,7 +140,9 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_files_rewritten_by_judge_and_made_by_merge_are_0644(tmp_path: Path, umask_022: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_files_rewritten_by_judge_and_made_by_merge_are_0644(
+    tmp_path: Path, umask_022: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = written(tmp_path)
     os.chmod(folder.results_path, 0o600)  # rewritten files take a new file's mode, not the old one's
     assert cli.main(["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")]) == 0
@@ -140,7 +157,9 @@ def test_files_rewritten_by_judge_and_made_by_merge_are_0644(tmp_path: Path, uma
 
 @pytest.mark.parametrize("command", ["judge", "merge", "report"])
 @pytest.mark.parametrize("damage", ["middle", "torn-tail"])
-def test_no_command_drops_a_line_it_cannot_read(tmp_path: Path, command: str, damage: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_command_drops_a_line_it_cannot_read(
+    tmp_path: Path, command: str, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Through cli.main: judge and merge refuse a torn or corrupt line; report refuses a corrupt one, skips a torn tail."""
     folder = written(tmp_path)
     with folder.results_path.open("a", encoding="utf-8") as fh:
@@ -172,7 +191,9 @@ NEWER = "format_version: expected a format this pytest-rageval reads (1 to 1; a 
 
 @pytest.mark.parametrize("file", ["metrics.json", "config.json"])
 @pytest.mark.parametrize("command", ["judge", "merge", "compare"])
-def test_a_file_of_a_newer_format_is_refused_naming_the_field(tmp_path: Path, file: str, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_of_a_newer_format_is_refused_naming_the_field(
+    tmp_path: Path, file: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = written(tmp_path)
     path = folder.run_dir / file
     path.write_text(json.dumps(json.loads(path.read_text()) | {"format_version": 2}), encoding="utf-8")
@@ -190,11 +211,16 @@ def test_a_file_of_a_newer_format_is_refused_naming_the_field(tmp_path: Path, fi
     assert info.value.code == 2 and f"{path}: {NEWER}" in err and "Traceback" not in err, err
 
 
-def test_files_without_a_format_version_are_read_as_format_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_files_without_a_format_version_are_read_as_format_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Runs written before the field existed stay readable, and are stamped when a command rewrites them."""
     folder = written(tmp_path)
     for path in (folder.metrics_path, folder.config_path):
-        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "format_version"}), encoding="utf-8")
+        path.write_text(
+            json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "format_version"}),
+            encoding="utf-8",
+        )
     assert folder.metrics()["run_id"] == "run-1" and folder.config()["k"] == 5
     assert cli.main(["judge", str(folder.run_dir), "--judge", "lexical", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert json.loads(folder.metrics_path.read_text())["format_version"] == 1

@@ -89,7 +89,9 @@ class ScriptServer:
                 raw = self.rfile.read(length)
                 parts = urlsplit(self.path)
                 with outer.lock:
-                    outer.seen.append(Seen(time.monotonic(), parts.path, parse_qs(parts.query), dict(self.headers), json.loads(raw)))
+                    outer.seen.append(
+                        Seen(time.monotonic(), parts.path, parse_qs(parts.query), dict(self.headers), json.loads(raw))
+                    )
                     reply = outer.script[min(len(outer.seen), len(outer.script)) - 1]
                 if reply.delay:
                     time.sleep(reply.delay)
@@ -208,7 +210,11 @@ def test_request_map_renames_and_drops_fields(serve: Any) -> None:
     request_map = parse_request_map("question = query\nk =\nfolder_mode = options.folders\n")
     assert request_map == {"question": "query", "k": "", "folder_mode": "options.folders"}
     ask(fast(server.url, request_map=request_map), k=3, folder_mode="on", temperature=0)
-    assert server.seen[0].body == {"query": "How do I configure embeddings?", "temperature": 0, "options": {"folders": "on"}}
+    assert server.seen[0].body == {
+        "query": "How do I configure embeddings?",
+        "temperature": 0,
+        "options": {"folders": "on"},
+    }
 
 
 def test_seed_001_shape_through_the_mapping(serve: Any) -> None:

@@ -54,14 +54,18 @@ def log(pytester: pytest.Pytester) -> list[Any]:
 
 
 def run(pytester: pytest.Pytester, target: str, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--rageval", "--rageval-judge=none", f"--rageval-target=rag:{target}", "-p", "no:cacheprovider", *extra)
+    return pytester.runpytest_subprocess(
+        "--rageval", "--rageval-judge=none", f"--rageval-target=rag:{target}", "-p", "no:cacheprovider", *extra
+    )
 
 
 def test_a_lazy_index_is_built_once_though_eight_cases_start_together(project: pytest.Pytester) -> None:
     result = run(project, "lazy")
     assert result.ret == 0, result.stdout.str()
     assert log(project) == ["built"]
-    result.stdout.re_match_lines([r"first call of rag:lazy: [\d,]+ ms \(it went out alone, the other cases waited for it\)"])
+    result.stdout.re_match_lines(
+        [r"first call of rag:lazy: [\d,]+ ms \(it went out alone, the other cases waited for it\)"]
+    )
 
 
 def test_target_concurrency_caps_the_calls_in_flight(project: pytest.Pytester) -> None:

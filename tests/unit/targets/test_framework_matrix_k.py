@@ -49,7 +49,14 @@ def test_a_framework_retriever_is_asked_at_the_k_each_config_records(pytester: p
     _eval_set(pytester, {"id": "c0"})
     pytester.makepyfile(myretriever=RETRIEVER)
     result = pytester.runpytest_subprocess(
-        *_args("myretriever:retriever", "--rageval-matrix", f"{axis}=1,4", "-o", "rageval_slice_k=false", "--rageval-store-full-text")
+        *_args(
+            "myretriever:retriever",
+            "--rageval-matrix",
+            f"{axis}=1,4",
+            "-o",
+            "rageval_slice_k=false",
+            "--rageval-store-full-text",
+        )
     )
     assert_run_whole(pytester.path / "results", result.ret, expected_status=0, out=result.stdout.str())
     asked = sorted(int(line) for line in (pytester.path / "asked.log").read_text().split())

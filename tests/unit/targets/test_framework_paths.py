@@ -33,7 +33,9 @@ from pytest_rageval.targets.maps import ResponseMap, map_response, parse_respons
         ({}, "no heading", None),
     ],
 )
-def test_heading_paths_follow_each_frameworks_markdown_splitter(metadata: dict[str, Any], text: str, expected: Any) -> None:
+def test_heading_paths_follow_each_frameworks_markdown_splitter(
+    metadata: dict[str, Any], text: str, expected: Any
+) -> None:
     assert heading_path(metadata, text) == expected
 
 
@@ -62,11 +64,19 @@ def test_paths_become_relative_to_docs_root(tmp_path: Path, monkeypatch: pytest.
 
 def test_an_absolute_path_of_any_target_is_made_relative_after_the_response_map(tmp_path: Path) -> None:
     data = {"answer": "a", "hits": [{"meta": {"file_path": str(tmp_path / "x" / "a.md")}, "rel_path": "/other/b.md"}]}
-    mapped = map_response(data, parse_response_map("retrieved_chunks = hits\nretrieved_chunks.rel_path = meta.file_path"), tmp_path)
+    mapped = map_response(
+        data, parse_response_map("retrieved_chunks = hits\nretrieved_chunks.rel_path = meta.file_path"), tmp_path
+    )
     assert mapped.retrieved_chunks[0].rel_path == "x/a.md"
-    assert map_response(data, parse_response_map("retrieved_chunks = hits"), tmp_path).retrieved_chunks[0].rel_path == "/other/b.md"
     assert (
-        map_response({"answer": "a", "retrieved_chunks": [{"rel_path": "./a.md"}]}, ResponseMap(), tmp_path).retrieved_chunks[0].rel_path == "./a.md"
+        map_response(data, parse_response_map("retrieved_chunks = hits"), tmp_path).retrieved_chunks[0].rel_path
+        == "/other/b.md"
+    )
+    assert (
+        map_response({"answer": "a", "retrieved_chunks": [{"rel_path": "./a.md"}]}, ResponseMap(), tmp_path)
+        .retrieved_chunks[0]
+        .rel_path
+        == "./a.md"
     )  # relative paths of other targets: as sent
 
 
@@ -166,7 +176,11 @@ def test_inspect_names_the_gold_that_can_never_match(tmp_path: Path) -> None:
         " 'doc_id': 'POL-1', 'score_final': 0.5}]}\n"
     )
     lines = [
-        {"id": "ok", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Handbook > Leave"}]},
+        {
+            "id": "ok",
+            "question": "q",
+            "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Handbook > Leave"}],
+        },
         {"id": "bad", "question": "q", "gold_supports": [{"rel_path": "hr/leave.md", "heading_path": "Leave"}]},
     ]
     (tmp_path / "s.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -180,5 +194,8 @@ def test_inspect_names_the_gold_that_can_never_match(tmp_path: Path) -> None:
     )
     assert run.returncode == 1, run.stderr
     assert "  1  hr/leave.md  heading: Handbook > Leave  doc_id: POL-1  score: 0.5" in run.stdout
-    assert "s.jsonl:2 [bad] gold_supports[0] hr/leave.md > Leave can never match: no heading path of that file starts" in run.stdout
+    assert (
+        "s.jsonl:2 [bad] gold_supports[0] hr/leave.md > Leave can never match: no heading path of that file starts"
+        in run.stdout
+    )
     assert "[ok]" not in run.stdout

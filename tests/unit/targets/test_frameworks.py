@@ -107,9 +107,18 @@ def _haystack_anchors(question: str) -> list[tuple[str, list[str], str]]:
 TARGETS: dict[str, tuple[tuple[str, ...], Callable[[str], list[tuple[str, list[str], str]]]]] = {
     "llamaindex_app:query_engine": (("llama_index.core", "llama_index.retrievers.bm25"), _llamaindex_anchors),
     "llamaindex_app:retriever": (("llama_index.core", "llama_index.retrievers.bm25"), _llamaindex_anchors),
-    "langchain_app:chain": (("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"), _langchain_anchors),
-    "langchain_app:retriever": (("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"), _langchain_anchors),
-    "langchain_app:graph": (("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"), _langchain_anchors),
+    "langchain_app:chain": (
+        ("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"),
+        _langchain_anchors,
+    ),
+    "langchain_app:retriever": (
+        ("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"),
+        _langchain_anchors,
+    ),
+    "langchain_app:graph": (
+        ("langchain_core", "langchain_community.retrievers", "langchain_text_splitters", "langgraph"),
+        _langchain_anchors,
+    ),
     "haystack_app:pipeline": (("haystack",), _haystack_anchors),
 }
 
@@ -119,13 +128,17 @@ def _apps_importable() -> Any:
     """The apps as the package ``tests_framework_apps_import`` for this file's own recomputation."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("tests_framework_apps_import", APPS / "__init__.py", submodule_search_locations=[str(APPS)])
+    spec = importlib.util.spec_from_file_location(
+        "tests_framework_apps_import", APPS / "__init__.py", submodule_search_locations=[str(APPS)]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["tests_framework_apps_import"] = module
     spec.loader.exec_module(module)
     yield
-    for name in [n for n in sys.modules if n == "tests_framework_apps_import" or n.startswith("tests_framework_apps_import.")]:
+    for name in [
+        n for n in sys.modules if n == "tests_framework_apps_import" or n.startswith("tests_framework_apps_import.")
+    ]:
         del sys.modules[name]
 
 
@@ -140,7 +153,18 @@ def _project(tmp_path: Path, target: str, *ini: str) -> Path:
 
 def _run(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "--rageval", "--rageval-judge=none", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rageval",
+            "--rageval-judge=none",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            *args,
+        ],
         cwd=project,
         capture_output=True,
         text=True,
@@ -148,7 +172,12 @@ def _run(project: Path, *args: str, timeout: float = 300) -> subprocess.Complete
     )
 
 
-def _whole(project: Path, result: subprocess.CompletedProcess[str] | pytest.RunResult, expected: int | None = None, latest: bool = True) -> Path:
+def _whole(
+    project: Path,
+    result: subprocess.CompletedProcess[str] | pytest.RunResult,
+    expected: int | None = None,
+    latest: bool = True,
+) -> Path:
     """The run ended as its cases say (0 when every case passed, else 1, unless ``expected``) and wrote every
     artifact; its folder."""
     status = result.returncode if isinstance(result, subprocess.CompletedProcess) else int(result.ret)
@@ -210,7 +239,9 @@ def test_the_matrix_top_k_reaches_the_llamaindex_retriever(tmp_path: Path, monke
     cases = len(_cases())
     # each case asked once per config, the retriever's own k (3) replaced by the config's for that call
     assert sorted(log.read_text().split()) == ["1"] * cases + ["5"] * cases
-    chunks = {r["config_id"]: len(r["retrieved_chunks"]) for r in _records(project) if r["test_case_id"] == "fact-gcp-budget"}
+    chunks = {
+        r["config_id"]: len(r["retrieved_chunks"]) for r in _records(project) if r["test_case_id"] == "fact-gcp-budget"
+    }
     assert chunks == {"top_k=1": 1, "top_k=5": 5}
     # without top_k among the params the object answers as configured: 3 chunks
     log.write_text("")
@@ -226,19 +257,30 @@ def test_gold_that_can_never_match_is_named_by_the_run_and_by_inspect(tmp_path: 
     eval_set = project / "eval_sets" / "demo.jsonl"
     text = eval_set.read_text()
     eval_set.write_text(
-        text.replace('"heading_path": "# Gaming Catalyst Program (GCP) > ## Budget"', '"heading_path": "## Budget"').replace(
-            '"rel_path": "treasury/sequencer-fees.md"', '"rel_path": "../sequencer-fees.md"'
-        )
+        text.replace(
+            '"heading_path": "# Gaming Catalyst Program (GCP) > ## Budget"', '"heading_path": "## Budget"'
+        ).replace('"rel_path": "treasury/sequencer-fees.md"', '"rel_path": "../sequencer-fees.md"')
     )
     result = _run(project)
     _whole(project, result)
     warnings = [line for line in result.stdout.splitlines() if line.startswith("rageval warning:")]
     assert len(warnings) == 2, result.stdout
-    assert "[fact-gcp-budget] gold_supports[0] proposals/gaming-catalyst.md > Budget can never match: no heading path" in warnings[0]
+    assert (
+        "[fact-gcp-budget] gold_supports[0] proposals/gaming-catalyst.md > Budget can never match: no heading path"
+        in warnings[0]
+    )
     assert "[fact-sequencer-revenue-2023] gold_supports[0] ../sequencer-fees.md" in warnings[1]
     assert "leaves docs_root" in warnings[1]
     inspect = subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "inspect", "What was the GCP budget?", "--eval-set", "eval_sets/demo.jsonl"],
+        [
+            sys.executable,
+            "-m",
+            "pytest_rageval.cli",
+            "inspect",
+            "What was the GCP budget?",
+            "--eval-set",
+            "eval_sets/demo.jsonl",
+        ],
         cwd=project,
         capture_output=True,
         text=True,
@@ -267,7 +309,13 @@ def test_plain_pytest_imports_no_framework(pytester: pytest.Pytester) -> None:
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_modules.py").assert_outcomes(passed=1)
     # a --rageval run with a plain callable target imports none either (the test file runs beside the case)
     result = pytester.runpytest_subprocess(
-        "--rageval", "--rageval-target=rag:ask", "--rageval-judge=none", "-p", "no:cacheprovider", "test_modules.py", "eval_sets"
+        "--rageval",
+        "--rageval-target=rag:ask",
+        "--rageval-judge=none",
+        "-p",
+        "no:cacheprovider",
+        "test_modules.py",
+        "eval_sets",
     )
     result.assert_outcomes(passed=2)
     _whole(pytester.path, result, 0)
@@ -303,7 +351,13 @@ def _faulty_project(pytester: pytest.Pytester, target: str) -> pytest.Pytester:
     pytester.makepyfile(faulty=FAULTY_APP)
     questions = {"ok": "fine?", "boom": "boom?", "hang": "hang?", "shape": "shape?", "ok2": "fine again?"}
     lines = [
-        json.dumps({"id": name, "question": question, "gold_supports": [{"rel_path": "a.md", "heading_path": "Guide > Budget"}]})
+        json.dumps(
+            {
+                "id": name,
+                "question": question,
+                "gold_supports": [{"rel_path": "a.md", "heading_path": "Guide > Budget"}],
+            }
+        )
         for name, question in questions.items()
     ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(lines) + "\n"})
@@ -313,7 +367,9 @@ def _faulty_project(pytester: pytest.Pytester, target: str) -> pytest.Pytester:
     return pytester
 
 
-def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that_case_only(pytester: pytest.Pytester) -> None:
+def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that_case_only(
+    pytester: pytest.Pytester,
+) -> None:
     need_installed("llama_index.core")
     need_installed("langchain_core")
     project = _faulty_project(pytester, "retriever")
@@ -323,7 +379,10 @@ def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that
     out = result.stdout.str()
     assert "[boom] RAG call failed (target): LlamaIndex retriever raised RuntimeError: the index is offline" in out
     assert "[hang] RAG call failed (timeout): faulty:retriever did not return within 2 s" in out
-    assert "[shape] RAG call failed (target): LlamaIndex retriever raised AttributeError: 'str' object has no attribute" in out
+    assert (
+        "[shape] RAG call failed (target): LlamaIndex retriever raised AttributeError: 'str' object has no attribute"
+        in out
+    )
     # the chunk read from the framework's own metadata: the path under docs_root, the parent headings and its own
     record = next(
         json.loads(line)
@@ -332,7 +391,11 @@ def test_a_framework_object_that_raises_hangs_or_answers_another_shape_errs_that
     )
     chunk = record["retrieved_chunks"][0]
     # kept as the adapter wrote it (a list), and read back by the run's own report
-    assert (chunk["rel_path"], chunk["heading_path"], record["metrics"]["recall_at_k"]) == ("a.md", ["Guide", "Budget"], 1)
+    assert (chunk["rel_path"], chunk["heading_path"], record["metrics"]["recall_at_k"]) == (
+        "a.md",
+        ["Guide", "Budget"],
+        1,
+    )
 
 
 def test_a_langchain_runnable_of_another_shape_names_what_it_returned(pytester: pytest.Pytester) -> None:
@@ -351,16 +414,23 @@ def test_label_writes_gold_relative_to_docs_root_from_a_framework_and_over_http(
 
     project = _project(tmp_path, "llamaindex_app:retriever")
     eval_set = project / "new.jsonl"
-    eval_set.write_text(json.dumps({"id": "gcp", "question": "What budget did the Gaming Catalyst Program have?"}) + "\n")
+    eval_set.write_text(
+        json.dumps({"id": "gcp", "question": "What budget did the Gaming Catalyst Program have?"}) + "\n"
+    )
     label = [sys.executable, "-m", "pytest_rageval.cli", "label", "new.jsonl", "--k", "3"]
     run = subprocess.run(label, input="1\n", cwd=project, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     gold = json.loads(eval_set.read_text())["gold_supports"][0]
-    assert (gold["rel_path"], gold["heading_path"]) == ("proposals/gaming-catalyst.md", ["Gaming Catalyst Program (GCP)", "Budget"])
+    assert (gold["rel_path"], gold["heading_path"]) == (
+        "proposals/gaming-catalyst.md",
+        ["Gaming Catalyst Program (GCP)", "Budget"],
+    )
 
     # an HTTP service on this machine sending LlamaIndex's absolute file_path, read through the response map
     def responder(body: dict[str, Any]) -> Any:
-        return answer("200M ARB.", [{"file_path": str(CORPUS / "proposals" / "gaming-catalyst.md"), "heading_path": ["GCP"]}])
+        return answer(
+            "200M ARB.", [{"file_path": str(CORPUS / "proposals" / "gaming-catalyst.md"), "heading_path": ["GCP"]}]
+        )
 
     eval_set.write_text(json.dumps({"id": "gcp", "question": "What budget?"}) + "\n")
     with AskServer(responder) as server:
@@ -507,10 +577,15 @@ def test_gold_written_as_shown_matches_headings_with_attribute_lists(framework: 
         (tmp_path / "docs" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "docs" / name).write_text(text)
     (tmp_path / "mkdocs_app.py").write_text(MKDOCS_APPS[framework])
-    lines = [{"id": c["id"], "question": c["question"], "gold_supports": [c["gold"]], "thresholds": {"mrr": 1}} for c in MKDOCS_CASES]
+    lines = [
+        {"id": c["id"], "question": c["question"], "gold_supports": [c["gold"]], "thresholds": {"mrr": 1}}
+        for c in MKDOCS_CASES
+    ]
     (tmp_path / "eval_sets").mkdir()
     (tmp_path / "eval_sets" / "docs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nrageval_target = "mkdocs_app:target"\nrageval_docs_root = "docs"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nrageval_target = "mkdocs_app:target"\nrageval_docs_root = "docs"\n'
+    )
     result = _run(tmp_path)
     assert "can never match" not in result.stdout and "rageval warning" not in result.stdout, result.stdout
     run_dir = _whole(tmp_path, result, 0)
@@ -520,7 +595,15 @@ def test_gold_written_as_shown_matches_headings_with_attribute_lists(framework: 
     assert "#declare-cookie-parameters" in stored  # the splitter's own heading, kept as it wrote it
     assert "Cookies &gt; Declare Cookie parameters" in (run_dir / "report.html").read_text()
     inspect = subprocess.run(
-        [sys.executable, "-m", "pytest_rageval.cli", "inspect", "How do I declare cookie parameters?", "--eval-set", "eval_sets/docs.jsonl"],
+        [
+            sys.executable,
+            "-m",
+            "pytest_rageval.cli",
+            "inspect",
+            "How do I declare cookie parameters?",
+            "--eval-set",
+            "eval_sets/docs.jsonl",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

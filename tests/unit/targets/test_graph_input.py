@@ -114,7 +114,9 @@ def test_a_graph_gets_the_question_under_its_input_schemas_key(target: str, tmp_
     need_installed("langgraph")
     result = _run(tmp_path, target)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    (record,) = [json.loads(line) for line in next((tmp_path / "results").glob("*/results.jsonl")).read_text().splitlines()]
+    (record,) = [
+        json.loads(line) for line in next((tmp_path / "results").glob("*/results.jsonl")).read_text().splitlines()
+    ]
     assert record["error"] is None
     assert record["answer"] == "Ten days a year (How many sick days a year?)"
     assert record["metrics"]["recall_at_k"] == 1

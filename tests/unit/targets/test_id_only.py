@@ -55,7 +55,10 @@ def seed001(body: dict[str, Any]) -> Any:
     cited = CITED[body["query"]][: body["topK"]]
     return {
         "answer": "From the proposals.",
-        "citations": [{"proposal_id": pid, "stage": "tally", "url": f"https://example.org/{pid}", "snippet": f"About {pid}."} for pid in cited],
+        "citations": [
+            {"proposal_id": pid, "stage": "tally", "url": f"https://example.org/{pid}", "snippet": f"About {pid}."}
+            for pid in cited
+        ],
     }
 
 
@@ -83,7 +86,13 @@ def test_multi_hop_and_conflict_cases_over_proposal_ids(pytester: pytest.Pyteste
 
 def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: pytest.Pytester) -> None:
     pytester.makeini(seed_001_ini())
-    write(pytester, [{"id": f"by-path-{i}", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "proposals/stip.md"}]} for i in range(4)])
+    write(
+        pytester,
+        [
+            {"id": f"by-path-{i}", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "proposals/stip.md"}]}
+            for i in range(4)
+        ],
+    )
     with AskServer(seed001) as server:
         result = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     result.assert_outcomes(failed=4)
@@ -98,7 +107,10 @@ def test_gold_supports_against_an_api_without_rel_path_is_one_warning(pytester: 
 
     # Mapped (the citation's url stands in for a path here), the same cases match and nothing is said.
     pytester.makeini(seed_001_ini("retrieved_chunks.rel_path = url", "references.rel_path = url"))
-    write(pytester, [{"id": "by-url", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "https://example.org/stip"}]}])
+    write(
+        pytester,
+        [{"id": "by-url", "query": "Who proposed STIP?", "gold_supports": [{"rel_path": "https://example.org/stip"}]}],
+    )
     with AskServer(seed001) as server:
         mapped = pytester.runpytest("--rageval", "--rageval-judge=none", f"--rageval-target={server.url}")
     mapped.assert_outcomes(passed=1)

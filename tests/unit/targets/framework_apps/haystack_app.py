@@ -29,7 +29,10 @@ pipeline = Pipeline()
 pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=5))
 pipeline.add_component(
     "prompt_builder",
-    PromptBuilder(template="{% for d in documents %}{{ d.content }}{% endfor %}\nQ: {{ question }}", required_variables=["question", "documents"]),
+    PromptBuilder(
+        template="{% for d in documents %}{{ d.content }}{% endfor %}\nQ: {{ question }}",
+        required_variables=["question", "documents"],
+    ),
 )
 pipeline.add_component("llm", FixedReply())
 pipeline.add_component("answer_builder", AnswerBuilder())

@@ -23,7 +23,9 @@ for _path in FILES:
 retriever = BM25Retriever.from_documents(documents, k=5)
 _llm = FakeListLLM(responses=["The answer is in the retrieved passages."])
 _prompt = PromptTemplate.from_template("Context:\n{context}\n\nQuestion: {input}")
-chain = RunnableParallel(context=retriever, input=RunnablePassthrough()).assign(answer=_prompt | _llm | StrOutputParser())
+chain = RunnableParallel(context=retriever, input=RunnablePassthrough()).assign(
+    answer=_prompt | _llm | StrOutputParser()
+)
 
 
 class State(TypedDict):

@@ -12,7 +12,10 @@ from llama_index.retrievers.bm25 import BM25Retriever
 from .corpus import FILES
 
 documents = [
-    Document(text=path.read_text(encoding="utf-8"), id_=str(path), metadata={"file_path": str(path), "file_name": path.name}) for path in FILES
+    Document(
+        text=path.read_text(encoding="utf-8"), id_=str(path), metadata={"file_path": str(path), "file_name": path.name}
+    )
+    for path in FILES
 ]
 nodes = MarkdownNodeParser().get_nodes_from_documents(documents)
 retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=5)
@@ -30,4 +33,6 @@ class LoggedBM25Retriever(BM25Retriever):  # type: ignore[misc]  # BM25Retriever
         return super()._retrieve(query_bundle)
 
 
-logged_query_engine = RetrieverQueryEngine.from_args(LoggedBM25Retriever.from_defaults(nodes=nodes, similarity_top_k=3), llm=MockLLM(max_tokens=24))
+logged_query_engine = RetrieverQueryEngine.from_args(
+    LoggedBM25Retriever.from_defaults(nodes=nodes, similarity_top_k=3), llm=MockLLM(max_tokens=24)
+)
