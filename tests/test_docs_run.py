@@ -86,6 +86,7 @@ def test_markers_give_blocks_their_kind_path_exit_and_setup(tmp_path: Path) -> N
         ("<!-- workflow: missing -->", r"page.md:2: workflow marker: expected nothing or 'missing=ARTIFACT'"),
         ("<!-- ci -->", r"page.md:2: ci marker without a script"),
     ],
+    ids=["skip", "replace", "copy", "workflow", "ci"],
 )
 def test_a_marker_that_cannot_be_followed_is_refused_naming_its_line(tmp_path: Path, markers: str, error: str) -> None:
     with pytest.raises(PageError, match=error):
@@ -187,6 +188,7 @@ def test_a_workflow_runs_its_jobs_in_needs_order_once_per_matrix_value(tmp_path:
             r"an expression this runner does not know: \$\{\{ github.sha \}\}",
         ),
     ],
+    ids=["a failed job", "an unknown action", "an unknown expression"],
 )
 def test_a_workflow_whose_job_fails_or_that_cannot_run_here_fails_its_page(
     tmp_path: Path, change: tuple[str, str], error: str

@@ -63,6 +63,7 @@ def test_block(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
         WORKSPACES[block.page] = Workspace(base, ROOT, shims(tmp_path_factory.getbasetemp() / "bin"))
     absent = [name for name in block.needs if importlib.util.find_spec(name) is None]
     if absent:
+        WORKSPACES[block.page].enter(block)  # its folder and environment markers still hold for the blocks after it
         missing(f"{block.page}:{block.line} needs {', '.join(absent)}, which is not installed")
     try:
         WORKSPACES[block.page].run(block)
