@@ -18,9 +18,9 @@ import contextlib
 import functools
 import gc
 import json
-import unicodedata
 import types
 import typing
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
