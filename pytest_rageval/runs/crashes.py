@@ -22,7 +22,13 @@ def crash_message(worker: str, nodeid: str) -> str:
 
 def crash_record(nodeid: str, worker: str) -> dict[str, Any] | None:
     """The record of an eval-set case lost with its worker (an error naming the crash); None for another test."""
-    file, sep, _ = nodeid.partition("::")
+    file, sep, name = nodeid.partition("::")
     if not sep or not file.endswith(EVAL_SET_SUFFIX):
         return None
-    return {"key": nodeid, "file": file, "outcome": "error", "error": error("other", crash_message(worker, nodeid))}
+    return {
+        "key": nodeid,
+        "test_case_id": name.partition("[")[0],  # a config matrix's id in brackets is not the case's
+        "file": file,
+        "outcome": "error",
+        "error": error("other", crash_message(worker, nodeid)),
+    }

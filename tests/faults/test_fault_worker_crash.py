@@ -47,10 +47,8 @@ def test_a_case_whose_worker_dies_is_an_error_and_the_baseline_is_not_updated(py
     run_dir = next(p.parent for p in (pytester.path / "results").glob("*/metrics.json"))
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["complete"] is False and metrics["errors"] == 1, metrics
-    records = {
-        r["test_case_id"] if "test_case_id" in r else r["key"]: r
-        for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())
-    }
+    records = {r["key"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
     lost = records["eval_sets/s.jsonl::c-die"]
+    assert lost["test_case_id"] == "c-die" and len(records) == 3
     assert lost["outcome"] == "error" and "died while running eval_sets/s.jsonl::c-die" in lost["error"]["message"]
     assert lost["error"]["message"] in out
