@@ -17,8 +17,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Run the judge configured as for `pytest --rageval` (the project's ini keys and "
         "[tool.rageval.judge]; the options below override them) over a labelled set and print, "
         "per metric: n, accuracy, balanced accuracy, Cohen's kappa, the confusion table (tp fp tn "
-        "fn; positive = passes), judge errors, requests and cost. Writes calibration.json, which "
-        "rageval_min_judge_agreement reads. The judge cache serves re-runs.",
+        "fn; positive = passes), judge errors (each counted as a disagreement; exit status 1 when there "
+        "are any), requests and cost. Long fields are cut as pytest runs cut them (rageval_max_answer_chars, "
+        "rageval_max_chunk_chars). Writes calibration.json, which rageval_min_judge_agreement reads. The judge "
+        "cache serves re-runs.",
     )
     p.add_argument(
         "--set",
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_rageval.judges.calibration_measure import (
         SHIPPED_SET,
         CalibrationError,
+        bounded,
         calibrate,
         disagreement_lines,
         format_figures,
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     setup = build_judge(settings, os.environ)
     if setup is None:
         raise usage_error("calibrate: rageval_judge is none: there is no judge to calibrate")
+    items, cut = bounded(items, settings.limits)  # cut as a pytest run cuts what a target sends
     metrics = tuple(args.metric or settings.judge_metrics)
     unknown = [m for m in metrics if not setup.judge.supports(m)]
     if unknown:
@@ -115,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_calibration(
         folder,
         identity,
-        "shipped" if args.set is None else str(path),
+        "shipped" if args.set is None else _set_name(path, settings.rootdir),
         set_hash(path),
         {m: f.as_dict() for m, f in figures.items()},
         invariance_json(stability) if stability is not None else None,
@@ -133,8 +137,29 @@ def run(args: argparse.Namespace) -> int:
         say("the share of passing verdicts a meaning-changing change turned to fail):")
         for line in format_invariance(stability):
             say(line)
+    if cut:
+        say(
+            f"{cut} field{'s' if cut != 1 else ''} of the labelled set cut to rageval_max_answer_chars "
+            "(contexts: rageval_max_chunk_chars), as pytest runs cut what a target sends"
+        )
     say(f"wrote {written}")
+    errors = sum(f.errors for f in figures.values())
+    if errors:
+        say(
+            f"calibrate: the judge failed on {errors} verdict{'s' if errors != 1 else ''}: each counted as a "
+            "disagreement (exit status 1)"
+        )
+        return 1
     return 0
+
+
+def _set_name(path: Path, rootdir: Path) -> str:
+    """How calibration.json names a labelled set: relative to the project's folder when inside it (runs check its
+    hash from there), else its absolute path."""
+    try:
+        return path.resolve().relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
 
 
 class _NoOptions(argparse.Namespace):

@@ -77,7 +77,7 @@ class Settings:
     update_baseline: bool = False
     allow_regressions: bool = False
     ignore_invariants: bool = False
-    min_shared_cases: int = defaults.MIN_SHARED_CASES  # rageval_min_shared_cases: the gate's floor of unchanged cases
+    min_shared_cases: int | float = defaults.MIN_SHARED_CASES  # rageval_min_shared_cases: a count, or a share (float)
     known_failures: str = "allow"  # rageval_known_failures: allow (a baseline's failure repeated is an xfail) or fail
     gate_significance: bool = False
     store_full_text: bool = False
@@ -602,13 +602,20 @@ def _known_failures(value: Any) -> str:
     return text
 
 
-def _min_shared(value: Any) -> int:
+def _min_shared(value: Any) -> int | float:
+    """A whole number of cases (an int), or a share of the baseline's cases from 0 to 1 written with a point (a float)."""
     text = str(value or "").strip()
     if not text:
         return defaults.MIN_SHARED_CASES
-    if not text.isdigit() or len(text) > 9 or int(text) < 1:
-        raise SettingsError(f"rageval_min_shared_cases: must be a whole number of at least 1, got {text!r}")
-    return int(text)
+    if text.isdigit() and len(text) <= 9 and int(text) >= 1:
+        return int(text)
+    share = float(text) if len(text) <= 12 and text.replace(".", "", 1).isdigit() and "." in text else 0.0
+    if not 0.0 < share <= 1.0:
+        raise SettingsError(
+            "rageval_min_shared_cases: must be a whole number of at least 1, or a share of the baseline's cases "
+            f"above 0 and up to 1 such as 0.5, got {text!r}"
+        )
+    return share
 
 
 def _budget(value: Any) -> float | None:

@@ -433,7 +433,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "min_shared_cases",
-        "the gate refuses a baseline that shares fewer unchanged cases with the run (or every case when a side has fewer)",
+        "the gate refuses a baseline that shares fewer unchanged cases with the run (or every case when a side has "
+        "fewer); with a point, a share of the baseline's cases (0.5: half of them)",
         "Baseline gate",
         ini="rageval_min_shared_cases",
         default=str(defaults.MIN_SHARED_CASES),

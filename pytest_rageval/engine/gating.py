@@ -54,6 +54,15 @@ def gate_run(settings: Settings, metrics: dict[str, Any], *, results: Path, publ
     # A folder, or a new path not naming a .json file, gets metrics.json inside.
     is_folder = s.baseline.is_dir() or (not s.baseline.exists() and s.baseline.suffix != ".json")
     target = RunFolder(s.baseline).metrics_path if is_folder else s.baseline
+    if s.update_baseline and metrics.get("complete") is False:
+        reason = (
+            f"baseline not updated: the run is incomplete (a case has no result: interrupted, stopped, or a worker "
+            f"died), so {target} is left as it was; run the whole eval set again to update it"
+        )
+        gated.notes.append(reason)
+        gated.failure = reason
+        gated.outcome = GateOutcome(failed=True, reason=reason, refused=True, baseline=str(s.baseline))
+        return gated
     if s.update_baseline:
         gated.notes.extend(update_baseline(target, metrics, results=results, is_folder=is_folder))
         return gated

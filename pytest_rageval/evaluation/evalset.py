@@ -20,6 +20,7 @@ import gc
 import json
 import types
 import typing
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,9 +141,16 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def same_id(case_id: str) -> str:
+    """What two ids must share to be one case: their NFKC form. Ids that look alike, one composed and one
+    decomposed (NFC, NFD) or one with a compatibility character (the Kelvin sign for K), are one id: the later
+    line is a duplicate. Case is kept (``A`` and ``a`` are two ids)."""
+    return unicodedata.normalize("NFKC", case_id)
+
+
 def _iter_lines(data: bytes, display: str) -> Iterator[LoadedCase | BadLine]:
     """Split, decode, parse and validate each line; ids are claimed by the first line using them."""
-    first_line_of_id: dict[str, int] = {}
+    first_line_of_id: dict[str, tuple[int, str]] = {}  # an id's NFKC form -> (line, the id as that line wrote it)
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         try:
             text = raw.decode("utf-8")
@@ -169,11 +177,13 @@ def _iter_lines(data: bytes, display: str) -> Iterator[LoadedCase | BadLine]:
         case_id = obj.get("id")
         if not isinstance(case_id, str) or not case_id or id_problem(case_id) is not None:
             case_id = None
-        elif case_id in first_line_of_id:
-            problems.append(f"field 'id': duplicate id {case_id!r} (first used on line {first_line_of_id[case_id]})")
+        elif same_id(case_id) in first_line_of_id:
+            first, earlier = first_line_of_id[same_id(case_id)]
+            alike = "" if earlier == case_id else f", as {earlier!r} once Unicode-normalised (NFKC)"
+            problems.append(f"field 'id': duplicate id {case_id!r} (first used on line {first}{alike})")
             case_id = None
         else:
-            first_line_of_id[case_id] = lineno
+            first_line_of_id[same_id(case_id)] = (lineno, case_id)
 
         try:
             case = EvalCase.model_validate(obj)

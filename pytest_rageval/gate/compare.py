@@ -15,6 +15,7 @@ the baseline, and the interval always contains the delta. A baseline without
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -268,17 +269,21 @@ def _definition_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return isinstance(a, str) and isinstance(b, str) and a != b
 
 
-def too_few_shared(comparison: Comparison, minimum: int) -> str | None:
-    """Why the unchanged shared cases are too few to gate on (fewer than ``minimum``, or than every case when a
-    side has fewer), or None."""
+def too_few_shared(comparison: Comparison, minimum: int | float) -> str | None:
+    """Why the unchanged shared cases are too few to gate on, or None. ``minimum``: a count (an int), or a share of
+    the baseline's cases (a float from 0 to 1: 0.5 needs half of them, rounded up); either way no more than every
+    case when a side has fewer."""
     if comparison.shared_cases is None or comparison.baseline_cases is None or comparison.current_cases is None:
         return None
-    needed = min(minimum, comparison.baseline_cases, comparison.current_cases)
+    share = isinstance(minimum, float)
+    wanted = math.ceil(minimum * comparison.baseline_cases - 1e-9) if share else int(minimum)
+    needed = min(wanted, comparison.baseline_cases, comparison.current_cases)
     if comparison.shared_cases >= needed:
         return None
+    of = f" ({minimum:g} of the baseline's {comparison.baseline_cases})" if share else ""
     return (
         f"only {comparison.shared_cases} unchanged case{plural(comparison.shared_cases)} shared with the baseline, "
-        f"fewer than {needed} (rageval_min_shared_cases)"
+        f"fewer than {needed}{of} (rageval_min_shared_cases)"
     )
 
 
@@ -433,12 +438,12 @@ def gate_runs(
     gate: Mapping[str, Any] | None = None,
     significance: bool = False,
     ignore_invariants: bool = False,
-    min_shared_cases: int = DEFAULT_MIN_SHARED_CASES,
+    min_shared_cases: int | float = DEFAULT_MIN_SHARED_CASES,
 ) -> Comparison:
     """The gate of the pytest session and of ``rageval compare``: refuse, or compare with ``[tool.rageval.gate]``.
 
     A baseline whose invariants differ, or that shares fewer than ``min_shared_cases`` unchanged cases with this
-    run (every case when a side has fewer), is refused (unless ``ignore_invariants``); ``min_judge_coverage``
+    run (a count, or a share of the baseline's cases: ``too_few_shared``; every case when a side has fewer), is refused (unless ``ignore_invariants``); ``min_judge_coverage``
     defaults to 0.95.
     """
     gate = gate or {}

@@ -21,12 +21,13 @@ import json
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_rageval.errors import DataError
 from pytest_rageval.evaluation import registry
+from pytest_rageval.sanitize import Limits
 
 from .base import Judge, JudgeError, JudgeInput, Verdict
 from .labelled_lines import labelled_lines
@@ -36,6 +37,7 @@ __all__ = [
     "CalibrationError",
     "Figures",
     "LabelledAnswer",
+    "bounded",
     "calibrate",
     "format_figures",
     "load_set",
@@ -124,6 +126,32 @@ def load_set(path: Path) -> list[LabelledAnswer]:
     return items
 
 
+def bounded(items: Sequence[LabelledAnswer], limits: Limits) -> tuple[list[LabelledAnswer], int]:
+    """``items`` with their text cut as a pytest run cuts what a target sends (``rageval_max_answer_chars`` for the
+    answer, the reference, the question and each key fact; ``rageval_max_chunk_chars`` for each context), and how
+    many fields were cut: a judge never sees more of a labelled answer than of a run's."""
+    out: list[LabelledAnswer] = []
+    cut = 0
+
+    def short(text: str, limit: int) -> str:
+        nonlocal cut
+        cut += len(text) > limit
+        return text[:limit]
+
+    for item in items:
+        out.append(
+            replace(
+                item,
+                question=short(item.question, limits.answer),
+                answer=short(item.answer, limits.answer),
+                reference_answer=None if item.reference_answer is None else short(item.reference_answer, limits.answer),
+                contexts=tuple(short(c, limits.chunk_text) for c in item.contexts),
+                key_facts=tuple(short(f, limits.answer) for f in item.key_facts),
+            )
+        )
+    return out, cut
+
+
 def set_hash(path: Path) -> str:
     """The first 16 hex digits of the set file's SHA-256: which labels a calibration measured."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -172,6 +200,12 @@ class Figures:
         else:
             self.tn += 1
 
+    def add_error(self, expected: bool, case_id: str) -> None:
+        """A judge error on an item labelled ``expected``: counted as a disagreement (and in ``errors``), never as
+        agreement, so a judge that errs on most items cannot score well on the few it answered."""
+        self.errors += 1
+        self.add(expected, not expected, case_id)
+
     @property
     def accuracy(self) -> float | None:
         return (self.tp + self.tn) / self.n if self.n else None
@@ -212,6 +246,10 @@ class Figures:
 #: resamples of the bootstrap behind every agreement interval, and its seed (the same interval on every run)
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
+#: the most items drawn over all resamples (fewer resamples for a large set, never fewer than ``MIN_RESAMPLES``):
+#: the intervals are recomputed whenever a run reads a calibration
+MAX_DRAWS = 600_000
+MIN_RESAMPLES = 100
 _Z = 1.959963984540054  # the 97.5th percentile of the standard normal
 
 
@@ -226,6 +264,11 @@ def _counts(pairs: Sequence[tuple[bool, bool]]) -> Figures:
             figures.fp += got
             figures.tn += not got
     return figures
+
+
+def pairs_of(tp: int, fp: int, tn: int, fn: int) -> list[tuple[bool, bool]]:
+    """The (label, verdict) pairs of a confusion table."""
+    return [(True, True)] * tp + [(True, False)] * fn + [(False, True)] * fp + [(False, False)] * tn
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -248,17 +291,22 @@ def agreement_intervals(
     pairs: Sequence[tuple[bool, bool]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, list[float] | None]:
     """95% intervals ``[low, high]`` of accuracy, balanced accuracy and kappa over the (label, verdict) pairs: a
-    percentile bootstrap over the items (``random.Random(seed)``: the same interval every run), widened to the
+    percentile bootstrap over the items (``random.Random(seed)``: the same interval every run; ``samples``
+    resamples, fewer for a set so large that they would draw more than ``MAX_DRAWS`` items), widened to the
     Wilson score interval of each rate behind accuracy and balanced accuracy, so that a few items that all
-    agree cannot claim certainty (4 of 4: low end 0.51). None where the figure is not defined."""
+    agree cannot claim certainty (4 of 4: low end 0.51). None where the figure is not defined. The pairs' order plays
+    no part: the same counts give the same intervals."""
     observed = _counts(pairs)
     out: dict[str, list[float] | None] = {"accuracy_ci": None, "balanced_accuracy_ci": None, "kappa_ci": None}
     if not pairs:
         return out
     draws: dict[str, list[float]] = {"accuracy_ci": [], "balanced_accuracy_ci": [], "kappa_ci": []}
+    # the counts alone decide the intervals (calibration_store recomputes them on read): the pairs in one order
+    canonical = pairs_of(observed.tp, observed.fp, observed.tn, observed.fn)
     choices = random.Random(seed).choices
-    for _ in range(samples if len(pairs) > 1 else 0):
-        f = _counts(choices(pairs, k=len(pairs)))
+    resamples = max(MIN_RESAMPLES, min(samples, MAX_DRAWS // len(canonical)))
+    for _ in range(resamples if len(canonical) > 1 else 0):
+        f = _counts(choices(canonical, k=len(canonical)))
         for key, value in (
             ("accuracy_ci", f.accuracy),
             ("balanced_accuracy_ci", f.balanced_accuracy),
@@ -321,7 +369,7 @@ async def calibrate(
             figures.cost_usd += result.cost_usd
             got = passes(metric, result) if isinstance(result, Verdict) else None
             if got is None:
-                figures.errors += 1
+                figures.add_error(item.labels[metric], item.id)
                 continue
             figures.add(item.labels[metric], got, item.id)
     return out

@@ -28,8 +28,10 @@ so it is not the identical request again. 401/403 raise JudgeAuthError.
 An endpoint that refuses connections after it had answered (its server died mid-run) is given
 ``GONE_RETRIES`` retries, not ``max_retries``; then the judge says once that it stopped answering
 (``stopped_answering``) and every later request fails at once with that message, without a retry storm.
+The same happens, whether or not it ever answered, to an endpoint on which ``BREAKER_REQUESTS`` requests in a row
+used up their retries on transient failures (a circuit breaker: 429 with a long Retry-After forever, 503 forever).
 Under pytest-xdist the workers share that news through ``stopped_flag`` (a file of the run), so a worker whose
-own requests never got an answer need not wait out its retries either.
+own requests never got an answer gives up after ``GONE_RETRIES`` retries instead of waiting out all of them.
 The API key never appears in messages, reprs, ``describe()``, logs, verdicts or the
 cache: everything the server sends (message content and refusal, error bodies, the
 SDK's exception texts) is masked by ``redact.Redactor`` after decoding and before
@@ -82,6 +84,10 @@ PER_METRIC = "per_metric"
 #: retries of a request refused a connection by an endpoint that had answered before: a restart in progress has
 #: that long to come back; a server that died does not get a minute of retries per case
 GONE_RETRIES = 2
+#: requests in a row that used up their retries on transient failures (429, 408, 409, 5xx, timeouts, connection
+#: errors) with no answer between them: the endpoint is taken to have stopped answering (the circuit breaker), so a
+#: run against one that refuses everything, or answers 429 with a long Retry-After forever, ends in bounded time
+BREAKER_REQUESTS = 2
 
 
 def without_userinfo(url: str) -> str:
@@ -261,6 +267,8 @@ class OpenAIJudge(Judge):
         self.verdicts_given = 0  # usable answers received
         #: (the endpoint as shown, verdicts it gave) once it refused connections after answering: it stopped answering
         self.stopped_answering: tuple[str, int] | None = None
+        self._stop_reason = "connection refused"  # why it stopped answering, as each later case's error says
+        self._failing_in_a_row = 0  # requests that used up their retries on transient failures since the last answer
         self.stopped_flag: StoppedFlag | None = None  # other processes of the run that judge with the same endpoint
         self.format_refusals = 0  # of those, refused for their response format
         self._lock = threading.Lock()
@@ -463,6 +471,8 @@ class OpenAIJudge(Judge):
                         ticket.timed_out()
                         raise
                     ticket.done(time.monotonic() - sent)
+                with self._lock:
+                    self._failing_in_a_row = 0
                 return _Attempt(completion, self._redactor)
             except openai.APIStatusError as exc:
                 status, text = exc.status_code, self._redactor.mask(_error_text(exc))
@@ -498,6 +508,10 @@ class OpenAIJudge(Judge):
                 )
             if refused_connection and retries >= min(self.max_retries, GONE_RETRIES) and self._answered_before():
                 self._gone(metric)
+            if transient and retries >= min(self.max_retries, GONE_RETRIES) and self._flag_raised():
+                self._gone(metric, f"{_reason(failure)}; another process of the run found it stopped answering")
+            if transient and retries >= self.max_retries:
+                self._count_exhausted(metric, failure)
             if not transient or retries >= self.max_retries:
                 tries = retries + 1
                 hint = ""
@@ -520,14 +534,33 @@ class OpenAIJudge(Judge):
 
     def _answered_before(self) -> bool:
         """Whether the endpoint answered this judge, or another process's judge of the run said it stopped."""
-        return self.verdicts_given > 0 or (self.stopped_flag is not None and self.stopped_flag.raised())
+        return self.verdicts_given > 0 or self._flag_raised()
 
-    def _gone(self, metric: str) -> None:
-        """The endpoint refused connections after it had answered, and went on refusing: say so once; raise."""
+    def _flag_raised(self) -> bool:
+        return self.stopped_flag is not None and self.stopped_flag.raised()
+
+    def _count_exhausted(self, metric: str, failure: str) -> None:
+        """A request used up its retries on transient failures: the ``BREAKER_REQUESTS``-th in a row with no answer
+        between them stops the judge (``_gone``)."""
+        with self._lock:
+            self._failing_in_a_row += 1
+            tripped = self._failing_in_a_row >= BREAKER_REQUESTS
+        if tripped:
+            self._gone(
+                metric,
+                f"{_reason(failure)} on {BREAKER_REQUESTS} requests in a row, each after {self.max_retries + 1} attempts",
+            )
+
+    def _gone(self, metric: str, reason: str = "connection refused") -> None:
+        """The endpoint stopped answering (it refused connections after it had answered and went on refusing, or
+        the circuit breaker tripped): say so once; raise."""
         with self._lock:
             if self.stopped_answering is None:
                 self.stopped_answering = (self._shown_url, self.verdicts_given)
-                log.warning("rageval judge: %s after %d verdicts", _gone_message(self._shown_url), self.verdicts_given)
+                self._stop_reason = reason
+                log.warning(
+                    "rageval judge: %s after %d verdicts", _gone_message(self._shown_url, reason), self.verdicts_given
+                )
                 if self.stopped_flag is not None:
                     self.stopped_flag.raise_flag()
         self._raise_if_gone(metric)
@@ -535,7 +568,7 @@ class OpenAIJudge(Judge):
     def _raise_if_gone(self, metric: str) -> None:
         """A request after the endpoint stopped answering fails at once, naming it."""
         if self.stopped_answering is not None:
-            raise JudgeError(metric, _gone_message(self.stopped_answering[0]))
+            raise JudgeError(metric, _gone_message(self.stopped_answering[0], self._stop_reason))
 
 
 class StoppedFlag:
@@ -554,9 +587,14 @@ class StoppedFlag:
         return self.path.exists()
 
 
-def _gone_message(url: str) -> str:
+def _gone_message(url: str, reason: str) -> str:
     """One wording for every case judged after the endpoint stopped answering (the summary adds the count)."""
-    return f"the judge at {url} stopped answering (connection refused)"
+    return f"the judge at {url} stopped answering ({reason})"
+
+
+def _reason(failure: str) -> str:
+    """A failure's kind, short (``HTTP 429``, ``timed out``, ``connection failed``): the stop's reason."""
+    return failure.partition(":")[0].partition(" (")[0]
 
 
 def _connection_refused(exc: BaseException) -> bool:

@@ -37,6 +37,7 @@ from pytest_rageval.redact import public_url, scrub_urls
 from pytest_rageval.report.session_verdict import SessionVerdict, session_verdict
 from pytest_rageval.runs.artifacts import case_config, config_hash, file_digests, new_run_id, why_not_latest
 from pytest_rageval.runs.commit import run_commit
+from pytest_rageval.runs.crashes import crash_message, crash_record
 from pytest_rageval.runs.folder import RunFolder, RunFolderError
 from pytest_rageval.runs.user_fields import USER_KEY, UserFieldsError
 
@@ -74,7 +75,7 @@ class RunController:
         self.finish_runner = finish_runner  # the case runner of this process (a serial session), if any
         self.intake = Intake(
             spot_check=self.settings.spot_check,
-            keep_keys=self.settings.resume is not None,
+            keep_keys=True,  # a run is complete only with one record per selected case
             on_write_error=self._stop_writing,
         )
         self.digests: dict[str, str] = {}
@@ -100,6 +101,7 @@ class RunController:
         self._previous_sigterm: Any = None
         self.late_sigterm = False  # a SIGTERM came while the run was being written (it ends as interrupted)
         self.stop_workers: Callable[[], None] = lambda: None  # XdistControllerLink sets it
+        self.crashed: list[str] = []  # the node ids an xdist worker died running (crashes.py)
 
     @property
     def report_path(self) -> Path | None:
@@ -168,6 +170,19 @@ class RunController:
         if self.writer is not None:
             self.intake.take(report)
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's: a worker died running ``crashitem``
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """The case an xdist worker died running gets a record saying so (the report comes next); the run is
+        incomplete, so it updates no baseline."""
+        gateway = getattr(getattr(report, "node", None), "gateway", None)
+        worker = str(getattr(gateway, "id", "?"))
+        self.crashed.append(crashitem)
+        self.gate_notes.append(self._public(crash_message(worker, crashitem)))
+        record = crash_record(crashitem, worker)
+        report.when = "setup"  # xdist's "???": pytest, its JUnit XML and pytest-html count an error, as metrics.json
+        if record is not None:
+            report.rageval_case = record  # type: ignore[attr-defined]
+
     def _stop_writing(self, message: str) -> None:
         """results.jsonl could not be written (disk full): the session stops here, once, not as an INTERNALERROR."""
         self.stop_message = self.stop_message or message
@@ -206,7 +221,8 @@ class RunController:
             exitstatus != pytest.ExitCode.INTERRUPTED
             and not self.stop_message
             and (ran_everything or not stopped)
-            and (self.settings.resume is None or self.intake.one_record_per_selected_case(self.selection))
+            and not self.crashed
+            and self.intake.one_record_per_selected_case(self.selection)  # no case lost (a worker that died)
         )
         self.metrics = self.build_metrics(complete)
         add_ranking(self.metrics, self.settings.rank_by)  # a config matrix: its configs ranked

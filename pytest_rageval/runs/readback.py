@@ -411,6 +411,7 @@ _CHANGE = {  # one change of the invariance check (judges/invariance.py)
 #: calibration.json (``rageval calibrate``, below ``<output>/calibration/<id>/``): what a run's
 #: ``rageval_min_judge_agreement`` check reads.
 CALIBRATION: dict[str, Any] = {
+    "created": TEXT,  # when it was made (ISO 8601 with a zone): the newest is the one a run uses
     "judge": {"kind": TEXT, "model": TEXT, "base_url": TEXT, "prompt_version": TEXT},
     "set": TEXT,
     "set_hash": TEXT,

@@ -14,6 +14,7 @@ import pytest
 from openai_server import OpenAIServer, verdicts
 
 from pytest_rageval.judges.base import JudgeInput
+from pytest_rageval.judges.calibration_measure import SHIPPED_SET, set_hash
 from pytest_rageval.judges.calibration_store import (
     CALIBRATION_DIR,
     CalibrationRefused,
@@ -32,16 +33,13 @@ def test_a_balanced_accuracy_that_is_no_number_from_0_to_1_is_named(tmp_path: Pa
         "correctness": {"balanced_accuracy": value, "balanced_accuracy_ci": [value, value]},
     }
     write_calibration(
-        tmp_path / CALIBRATION_DIR / "20261127-120000-abcdef", IDENTITY, "shipped", "0123456789abcdef", figures
+        tmp_path / CALIBRATION_DIR / "20261127-120000-abcdef", IDENTITY, "shipped", set_hash(SHIPPED_SET), figures
     )
     with pytest.raises(CalibrationRefused) as refused:
         required_calibration(tmp_path, IDENTITY, ["groundedness", "correctness"], 0.5, tmp_path)
-    message = str(refused.value)
-    assert (
-        f"(balanced accuracy correctness {shown} (not a balanced accuracy from 0 to 1), 95% interval low end not measured in "
-        in message
-    ), message
-    assert "groundedness" not in message.partition("(balanced accuracy")[2].partition(" in ")[0]  # 0.9 reaches 0.5
+    message = str(refused.value)  # figures without their counts: named, never accepted nor shown as nothing
+    assert "correctness: no count 'n' (a whole number from 0 to 20,000): not written by rageval calibrate" in message
+    assert f"correctness {shown}" not in message  # the figure written beside the counts plays no part
 
 
 def test_credentials_in_the_judge_base_url_do_not_replace_its_key() -> None:

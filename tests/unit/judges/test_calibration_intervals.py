@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rageval.judges.calibration_measure import Figures, agreement_intervals, disagreement_lines
+from pytest_rageval.judges.calibration_measure import Figures, agreement_intervals, disagreement_lines, set_hash
 from pytest_rageval.judges.calibration_store import CalibrationRefused, required_calibration, write_calibration
 
 IDENTITY = {"kind": "lexical", "model": "lexical-heuristic", "base_url": None, "prompt_version": "lex-test"}
@@ -31,7 +31,10 @@ def figures(agree_pass: int, agree_fail: int, wrong_pass: int = 0, wrong_fail: i
 
 
 def store(root: Path, name: str, f: Figures) -> None:
-    write_calibration(root / "calibration" / name, IDENTITY, "set", "0" * 16, {"groundedness": f.as_dict()})
+    (root / "set.jsonl").write_text("labels\n")
+    write_calibration(
+        root / "calibration" / name, IDENTITY, "set.jsonl", set_hash(root / "set.jsonl"), {"groundedness": f.as_dict()}
+    )
 
 
 def test_four_agreeing_answers_cannot_satisfy_a_floor_of_0_8_and_300_can_satisfy_0_95(tmp_path: Path) -> None:
@@ -40,8 +43,11 @@ def test_four_agreeing_answers_cannot_satisfy_a_floor_of_0_8_and_300_can_satisfy
     low, high = few.as_dict()["balanced_accuracy_ci"]
     assert low < 0.8 and high == 1.0
     store(tmp_path, "a-few", few)
-    with pytest.raises(CalibrationRefused, match=r"groundedness 1\.000, 95% interval low end 0\.342"):
+    with pytest.raises(CalibrationRefused, match=r"groundedness: 4 labelled answers, fewer than the 30"):
         required_calibration(tmp_path, IDENTITY, ["groundedness"], 0.8, tmp_path)
+    store(tmp_path, "a-few", figures(16, 16))  # enough answers; the interval's low end still short of 0.9
+    with pytest.raises(CalibrationRefused, match=r"groundedness 1\.000, 95% interval low end 0\.8"):
+        required_calibration(tmp_path, IDENTITY, ["groundedness"], 0.9, tmp_path)
 
     many = figures(149, 149, wrong_pass=1, wrong_fail=1)
     data = many.as_dict()
@@ -67,11 +73,13 @@ def test_intervals_are_the_same_every_run_and_contain_the_figure() -> None:
         assert low is not None and high is not None and value is not None and low <= value <= high
 
 
-def test_a_calibration_without_intervals_satisfies_no_floor(tmp_path: Path) -> None:
-    data = figures(149, 149).as_dict()
-    del data["balanced_accuracy_ci"]  # written before intervals were stored
-    write_calibration(tmp_path / "calibration" / "old", IDENTITY, "set", "0" * 16, {"groundedness": data})
-    with pytest.raises(CalibrationRefused, match="95% interval low end not measured"):
+def test_a_calibration_of_before_intervals_and_times_were_stored_satisfies_no_floor(tmp_path: Path) -> None:
+    store(tmp_path, "old", figures(149, 149))
+    path = tmp_path / "calibration" / "old" / "calibration.json"
+    data = json.loads(path.read_text())
+    del data["created"], data["metrics"]["groundedness"]["balanced_accuracy_ci"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationRefused, match="records no time it was made"):
         required_calibration(tmp_path, IDENTITY, ["groundedness"], 0.5, tmp_path)
 
 
