@@ -7,7 +7,7 @@ import itertools
 import re
 
 import pytest
-from test_known_failures import FAILING, newest_run, project, run, write_state
+from known_failures_project import FAILING, newest_run, project, run, write_state
 
 from pytest_rageval.report.session_verdict import session_verdict
 

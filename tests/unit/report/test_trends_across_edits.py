@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 import pytest
-from test_known_failures import newest_run, project, run, write_state
+from known_failures_project import newest_run, project, run, write_state
 
 
 def add_line(pytester: pytest.Pytester, line: dict[str, Any]) -> None:
