@@ -11,6 +11,7 @@ from .frameworks import recognise
 from .http_client import HttpClient
 from .protocol import RagClient, RagConfigError
 from .target_import import check_target, resolve
+from .user_client import UserClient, attribute
 
 __all__ = ["client_of", "load_target"]
 
@@ -45,11 +46,13 @@ def load_target(
 
 
 def client_of(obj: Any, *, name: str, concurrency: int = 8, **http_options: Any) -> RagClient:
-    """A client for an object a conftest ``rageval_client`` fixture returns: a client (it has ``aask``), a framework
-    object, or a callable (RagConfigError when it cannot be called as targets are). ``name`` names it in messages."""
-    if hasattr(obj, "aask"):
-        client: RagClient = obj
-        return client
+    """A client for an object a conftest ``rageval_client`` fixture returns: a client (it has ``aask``; one of the
+    user's own is held to ``timeout``: user_client), a framework object, or a callable (RagConfigError when it
+    cannot be called as targets are). ``name`` names it in messages."""
+    if isinstance(obj, (HttpClient, CallableClient, UserClient)):
+        return obj
+    if attribute(obj, "aask") is not None:
+        return UserClient(obj, name=name, timeout=http_options.get("timeout"))
     try:
         adapter = recognise(obj)
     except RagConfigError as exc:
