@@ -4,7 +4,8 @@ read into the response within the call, so within its timeout, and within the bo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,21 +121,23 @@ class FrameworkClient(CallableClient):
 
     def _call_sync(self, question: str, params: dict[str, Any]) -> _Read:
         explicit = params.pop("_explicit", {})
-        with noted() as notes:
-            try:
-                return self._read(self._adapter_for(params).call(question, _top_k(explicit), params), notes)
-            except RagCallError:
-                raise
-            except FieldError as exc:
-                raise shape_error(self.adapter.framework, self.adapter.kind, str(exc)) from None
-            except Exception as exc:
-                raise self._raised(exc) from exc
+        with self._reading() as notes:
+            read = self._read(self._adapter_for(params).call(question, _top_k(explicit), params), notes)
+        return read
 
     async def _acall(self, question: str, params: dict[str, Any]) -> _Read:
         explicit = params.pop("_explicit", {})
+        with self._reading() as notes:
+            read = self._read(await self._adapter_for(params).acall(question, _top_k(explicit), params), notes)
+        return read
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[list[str]]:
+        """The notes of one call's reading; what the framework raises, or a field that cannot be read, is that
+        case's error."""
         with noted() as notes:
             try:
-                return self._read(await self._adapter_for(params).acall(question, _top_k(explicit), params), notes)
+                yield notes
             except RagCallError:
                 raise
             except FieldError as exc:
