@@ -113,22 +113,35 @@ class GatedClient:
         return reply
 
     async def _place(self) -> tuple[AbstractAsyncContextManager[SlotTicket], SlotTicket]:
-        """A place at the limiter, and its ticket. While calls past their timeout hold places the wait is looked
-        at every ``timeout``: when they hold every place then, the call is not made (a ``timeout`` error)."""
-        while True:
-            hold = self.limiter.slot()
-            if not self.abandoned or self.timeout is None:
-                return hold, await hold.__aenter__()
-            try:
-                return hold, await asyncio.wait_for(hold.__aenter__(), self.timeout)
-            except asyncio.TimeoutError:
-                if self.abandoned >= _places(self.limiter):
-                    raise RagCallError(
-                        "timeout",
-                        f"{self.name} was not called within {self.timeout:g} s: {self.abandoned} earlier "
-                        f"call{'s' if self.abandoned > 1 else ''} past {'their' if self.abandoned > 1 else 'its'} "
-                        "timeout still running held every place the target's concurrency allows",
-                    ) from None
+        """A place at the limiter, and its ticket; a ``timeout`` error once calls past their timeout have held
+        every place for ``timeout`` while this call waited."""
+        hold = self.limiter.slot()
+        if self.timeout is None:
+            return hold, await hold.__aenter__()
+        entering = asyncio.ensure_future(hold.__aenter__())
+        loop = asyncio.get_running_loop()
+        blocked_since: float | None = None
+        try:
+            while not (await asyncio.wait({entering}, timeout=_LOOK))[0]:
+                if self.abandoned < _places(self.limiter):
+                    blocked_since = None
+                    continue
+                blocked_since = loop.time() if blocked_since is None else blocked_since
+                if loop.time() - blocked_since >= self.timeout:
+                    raise RagCallError("timeout", self._never_placed())
+        except BaseException:
+            if entering.done() and not entering.cancelled() and entering.exception() is None:
+                await hold.__aexit__(None, None, None)  # granted just as the wait ended: give it back
+            entering.cancel()
+            raise
+        return hold, entering.result()
+
+    def _never_placed(self) -> str:
+        held = f"{self.abandoned} earlier call{'s' if self.abandoned > 1 else ''} past {'their' if self.abandoned > 1 else 'its'} timeout"
+        return (
+            f"{self.name} was not called within {self.timeout:g} s: {held} still running held every place the "
+            "target's concurrency allows"
+        )
 
     def _hold_until(self, running: asyncio.Future[Any], hold: AbstractAsyncContextManager[SlotTicket]) -> None:
         """Keep ``hold``'s place until ``running`` ends (or the session's loop cancels the wait)."""
@@ -144,6 +157,10 @@ class GatedClient:
         task = asyncio.get_running_loop().create_task(release())
         self._holders.add(task)
         task.add_done_callback(self._holders.discard)
+
+
+#: How often a call waiting for a place looks whether calls past their timeout hold every place (seconds).
+_LOOK = 0.1
 
 
 def _places(limiter: Limiter) -> int:
