@@ -39,6 +39,7 @@ from pytest_rageval.sanitize import Limits, cap, error_message, keep_notes
 from pytest_rageval.targets.callable_client import CallableClient
 from pytest_rageval.targets.first_call import TargetMismatch
 from pytest_rageval.targets.protocol import RagCallError, RagClient
+from pytest_rageval.targets.user_client import attribute
 
 T = TypeVar("T")
 TRUNCATE = 200
@@ -170,10 +171,10 @@ class RunOptions:
 
 def as_rag_client(obj: Any) -> RagClient:
     """Accept what a user's ``rageval_client`` fixture may return."""
-    inner: RagClient | None = getattr(obj, "rag_client", None)
+    inner: RagClient | None = attribute(obj, "rag_client")
     if inner is not None:
         return inner
-    if hasattr(obj, "aask"):
+    if attribute(obj, "aask") is not None:
         client: RagClient = obj
         return client
     if callable(obj):

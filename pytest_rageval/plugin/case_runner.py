@@ -32,6 +32,7 @@ from pytest_rageval.sanitize import error_message, terminal_safe
 from pytest_rageval.targets.first_call import GatedClient, TargetMismatch
 from pytest_rageval.targets.protocol import RagClient, RagConfigError
 from pytest_rageval.targets.retrieval_cache import MatrixAsk, RetrievalCache
+from pytest_rageval.targets.user_client import safe_describe
 
 from .collect import BadLineItem, CaseItem
 from .handwritten import EvaluateError, SessionClient, record_outcomes
@@ -271,13 +272,14 @@ class CaseRunner:
         """``client`` with its first call alone and its calls in flight capped (first_call), one gate per client."""
         gate = self._gates.get(id(client))
         if gate is None:
-            described = client.describe()
-            name = str(described.get("callable") or described.get("url") or "the target")
+            described = safe_describe(client, "the target")
+            name = str(described.get("callable") or described.get("url") or described.get("name") or "the target")
             gate = self._gates[id(client)] = GatedClient(
                 client,
                 limiter=self.setup.limits.target(name),
                 name=name,
                 stop_on_mismatch=described.get("kind") == "callable",
+                timeout=self.settings.timeout,
             )
         return gate
 
@@ -380,6 +382,9 @@ class CaseRunner:
         finally:
             self.current_item = None
             self._mark_done(item)
+            interrupted = self._interrupted()
+            if interrupted is not None:  # after the case's report: its record is kept, the run folder written
+                item.session.shouldstop = terminal_safe(f"pytest-rageval: {interrupted}")
             if self._progress is not None and isinstance(item, CaseItem):
                 self._progress.done(item.nodeid)
 
@@ -426,6 +431,11 @@ class CaseRunner:
             record_outcomes(records, state)
             if records:
                 report.rageval_records = records  # type: ignore[attr-defined]
+
+    def _interrupted(self) -> str | None:
+        """Why a client of the user's own stopped the session (its ``aask`` raised KeyboardInterrupt), if one did."""
+        clients = [gate.inner for gate in self._gates.values()] + [kept[1].rag_client for kept in self._around.values()]
+        return next((found for client in clients if (found := getattr(client, "interrupted", None))), None)
 
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         """Ctrl-C or SIGTERM between waits: nothing more is sent for the cases started ahead."""

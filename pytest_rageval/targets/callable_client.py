@@ -20,7 +20,7 @@ from pytest_rageval import safejson
 from pytest_rageval.evaluation.schema import RagResponse
 from pytest_rageval.redact import Redactor, environment_secrets
 
-from .daemon_calls import Abandoned, DaemonCalls, NotStarted
+from .daemon_calls import Abandoned, DaemonCalls, NotStarted, within
 from .maps import LIST_TARGETS, ResponseMap, map_response, relative_paths, type_name
 from .protocol import RagCallError, RagConfigError, RagReply
 
@@ -28,6 +28,13 @@ from .protocol import RagCallError, RagConfigError, RagReply
 
 
 def _is_async_callable(fn: Any) -> bool:
+    try:
+        return _async_callable(fn)
+    except Exception:  # an object whose __getattr__ raises something else: called as a sync one
+        return False
+
+
+def _async_callable(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     if inspect.iscoroutinefunction(fn):
@@ -58,9 +65,12 @@ def _cancelled_from_outside() -> bool:
 
 
 def _callable_name(fn: Any) -> str:
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", None)
-    return f"{module}:{qualname}" if module and qualname else repr(fn)
+    try:
+        module = getattr(fn, "__module__", None)
+        qualname = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", None)
+    except Exception:  # an object whose __getattr__ raises something else
+        module, qualname = type(fn).__module__, type(fn).__qualname__
+    return f"{module}:{qualname}" if module and qualname else object.__repr__(fn)
 
 
 class CallableClient:
@@ -111,7 +121,7 @@ class CallableClient:
     async def _call(self, question: str, params: dict[str, Any]) -> Any:
         """The target's result; anything it raises, BaseExceptions included, as a ``target`` RagCallError.
 
-        An async target runs in its own task under ``wait_for``: a SystemExit or
+        An async target runs in its own task under :func:`.daemon_calls.within`: a SystemExit or
         KeyboardInterrupt escaping a task stops the session's event loop, so none may leave here.
         """
         try:
@@ -120,9 +130,7 @@ class CallableClient:
             else:
                 result = await self._threads.call(self.fn, question, params, timeout=self.timeout)
             if inspect.isawaitable(result):  # a sync function returning a coroutine: awaited within the timeout
-                result = await (
-                    result if self._is_async or self.timeout is None else asyncio.wait_for(result, self.timeout)
-                )
+                result = await (result if self._is_async else within(result, self.timeout))
             return result
         except (RagCallError, Abandoned, NotStarted):
             raise
@@ -142,12 +150,14 @@ class CallableClient:
         call_params = {"k": k, **(params or {})}
         start = time.perf_counter()
         try:
-            if self._is_async and self.timeout is not None:
-                result = await asyncio.wait_for(self._call(question, call_params), self.timeout)
+            if self._is_async:
+                result = await within(self._call(question, call_params), self.timeout)
             else:  # a sync target's thread call keeps its own timeout
                 result = await self._call(question, call_params)
-        except (asyncio.TimeoutError, Abandoned):
-            raise RagCallError("timeout", self._timed_out()) from None
+        except Abandoned as exc:
+            error = RagCallError("timeout", self._timed_out())
+            error.still_running = exc.ended
+            raise error from None
         except NotStarted as exc:
             raise RagCallError(
                 "timeout",
@@ -206,7 +216,7 @@ def signature_problem(fn: Callable[..., Any]) -> str | None:
     (``def answer(question, top_k=4)`` would get the params dict as ``top_k``)."""
     try:
         signature = inspect.signature(fn)
-    except (TypeError, ValueError):
+    except Exception:  # none to read: a C callable, a __signature__ that raises
         return None
     try:
         bound = signature.bind("question", {})

@@ -7,7 +7,11 @@ thread that nothing joins lets the process end with the session.
 
 Abandoned calls keep their thread until they return, so they are bounded: at
 most ``limit`` of them may still run at once; a new call waits (within its own
-timeout) for one of them to return before it starts.
+timeout) for one of them to return before it starts. :class:`Abandoned` carries
+a future that is done when the abandoned call really ends (first_call.py keeps
+the call's place at the target's limit until then). :func:`within` gives an
+awaitable call the same rule: it is cancelled at its timeout and never awaited
+past it, also when it ignores the cancellation.
 """
 
 from __future__ import annotations
@@ -15,17 +19,28 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-__all__ = ["Abandoned", "DaemonCalls", "NotStarted"]
+T = TypeVar("T")
+
+__all__ = ["Abandoned", "DaemonCalls", "NotStarted", "within"]
 
 #: How often a call waiting for an abandoned call to return looks again (seconds).
 _POLL = 0.05
+#: Seconds a cancelled awaitable call is given to end before it counts as still running.
+_GRACE = 0.1
 
 
 class Abandoned(Exception):
-    """The call did not return within its timeout; its thread is left running."""
+    """The call did not return within its timeout; it is left running.
+
+    ``ended`` is done once the call really ends (None: it ended on its cancellation already).
+    """
+
+    def __init__(self, ended: asyncio.Future[Any] | None = None) -> None:
+        super().__init__()
+        self.ended = ended
 
 
 class NotStarted(Exception):
@@ -37,11 +52,12 @@ class NotStarted(Exception):
 
 
 class _Call:
-    __slots__ = ("abandoned", "finished")
+    __slots__ = ("abandoned", "ended", "finished")
 
-    def __init__(self) -> None:
+    def __init__(self, ended: asyncio.Future[None]) -> None:
         self.finished = False
         self.abandoned = False
+        self.ended = ended  # done when the thread returns, abandoned or not
 
 
 class DaemonCalls:
@@ -72,7 +88,7 @@ class DaemonCalls:
                 raise NotStarted(self.abandoned)
             await asyncio.sleep(_POLL)
         done: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
-        call = _Call()
+        call = _Call(loop.create_future())
         context = contextvars.copy_context()
 
         def run() -> None:
@@ -80,10 +96,11 @@ class DaemonCalls:
                 outcome: tuple[Any, BaseException | None] = (context.run(fn, *args), None)
             except BaseException as exc:
                 outcome = (None, exc)
-            if not self._finish(call):
-                return  # abandoned: nobody waits for it
+            waited = self._finish(call)
             try:
-                loop.call_soon_threadsafe(_settle, done, outcome)
+                loop.call_soon_threadsafe(_end, call.ended)
+                if waited:  # abandoned: nobody waits for its outcome
+                    loop.call_soon_threadsafe(_settle, done, outcome)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
@@ -95,7 +112,7 @@ class DaemonCalls:
             self._abandon(call)
             raise
         if not finished and self._abandon(call):
-            raise Abandoned()
+            raise Abandoned(call.ended)
         value, exc = await done  # finished, or returned just as it was given up: its result is on the way
         if exc is not None:
             raise exc
@@ -120,6 +137,37 @@ class DaemonCalls:
             return True
 
 
+def _end(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
     if not future.done():
         future.set_result(outcome)
+
+
+async def within(call: Awaitable[T], timeout: float | None) -> T:
+    """``call``'s result, awaited at most ``timeout`` seconds (None: no limit).
+
+    Past it the call is cancelled and given a moment to end; :class:`Abandoned` is raised either way, with
+    ``ended`` set when the call has not ended yet (it swallowed the cancellation): nothing waits for it.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        finished, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if finished:
+        return task.result()
+    task.cancel()
+    task.add_done_callback(_consume)
+    await asyncio.wait({task}, timeout=_GRACE)
+    raise Abandoned(None if task.done() else task)
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Read an abandoned call's outcome, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()

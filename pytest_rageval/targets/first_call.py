@@ -6,15 +6,19 @@ bind ``(question, params)``) stops the session with one usage error instead of f
 target returns or raises from inside its own code is that case's error, whichever case goes first. Every call
 then waits for a place at the target's endpoint limiter (flow.EndpointLimiter: a fixed number in flight, or an
 adaptive one that follows the target's latency and its 429/503 refusals; never more than
-``rageval_target_concurrency``, for a target that is not thread-safe).
+``rageval_target_concurrency``, for a target that is not thread-safe). A call given up at its timeout that still
+runs (a sync target's thread, an async one that ignored its cancellation) keeps its place until it really ends:
+the next call waits for a place, and errors once it has waited ``timeout`` while calls past their timeout hold
+every place.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from pytest_rageval.flow import Limiter
+from pytest_rageval.flow import Limiter, SlotTicket
 
 from .callable_client import HOW_TARGETS_ARE_CALLED
 from .protocol import RagCallError, RagClient, RagReply
@@ -44,8 +48,11 @@ class GatedClient:
     whose signature and return value are the user's code; an HTTP service's odd answer stays that case's error).
     """
 
-    def __init__(self, inner: RagClient, *, limiter: Limiter, name: str, stop_on_mismatch: bool) -> None:
+    def __init__(
+        self, inner: RagClient, *, limiter: Limiter, name: str, stop_on_mismatch: bool, timeout: float | None = None
+    ) -> None:
         self.inner = inner
+        self.timeout = timeout  # how long a call waits for a place that calls past their timeout hold
         self.limiter = limiter
         # an HTTP client holds each attempt, retries included, to the limit itself (it hears every 429)
         self._per_attempt = hasattr(inner, "limiter")
@@ -56,6 +63,8 @@ class GatedClient:
         self.first_latency_ms: float | None = None  # the first call's, when it answered (the terminal summary shows it)
         self._first: asyncio.Event | None = None
         self._mismatch: str | None = None
+        self.abandoned = 0  # calls past their timeout that still run, each holding its place
+        self._holders: set[asyncio.Task[None]] = set()
 
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
@@ -85,12 +94,77 @@ class GatedClient:
     async def _call(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         if self._per_attempt:
             return await self.inner.aask(question, k=k, params=params)
-        async with self.limiter.slot() as ticket:
-            try:
-                reply = await self.inner.aask(question, k=k, params=params)
-            except RagCallError as exc:
-                if exc.kind == "timeout":
-                    ticket.timed_out()
+        hold, ticket = await self._place()
+        try:
+            reply = await self.inner.aask(question, k=k, params=params)
+        except RagCallError as exc:
+            if exc.kind == "timeout":
+                ticket.timed_out()
+            if exc.still_running is not None:  # the call goes on: its place stays taken until it ends
+                self._hold_until(exc.still_running, hold)
                 raise
-            ticket.done(reply.latency_ms / 1000.0)
-            return reply
+            await hold.__aexit__(None, None, None)
+            raise
+        except BaseException:
+            await hold.__aexit__(None, None, None)
+            raise
+        ticket.done(reply.latency_ms / 1000.0)
+        await hold.__aexit__(None, None, None)
+        return reply
+
+    async def _place(self) -> tuple[AbstractAsyncContextManager[SlotTicket], SlotTicket]:
+        """A place at the limiter, and its ticket; a ``timeout`` error once calls past their timeout have held
+        every place for ``timeout`` while this call waited."""
+        hold = self.limiter.slot()
+        if self.timeout is None:
+            return hold, await hold.__aenter__()
+        entering = asyncio.ensure_future(hold.__aenter__())
+        loop = asyncio.get_running_loop()
+        blocked_since: float | None = None
+        try:
+            while not (await asyncio.wait({entering}, timeout=_LOOK))[0]:
+                if self.abandoned < _places(self.limiter):
+                    blocked_since = None
+                    continue
+                blocked_since = loop.time() if blocked_since is None else blocked_since
+                if loop.time() - blocked_since >= self.timeout:
+                    raise RagCallError("timeout", self._never_placed())
+        except BaseException:
+            if entering.done() and not entering.cancelled() and entering.exception() is None:
+                await hold.__aexit__(None, None, None)  # granted just as the wait ended: give it back
+            entering.cancel()
+            raise
+        return hold, entering.result()
+
+    def _never_placed(self) -> str:
+        held = f"{self.abandoned} earlier call{'s' if self.abandoned > 1 else ''} past {'their' if self.abandoned > 1 else 'its'} timeout"
+        return (
+            f"{self.name} was not called within {self.timeout:g} s: {held} still running held every place the "
+            "target's concurrency allows"
+        )
+
+    def _hold_until(self, running: asyncio.Future[Any], hold: AbstractAsyncContextManager[SlotTicket]) -> None:
+        """Keep ``hold``'s place until ``running`` ends (or the session's loop cancels the wait)."""
+        self.abandoned += 1
+
+        async def release() -> None:
+            try:
+                await asyncio.wait({running})
+            finally:
+                self.abandoned -= 1
+                await hold.__aexit__(None, None, None)
+
+        task = asyncio.get_running_loop().create_task(release())
+        self._holders.add(task)
+        task.add_done_callback(self._holders.discard)
+
+
+#: How often a call waiting for a place looks whether calls past their timeout hold every place (seconds).
+_LOOK = 0.1
+
+
+def _places(limiter: Limiter) -> int:
+    """How many calls ``limiter`` lets run at once now (a shared limiter: its process's own part)."""
+    own = getattr(limiter, "local", limiter)
+    cap = getattr(own, "cap", None)
+    return cap if isinstance(cap, int) else 1

@@ -3,6 +3,7 @@ cannot be used (``RagConfigError``) and a call that failed (``RagCallError``, wi
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +33,10 @@ class RagCallError(RagevalError):
         self.status = status
         self.attempts = attempts
         self.unbindable = False  # a callable could not take (question, params) at all: it is not a target (first_call)
+        # a call given up at its timeout that still runs: done when it really ends (first_call keeps its place)
+        self.still_running: asyncio.Future[Any] | None = None
+        # the user's client raised KeyboardInterrupt: this case's error, then the session stops as on Ctrl-C
+        self.interrupt = False
 
     def __str__(self) -> str:
         return self.message

@@ -22,7 +22,10 @@ def recognise(obj: Any) -> Adapter | None:
     belongs to), or None when it is none of the frameworks'."""
     from . import haystack, langchain, llamaindex
 
-    owner = getattr(obj, "__self__", None)
+    try:
+        owner = getattr(obj, "__self__", None)
+    except Exception:  # an object whose __getattr__ raises something else: not a bound method
+        owner = None
     for candidate in (obj, owner) if owner is not None else (obj,):
         for module in (llamaindex, langchain, haystack):
             adapter: Adapter | None = module.recognise(candidate)

@@ -1,19 +1,23 @@
 """The client of a framework object: the adapter's call in the worker pool (or on the loop, for an
-async-only object), with the callable client's timeout, error and normalisation rules."""
+async-only object), with the callable client's timeout, error and normalisation rules. The framework's output is
+read into the response within the call, so within its timeout, and within the bounds of :mod:`.common`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval import defaults
 from pytest_rageval.evaluation.docpaths import relative_path
 from pytest_rageval.evaluation.schema import Chunk, RagResponse
 
 from ..callable_client import CallableClient, _raised
 from ..maps import ResponseMap
 from ..protocol import RagCallError, RagReply
-from .common import Adapter
+from .common import Adapter, FieldError, noted, shape_error
 
 __all__ = ["FrameworkClient"]
 
@@ -21,6 +25,14 @@ __all__ = ["FrameworkClient"]
 TOP_K_PARAMS = ("top_k", "k")
 
 ParamsHook = Callable[[Any, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A framework's output already read into the response (in the call), and the notes of what was cut."""
+
+    response: RagResponse
+    notes: list[str]
 
 
 def _top_k(params: Mapping[str, Any]) -> int | None:
@@ -50,8 +62,10 @@ class FrameworkClient(CallableClient):
         abandon_limit: int = 8,
         docs_root: Path | None = None,
         params_hook: ParamsHook | None = None,
+        max_answer_chars: int = defaults.MAX_ANSWER_CHARS,
     ) -> None:
         self.adapter = adapter
+        adapter.max_answer_chars = max_answer_chars
         self.params_hook = params_hook
         fn = self._acall if adapter.is_async else self._call_sync
         super().__init__(
@@ -71,6 +85,16 @@ class FrameworkClient(CallableClient):
         }
 
     def _normalise(self, result: Any) -> tuple[RagResponse, list[str]]:
+        """What the call read already (:meth:`_read`), else as :meth:`_read_now`."""
+        if isinstance(result, _Read):
+            return result.response, result.notes
+        return self._read_now(result)
+
+    def _read(self, result: Any, notes: list[str]) -> _Read:
+        response, more = self._read_now(result)
+        return _Read(response, [*notes, *more])
+
+    def _read_now(self, result: Any) -> tuple[RagResponse, list[str]]:
         """As the callable client's, and every chunk path (relative ones too: a loader run in the working folder
         wrote them) made relative to ``docs_root`` where it lies under it."""
         response, notes = super()._normalise(result)
@@ -95,23 +119,31 @@ class FrameworkClient(CallableClient):
         adapter.obj = self.params_hook(self.adapter.obj, dict(params))
         return adapter
 
-    def _call_sync(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _call_sync(self, question: str, params: dict[str, Any]) -> _Read:
         explicit = params.pop("_explicit", {})
-        try:
-            return self._adapter_for(params).call(question, _top_k(explicit), params)
-        except RagCallError:
-            raise
-        except Exception as exc:
-            raise self._raised(exc) from exc
+        with self._reading() as notes:
+            read = self._read(self._adapter_for(params).call(question, _top_k(explicit), params), notes)
+        return read
 
-    async def _acall(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _acall(self, question: str, params: dict[str, Any]) -> _Read:
         explicit = params.pop("_explicit", {})
-        try:
-            return await self._adapter_for(params).acall(question, _top_k(explicit), params)
-        except RagCallError:
-            raise
-        except Exception as exc:
-            raise self._raised(exc) from exc
+        with self._reading() as notes:
+            read = self._read(await self._adapter_for(params).acall(question, _top_k(explicit), params), notes)
+        return read
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[list[str]]:
+        """The notes of one call's reading; what the framework raises, or a field that cannot be read, is that
+        case's error."""
+        with noted() as notes:
+            try:
+                yield notes
+            except RagCallError:
+                raise
+            except FieldError as exc:
+                raise shape_error(self.adapter.framework, self.adapter.kind, str(exc)) from None
+            except Exception as exc:
+                raise self._raised(exc) from exc
 
     def _raised(self, exc: Exception) -> RagCallError:
         """``LlamaIndex query engine raised KeyError: 'x'`` (secrets masked)."""

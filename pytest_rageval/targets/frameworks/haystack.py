@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .common import Adapter, chunk, shape_error
+from .common import Adapter, chunk, first_nodes, shape_error
 from .detect import has_base
 
 __all__ = ["recognise"]
@@ -112,7 +112,7 @@ class _Pipeline(Adapter):
 
     def _chunks(self, documents: list[Any]) -> list[dict[str, Any]]:
         out = []
-        for rank, document in enumerate(documents, start=1):
+        for rank, document in enumerate(first_nodes(documents, "retrieved documents"), start=1):
             if not hasattr(document, "content"):
                 raise shape_error(
                     self.framework, self.kind, f"documents[{rank - 1}] is a {type(document).__name__}, not a Document"

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..protocol import RagConfigError
-from .common import Adapter, chunk, shape_error
+from .common import Adapter, chunk, first_nodes, shape_error
 from .detect import has_base
 from .graph_input import graph_input_keys
 from .topk import TopKVariants
@@ -136,7 +136,7 @@ class _LangChain(Adapter):
                 self.framework, self.kind, f"{where} is a {type(documents).__name__}, not a list of Documents"
             )
         out = []
-        for rank, document in enumerate(documents, start=1):
+        for rank, document in enumerate(first_nodes(documents, "retrieved documents"), start=1):
             if not hasattr(document, "page_content"):
                 raise shape_error(
                     self.framework, self.kind, f"{where}[{rank - 1}] is a {type(document).__name__}, not a Document"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .common import Adapter, chunk, shape_error
+from .common import Adapter, chunk, first_nodes, join_stream, shape_error
 from .detect import has_base
 from .topk import TopKVariants
 
@@ -65,10 +65,12 @@ class _LlamaIndex(Adapter):
         if not hasattr(result, "source_nodes"):
             raise shape_error(self.framework, self.kind, f"returned {type(result).__name__}, which has no source_nodes")
         answer = getattr(result, "response", None)
+        if answer is None:  # a streaming response: its text once read, else its stream up to the answer's limit
+            answer = getattr(result, "response_txt", None)
+        if answer is None and getattr(result, "response_gen", None) is not None:
+            answer = join_stream(result.response_gen, self.max_answer_chars)
         if answer is None and callable(getattr(result, "get_response", None)):
             answer = getattr(result.get_response(), "response", None)
-        if answer is None and hasattr(result, "response_gen"):
-            answer = "".join(str(part) for part in result.response_gen)
         return {
             "answer": "" if answer is None else str(answer),
             "debug": {"retrieved_chunks": self._chunks(result.source_nodes)},
@@ -78,7 +80,7 @@ class _LlamaIndex(Adapter):
         if not isinstance(nodes, (list, tuple)):
             raise shape_error(self.framework, self.kind, f"retrieved {type(nodes).__name__}, not a list of nodes")
         out = []
-        for rank, item in enumerate(nodes, start=1):
+        for rank, item in enumerate(first_nodes(nodes, "retrieved nodes"), start=1):
             node = getattr(item, "node", item)
             if not hasattr(node, "metadata"):
                 raise shape_error(
