@@ -13,7 +13,7 @@ the assistant would go on). A turn whose call errors ends it: the case is an err
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pytest_rageval.evaluation.record import CaseRecord, TurnRecord, error
 from pytest_rageval.evaluation.schema import EvalCase
@@ -81,8 +81,9 @@ async def evaluate_conversation(
     for index in range(len(case.turns)):
         sent = history_after(case, turns)
         turn_record = await ask_turn(case.turn_case(index), {**params, HISTORY_PARAM: sent})
-        turn: TurnRecord = {"turn": index + 1, "history": sent}
-        turn.update({name: turn_record[name] for name in TURN_KEYS if name in turn_record})  # type: ignore[misc]
+        kept: dict[str, Any] = {"turn": index + 1, "history": sent}
+        kept.update((name, value) for name, value in turn_record.items() if name in TURN_KEYS)
+        turn = cast(TurnRecord, kept)
         turn["outcome"] = "error" if turn_record.get("error") else "failed" if turn_record.get("misses") else "passed"
         turns.append(turn)
         _add_spend(record, turn_record)
@@ -101,10 +102,12 @@ def _short(text: str, limit: int = 80) -> str:
 
 def _add_spend(record: CaseRecord, turn: CaseRecord) -> None:
     """The turn's judge tokens, cost and cache counts added to the conversation's."""
-    for block, names in (("cost", ("judge_tokens", "judge_cost_usd")), ("judge_cache", ("hits", "misses"))):
-        mine, theirs = record[block], turn.get(block) or {}  # type: ignore[literal-required]
-        for name in names:
-            mine[name] += theirs.get(name) or 0
+    cost, turn_cost = record["cost"], turn.get("cost") or {"judge_tokens": 0, "judge_cost_usd": 0.0}
+    cost["judge_tokens"] += turn_cost["judge_tokens"]
+    cost["judge_cost_usd"] += turn_cost["judge_cost_usd"]
+    cache, turn_cache = record["judge_cache"], turn.get("judge_cache") or {"hits": 0, "misses": 0}
+    cache["hits"] += turn_cache["hits"]
+    cache["misses"] += turn_cache["misses"]
 
 
 def _summarise(record: CaseRecord, turns: list[TurnRecord]) -> None:
