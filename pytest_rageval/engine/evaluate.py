@@ -343,6 +343,13 @@ async def evaluate_case(
     if case.turns is not None:
         conversation = base_record(case, key=key, file=file, line=line)
         conversation["thresholds"] = dict(thresholds)
+        if opts.store_full_text:  # what `rageval rescore` replays the conversation from (its turns keep theirs)
+            conversation["trace"] = {
+                "k": opts.k,
+                "require_snippets": opts.require_snippets,
+                "case": case.model_dump(mode="json", exclude_defaults=True),
+                "rag_abstained": None,
+            }
 
         def turn_limits(turn: EvalCase) -> Mapping[str, Threshold]:
             return resolve(turn) if resolve is not None else turn_thresholds(case, turn, thresholds)

@@ -404,6 +404,11 @@ DEFINITION_FIELDS = (
 )
 
 
+#: What a conversation's definition also covers: every turn (question, gold, key facts, reference answer,
+#: answerable, thresholds) and the history its turns are sent.
+CONVERSATION_FIELDS = ("turns", "history")
+
+
 def definition_hash(case: EvalCase) -> str:
     """A short stable hash of what ``case`` checks (:data:`DEFINITION_FIELDS`, canonical JSON).
 
@@ -412,7 +417,7 @@ def definition_hash(case: EvalCase) -> str:
     """
     fields = set(DEFINITION_FIELDS)
     if case.turns is not None:  # (a one-question line's hash stays what it was before conversations existed)
-        fields |= {"turns", "history"}
+        fields |= set(CONVERSATION_FIELDS)
     data = case.model_dump(mode="json", include=fields)
     canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
