@@ -26,6 +26,8 @@ from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.registry import CaseMean, as_number
 from pytest_rageval.evaluation.stability import RepeatTally
 
+from .known import miss_name
+
 __all__ = [
     "Aggregator",
     "CaseTable",
@@ -568,7 +570,7 @@ def _baseline_extras(record: Mapping[str, Any], outcome: str) -> list[tuple[str,
     extras: list[tuple[str, Any]] = []
     misses = record.get("misses")
     if isinstance(misses, list) and misses and outcome in ("failed", "xfailed"):
-        extras.append(("missed", tuple(sorted({str(m.get("metric")) for m in misses if isinstance(m, Mapping)}))))
+        extras.append(("missed", tuple(sorted({miss_name(m) for m in misses if isinstance(m, Mapping)}))))
     kind = since_baseline(record)
     if kind == "known" and outcome == "xfailed":
         extras.append(("known_failure", True))
