@@ -188,16 +188,14 @@ def eval_field_rows(schema: dict[str, Any] | None = None) -> list[tuple[str, str
 def eval_fields_markdown() -> str:
     """The schema's own description of a line, then the Markdown table of its fields."""
     schema = eval_schema()
-    header = ("field", "type", "required", "default", "meaning")
-    table = _table(header, eval_field_rows())
-    turn = _table(header, eval_field_rows(schema["$defs"]["Turn"]))
-    return (
-        _cell(schema.get("description", ""))
-        + "\n\n"
-        + table.rstrip("\n")
-        + "\n\nEach entry of `turns` (one turn of a conversation; the line's `thresholds` apply under its own):\n\n"
-        + turn
-    )
+    table = _table(("field", "type", "required", "default", "meaning"), eval_field_rows())
+    return _cell(schema.get("description", "")) + "\n\n" + table
+
+
+def turn_fields_markdown() -> str:
+    """The Markdown table of the fields of one entry of ``turns`` (a conversation's turn)."""
+    turn = eval_schema()["$defs"]["Turn"]
+    return _table(("field", "type", "required", "default", "meaning"), eval_field_rows(turn))
 
 
 def _argument(action: argparse.Action) -> str:
@@ -272,6 +270,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "options": options_markdown,
     "ini": ini_markdown,
     "eval-fields": eval_fields_markdown,
+    "turn-fields": turn_fields_markdown,
     "cli": cli_markdown,
     "artifact-record": _artifact("RECORD"),
     "artifact-chunk": _artifact("CHUNK"),
