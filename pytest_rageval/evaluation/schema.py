@@ -327,6 +327,10 @@ class EvalCase(BaseModel):
     def has_gold(self) -> bool:
         return bool(self.gold_supports or self.gold_doc_ids)
 
+    def asked(self) -> list[EvalCase]:
+        """What the target is asked: the case itself, or each turn of a conversation as a one-question case."""
+        return [self.turn_case(i) for i in range(len(self.turns))] if self.turns is not None else [self]
+
     def turn_case(self, index: int) -> EvalCase:
         """Turn ``index`` (0-based) of a conversation as a one-question case: its question, gold, key facts,
         reference answer and answerable, the line's thresholds under its own; everything else the line's."""

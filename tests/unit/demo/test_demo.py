@@ -167,7 +167,7 @@ def test_abstains_off_topic(question: str) -> None:
 
 
 def test_ask_is_deterministic_across_threads() -> None:
-    questions = [case.question for _, line in EVAL_LINES for case in _one_question(EvalCase.model_validate(line))]
+    questions = [case.question for _, line in EVAL_LINES for case in EvalCase.model_validate(line).asked()]
 
     def strip_timings(response: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in response.items() if key != "timings"}
@@ -265,16 +265,11 @@ def test_eval_set_covers_every_category() -> None:
     assert {c.category for c in cases if not c.answerable} == {"general", "adversarial"}
     assert sum(bool(c.gold_doc_ids) for c in cases) >= 2
     assert any({"query", "expectedProposalIds", "referenceAnswer"} <= set(line) for _, line in EVAL_LINES)
-    answerable = [c for case in cases for c in _one_question(case) if c.answerable]
+    answerable = [c for case in cases for c in case.asked() if c.answerable]
     assert all(c.has_gold and c.reference_answer and c.expected_key_facts and c.difficulty for c in answerable)
     conversations = [c for c in cases if c.turns]
     assert len(conversations) >= 3 and {len(c.turns or ()) for c in conversations} == {3}
     assert {c.history for c in conversations} == {"live", "reference"}
-
-
-def _one_question(case: EvalCase) -> list[EvalCase]:
-    """A line's one-question cases: the line itself, or each turn of a conversation."""
-    return [case.turn_case(i) for i in range(len(case.turns))] if case.turns else [case]
 
 
 def _asked(case: EvalCase) -> list[tuple[EvalCase, dict[str, Any]]]:
@@ -299,7 +294,7 @@ def test_gold_anchors_exist_and_hold_their_snippets() -> None:
     ]
     doc_ids = {c["doc_id"] for c in chunks}
     for number, line in EVAL_LINES:
-        for case in _one_question(EvalCase.model_validate(line)):
+        for case in EvalCase.model_validate(line).asked():
             assert set(case.gold_doc_ids) <= doc_ids, f"line {number}: unknown gold_doc_ids"
             for support in case.gold_supports:
                 anchored = [c for c in chunks if _matches_support(c, support)]
