@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
+from pytest_rageval.evaluation import stability
 from pytest_rageval.evaluation.record import CaseRecord, TurnRecord, error
 from pytest_rageval.evaluation.schema import EvalCase
 
@@ -124,6 +125,28 @@ def _summarise(record: CaseRecord, turns: list[TurnRecord]) -> None:
     attempted = [name for t in turns for name in t.get("judge_attempted") or []]
     if attempted:
         record["judge_attempted"] = list(dict.fromkeys(attempted))
+    _repeats(record, turns)
+
+
+def _repeats(record: CaseRecord, turns: list[TurnRecord]) -> None:
+    """A repeated conversation's runs (its turns were each run as often): run N passed when every turn passed its
+    run N, with the means over the turns of that run's metrics; the conversation's class follows from them."""
+    runs = [turn.get("repeats") or [] for turn in turns]
+    if not turns or min(len(r) for r in runs) < 2:
+        return
+    count = min(len(r) for r in runs)
+    record["repeats"] = [
+        {
+            "passed": all(bool(r[i].get("passed")) for r in runs),
+            "metrics": conversation_metrics([{"metrics": r[i].get("metrics") or {}} for r in runs]),
+        }
+        for i in range(count)
+    ]
+    record["runs"] = count
+    klass = stability.classify([run["passed"] for run in record["repeats"]])
+    if klass is not None:
+        record["stability"] = klass
+        record["flaky"] = klass == "flaky"
 
 
 def conversation_metrics(turns: list[TurnRecord]) -> dict[str, Any]:
