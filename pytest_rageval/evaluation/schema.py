@@ -96,39 +96,42 @@ class GoldSupport(BaseModel):
     snippets: list[str] = Field(default_factory=list)
 
 
+#: The input names of the fields a line and a turn share (each canonical name first).
+QUESTION_NAMES = AliasChoices("question", "query")
+REFERENCE_NAMES = AliasChoices("reference_answer", "referenceAnswer")
+DOC_ID_NAMES = AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids")
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
 class Turn(BaseModel):
     """One turn of a conversation: its question and what it is checked against (each as on a one-question line)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     question: str = Field(
-        min_length=1,
-        validation_alias=AliasChoices("question", "query"),
-        description="the question of this turn (alias `query`)",
+        min_length=1, validation_alias=QUESTION_NAMES, description="the question of this turn (alias `query`)"
     )
     answerable: bool = Field(default=True, description="false: the system must abstain on this turn")
     reference_answer: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("reference_answer", "referenceAnswer"),
+        validation_alias=REFERENCE_NAMES,
         description="this turn's expected answer: correctness judging, and the history sent with `history: reference`",
     )
-    expected_key_facts: list[str] = Field(default_factory=list, description="facts a correct answer contains")
-    gold_supports: list[GoldSupport] = Field(default_factory=list, description="anchors of supporting content")
+    expected_key_facts: list[str] = Field(default_factory=list, description="facts a correct answer to it contains")
+    gold_supports: list[GoldSupport] = Field(default_factory=list, description="anchors of this turn's support")
     gold_doc_ids: list[str] = Field(
-        default_factory=list,
-        validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
-        description="id-based gold of this turn: matches a chunk's doc_id",
+        default_factory=list, validation_alias=DOC_ID_NAMES, description="id-based gold: matches a chunk's doc_id"
     )
     thresholds: dict[str, bool | float] = Field(
         default_factory=dict, description="this turn's threshold overrides, over the line's own `thresholds`"
     )
 
-    @field_validator("question")
-    @classmethod
-    def _question_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
+    _question_not_blank = field_validator("question")(_not_blank)
 
 
 #: What each turn of a conversation is asked with: the earlier turns' answers as the target gave them (``live``)
@@ -153,7 +156,7 @@ class EvalCase(BaseModel):
     )
     question: str = Field(
         min_length=1,
-        validation_alias=AliasChoices("question", "query"),
+        validation_alias=QUESTION_NAMES,
         description="the question sent to the RAG (alias `query`); a conversation gives `turns` instead",
     )
     turns: list[Turn] | None = Field(
@@ -170,15 +173,13 @@ class EvalCase(BaseModel):
     )
     answerable: bool = Field(default=True, description="false: the system must abstain")
     reference_answer: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("reference_answer", "referenceAnswer"),
-        description="for correctness judging (alias `referenceAnswer`)",
+        default=None, validation_alias=REFERENCE_NAMES, description="for correctness judging (alias `referenceAnswer`)"
     )
     expected_key_facts: list[str] = Field(default_factory=list, description="facts a correct answer contains")
     gold_supports: list[GoldSupport] = Field(default_factory=list, description="anchors of supporting content")
     gold_doc_ids: list[str] = Field(
         default_factory=list,
-        validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
+        validation_alias=DOC_ID_NAMES,
         description="id-based gold: matches a chunk's doc_id (aliases `expectedProposalIds`, `expected_doc_ids`)",
     )
     required_support_groups: list[list[int]] | None = Field(
@@ -241,12 +242,7 @@ class EvalCase(BaseModel):
                 raise ValueError(problem)
         return list(dict.fromkeys(value))
 
-    @field_validator("question")
-    @classmethod
-    def _question_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
+    _question_not_blank = field_validator("question")(_not_blank)
 
     @model_validator(mode="before")
     @classmethod
