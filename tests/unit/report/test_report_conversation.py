@@ -74,6 +74,7 @@ def test_report_html_shows_the_thread_escaped(tmp_path: Path) -> None:
     assert page.count('<details class="turn o-') == 3
     assert "conversation of 3 turns, live history" in page
     assert "turn 2: recall_at_k" in page  # the case's misses name their turn
+    assert '<h3 id="by-turn">By turn</h3>' in page  # metrics.json by_turn as a breakdown
     rest = without_own_script(page)
     assert "<script" not in rest and "<img" not in rest and "&lt;script&gt;alert(1)" in rest
 
