@@ -318,10 +318,13 @@ _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
 
 
 def _unwrap_optional(tp: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]`` (a constrained list, such as ``turns``)."""
     if typing.get_origin(tp) in _UNION_TYPES:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
-            return args[0]
+            tp = args[0]
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
     return tp
 
 

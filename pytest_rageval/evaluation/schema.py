@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -131,7 +131,10 @@ class Turn(BaseModel):
         default_factory=dict, description="this turn's threshold overrides, over the line's own `thresholds`"
     )
 
-    _question_not_blank = field_validator("question")(_not_blank)
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        return _not_blank(value)
 
 
 #: What each turn of a conversation is asked with: the earlier turns' answers as the target gave them (``live``)
@@ -159,10 +162,8 @@ class EvalCase(BaseModel):
         validation_alias=QUESTION_NAMES,
         description="the question sent to the RAG (alias `query`); a conversation gives `turns` instead",
     )
-    turns: list[Turn] | None = Field(
+    turns: Annotated[list[Turn], Field(min_length=1, max_length=MAX_TURNS)] | None = Field(
         default=None,
-        min_length=1,
-        max_length=MAX_TURNS,
         description="A conversation, instead of `question`: the target is asked turn by turn with the history so "
         "far; each turn is scored with the usual metrics and the case fails when any turn fails.",
     )
@@ -242,7 +243,10 @@ class EvalCase(BaseModel):
                 raise ValueError(problem)
         return list(dict.fromkeys(value))
 
-    _question_not_blank = field_validator("question")(_not_blank)
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        return _not_blank(value)
 
     @model_validator(mode="before")
     @classmethod
