@@ -8,15 +8,15 @@ folder of its own, its blocks in page order on one worker (one xdist group a pag
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
 import pytest
-from _pytest.config.argparsing import Parser
+from needs import missing
 
 from docs_run.pages import Block, PageError, fenced_blocks, parse
 from docs_run.run import Workspace, shims
-from pytest_rageval.plugin import pytest_addoption
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "docs" / "tutorial.md", *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
@@ -35,16 +35,9 @@ def _parse_all() -> tuple[list[Block], dict[str, str]]:
 
 
 BLOCKS, PAGE_ERRORS = _parse_all()
-FLAG = re.compile(r"--rageval-[a-z-]+")
 #: Each page's folder and state, made at its first block (the blocks of a page run in order in one process).
 WORKSPACES: dict[str, Workspace] = {}
 FAILED: dict[str, int] = {}
-
-
-def _options() -> set[str]:
-    parser = Parser(_ispytest=True)
-    pytest_addoption(parser)
-    return {"--" + dest.replace("_", "-") for dest in vars(parser.parse_known_args([]))}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
@@ -68,11 +61,10 @@ def test_block(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
     if block.page not in WORKSPACES:
         base = tmp_path_factory.mktemp(re.sub(r"\W", "-", block.page))
         WORKSPACES[block.page] = Workspace(base, ROOT, shims(tmp_path_factory.getbasetemp() / "bin"))
-    if block.kind == "skip":
-        unknown = sorted(set(FLAG.findall(block.source)) - _options())
-        assert not unknown, f"{block.page}:{block.line}: a skipped block names options that do not exist: {unknown}"
-        WORKSPACES[block.page].enter(block)
-        pytest.skip(block.reason)
+    absent = [name for name in block.needs if importlib.util.find_spec(name) is None]
+    if absent:
+        WORKSPACES[block.page].enter(block)  # its folder and environment markers still hold for the blocks after it
+        missing(f"{block.page}:{block.line} needs {', '.join(absent)}, which is not installed")
     try:
         WORKSPACES[block.page].run(block)
     except BaseException:

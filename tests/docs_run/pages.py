@@ -8,17 +8,32 @@ MkDocs, each on the line before its block (alone or at the end of that line):
 - ``<!-- alt: PATH -->`` the block is another form of the last file written (``pytest.ini`` for a
   ``pyproject.toml`` table), or a configuration file shown alone: written to PATH in a copy of the folder (without
   that last file), where ``pytest --rageval --collect-only`` must read it without a complaint;
-- ``<!-- skip: REASON -->`` the block does not run; REASON is in its test id;
+- ``<!-- ci: SCRIPT -->`` the block is what CI itself runs: each of its commands must be one of SCRIPT's (a file of
+  the repository, such as ``.ci/run``), word for word (see ``ci_script.py``);
+- ``<!-- workflow -->`` a GitHub Actions workflow: each job's ``run:`` steps run in a copy of the page's folder
+  (``workflow.py``); ``<!-- workflow: missing=ARTIFACT -->`` also runs the jobs that download artifacts without
+  that one, which must then fail;
+- ``<!-- subset: PATH -->`` a JSON fragment that PATH holds (``json_subset.py``); ``<latest>`` in PATH is the run id
+  that the ``latest`` file beside it names;
 - ``<!-- exit: N -->`` the block's (last) command exits with N (default 0);
+- ``<!-- replace: TEXT => VALUE -->`` TEXT in the block stands for VALUE (a placeholder the reader fills in, such as
+  the path of a clone); ``{repository}`` in VALUE is this repository's folder, ``{wheel}`` a wheel of it (built
+  once for the job: a page installing the plugin in several places installs it from that file);
+- ``<!-- needs: MODULE... -->`` the block needs these installed modules: without one it is skipped, or fails
+  where the environment variable ``CI`` is set;
 - ``<!-- folder: SHOWN [clone] [venv] -->`` the blocks after it run in a new folder, shown in outputs as SHOWN;
   ``clone`` fills it with the repository's ``pyproject.toml`` and ``eval_sets/``, ``venv`` gives it a virtual
   environment of its own (seeing this one's packages), first on PATH, for a page that installs a package;
+  ``<!-- folder: SHOWN repository -->`` runs them in this repository itself (its own test suite);
+- ``<!-- copy: SOURCE [DEST] -->`` copies the repository's file or folder SOURCE into the page's folder (as DEST,
+  else under its own name): an example the page names, such as an app of ``examples/``;
+- ``<!-- touch: PATH -->`` an empty PATH in the page's folder (a file the page's project is said to have);
 - ``<!-- env: NAME=VALUE -->`` the commands after it run with that environment variable.
 
 A ``bash``/``sh`` block runs as one script, a ``python`` block as a Python script (both in the page's folder). A
 ``text``/``console`` block whose first line is ``$ COMMAND`` holds commands and the output each prints; a ``text``
-block right after a run block is that block's output. Any other block needs a marker: a block nothing runs, checks
-or skips is an error naming its line.
+block right after a run block is that block's output. Any other block needs a marker: a block nothing runs or
+checks is an error naming its line. A ``<!-- skip: REASON -->`` marker is refused: every block runs.
 """
 
 from __future__ import annotations
@@ -34,11 +49,14 @@ from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 #: The info line of a fenced block: its language (possibly none) and any words after it.
 INFO = re.compile(r"(?P<language>[\w+-]*)[^\n]*$\n", re.MULTILINE)
 #: A marker: an HTML comment ``<!-- NAME: ARGUMENTS -->`` (or ``<!-- NAME -->``) anywhere on a line.
-MARKER = re.compile(r"<!--\s*(?P<name>file|append|alt|skip|exit|folder|env)\b:?\s*(?P<arguments>.*?)\s*-->")
+MARKER = re.compile(
+    r"<!--\s*(?P<name>file|append|alt|ci|workflow|subset|skip|exit|replace|needs|folder|copy|touch|env)\b:?"
+    r"\s*(?P<arguments>.*?)\s*-->"
+)
 SHELL = ("bash", "sh", "shell")
 OUTPUT = ("text", "console", "")
-#: Markers that describe the next block (the others set up the folder and environment of the blocks after them).
-BLOCK_MARKERS = ("file", "append", "alt", "skip", "exit")
+#: Markers that give the next block its kind, and the argument each needs.
+KIND_MARKERS = {"file": "a path", "append": "a path", "alt": "a path", "ci": "a script", "subset": "a path"}
 
 
 class PageError(ValueError):
@@ -61,18 +79,20 @@ class Block:
     line: int
     language: str
     source: str
-    kind: str = ""  # run, commands, output, file, append, alt, skip
-    path: str = ""  # the file a file/append/alt block writes
-    reason: str = ""  # why a skip block does not run
+    kind: str = ""  # run, commands, output, file, append, alt, ci, workflow, subset
+    path: str = ""  # the file a file/append/alt block writes, the script a ci block is in, the file a subset is of
     exit_code: int = 0
     commands: list[Command] = field(default_factory=list)
+    missing_artifact: str = ""  # a workflow's artifact whose absence must fail the jobs that download it
+    needs: list[str] = field(default_factory=list)  # modules the block needs installed
     folder: tuple[str, frozenset[str]] | None = None  # a new folder from here on: (shown as, {clone, venv})
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (repository path, path in the page's folder)
+    touches: list[str] = field(default_factory=list)  # empty files in the page's folder
     env: dict[str, str] = field(default_factory=dict)  # variables set from here on
 
     @property
     def test_id(self) -> str:
-        label = f"{self.page}:{self.line}:{self.kind}"
-        return f"{label}:{self.reason}" if self.kind == "skip" else label
+        return f"{self.page}:{self.line}:{self.kind}"
 
 
 class _Marker:
@@ -128,7 +148,7 @@ def parse(path: Path, root: Path) -> list[Block]:
         line = document.text.count("\n", 0, region.start) + 1
         block = Block(page, line, language, source)
         for marker in pending:
-            _apply(block, marker)
+            _apply(block, marker, root)
         pending = []
         if not block.kind:
             block.kind = _kind_of(block, blocks[-1] if blocks else None)
@@ -136,12 +156,14 @@ def parse(path: Path, root: Path) -> list[Block]:
     return blocks
 
 
-def _apply(block: Block, marker: _Marker) -> None:
+def _apply(block: Block, marker: _Marker, root: Path) -> None:
     where = f"{block.page}:{block.line}"
     if marker.name == "folder":
         shown, *options = marker.arguments.split()
-        if not set(options) <= {"clone", "venv"}:
-            raise PageError(f"{where}: folder marker: expected 'SHOWN [clone] [venv]', got {marker.arguments!r}")
+        if not set(options) <= {"clone", "venv"} and options != ["repository"]:
+            raise PageError(
+                f"{where}: folder marker: expected 'SHOWN [clone] [venv]' or 'SHOWN repository', got {marker.arguments!r}"
+            )
         block.folder = (shown, frozenset(options))
     elif marker.name == "env":
         name, sep, value = marker.arguments.partition("=")
@@ -153,12 +175,39 @@ def _apply(block: Block, marker: _Marker) -> None:
             raise PageError(f"{where}: exit marker: expected a whole number, got {marker.arguments!r}")
         block.exit_code = int(marker.arguments)
     elif marker.name == "skip":
+        raise PageError(f"{where}: a skip marker ({marker.arguments}): every block runs; say how with another marker")
+    elif marker.name == "replace":
+        text, sep, value = marker.arguments.partition(" => ")
+        if not sep or not text:
+            raise PageError(f"{where}: replace marker: expected 'TEXT => VALUE', got {marker.arguments!r}")
+        if text not in block.source:
+            raise PageError(f"{where}: replace marker: the block has no {text!r}")
+        block.source = block.source.replace(text, value.replace("{repository}", str(root)))
+    elif marker.name == "needs":
         if not marker.arguments:
-            raise PageError(f"{where}: skip marker without a reason")
-        block.kind, block.reason = "skip", marker.arguments
+            raise PageError(f"{where}: needs marker without a module")
+        block.needs += marker.arguments.split()
+    elif marker.name == "copy":
+        source, *dest = marker.arguments.split()
+        if len(dest) > 1 or not (root / source).exists():
+            raise PageError(
+                f"{where}: copy marker: expected 'SOURCE [DEST]' of a repository path, got {marker.arguments!r}"
+            )
+        block.copies.append((source, dest[0] if dest else Path(source).name))
+    elif marker.name == "touch":
+        if not marker.arguments:
+            raise PageError(f"{where}: touch marker without a path")
+        block.touches.append(marker.arguments)
+    elif marker.name == "workflow":
+        name, sep, value = marker.arguments.partition("=")
+        if marker.arguments and (name != "missing" or not sep or not value):
+            raise PageError(
+                f"{where}: workflow marker: expected nothing or 'missing=ARTIFACT', got {marker.arguments!r}"
+            )
+        block.kind, block.missing_artifact = "workflow", value
     else:
         if not marker.arguments:
-            raise PageError(f"{where}: {marker.name} marker without a path")
+            raise PageError(f"{where}: {marker.name} marker without {KIND_MARKERS[marker.name]}")
         block.kind, block.path = marker.name, marker.arguments
 
 
@@ -171,8 +220,9 @@ def _kind_of(block: Block, previous: Block | None) -> str:
     if block.language in OUTPUT and previous is not None and previous.kind == "run":
         return "output"
     raise PageError(
-        f"{block.page}:{block.line}: a {block.language or 'plain'} block that nothing runs: "
-        "mark it <!-- file: PATH -->, <!-- append: PATH -->, <!-- alt: PATH --> or <!-- skip: REASON -->"
+        f"{block.page}:{block.line}: a {block.language or 'plain'} block that nothing runs: mark it "
+        "<!-- file: PATH -->, <!-- append: PATH -->, <!-- alt: PATH -->, <!-- ci: SCRIPT -->, <!-- workflow --> or "
+        "<!-- subset: PATH -->"
     )
 
 

@@ -9,13 +9,17 @@ says: ``/tmp/tut``, ``<clone>``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+from . import ci_script, json_subset, workflow
 from .pages import Block
 
 #: Parts of an output that differ on every run, and what they are compared as.
@@ -37,6 +41,8 @@ DROPPED = (
     "BUILD_NUMBER",
 )
 TIMEOUT = 600
+#: What a page's ``replace`` marker writes for a wheel of this repository (see ``Workspace.wheel``).
+WHEEL = "{wheel}"
 
 
 def normalise(line: str) -> str:
@@ -101,6 +107,26 @@ def _longest_prefix(chunk: list[str], have: list[str], position: int) -> int:
     return min(best, len(chunk) - 1)
 
 
+def execute(command: list[str], cwd: Path, env: dict[str, str], stdin: str = "") -> tuple[int, str]:
+    """Run ``command`` in a session of its own: its exit status and output (stdout, then stderr). Whatever it
+    leaves running (a server a page starts with ``&``) is ended with it, so no page waits on a process it started."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(
+            command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True
+        )
+        try:
+            process.communicate(stdin.encode(), timeout=TIMEOUT)
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+        out.seek(0)
+        err.seek(0)
+        return process.returncode, (out.read() + err.read()).decode(errors="replace")
+
+
 def shims(folder: Path) -> Path:
     """A folder of ``pytest``, ``rageval`` and ``python`` commands that run this interpreter's installed packages."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,18 +156,27 @@ class Workspace:
         """Take the folder and environment markers before ``block``."""
         if block.folder is not None:
             shown, options = block.folder
-            self.folder = self.base / f"folder-{block.line}"
-            self.folder.mkdir()
+            self.folder = self.repository if "repository" in options else self.base / f"folder-{block.line}"
+            self.folder.mkdir(exist_ok="repository" in options)
             self.shown_as = shown
             if "venv" in options:
-                self._venv(self.base / f"venv-{block.line}")
+                self.env.update(self._venv(self.base / f"venv-{block.line}"))
             if "clone" in options:
                 shutil.copy(self.repository / "pyproject.toml", self.folder / "pyproject.toml")
                 shutil.copytree(self.repository / "eval_sets", self.folder / "eval_sets")
                 (self.folder / "tests").mkdir()  # what testpaths names (the suite itself is not needed)
+        for source, destination in block.copies:
+            if (self.repository / source).is_dir():
+                shutil.copytree(self.repository / source, self.folder / destination, dirs_exist_ok=True)
+            else:
+                (self.folder / destination).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(self.repository / source, self.folder / destination)
+        for path in block.touches:
+            (self.folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.folder / path).touch()
         self.env.update(block.env)
 
-    def _venv(self, where: Path) -> None:
+    def _venv(self, where: Path) -> dict[str, str]:
         """A virtual environment that sees this interpreter's packages (its venv's too), first on PATH."""
         subprocess.run(
             [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(where)], check=True
@@ -157,12 +192,29 @@ class Workspace:
         for name, how in (("pytest", "-m pytest"), ("rageval", "-m pytest_rageval.cli"), ("pip", "-m pip")):
             (bin_folder / name).write_text(f'#!/bin/sh\nexec "{bin_folder / "python"}" {how} "$@"\n', encoding="utf-8")
             (bin_folder / name).chmod(0o755)
-        self.env["PATH"] = f"{bin_folder}{os.pathsep}{self.env['PATH']}"
-        self.env["VIRTUAL_ENV"] = str(where)
+        return {"PATH": f"{bin_folder}{os.pathsep}{self.env['PATH']}", "VIRTUAL_ENV": str(where)}
+
+    def wheel(self) -> str:
+        """A wheel of this repository, built once for the job's process (what ``{wheel}`` in a page stands for), from
+        a copy of what the build reads: a build in the repository itself would share its ``build/`` folder with the
+        page that installs the plugin from the clone, on the other worker."""
+        folder = self.base.parent / "wheel"
+        if not any(folder.glob("*.whl")):
+            source = self.base.parent / "wheel-source"
+            shutil.rmtree(source, ignore_errors=True)
+            shutil.copytree(self.repository / "pytest_rageval", source / "pytest_rageval")
+            for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+                shutil.copy(self.repository / name, source / name)
+            command = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "--no-deps"]
+            code, output = execute([*command, "-w", str(folder), str(source)], self.base, self.env)
+            assert code == 0, f"pip cannot build a wheel of {self.repository}:\n{output}"
+        return str(next(folder.glob("*.whl")))
 
     def run(self, block: Block) -> None:
         """Do what ``block`` says; an AssertionError says what went wrong."""
         self.enter(block)
+        if WHEEL in block.source:
+            block.source = block.source.replace(WHEEL, self.wheel())
         if block.kind in ("file", "append"):
             self.last_file = self.folder / block.path
             self.last_file.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +222,12 @@ class Workspace:
                 handle.write(block.source)
         elif block.kind == "alt":
             self._check_alternative(block)
+        elif block.kind == "ci":
+            self._check_ci(block)
+        elif block.kind == "subset":
+            self._check_subset(block)
+        elif block.kind == "workflow":
+            self._run_workflow(block)
         elif block.kind == "run":
             command = ["python", "-"] if block.language == "python" else ["bash", "-e", "-o", "pipefail", "-s"]
             self.last_output = self._run(block, command, block.source)
@@ -189,22 +247,52 @@ class Workspace:
         self, block: Block, command: list[str], stdin: str | None, expected: int | None = None, what: str = ""
     ) -> str:
         expected = block.exit_code if expected is None else expected
-        done = subprocess.run(
-            command,
-            cwd=self.folder,
-            env=self.env,
-            input=stdin if stdin is not None else "",
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-        )
-        output = done.stdout + done.stderr
-        if done.returncode != expected:
+        code, output = execute(command, self.folder, self.env, stdin or "")
+        if code != expected:
             raise AssertionError(
-                f"{block.page}:{block.line}: {what or block.language + ' block'} exited {done.returncode}, "
+                f"{block.page}:{block.line}: {what or block.language + ' block'} exited {code}, "
                 f"the page expects {expected}; its output:\n{self._shown(output)}"
             )
         return self._shown(output)
+
+    def _check_ci(self, block: Block) -> None:
+        """Each command of the block is one that the CI script it names runs."""
+        script = self.repository / block.path
+        assert script.is_file(), f"{block.page}:{block.line}: no CI script {block.path}"
+        missing = ci_script.missing(block.source, script.read_text(encoding="utf-8"))
+        assert not missing, f"{block.page}:{block.line}: commands that {block.path} does not run: {missing}"
+
+    def _check_subset(self, block: Block) -> None:
+        """The JSON fragment is part of the file the page's blocks wrote."""
+        path = block.path
+        if "<latest>" in path:
+            head = path.split("<latest>")[0]
+            latest = self.folder / head / "latest"
+            assert latest.is_file(), f"{block.page}:{block.line}: no {head}latest: no run wrote one"
+            path = path.replace("<latest>", latest.read_text(encoding="utf-8").strip())
+        file = self.folder / path
+        assert file.is_file(), f"{block.page}:{block.line}: no file {path} in the page's folder"
+        try:
+            shown = json_subset.read_fragment(block.source)
+        except ValueError as error:
+            raise AssertionError(f"{block.page}:{block.line}: the JSON shown does not read: {error}") from None
+        problems = json_subset.differences(shown, json.loads(file.read_text(encoding="utf-8")))
+        assert not problems, f"{block.page}:{block.line}: the JSON shown is not in {path}:\n  " + "\n  ".join(problems)
+
+    def _run_workflow(self, block: Block) -> None:
+        """The workflow's jobs, in copies of the page's folder, in a virtual environment of their own."""
+        where = self.base / f"workflow-{block.line}"
+        where.mkdir()
+        env = {**self.env, **self._venv(where / "venv")}
+
+        def runner(script: str, folder: Path, step_env: dict[str, str]) -> tuple[int, str]:
+            code, output = execute(["bash", "-e", "-o", "pipefail", "-s"], folder, step_env, script)
+            return code, output.replace(str(folder), self.shown_as or str(folder))
+
+        try:
+            workflow.run(block.source, self.folder, where, env, runner, block.missing_artifact)
+        except workflow.WorkflowError as error:
+            raise AssertionError(f"{block.page}:{block.line}: {error}") from None
 
     def _shown(self, output: str) -> str:
         """``output`` with the page's folder written as the page shows it."""
@@ -234,8 +322,8 @@ class Workspace:
             "-W",
             "error::pytest.PytestConfigWarning",
         ]
-        done = subprocess.run(command, cwd=copy, env=self.env, capture_output=True, text=True, timeout=TIMEOUT)
-        if done.returncode != 0:
+        code, output = execute(command, copy, self.env)
+        if code != 0:
             raise AssertionError(
-                f"{block.page}:{block.line}: pytest does not take {block.path} (exit {done.returncode}):\n{done.stdout}{done.stderr}"
+                f"{block.page}:{block.line}: pytest does not take {block.path} (exit {code}):\n{output}"
             )
