@@ -157,12 +157,15 @@ def eval_schema() -> dict[str, Any]:
     return schema
 
 
-def eval_field_rows() -> list[tuple[str, str, str, str, str]]:
-    """(field, type, required, default, description) of every field; required fields first, then by name."""
-    schema = eval_schema()
+def eval_field_rows(schema: dict[str, Any] | None = None) -> list[tuple[str, str, str, str, str]]:
+    """(field, type, required, default, description) of every field; required fields first, then those of which
+    one is required (a question or a conversation's turns), then by name."""
+    defs = eval_schema().get("$defs", {})
+    schema = eval_schema() if schema is None else schema
     required = schema.get("required", [])
-    defs = schema.get("$defs", {})
-    names = list(required) + sorted(name for name in schema["properties"] if name not in required)
+    either = [name for alternative in schema.get("oneOf", []) for name in alternative.get("required", [])]
+    names = list(required) + either
+    names += sorted(name for name in schema["properties"] if name not in names)
     rows = []
     for name in names:
         spec = schema["properties"][name]
@@ -171,15 +174,14 @@ def eval_field_rows() -> list[tuple[str, str, str, str, str]]:
             raise ValueError(
                 f"eval-set field {name} has no description: give it one in pytest_rageval/evaluation/schema.py"
             )
-        if name in required:
+        if name in required or name in either:
             default = ""
         elif "default" in spec:
             default = _code(json.dumps(spec["default"]))
         else:  # a list or an object, empty unless given
             default = _code("[]" if spec.get("type") == "array" else "{}")
-        rows.append(
-            (_code(name), _cell(_schema_type(spec, defs)), "yes" if name in required else "", default, _cell(meaning))
-        )
+        needed = "yes" if name in required else ("one of " + ", ".join(map(_code, either))) if name in either else ""
+        rows.append((_code(name), _cell(_schema_type(spec, defs)), needed, default, _cell(meaning)))
     return rows
 
 
@@ -188,6 +190,12 @@ def eval_fields_markdown() -> str:
     schema = eval_schema()
     table = _table(("field", "type", "required", "default", "meaning"), eval_field_rows())
     return _cell(schema.get("description", "")) + "\n\n" + table
+
+
+def turn_fields_markdown() -> str:
+    """The Markdown table of the fields of one entry of ``turns`` (a conversation's turn)."""
+    turn = eval_schema()["$defs"]["Turn"]
+    return _table(("field", "type", "required", "default", "meaning"), eval_field_rows(turn))
 
 
 def _argument(action: argparse.Action) -> str:
@@ -262,6 +270,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "options": options_markdown,
     "ini": ini_markdown,
     "eval-fields": eval_fields_markdown,
+    "turn-fields": turn_fields_markdown,
     "cli": cli_markdown,
     "artifact-record": _artifact("RECORD"),
     "artifact-chunk": _artifact("CHUNK"),

@@ -18,6 +18,7 @@ from typing import Any
 
 from .abstention import COVERAGE_DEPTH, should_abstain
 from .answerer import REFUSAL, compose
+from .followup import resolve_followup
 from .retrieval import Hit, default_corpus, retrieve
 
 DEFAULT_K = 5
@@ -82,10 +83,14 @@ def ask(question: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
 
     ``params``: ``k`` (default 5) or ``top_k`` (wins over ``k``), the number of
     chunks retrieved; ``alpha`` (default 0), the weight of the title match in the
-    hybrid score (``retrieval``); other keys are accepted and ignored. Thread-safe.
+    hybrid score (``retrieval``); ``history``, the earlier turns of a conversation (``[{"role", "content"}]``),
+    from which a follow-up's "it", "its", "that proposal", "they" are resolved (``followup``; the question
+    retrieved with is ``debug.resolved_question``); other keys are accepted and ignored. Thread-safe.
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
+    asked = question
+    question = resolve_followup(question, (params or {}).get("history"))
     k = _k_from(params or {})
     alpha = _alpha_from(params or {})
     corpus = default_corpus()
@@ -114,6 +119,7 @@ def ask(question: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         "debug": {
             "retrieved_chunks": [chunk_dict(hit) for hit in hits],
             "folder_selection": {"selected_folders": list(retrieval.selected_folders)},
+            **({"resolved_question": question} if question != asked else {}),
         },
         "timings": {
             "retrieval_ms": round((retrieved_at - started) * 1000.0, 3),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_rageval import defaults
+from pytest_rageval.engine.conversation import evaluate_conversation
 from pytest_rageval.evaluation import registry, stability
 from pytest_rageval.evaluation.anchors import GoldMatcher, doc_item_id, normalize_heading_path, support_item_id
 from pytest_rageval.evaluation.anchors import top_k as _top_k
@@ -29,7 +30,7 @@ from pytest_rageval.evaluation.record import CaseError, CaseRecord, ErrorKind, e
 from pytest_rageval.evaluation.registry import Threshold
 from pytest_rageval.evaluation.schema import Chunk, EvalCase, RagResponse, definition_hash
 from pytest_rageval.evaluation.stored_chunk import stored_chunk
-from pytest_rageval.evaluation.thresholds import find_misses, judge_metrics
+from pytest_rageval.evaluation.thresholds import default_thresholds, find_misses, judge_metrics
 from pytest_rageval.flow import CASE_ORDER
 from pytest_rageval.judges import spot_sample
 from pytest_rageval.judges.base import JudgeAuthError, JudgeInput, Verdict
@@ -321,6 +322,7 @@ async def evaluate_case(
     spot_input: bool = False,
     repeat: int | None = None,
     params: Mapping[str, Any] | None = None,
+    resolve: Callable[[EvalCase], Mapping[str, Threshold]] | None = None,
 ) -> CaseRecord:
     """Run ``case`` (``case.runs`` times, or ``repeat`` times: stability.runs_for) and return its CaseRecord without an outcome.
 
@@ -335,7 +337,31 @@ async def evaluate_case(
     it (``record["spot_input"]``, see judges/spot_sample.py; not written to results.jsonl).
     ``repeat`` is ``--rageval-repeat``: it applies to a judge-dependent case
     without its own ``repeat``/``flaky`` (every case when ``judge`` is None).
+
+    A conversation (a case with ``turns``) is asked turn by turn (engine/conversation.py), each turn evaluated
+    here as a one-question case with the thresholds ``resolve`` gives it (else :func:`turn_thresholds`).
     """
+    if case.turns is not None:
+        conversation = base_record(case, key=key, file=file, line=line)
+        conversation["thresholds"] = dict(thresholds)
+        if opts.store_full_text:  # what `rageval rescore` replays the conversation from (its turns keep theirs)
+            conversation["trace"] = {
+                "k": opts.k,
+                "require_snippets": opts.require_snippets,
+                "case": case.model_dump(mode="json", exclude_defaults=True),
+                "rag_abstained": None,
+            }
+
+        def turn_limits(turn: EvalCase) -> Mapping[str, Threshold]:
+            return resolve(turn) if resolve is not None else turn_thresholds(case, turn, thresholds)
+
+        async def ask_turn(turn: EvalCase, sent: Mapping[str, Any]) -> CaseRecord:
+            return await evaluate_case(
+                turn, client, opts, turn_limits(turn), key=key, file=file, line=line, judge=judge, repeat=repeat,
+                params=sent,
+            )  # fmt: skip
+
+        return await evaluate_conversation(case, conversation, case.params if params is None else params, ask_turn)
     definition = definition_hash(case)  # the line's, before --rageval-repeat sets its runs
     case = stability.with_repeat(case, repeat, thresholds, judge_metrics(), judge_in_use=judge is not None)
     record = base_record(case, key=key, file=file, line=line)
@@ -372,6 +398,18 @@ class _Step:
 
     def at(self, kind: ErrorKind, doing: str) -> None:
         self.kind, self.doing = kind, doing
+
+
+def turn_thresholds(case: EvalCase, turn: EvalCase, thresholds: Mapping[str, Threshold]) -> dict[str, Threshold]:
+    """A turn's thresholds from its conversation's (where no resolver is at hand): the defaults that apply to the
+    turn in place of the conversation's own, then what was configured, then the turn's own ``thresholds``."""
+    judged = any(name in judge_metrics() for name in thresholds)
+    own_defaults = default_thresholds(case, judge=judged)
+    configured = {m: v for m, v in thresholds.items() if own_defaults.get(m, _NOT_SET) != v}
+    return {**default_thresholds(turn, judge=judged), **configured, **turn.thresholds}
+
+
+_NOT_SET = object()
 
 
 def _error(kind: ErrorKind, message: str, limits: Limits) -> CaseError:

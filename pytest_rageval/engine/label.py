@@ -101,8 +101,9 @@ class LabelResult:
 
 
 def lacks_gold(case: EvalCase) -> bool:
-    """An answerable question with neither gold_supports nor gold_doc_ids: what ``rageval label`` asks by default."""
-    return case.answerable and not case.has_gold
+    """An answerable question with neither gold_supports nor gold_doc_ids: what ``rageval label`` asks by default
+    (a conversation's gold is its turns': never asked)."""
+    return case.turns is None and case.answerable and not case.has_gold
 
 
 def select_cases(loaded: EvalFile, *, ids: Sequence[str] | None = None, every: bool = False) -> list[LoadedCase]:
@@ -112,6 +113,8 @@ def select_cases(loaded: EvalFile, *, ids: Sequence[str] | None = None, every: b
         by_id = {c.case.id: c for c in loaded.cases}
         wanted = list(dict.fromkeys(ids))
         for case_id in wanted:
+            if case_id in by_id and by_id[case_id].case.turns is not None:
+                raise LabelError(f"--ids {case_id}: a conversation: its gold is per turn (turns[N].gold_supports)")
             if case_id in by_id:
                 continue
             bad = next((b for b in loaded.bad if b.case_id == case_id), None)
@@ -121,7 +124,7 @@ def select_cases(loaded: EvalFile, *, ids: Sequence[str] | None = None, every: b
                 f"--ids {case_id}: no question with that id in {loaded.display}{did_you_mean(case_id, list(by_id))}"
             )
         return [c for c in loaded.cases if c.case.id in wanted]
-    return [c for c in loaded.cases if every or lacks_gold(c.case)]
+    return [c for c in loaded.cases if c.case.turns is None and (every or lacks_gold(c.case))]
 
 
 # --------------------------------------------------------------------------- showing a question

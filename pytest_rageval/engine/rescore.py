@@ -95,6 +95,7 @@ class _Job:
     verdicts: list[dict[str, Any]]
     latencies: list[float]
     require_snippets: bool
+    questions: list[str] | None = None  # a conversation: each turn's question, which picks its stored verdicts
 
 
 class StoredClient:
@@ -120,10 +121,16 @@ class StoredClient:
 class StoredVerdicts(Judge):
     """An LLM judge's stored verdicts of one case, given back unchanged (run ``repeat_index``'s own)."""
 
-    def __init__(self, description: Mapping[str, Any], verdicts: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        description: Mapping[str, Any],
+        verdicts: Sequence[Mapping[str, Any]],
+        questions: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(name=str(description.get("name") or "stored"), heuristic=bool(description.get("heuristic")))
         self._description = dict(description)
         self._verdicts = [dict(v) for v in verdicts]
+        self._questions = list(questions) if questions is not None else None  # a conversation's, turn by turn
 
     def describe(self) -> dict[str, Any]:
         return dict(self._description)
@@ -132,6 +139,8 @@ class StoredVerdicts(Judge):
         return any(metric in run for run in self._verdicts)
 
     async def judge(self, metric: str, inp: JudgeInput, *, repeat_index: int = 0) -> Verdict:
+        if self._questions is not None and inp.question in self._questions:
+            repeat_index = self._questions.index(inp.question)  # the turn asked this question
         run = self._verdicts[min(repeat_index, len(self._verdicts) - 1)]
         # cost fields zeroed: nothing is spent now (the record keeps the stored verdicts as they were)
         return Verdict.model_validate({**run[metric], "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0})
@@ -318,6 +327,8 @@ def _job(index: int, record: dict[str, Any], results: Path) -> _Job | None:
     try:
         case = EvalCase.model_validate(trace["case"])
         runs = int(record.get("runs") or 1)
+        if case.turns is not None:
+            return _conversation_job(index, record, case, trace)
         if runs > 1:
             repeats = record.get("repeats") or []
             sources = [r.get("trace") for r in repeats if isinstance(r, dict)]
@@ -337,6 +348,31 @@ def _job(index: int, record: dict[str, Any], results: Path) -> _Job | None:
         verdicts=[dict(s.get("judge") or {}) for s in sources],  # type: ignore[union-attr]
         latencies=[float(s.get("latency_ms") or 0.0) for s in sources],  # type: ignore[union-attr]
         require_snippets=bool(trace.get("require_snippets")),
+    )
+
+
+def _conversation_job(index: int, record: dict[str, Any], case: EvalCase, trace: Mapping[str, Any]) -> _Job | None:
+    """A conversation's replay: each turn's stored response in turn order (None when a turn was repeated)."""
+    turns = [t for t in record.get("turns") or [] if isinstance(t, dict)]
+    if any(int(t.get("runs") or 1) > 1 for t in turns):
+        return None
+    sources = [
+        {
+            **t,
+            "abstained": (t.get("trace") or {}).get("rag_abstained"),
+            "latency_ms": (t.get("metrics") or {}).get("latency_ms"),
+        }
+        for t in turns
+    ]
+    return _Job(
+        index,
+        record,
+        case,
+        [_response(source) for source in sources],
+        verdicts=[dict(s.get("judge") or {}) for s in sources],
+        latencies=[float(s.get("latency_ms") or 0.0) for s in sources],
+        require_snippets=bool(trace.get("require_snippets")),
+        questions=[str(t.get("question")) for t in turns],
     )
 
 
@@ -379,7 +415,7 @@ async def _replay_all(
         if lexical is not None:
             judge = lexical
         elif judge_name != "none":
-            judge = StoredVerdicts(judge_desc or {"name": judge_name}, job.verdicts)
+            judge = StoredVerdicts(judge_desc or {"name": judge_name}, job.verdicts, job.questions)
         setup = JudgeSetup(judge, judge_metrics) if judge is not None else None
         limit = dict(job.record.get("thresholds") or {})
         limit.update(overrides)

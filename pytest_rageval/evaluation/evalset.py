@@ -209,6 +209,9 @@ def line_json_schema() -> dict[str, Any]:
     schema = EvalCase.model_json_schema()
     for field in ("metadata", "params"):  # pydantic >= 2.7 adds the default `additionalProperties: true`; 2.5 does not
         schema["properties"][field].pop("additionalProperties", None)
+    # a line asks one question, or holds a conversation's turns instead (never both)
+    schema["required"] = [name for name in schema["required"] if name != "question"]
+    schema["oneOf"] = [{"required": ["question"]}, {"required": ["turns"]}]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "pytest-rageval eval-set line"
     schema["description"] = (
@@ -325,10 +328,13 @@ _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
 
 
 def _unwrap_optional(tp: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]`` (a constrained list, such as ``turns``)."""
     if typing.get_origin(tp) in _UNION_TYPES:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
-            return args[0]
+            tp = args[0]
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
     return tp
 
 
@@ -486,7 +492,7 @@ def _model_level_problem(msg: str) -> str:
     """A model validator's message, e.g. "required_support_groups: index 3 is ..." or "params.k: reserved: ...",
     as a field problem."""
     for name in EvalCase.model_fields:
-        if msg.startswith(name + ".") and ": " in msg:
+        if msg.startswith((name + ".", name + "[")) and ": " in msg:
             path, _, problem = msg.partition(": ")
             return f"field {path!r}: {problem}"
         if msg.startswith(name + ": "):

@@ -31,6 +31,7 @@ __all__ = [
     "MissRecord",
     "Outcome",
     "Stability",
+    "TurnRecord",
     "error",
 ]
 
@@ -67,13 +68,17 @@ def error(kind: ErrorKind, message: str) -> CaseError:
     return {"kind": kind, "message": message}
 
 
-class MissRecord(TypedDict):
-    """A threshold a case missed (``thresholds.Miss.as_dict``)."""
-
+class _MissFields(TypedDict):
     metric: str
     value: Any
     threshold: Any
     op: str  # ">=", "<=" or "=="
+
+
+class MissRecord(_MissFields, total=False):
+    """A threshold a case missed (``thresholds.Miss.as_dict``); a conversation's names its ``turn`` (1-based)."""
+
+    turn: int
 
 
 class JudgeCacheCount(TypedDict):
@@ -99,6 +104,42 @@ class JudgeInputRecord(TypedDict, total=False):
 Latency = dict[str, float]
 
 
+class TurnRecord(TypedDict, total=False):
+    """One turn of a conversation (``CaseRecord.turns``): what a one-question case's record holds of its question,
+    response, metrics and verdicts (engine/conversation.py ``TURN_KEYS``), its number and the history it was sent."""
+
+    turn: int  # 1-based
+    history: list[dict[str, str]]  # [{"role": "user" | "assistant", "content": str}], the earlier turns in order
+    question: str
+    answerable: bool
+    reference_answer: str | None
+    expected_key_facts: list[str]
+    outcome: Literal["passed", "failed", "error"]
+    error: CaseError | None
+    metrics: dict[str, Any]
+    thresholds: dict[str, Any]
+    misses: list[MissRecord]
+    answer: str
+    abstained: bool | None
+    abstain_reason: str | None
+    empty_response: bool
+    selected_folders: Any
+    retrieved_chunks: list[StoredChunk]
+    references: list[StoredChunk]
+    expected_gold: list[dict[str, Any]]
+    latency: Latency
+    judge: dict[str, dict[str, Any]]
+    judge_input: JudgeInputRecord
+    judge_attempted: list[str]
+    notes: list[str]
+    warnings: list[str]
+    trace: dict[str, Any]
+    runs: int
+    stability: Stability
+    repeats: list[dict[str, Any]]
+    shown_run: int
+
+
 class CaseRecord(TypedDict, total=False):
     """One results.jsonl line. Keys are optional (an invalid-line record has a few; a case that errored
     before the RAG answered has no ``answer``); the types say what a key holds when it is there."""
@@ -120,6 +161,10 @@ class CaseRecord(TypedDict, total=False):
     params: dict[str, Any]
     metadata: dict[str, Any]
     invalid_line: bool  # true only for an eval-set line that could not be read (outcome "error")
+    # a conversation (a line with turns): the history its turns were sent ("live" or "reference") and each turn's
+    # record; its metrics are then the means over the turns, its misses name their turn, its answer is the last one
+    history: str
+    turns: list[TurnRecord]
     # the config matrix (only when one is set): the item's params, e.g. {"alpha": 0.5, "top_k": 10},
     # and its id "alpha=0.5-top_k=10" (the node id's brackets)
     matrix: dict[str, Any]

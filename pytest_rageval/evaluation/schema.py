@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -96,6 +96,56 @@ class GoldSupport(BaseModel):
     snippets: list[str] = Field(default_factory=list)
 
 
+#: The input names of the fields a line and a turn share (each canonical name first).
+QUESTION_NAMES = AliasChoices("question", "query")
+REFERENCE_NAMES = AliasChoices("reference_answer", "referenceAnswer")
+DOC_ID_NAMES = AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids")
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+class Turn(BaseModel):
+    """One turn of a conversation: its question and what it is checked against (each as on a one-question line)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    question: str = Field(
+        min_length=1, validation_alias=QUESTION_NAMES, description="the question of this turn (alias `query`)"
+    )
+    answerable: bool = Field(default=True, description="false: the system must abstain on this turn")
+    reference_answer: str | None = Field(
+        default=None,
+        validation_alias=REFERENCE_NAMES,
+        description="this turn's expected answer: correctness judging, and the history sent with `history: reference`",
+    )
+    expected_key_facts: list[str] = Field(default_factory=list, description="facts a correct answer to it contains")
+    gold_supports: list[GoldSupport] = Field(default_factory=list, description="anchors of this turn's support")
+    gold_doc_ids: list[str] = Field(
+        default_factory=list, validation_alias=DOC_ID_NAMES, description="id-based gold: matches a chunk's doc_id"
+    )
+    thresholds: dict[str, bool | float] = Field(
+        default_factory=dict, description="this turn's threshold overrides, over the line's own `thresholds`"
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        return _not_blank(value)
+
+
+#: What each turn of a conversation is asked with: the earlier turns' answers as the target gave them (``live``)
+#: or their reference answers (``reference``, each turn scored in isolation).
+History = Literal["live", "reference"]
+#: The fields of a line that a conversation sets per turn (``turns[N].<field>``) instead.
+TURN_FIELDS = ("reference_answer", "expected_key_facts", "gold_supports", "gold_doc_ids", "answerable")
+#: The most turns one conversation may hold.
+MAX_TURNS = 50
+
+
 class EvalCase(BaseModel):
     """One eval-set line. Field names are the documented ones; aliases are accepted on input."""
 
@@ -109,20 +159,28 @@ class EvalCase(BaseModel):
     )
     question: str = Field(
         min_length=1,
-        validation_alias=AliasChoices("question", "query"),
-        description="the question sent to the RAG (alias `query`)",
+        validation_alias=QUESTION_NAMES,
+        description="the question sent to the RAG (alias `query`); a conversation gives `turns` instead",
+    )
+    turns: Annotated[list[Turn], Field(min_length=1, max_length=MAX_TURNS)] | None = Field(
+        default=None,
+        description="A conversation, instead of `question`: the target is asked turn by turn with the history so "
+        "far; each turn is scored with the usual metrics and the case fails when any turn fails.",
+    )
+    history: History = Field(
+        default="live",
+        description="With `turns`: the history each turn is sent with: `live` (the target's own earlier answers) "
+        "or `reference` (the earlier turns' reference answers, to score each turn in isolation).",
     )
     answerable: bool = Field(default=True, description="false: the system must abstain")
     reference_answer: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("reference_answer", "referenceAnswer"),
-        description="for correctness judging (alias `referenceAnswer`)",
+        default=None, validation_alias=REFERENCE_NAMES, description="for correctness judging (alias `referenceAnswer`)"
     )
     expected_key_facts: list[str] = Field(default_factory=list, description="facts a correct answer contains")
     gold_supports: list[GoldSupport] = Field(default_factory=list, description="anchors of supporting content")
     gold_doc_ids: list[str] = Field(
         default_factory=list,
-        validation_alias=AliasChoices("gold_doc_ids", "expectedProposalIds", "expected_doc_ids"),
+        validation_alias=DOC_ID_NAMES,
         description="id-based gold: matches a chunk's doc_id (aliases `expectedProposalIds`, `expected_doc_ids`)",
     )
     required_support_groups: list[list[int]] | None = Field(
@@ -188,9 +246,44 @@ class EvalCase(BaseModel):
     @field_validator("question")
     @classmethod
     def _question_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
+        return _not_blank(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _conversation_question(cls, data: Any) -> Any:
+        """A conversation's question is its first turn's (what collection, ids and one-line views show)."""
+        if not isinstance(data, dict) or data.get("turns") is None:
+            return data
+        turns = data["turns"]
+        first = turns[0] if isinstance(turns, list) and turns else None
+        asked = first.get("question", first.get("query")) if isinstance(first, dict) else None
+        given = data.get("question", data.get("query"))
+        if given is None:  # (no usable question in the first turn: the turn's own field is named, not the line's)
+            return {**data, "question": asked if isinstance(asked, str) and asked.strip() else "-"}
+        if given is not None and given != asked:
+            raise ValueError("question: a conversation's questions are in 'turns'; leave out the top-level question")
+        return data
+
+    @model_validator(mode="after")
+    def _conversation_fields_are_per_turn(self) -> EvalCase:
+        if self.turns is None:
+            if "history" in self.model_fields_set:
+                raise ValueError("history: only a conversation (a line with 'turns') is sent a history")
+            return self
+        for name in (*TURN_FIELDS, "required_support_groups", "recency_conflict_rule"):
+            if name in self.model_fields_set:
+                where = f"turns[N].{name}" if name in TURN_FIELDS else "a line of its own, not a conversation"
+                raise ValueError(f"{name}: a conversation sets it per turn; use {where}")
+        if "history" in self.params:
+            raise ValueError("params.history: reserved: a conversation's history is sent by the plugin")
+        if self.history == "reference":
+            for index, turn in enumerate(self.turns[:-1]):
+                if turn.reference_answer is None:
+                    raise ValueError(
+                        f"turns[{index}].reference_answer: required with history 'reference' "
+                        "(the later turns are sent it as this turn's answer)"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _params_leave_the_question_and_k(self) -> EvalCase:
@@ -233,6 +326,29 @@ class EvalCase(BaseModel):
     @property
     def has_gold(self) -> bool:
         return bool(self.gold_supports or self.gold_doc_ids)
+
+    def asked(self) -> list[EvalCase]:
+        """What the target is asked: the case itself, or each turn of a conversation as a one-question case."""
+        return [self.turn_case(i) for i in range(len(self.turns))] if self.turns is not None else [self]
+
+    def turn_case(self, index: int) -> EvalCase:
+        """Turn ``index`` (0-based) of a conversation as a one-question case: its question, gold, key facts,
+        reference answer and answerable, the line's thresholds under its own; everything else the line's."""
+        assert self.turns is not None
+        turn = self.turns[index]
+        return self.model_copy(
+            update={
+                "question": turn.question,
+                "turns": None,
+                "history": "live",
+                "answerable": turn.answerable,
+                "reference_answer": turn.reference_answer,
+                "expected_key_facts": list(turn.expected_key_facts),
+                "gold_supports": list(turn.gold_supports),
+                "gold_doc_ids": list(turn.gold_doc_ids),
+                "thresholds": {**self.thresholds, **turn.thresholds},
+            }
+        )
 
 
 class Chunk(BaseModel):
@@ -292,12 +408,20 @@ DEFINITION_FIELDS = (
 )
 
 
+#: What a conversation's definition also covers: every turn (question, gold, key facts, reference answer,
+#: answerable, thresholds) and the history its turns are sent.
+CONVERSATION_FIELDS = ("turns", "history")
+
+
 def definition_hash(case: EvalCase) -> str:
     """A short stable hash of what ``case`` checks (:data:`DEFINITION_FIELDS`, canonical JSON).
 
     Two runs' results of a case are comparable when its definition hash is the same in both: the gate
     compares those cases, names the others as changed, and a resume refuses a run whose cases changed.
     """
-    data = case.model_dump(mode="json", include=set(DEFINITION_FIELDS))
+    fields = set(DEFINITION_FIELDS)
+    if case.turns is not None:  # (a one-question line's hash stays what it was before conversations existed)
+        fields |= set(CONVERSATION_FIELDS)
+    data = case.model_dump(mode="json", include=fields)
     canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]

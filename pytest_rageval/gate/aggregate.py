@@ -26,6 +26,8 @@ from pytest_rageval.evaluation import registry
 from pytest_rageval.evaluation.registry import CaseMean, as_number
 from pytest_rageval.evaluation.stability import RepeatTally
 
+from .known import miss_name
+
 __all__ = [
     "Aggregator",
     "CaseTable",
@@ -217,6 +219,7 @@ class CaseTable(Mapping[str, dict[str, Any]]):
         if record.get("config_id"):
             extras.append(("config_id", str(record["config_id"])))  # the config matrix: by_config, its ranking and gate
         extras.extend(_baseline_extras(record, outcome))
+        turns = _turn_entries(record)
         category = record.get("category")
         self._rows[key] = (
             _OUTCOME_NAMES[outcome],
@@ -231,6 +234,9 @@ class CaseTable(Mapping[str, dict[str, Any]]):
             else None,  # the gate compares a case only while its definition holds
             self._share(tuple(extras)) if extras else None,
         )
+        if turns is not None:  # (dicts: kept apart, not shared)
+            row = self._rows[key]
+            self._rows[key] = (*row[:-1], (*(row[-1] or ()), ("turns", turns)))
 
     def _share(self, value: Any) -> Any:
         """An equal value seen before (names, tags, texts repeat from case to case), else ``value``, kept for the next."""
@@ -305,6 +311,7 @@ class Aggregator:
         self._by_config: dict[
             str, tuple[dict[str, Any], Aggregator]
         ] = {}  # config id -> (params, its records' aggregator)
+        self._by_turn: dict[str, _Group] = {}  # conversations: "1", "2", "3+" -> that turn's values and outcomes
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Add one CaseRecord."""
@@ -340,7 +347,11 @@ class Aggregator:
         if record.get("empty_response"):
             self._empty += 1
 
-        values = None if outcome in _UNSCORED else _values(answerable, metrics, self._case_means)
+        turns = _turns(record)
+        if turns is not None:
+            values = None if outcome in _UNSCORED else self._add_turns(turns, outcome)
+        else:
+            values = None if outcome in _UNSCORED else _values(answerable, metrics, self._case_means)
         groups = [self._all, self._by_answerable["answerable" if answerable else "unanswerable"]]
         groups.append(self._group(self._by_category, record.get("category") or _NO_CATEGORY))
         for tag in dict.fromkeys(_tags(record)):  # a tag listed twice counts once
@@ -348,6 +359,10 @@ class Aggregator:
         for group in groups:
             group.add(outcome, values)
 
+        if turns is not None:
+            for turn in turns:
+                self._add_judge_coverage(turn, _turn_outcome(turn), turn.get("metrics") or {})
+            return
         self._add_judge_coverage(record, outcome, metrics)
         if outcome not in _UNSCORED:
             latency = as_number(metrics.get("latency_ms"))
@@ -358,6 +373,24 @@ class Aggregator:
             if latency is not None:
                 self._latencies.append(latency)
                 self._latency_total.add(latency)
+
+    def _add_turns(self, turns: list[Mapping[str, Any]], outcome: str) -> _Values:
+        """A conversation's turns: each scored turn's values (what the run's and its groups' averages take in,
+        so every turn counts as a case does), its latency, and its entry in ``by_turn``."""
+        values: list[tuple[str, float]] = []
+        for turn in turns:
+            turn_outcome = _turn_outcome(turn)
+            scored = None
+            if turn_outcome not in _UNSCORED:
+                scored = _values(_answerable(turn), turn.get("metrics") or {}, self._case_means)
+                values.extend(scored)
+                latency = as_number((turn.get("metrics") or {}).get("latency_ms"))
+                if latency is not None:
+                    self._latencies.append(latency)
+                    self._latency_total.add(latency)
+            index = as_number(turn.get("turn")) or 0
+            self._group(self._by_turn, str(int(index)) if index < 3 else "3+").add(turn_outcome, scored)
+        return tuple(values)
 
     def _add_config(self, record: Mapping[str, Any]) -> None:
         """A record of a config of the matrix also counts in that config's own aggregates (``by_config``)."""
@@ -490,7 +523,38 @@ class Aggregator:
             "judge_coverage": aggregate_metrics["judge_coverage"],  # documented at the top level too
             "cases": self._cases.sorted(),
             **self._config_results(),
+            **self._turn_results(),
         }
+
+    def _turn_results(self) -> dict[str, Any]:
+        """``by_turn``: per turn of the conversations ("1", "2", "3+") its counts and aggregates (with conversations)."""
+        order = sorted(self._by_turn, key=lambda name: (name == "3+", name))
+        return {"by_turn": {name: self._by_turn[name].summary() for name in order}} if order else {}
+
+
+def _turns(record: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """A conversation's turns (each a mapping), or None for a one-question record."""
+    turns = record.get("turns")
+    if not isinstance(turns, list):
+        return None
+    return [turn for turn in turns if isinstance(turn, Mapping)]
+
+
+def _turn_outcome(turn: Mapping[str, Any]) -> str:
+    outcome = turn.get("outcome")
+    return outcome if outcome in ("passed", "failed") else "error"
+
+
+def _turn_entries(record: Mapping[str, Any]) -> tuple[dict[str, Any], ...] | None:
+    """A conversation's ``turns`` in metrics.json's ``cases``: each turn's outcome, metrics and answerable, which
+    the gate pairs by case and turn index."""
+    turns = _turns(record)
+    if turns is None:
+        return None
+    return tuple(
+        {"outcome": _turn_outcome(t), "metrics": dict(t.get("metrics") or {}), "answerable": _answerable(t)}
+        for t in turns
+    )
 
 
 def since_baseline(record: Mapping[str, Any]) -> str | None:
@@ -506,7 +570,7 @@ def _baseline_extras(record: Mapping[str, Any], outcome: str) -> list[tuple[str,
     extras: list[tuple[str, Any]] = []
     misses = record.get("misses")
     if isinstance(misses, list) and misses and outcome in ("failed", "xfailed"):
-        extras.append(("missed", tuple(sorted({str(m.get("metric")) for m in misses if isinstance(m, Mapping)}))))
+        extras.append(("missed", tuple(sorted({miss_name(m) for m in misses if isinstance(m, Mapping)}))))
     kind = since_baseline(record)
     if kind == "known" and outcome == "xfailed":
         extras.append(("known_failure", True))

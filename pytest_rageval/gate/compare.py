@@ -44,6 +44,7 @@ from .statistics import (
     paired_delta,
     paired_values,
     per_case_getters,
+    turn_pairs,
 )
 
 __all__ = [
@@ -370,7 +371,8 @@ def compare(
     order, lower, per_case = compared_order(), lower_is_better(), per_case_getters()
     names = [n for n in order if n in old_scalars or n in new_scalars]
     names += sorted((set(old_scalars) | set(new_scalars)) - set(order))
-    pairs_of = list(shared.values())
+    units = turn_pairs(shared)  # a conversation's turns paired by case and turn index
+    pairs_of = list(units.values())
     for name in names:
         whole_old, whole_new = old_scalars.get(name), new_scalars.get(name)
         if whole_old is None and whole_new is None:
@@ -396,9 +398,7 @@ def compare(
             regressed = True
             if significance and ci_low is not None and ci_high is not None:
                 regressed = ci_low > 0 if name in lower else ci_high < 0
-        drops = (
-            largest_drops(shared, getter, lower=name in lower) if regressed and paired and getter is not None else []
-        )
+        drops = largest_drops(units, getter, lower=name in lower) if regressed and paired and getter is not None else []
         result.deltas.append(
             MetricDelta(
                 name=name,

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pytest_rageval.evaluation.thresholds import Miss, find_misses
 
-__all__ = ["BaselineFailures", "KnownVerdict", "known_verdict", "missed_metrics"]
+__all__ = ["BaselineFailures", "KnownVerdict", "known_verdict", "miss_name", "missed_metrics"]
 
 #: metrics.json ``cases`` outcomes that count as failed in the baseline (a known failure then is one still)
 _FAILED = ("failed",)
@@ -74,6 +74,26 @@ def missed_metrics(entry: Mapping[str, Any], thresholds: Mapping[str, Any]) -> s
     return {miss.metric for miss in find_misses(values if isinstance(values, Mapping) else {}, thresholds)}
 
 
+def miss_name(miss: Mapping[str, Any]) -> str:
+    """A miss as a known failure names it: its metric, and in a conversation its turn first (``turn 2: mrr``)."""
+    turn = miss.get("turn")
+    return f"turn {turn}: {miss.get('metric')}" if isinstance(turn, int) else str(miss.get("metric"))
+
+
+def _value(case: Mapping[str, Any], name: str) -> Any:
+    """The value behind a miss's name in a record or a metrics.json case entry: its own metric, or its turn's."""
+    head, sep, metric = name.partition(": ")
+    if sep and head.startswith("turn ") and head[5:].isdigit():
+        turns = case.get("turns")
+        index = int(head[5:]) - 1
+        if not isinstance(turns, list) or not 0 <= index < len(turns) or not isinstance(turns[index], Mapping):
+            return None
+        values = turns[index].get("metrics")
+        return values.get(metric) if isinstance(values, Mapping) else None
+    values = case.get("metrics")
+    return values.get(name) if isinstance(values, Mapping) else None
+
+
 def _worse(op: str, new: Any, old: Any) -> bool:
     """Whether ``new`` is further from passing than ``old`` under ``op``."""
     if new is None:
@@ -107,26 +127,23 @@ def known_verdict(baseline: BaselineFailures, record: Mapping[str, Any]) -> Know
         return None
     thresholds = record.get("thresholds") or {}
     was_missed = missed_metrics(entry, thresholds)
-    old_values = entry.get("metrics")
-    old_values = old_values if isinstance(old_values, Mapping) else {}
     misses: Sequence[Mapping[str, Any]] = record.get("misses") or []
-    new_values = record.get("metrics") or {}
     if not misses:
-        if was_missed and all(new_values.get(m) is not None for m in was_missed):
+        if was_missed and all(_value(record, m) is not None for m in was_missed):
             return KnownVerdict("fixed", f"fixed since {baseline.run_id}")
         return None
     moved: list[str] = []
     for miss in misses:
-        metric, op = str(miss.get("metric")), str(miss.get("op"))
+        metric, op = miss_name(miss), str(miss.get("op"))
         if metric not in was_missed:
             moved.append(
                 f"{metric} now misses too ({_fmt(miss.get('value'))}, needs {op} {_fmt(miss.get('threshold'))})"
             )
-        elif _worse(op, miss.get("value"), old_values.get(metric)):
-            moved.append(f"{metric} {_fmt(old_values.get(metric))} → {_fmt(miss.get('value'))}")
+        elif _worse(op, miss.get("value"), _value(entry, metric)):
+            moved.append(f"{metric} {_fmt(_value(entry, metric))} → {_fmt(miss.get('value'))}")
     if moved:
         return KnownVerdict("worse", f"failed in {baseline.run_id} too, and got worse: " + "; ".join(moved))
     described = "; ".join(
-        Miss(str(m.get("metric")), m.get("value"), m.get("threshold", 0), str(m.get("op"))).describe() for m in misses
+        Miss(miss_name(m), m.get("value"), m.get("threshold", 0), str(m.get("op"))).describe() for m in misses
     )
     return KnownVerdict("known", f"known failure since {baseline.run_id}: {described}")

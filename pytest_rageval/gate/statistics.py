@@ -109,6 +109,23 @@ def paired_values(
     return out
 
 
+def turn_pairs(
+    shared: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """What the paired statistics pair: each shared case, and a conversation's turns in its place, paired by case
+    and turn index (``"<key> turn 2"``; the turns both runs have)."""
+    out: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+    for key, (old, new) in shared.items():
+        old_turns, new_turns = old.get("turns"), new.get("turns")
+        if isinstance(old_turns, list) and isinstance(new_turns, list):
+            for index, (old_turn, new_turn) in enumerate(zip(old_turns, new_turns), start=1):
+                if isinstance(old_turn, Mapping) and isinstance(new_turn, Mapping):
+                    out[f"{key} turn {index}"] = (old_turn, new_turn)
+        else:
+            out[key] = (old, new)
+    return out
+
+
 #: cases named for each regressed metric (the largest paired drops)
 MAX_DROPS = 10
 

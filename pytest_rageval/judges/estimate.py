@@ -93,8 +93,8 @@ def plan(
     ``prices`` maps a model to USD per 1M (prompt, completion) tokens.
     """
     is_lexical = bool(lexical) if lexical is not None else model is None
-    active = [c for c in cases if c.skip is None]
-    skipped = len(cases) - len(active)
+    active = [asked for c in cases if c.skip is None for asked in c.asked()]  # a conversation: each turn
+    skipped = sum(c.skip is not None for c in cases)
     rag = sum(c.runs for c in active)
     answer = _filler(assumed_answer_chars)
     contexts = tuple(_filler(assumed_chunk_chars) for _ in range(max(k, 0)))

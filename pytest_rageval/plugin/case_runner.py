@@ -302,6 +302,7 @@ class CaseRunner:
             spot_input=self.setup.spot_checked and item.case.judge is not False,
             repeat=self.settings.repeat,
             params=params,
+            resolve=self.setup.thresholds_for,
         )
         return coro if item.matrix_config is None else _with_config(coro, item)
 

@@ -110,12 +110,15 @@ def _relative(path: Any, root: Any) -> str:
 
 def _threshold_problem(case: EvalCase, display: str, line: int) -> str | None:
     """Per-case thresholds name known metrics with values of the right type."""
-    for metric, value in case.thresholds.items():
-        try:
-            check_metric_name(metric, f"{display}:{line}: field 'thresholds'")
-            coerce_threshold(metric, value, f"{display}:{line}: field 'thresholds.{metric}'")
-        except ThresholdError as exc:
-            return str(exc)
+    tables = [("thresholds", case.thresholds)]
+    tables += [(f"turns[{i}].thresholds", turn.thresholds) for i, turn in enumerate(case.turns or ())]
+    for field, table in tables:
+        for metric, value in table.items():
+            try:
+                check_metric_name(metric, f"{display}:{line}: field {field!r}")
+                coerce_threshold(metric, value, f"{display}:{line}: field '{field}.{metric}'")
+            except ThresholdError as exc:
+                return str(exc)
     return None
 
 

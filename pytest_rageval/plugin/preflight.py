@@ -123,6 +123,7 @@ def dry_run_lines(setup: RunSetup, items: list[pytest.Item]) -> list[str]:
         matrix = s.matrix
         groups = {
             (item.nodeid.partition("[")[0], matrix.request_group(item.matrix_config)): item.case.runs
+            * len(item.case.turns or (None,))  # a conversation asks each of its turns
             for item in items
             if isinstance(item, CaseItem) and item.matrix_config is not None and item.case.skip is None
         }

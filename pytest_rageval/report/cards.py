@@ -17,6 +17,7 @@ from pytest_rageval.evaluation.stored_chunk import heading_text
 from pytest_rageval.evaluation.thresholds import op_for
 
 from .browse import card_data
+from .conversation import history_lines, is_conversation, turn_label, turns_of
 from .markup import (
     EMPTY,
     Html,
@@ -252,7 +253,10 @@ def _render_light_case(record: dict[str, Any]) -> Html:
 
 def render_case_body(record: dict[str, Any], *, since: Html = EMPTY) -> Html:
     """A case's detail: texts, error, the repeated runs, misses, metric table, what changed since the baseline
-    (``since``: :func:`render_since_for`), chunks (gold marked), judge verdicts."""
+    (``since``: :func:`render_since_for`), chunks (gold marked), judge verdicts; a conversation's as a thread of
+    its turns (:func:`_render_thread`)."""
+    if is_conversation(record):
+        return _render_thread(record, since)
     body = [
         render_repeat_card(record),  # a repeated case: runs passed, its class, which run the details below are from
         _render_case_text(record),
@@ -267,6 +271,39 @@ def render_case_body(record: dict[str, Any], *, since: Html = EMPTY) -> Html:
         _render_case_extras(record),
     ]
     return join(body)
+
+
+def _render_thread(record: dict[str, Any], since: Html) -> Html:
+    """A conversation: where it is from and how its history was sent, its error and misses, then each turn in
+    order as a card of its own (question, the history it was sent, answer, metrics, retrieval, verdicts)."""
+    turns = turns_of(record)
+    where = f"{record.get('file')}:{record.get('line')}" if record.get("line") else str(record.get("file") or "")
+    head = Html('<div class="muted mono">{}</div><div class="muted">conversation of {} turns, {} history</div>').format(
+        where, len(turns), str(record.get("history") or "live")
+    )
+    cards = []
+    for turn in turns:
+        body = dict(turn)
+        history = Html('<h4>History sent</h4><pre class="text">{}</pre>').format(
+            "\n".join(history_lines(turn.get("history"), indent=""))
+        )
+        outcome = turn.get("outcome")
+        cards.append(
+            Html('<details class="turn o-{}"{}><summary>{} <b>{}</b> {}</summary><div>{}{}</div></details>').format(
+                outcome_class(outcome),
+                Html(" open") if outcome in _FIRST_OUTCOMES else EMPTY,
+                badge(str(outcome or "unknown"), outcome_class(outcome)),
+                turn_label(turn),
+                escape(turn.get("question")),
+                history,
+                render_case_body(body),
+            )
+        )
+    misses = [m for m in _field(record, "misses", list) if isinstance(m, dict)]
+    missed = _render_misses(
+        [{**m, "metric": f"turn {m.get('turn')}: {m.get('metric')}"} for m in misses], "Missed metrics"
+    )
+    return join([head, _render_error(record), _render_notes(record.get("notes")), missed, since, *cards])
 
 
 def _render_summary(record: dict[str, Any]) -> Html:

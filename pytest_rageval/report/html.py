@@ -68,6 +68,8 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font
 details.case{background:#fff;border:1px solid #d0d7de;border-left:5px solid #6e7781;margin:6px 0;border-radius:4px}
 details.case>summary{cursor:pointer;padding:6px 10px}
 details.case>div{padding:4px 14px 12px}
+details.turn{border:1px solid #d0d7de;border-left:5px solid #6e7781;margin:6px 0 6px 12px;border-radius:4px}
+details.turn>summary{cursor:pointer;padding:4px 8px}details.turn>div{padding:2px 12px 8px}
 .o-passed{border-left-color:#1a7f37!important}.o-failed{border-left-color:#cf222e!important}
 .o-error{border-left-color:#bc4c00!important}.o-xfailed,.o-xpassed{border-left-color:#9a6700!important}
 .text{white-space:pre-wrap;word-wrap:break-word;background:#f6f8fa;border:1px solid #eaeef2;padding:6px 8px;margin:2px 0 6px;max-height:24em;overflow:auto}

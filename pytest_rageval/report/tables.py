@@ -275,8 +275,11 @@ def _render_breakdown(label: str, anchor: str, groups: Any) -> Html:
 
 
 def render_breakdowns(metrics: dict[str, Any]) -> Html:
+    """By category, by tag, and with conversations by turn (the first turns, the second, the later ones)."""
+    by_turn = metrics.get("by_turn")
     return (
         Html('<h2 id="breakdown">Breakdown</h2>')
         + _render_breakdown("category", "by-category", metrics.get("by_category"))
         + _render_breakdown("tag", "by-tag", metrics.get("by_tag"))
+        + (_render_breakdown("turn", "by-turn", by_turn) if isinstance(by_turn, dict) and by_turn else EMPTY)
     )

@@ -20,6 +20,7 @@ from pytest_rageval.runs.folder import RunFolder
 from pytest_rageval.sanitize import terminal_safe
 
 from .configs import ranking_lines
+from .conversation import format_conversation_failure, is_conversation
 from .repeats import summary_lines as repeat_summary_lines
 
 if TYPE_CHECKING:
@@ -53,7 +54,11 @@ def _anchor(chunk: Mapping[str, Any]) -> str:
 
 
 def format_failure(record: Mapping[str, Any]) -> str:
-    """Question, every missed metric, the shortened answer, top anchors (gold marked), judge notes."""
+    """Question, every missed metric, the shortened answer, top anchors (gold marked), judge notes; for a
+    conversation, each failing turn's, with the history it was sent."""
+    if is_conversation(record):
+        text = format_conversation_failure(record, format_failure)
+        return terminal_safe("\n".join([text, *_since_lines(record), *_note_lines(record)]))
     lines = [f"[{record.get('test_case_id')}] {shorten(record.get('question'), 200)}"]
     runs = describe_runs(record.get("repeats") or [], record.get("shown_run"))
     lines += [runs, "missed:"] if runs else ["missed:"]
@@ -86,11 +91,16 @@ def format_failure(record: Mapping[str, Any]) -> str:
             lines.append(f"  unsupported: {shorten(claim, 200)}")
         if len(claims) > TOP_CLAIMS:
             lines.append(f"  ... and {len(claims) - TOP_CLAIMS} more unsupported claims")
-    since = record.get("since_baseline")
-    if isinstance(since, Mapping) and since.get("kind") == "worse":
-        lines.append(f"since the baseline: {since.get('text')}")
+    lines += _since_lines(record)
     lines += _note_lines(record)
     return terminal_safe("\n".join(lines))
+
+
+def _since_lines(record: Mapping[str, Any]) -> list[str]:
+    since = record.get("since_baseline")
+    if isinstance(since, Mapping) and since.get("kind") == "worse":
+        return [f"since the baseline: {since.get('text')}"]
+    return []
 
 
 def format_error(record: Mapping[str, Any], line: int) -> str:

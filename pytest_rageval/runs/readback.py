@@ -136,6 +136,50 @@ _JUDGE_INFO = {
 
 _ERROR = dict.fromkeys(("kind", "message"), TEXT)  # record.CaseError's fields, both text
 
+_MISS = {"metric": TEXT, "op": TEXT, "threshold": SCORE, "value": SCORE, "turn": INTEGER}
+_JUDGE_INPUT = {
+    "question": TEXT,
+    "answer": TEXT,
+    "contexts": [TEXT],
+    "context_chunks_truncated": [TEXT],
+    "context_chunk_ids": LIST,
+}
+_TRACE = {"k": INTEGER, "case": OBJECT, "require_snippets": FLAG, "rag_abstained": FLAG}
+_REPEAT = {"passed": FLAG, "metrics": {EACH: SCORE}, "trace": OBJECT}
+#: One turn of a conversation (record.TurnRecord).
+TURN: dict[str, Any] = {
+    "turn": INTEGER,
+    "history": [{"role": TEXT, "content": TEXT}],
+    "question": TEXT,
+    "answerable": FLAG,
+    "reference_answer": TEXT,
+    "expected_key_facts": [TEXT],
+    "outcome": TEXT,
+    "error": _ERROR,
+    "metrics": {EACH: SCORE},
+    "thresholds": OBJECT,
+    "misses": [_MISS],
+    "answer": TEXT,
+    "abstained": FLAG,
+    "abstain_reason": TEXT,
+    "empty_response": FLAG,
+    "selected_folders": [TEXT],
+    "retrieved_chunks": [CHUNK],
+    "references": [CHUNK],
+    "expected_gold": [OBJECT],
+    "latency": {EACH: NUMBER},
+    "judge": {EACH: _VERDICT},
+    "judge_input": _JUDGE_INPUT,
+    "judge_attempted": [TEXT],
+    "notes": [TEXT],
+    "warnings": [TEXT],
+    "trace": _TRACE,
+    "runs": INTEGER,
+    "stability": TEXT,
+    "repeats": [_REPEAT],
+    "shown_run": INTEGER,
+}
+
 #: A results.jsonl line: every key of record.CaseRecord, the type the record is built as (but ``spot_input``, never
 #: written), with what each holds.
 RECORD: dict[str, Any] = {
@@ -167,7 +211,9 @@ RECORD: dict[str, Any] = {
     "correctness": {"score": SCORE, "reasoning": TEXT},
     "abstention": {"abstained": FLAG, "hallucinated": FLAG},
     "thresholds": OBJECT,
-    "misses": [{"metric": TEXT, "op": TEXT, "threshold": SCORE, "value": SCORE}],
+    "misses": [_MISS],
+    "history": TEXT,
+    "turns": [TURN],
     "since_baseline": {"kind": TEXT, "text": TEXT},
     "warnings": [TEXT],
     "notes": [TEXT],
@@ -179,23 +225,17 @@ RECORD: dict[str, Any] = {
     "references": [CHUNK],
     "latency": {EACH: NUMBER},
     "judge": {EACH: _VERDICT},
-    "judge_input": {
-        "question": TEXT,
-        "answer": TEXT,
-        "contexts": [TEXT],
-        "context_chunks_truncated": [TEXT],
-        "context_chunk_ids": LIST,
-    },
+    "judge_input": _JUDGE_INPUT,
     "judge_attempted": [TEXT],
     "spot_check": OBJECT,
     "judge_cache": {"hits": INTEGER, "misses": INTEGER},
     "cost": {"judge_tokens": INTEGER, "judge_cost_usd": NUMBER},
-    "trace": {"k": INTEGER, "case": OBJECT, "require_snippets": FLAG, "rag_abstained": FLAG},
+    "trace": _TRACE,
     "runs": INTEGER,
     "flaky": FLAG,
     "stability": TEXT,
     "shown_run": INTEGER,
-    "repeats": [{"passed": FLAG, "metrics": {EACH: SCORE}, "trace": OBJECT}],
+    "repeats": [_REPEAT],
     "config": {
         "k": INTEGER,
         "config_hash": TEXT,
@@ -218,6 +258,7 @@ _CASE = {
     "error_kind": TEXT,
     "empty_response": FLAG,
     "missed": [TEXT],
+    "turns": [{"outcome": TEXT, "metrics": {EACH: SCORE}, "answerable": FLAG}],
 }
 _AGGREGATES = {  # (an aggregate that is no number is shown as unknown; a gated one is refused by gate.non_numbers)
     "latency": {"p50_ms": NUMBER, "p95_ms": NUMBER, "total_ms": NUMBER},
@@ -303,6 +344,7 @@ METRICS: dict[str, Any] = {
         "flaky_cases": [{"key": TEXT, "passed_runs": INTEGER, "runs": INTEGER}],
     },
     "by_config": {EACH: {**_COUNTS, "aggregate_metrics": _AGGREGATES, "params": OBJECT}},
+    "by_turn": {EACH: OBJECT},
     "config_ranking": {
         "metric": TEXT,
         "lower_is_better": FLAG,

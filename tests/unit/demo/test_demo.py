@@ -25,6 +25,7 @@ from pytest_rageval.demo.bm25 import K1, B, BM25Index, tokenize
 from pytest_rageval.demo.chunker import chunk_note
 from pytest_rageval.demo.notes import load_chunks
 from pytest_rageval.demo.retrieval import retrieve
+from pytest_rageval.engine.conversation import history_after
 from pytest_rageval.evaluation.schema import EvalCase
 
 EVAL_SET = Path(__file__).resolve().parents[3] / "eval_sets" / "demo.jsonl"
@@ -166,7 +167,7 @@ def test_abstains_off_topic(question: str) -> None:
 
 
 def test_ask_is_deterministic_across_threads() -> None:
-    questions = [line.get("question") or line["query"] for _, line in EVAL_LINES]
+    questions = [case.question for _, line in EVAL_LINES for case in EvalCase.model_validate(line).asked()]
 
     def strip_timings(response: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in response.items() if key != "timings"}
@@ -264,8 +265,26 @@ def test_eval_set_covers_every_category() -> None:
     assert {c.category for c in cases if not c.answerable} == {"general", "adversarial"}
     assert sum(bool(c.gold_doc_ids) for c in cases) >= 2
     assert any({"query", "expectedProposalIds", "referenceAnswer"} <= set(line) for _, line in EVAL_LINES)
-    answerable = [c for c in cases if c.answerable]
+    answerable = [c for case in cases for c in case.asked() if c.answerable]
     assert all(c.has_gold and c.reference_answer and c.expected_key_facts and c.difficulty for c in answerable)
+    conversations = [c for c in cases if c.turns]
+    assert len(conversations) >= 3 and {len(c.turns or ()) for c in conversations} == {3}
+    assert {c.history for c in conversations} == {"live", "reference"}
+
+
+def _asked(case: EvalCase) -> list[tuple[EvalCase, dict[str, Any]]]:
+    """Each one-question case of a line with the params it is sent: a conversation's turns with the history the
+    plugin sends (engine.conversation.history_after over the demo's own earlier answers)."""
+    if not case.turns:
+        return [(case, {"k": K, **case.params})]
+    asked: list[tuple[EvalCase, dict[str, Any]]] = []
+    answers: list[Any] = []
+    for index in range(len(case.turns)):
+        params = {"k": K, **case.params, "history": history_after(case, answers)}
+        turn = case.turn_case(index)
+        asked.append((turn, params))
+        answers.append({"answer": ask(turn.question, params)["answer"]})
+    return asked
 
 
 def test_gold_anchors_exist_and_hold_their_snippets() -> None:
@@ -275,19 +294,22 @@ def test_gold_anchors_exist_and_hold_their_snippets() -> None:
     ]
     doc_ids = {c["doc_id"] for c in chunks}
     for number, line in EVAL_LINES:
-        case = EvalCase.model_validate(line)
-        assert set(case.gold_doc_ids) <= doc_ids, f"line {number}: unknown gold_doc_ids"
-        for support in case.gold_supports:
-            anchored = [c for c in chunks if _matches_support(c, support)]
-            assert anchored, f"line {number}: no chunk at {support.rel_path} {support.heading_path!r}"
-            for snippet in support.snippets:  # so rageval_require_snippets = true passes too
-                assert any(snippet.lower() in c["text"].lower() for c in anchored), f"line {number}: {snippet!r}"
+        for case in EvalCase.model_validate(line).asked():
+            assert set(case.gold_doc_ids) <= doc_ids, f"line {number}: unknown gold_doc_ids"
+            for support in case.gold_supports:
+                anchored = [c for c in chunks if _matches_support(c, support)]
+                assert anchored, f"line {number}: no chunk at {support.rel_path} {support.heading_path!r}"
+                for snippet in support.snippets:  # so rageval_require_snippets = true passes too
+                    assert any(snippet.lower() in c["text"].lower() for c in anchored), f"line {number}: {snippet!r}"
 
 
 @pytest.mark.parametrize(("number", "line"), EVAL_LINES, ids=[line["id"] for _, line in EVAL_LINES])
 def test_eval_line_passes(number: int, line: dict[str, Any]) -> None:
-    case = EvalCase.model_validate(line)
-    response = ask(case.question, {"k": K, **case.params})
+    for case, params in _asked(EvalCase.model_validate(line)):
+        _one_question_passes(number, case, ask(case.question, params))
+
+
+def _one_question_passes(number: int, case: EvalCase, response: dict[str, Any]) -> None:
     top = sorted(response["debug"]["retrieved_chunks"], key=lambda c: c["rank"])[:K]
     references = response["references"]
 

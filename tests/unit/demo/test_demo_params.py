@@ -27,7 +27,9 @@ POWERS = ("council/overview.md", "# Security Council > ## Powers")
 def questions() -> list[str]:
     lines = (ROOT / "eval_sets" / "demo.jsonl").read_text(encoding="utf-8").splitlines()
     cases = [json.loads(line) for line in lines if line.strip() and not line.startswith("//")]
-    return [case.get("question") or case["query"] for case in cases]
+    return [turn["question"] for case in cases for turn in case.get("turns") or [case] if "question" in turn] + [
+        case["query"] for case in cases if "query" in case
+    ]
 
 
 def without_timings(response: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,15 @@ import pytest
 from ask_server import AskServer, answer, chunk
 
 from pytest_rageval.cli import build_parser
-from pytest_rageval.engine.label import LabelResult, LineChooser, Question, format_question, label_set
+from pytest_rageval.engine.label import (
+    LabelError,
+    LabelResult,
+    LineChooser,
+    Question,
+    format_question,
+    label_set,
+    select_cases,
+)
 from pytest_rageval.evaluation.anchors import support_matches
 from pytest_rageval.evaluation.evalset import load_eval_file
 from pytest_rageval.evaluation.label_edit import (
@@ -730,3 +738,14 @@ def test_a_label_that_cannot_be_written_is_shown_not_lost(tmp_path: Path) -> Non
     ), result.stderr
     shown = json.loads(result.stderr.split(" would read ", 1)[1])
     assert shown["gold_supports"] and path.read_bytes() == before  # the file is as it was
+
+
+def test_a_conversation_is_never_labelled_as_one_question(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"id": "one", "question": "What is STEP?"}, {"id": "chat", "turns": [{"question": "What is STEP?"}]}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    loaded = load_eval_file(path)
+    assert [c.case.id for c in select_cases(loaded)] == ["one"]
+    assert [c.case.id for c in select_cases(loaded, every=True)] == ["one"]
+    with pytest.raises(LabelError, match=r"--ids chat: a conversation: its gold is per turn"):
+        select_cases(loaded, ids=["chat"])

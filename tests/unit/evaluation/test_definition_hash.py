@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rageval.evaluation.evalset import load_eval_file
-from pytest_rageval.evaluation.schema import DEFINITION_FIELDS, EvalCase, definition_hash
+from pytest_rageval.evaluation.schema import CONVERSATION_FIELDS, DEFINITION_FIELDS, EvalCase, definition_hash
 
 BASE: dict[str, Any] = {
     "id": "c",
@@ -92,7 +92,7 @@ def test_an_edit_of_each_defining_field_changes_the_hash() -> None:
 
 
 def test_tags_category_scope_and_metadata_leave_the_hash() -> None:
-    assert set(FREE) == set(EvalCase.model_fields) - set(DEFINITION_FIELDS) - {"id"}
+    assert set(FREE) == set(EvalCase.model_fields) - set(DEFINITION_FIELDS) - set(CONVERSATION_FIELDS) - {"id"}
     base = _hash()
     for name, value in FREE.items():
         assert _hash(**{name: value}) == base, name
@@ -106,3 +106,42 @@ def test_the_line_number_leaves_the_hash(tmp_path: Path) -> None:
     third = load_eval_file(tmp_path / "third.jsonl").cases[0]
     assert (first.line, third.line) == (1, 3)
     assert definition_hash(first.case) == definition_hash(third.case) == _hash()
+
+
+CONVERSATION: dict[str, Any] = {
+    "id": "c",
+    "turns": [
+        {"question": "What is STEP?", "reference_answer": "a program", "gold_doc_ids": ["step"]},
+        {"question": "How much was allocated to it?", "expected_key_facts": ["35,000,000 ARB"]},
+        {"question": "Did its vote pass?", "thresholds": {"mrr": 1}},
+    ],
+}
+
+
+def _conversation_hash(**changes: Any) -> str:
+    return definition_hash(EvalCase.model_validate({**CONVERSATION, **changes}))
+
+
+def test_every_turn_and_the_history_are_in_a_conversations_hash() -> None:
+    base = _conversation_hash()
+    turns: list[dict[str, Any]] = CONVERSATION["turns"]
+    edits: list[dict[str, Any]] = [
+        {"turns": [*turns[:2], {**turns[2], "question": "Did its Tally vote pass?"}]},
+        {"turns": [turns[0], {**turns[1], "expected_key_facts": ["35 million ARB"]}, turns[2]]},
+        {"turns": [*turns[:2], {**turns[2], "thresholds": {"mrr": 0.5}}]},
+        {"turns": [*turns[:2], {**turns[2], "answerable": False}]},
+        {"turns": turns[:2]},
+        {"turns": [{**turns[0], "gold_doc_ids": ["stip"]}, *turns[1:]]},
+        {"history": "reference", "turns": [{**t, "reference_answer": "r"} for t in turns]},
+    ]
+    hashes = {base, *(_conversation_hash(**edit) for edit in edits)}
+    assert len(hashes) == 1 + len(edits)
+    assert _conversation_hash(tags=["chat"], category="conversation") == base
+
+
+def test_a_one_question_line_keeps_its_hash_beside_conversations() -> None:
+    # the hash of a line without turns is what it was before conversations existed (baselines keep comparing it)
+    assert definition_hash(EvalCase(id="a", question="q")) == definition_hash(
+        EvalCase.model_validate({"id": "a", "question": "q"})
+    )
+    assert "turns" not in EvalCase(id="a", question="q").model_dump(mode="json", include=set(DEFINITION_FIELDS))

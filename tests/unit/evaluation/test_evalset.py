@@ -373,7 +373,8 @@ def test_schema_header() -> None:
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["title"] and schema["description"]
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == {"id", "question"}
+    assert set(schema["required"]) == {"id"}
+    assert schema["oneOf"] == [{"required": ["question"]}, {"required": ["turns"]}]  # a question, or a conversation
     assert "query" not in schema["properties"]
 
 

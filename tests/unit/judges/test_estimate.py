@@ -150,3 +150,16 @@ def test_empty_eval_set() -> None:
 )
 def test_usd_format(cost: float, shown: str) -> None:
     assert usd(cost) == shown
+
+
+def test_a_conversation_counts_each_turn() -> None:
+    chat = EvalCase.model_validate(
+        {
+            "id": "chat",
+            "repeat": 2,
+            "turns": [{"question": "What is STEP?"}, {"question": "Is it over?", "answerable": False}],
+        }
+    )
+    p = plan([chat], k=5, metrics=METRICS, judge_enabled=True, model="gpt-4o-mini", prices=PRICES)
+    assert p.rag_requests == 4  # two turns, two runs each
+    assert p.judge_requests == {"groundedness": 2, "correctness": 2}  # the unanswerable turn is assumed to abstain

@@ -31,10 +31,11 @@ FRAMEWORK_MODULES = ("llama_index", "langchain_core", "langchain_community", "la
 
 
 def _cases() -> list[dict[str, Any]]:
-    """The demo eval set's lines as read by the plugin's loader (aliases resolved), as plain dicts."""
+    """The demo eval set's one-question lines as read by the plugin's loader (aliases resolved), as plain dicts
+    (its conversations are left out of these projects: they test follow-ups, not an adapter's normalisation)."""
     from pytest_rageval.evaluation.evalset import load_eval_file
 
-    return [loaded.case.model_dump(mode="json") for loaded in load_eval_file(EVAL_SET).cases]
+    return [c.case.model_dump(mode="json") for c in load_eval_file(EVAL_SET).cases if c.case.turns is None]
 
 
 def _segments(heading: Any) -> list[str]:
@@ -145,7 +146,8 @@ def _apps_importable() -> Any:
 def _project(tmp_path: Path, target: str, *ini: str) -> Path:
     shutil.copytree(APPS, tmp_path / "apps", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "eval_sets").mkdir()
-    shutil.copy(EVAL_SET, tmp_path / "eval_sets" / "demo.jsonl")
+    lines = EVAL_SET.read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "eval_sets" / "demo.jsonl").write_text("".join(line for line in lines if '"turns"' not in line))
     lines = [f'rageval_target = "apps.{target}"', f'rageval_docs_root = "{CORPUS.as_posix()}"', *ini]
     (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n" + "\n".join(lines) + "\n")
     return tmp_path
