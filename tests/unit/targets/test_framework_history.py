@@ -40,9 +40,13 @@ def _ask(obj: Any, question: str, history: list[dict[str, str]] | None = None) -
     return asyncio.run(_client(obj).aask(question, k=5, params=params))
 
 
+def _anchor(chunk: Any) -> tuple[str | None, str | None]:
+    """A chunk's note and its own (last) heading."""
+    return chunk.rel_path, chunk.heading_path[-1] if chunk.heading_path else None
+
+
 def _first(reply: RagReply) -> tuple[str | None, str | None]:
-    chunk = reply.response.retrieved_chunks[0]
-    return chunk.rel_path, (chunk.heading_path or [None])[-1]
+    return _anchor(reply.response.retrieved_chunks[0])
 
 
 def _exchange(obj: Any) -> tuple[RagReply, RagReply, RagReply]:
@@ -57,7 +61,7 @@ def _assert_exchange(obj: Any, section: bool = True) -> None:
     splitter that keeps the heading out of the passage's text leaves the budget no word of the question)."""
     _, with_history, alone = _exchange(obj)
     assert _first(with_history)[0] == GOLD[0]
-    found = [(c.rel_path, (c.heading_path or [None])[-1]) for c in with_history.response.retrieved_chunks]
+    found = [_anchor(chunk) for chunk in with_history.response.retrieved_chunks]
     assert GOLD in found or not section, found
     assert _first(alone)[0] != GOLD[0]  # another proposal's note first
 
@@ -92,7 +96,7 @@ def llamaindex() -> dict[str, Any]:
     retriever = BM25Retriever.from_defaults(nodes=MarkdownNodeParser().get_nodes_from_documents(documents))
     query_engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=8))
 
-    class Recording(CondenseQuestionChatEngine):  # type: ignore[misc]  # untyped in older releases
+    class Recording(CondenseQuestionChatEngine):
         """The chat engine, keeping each call's message and chat_history."""
 
         seen: ClassVar[list[tuple[str, list[tuple[str, str]]]]] = []
@@ -217,7 +221,7 @@ def langchain() -> dict[str, Any]:
         return {"context": found, "answer": found[0].page_content, "messages": [AIMessage(found[0].page_content)]}
 
     def graph(schema: type) -> Any:
-        builder = StateGraph(schema)
+        builder: Any = StateGraph(schema)  # its type parameters differ across releases
         builder.add_node("retrieve", retrieve)
         builder.add_edge(START, "retrieve")
         builder.add_edge("retrieve", END)
@@ -308,7 +312,7 @@ def haystack() -> dict[str, Any]:
         @component.output_types(query=str)
         def run(self, messages: list[ChatMessage]) -> dict[str, Any]:
             seen.append(said(messages))
-            return {"query": " ".join(str(m.text) for m in messages if m.is_from("user"))}  # type: ignore[arg-type]
+            return {"query": " ".join(str(m.text) for m in messages if m.is_from("user"))}
 
     @component
     class HistoryRewriter:
@@ -317,7 +321,7 @@ def haystack() -> dict[str, Any]:
         @component.output_types(query=str)
         def run(self, query: str, chat_history: list[ChatMessage] | None = None) -> dict[str, Any]:
             seen.append(said(chat_history or []))
-            asked = [str(m.text) for m in chat_history or [] if m.is_from("user")]  # type: ignore[arg-type]
+            asked = [str(m.text) for m in chat_history or [] if m.is_from("user")]
             return {"query": " ".join([*asked, query])}
 
     def pipeline(rewriter: Any, into: str) -> Any:
