@@ -38,6 +38,7 @@ __all__ = [
     "llamaindex_messages",
     "llamaindex_refusal",
     "step_history_key",
+    "step_keys",
     "turns_of",
 ]
 
@@ -161,22 +162,30 @@ def langchain_messages(turns: Turns) -> list[Any]:
     return [HumanMessage(content=content) if role == "user" else AIMessage(content=content) for role, content in turns]
 
 
-def step_history_key(obj: Any, input_keys: Callable[[Any], list[str] | None]) -> str | None:
-    """The ``chat_history``/``messages`` input of a step of a LangChain runnable, for a chain whose own input
-    schema names the question only (``create_retrieval_chain`` over a history-aware retriever passes its whole
-    input on to it); None when no step takes either."""
+def step_keys(obj: Any, input_keys: Callable[[Any], list[str] | None], wanted: Sequence[str]) -> list[str] | None:
+    """The input keys of the first step of a LangChain runnable that takes one of ``wanted``, or None. A chain's own
+    input schema may name less than it passes on: ``create_retrieval_chain`` names only ``input`` (``root``, a
+    passthrough, before langchain-core 0.3.x), while its history-aware retriever reads ``chat_history`` too."""
     try:
         nodes = list(obj.get_graph().nodes.values())
     except Exception:
         return None
     for node in nodes:
         data = getattr(node, "data", None)
-        fields = getattr(data, "model_fields", None) if isinstance(data, type) else None
-        keys = list(fields) if isinstance(fields, Mapping) else input_keys(data) if not isinstance(data, type) else None
-        found = next((key for key in CHAT_HISTORY_KEYS if key in (keys or [])), None)
-        if found is not None:
-            return found
+        if isinstance(data, type):  # the schema of an edge of the graph: its fields
+            fields = getattr(data, "model_fields", None)
+            keys = [str(name) for name in fields] if isinstance(fields, Mapping) else None
+        else:
+            keys = input_keys(data)
+        if keys and any(key in keys for key in wanted):
+            return keys
     return None
+
+
+def step_history_key(obj: Any, input_keys: Callable[[Any], list[str] | None]) -> str | None:
+    """The ``chat_history``/``messages`` input of a step of a LangChain runnable, or None when no step takes one."""
+    keys = step_keys(obj, input_keys, CHAT_HISTORY_KEYS) or []
+    return next((key for key in CHAT_HISTORY_KEYS if key in keys), None)
 
 
 def langchain_input(

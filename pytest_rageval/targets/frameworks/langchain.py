@@ -30,6 +30,7 @@ from .history import (
     langchain_input,
     langchain_messages,
     step_history_key,
+    step_keys,
     turns_of,
 )
 from .topk import TopKVariants
@@ -77,6 +78,8 @@ class _LangChain(Adapter):
         self._variants = TopKVariants(obj, _set_k)
         self._steps_key: object = _UNREAD
         self._keys = None if kind == "retriever" else (kind == "graph" and graph_input_keys(obj)) or _input_keys(obj)
+        if kind == "runnable" and self._keys == ["root"]:  # a passthrough's schema: the keys its steps read
+            self._keys = step_keys(obj, _input_keys, (*_QUESTION_KEYS, "messages")) or self._keys
         if kind == "graph" and self._keys and not any(name in self._keys for name in (*_QUESTION_KEYS, "messages")):
             raise RagConfigError(f"{self.label}: {_no_question_key(self._keys)}")
 
