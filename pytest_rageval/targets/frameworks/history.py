@@ -18,13 +18,13 @@ called as for a single question.
 
 from __future__ import annotations
 
-import itertools
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..protocol import RagCallError
+from .detect import has_base
 
 __all__ = [
     "CHAT_HISTORY_KEYS",
@@ -89,56 +89,45 @@ def llamaindex_messages(turns: Turns) -> list[Any]:
     return [ChatMessage(role=roles[role], content=content) for role, content in turns]
 
 
-_sessions = itertools.count(1)
-
-
 def _own_memory(memory: Any) -> Any | None:
-    """A memory like ``memory`` (its limits, its tokenizer) holding nothing yet and shared with no other call, or
-    None when the kind of memory is not known here: a ``Memory`` under a session of its own, a
-    ``ChatMemoryBuffer`` with a store of its own."""
-    fields = getattr(type(memory), "model_fields", None)
-    if not isinstance(fields, Mapping) or not callable(getattr(memory, "model_copy", None)):
+    """A memory holding nothing yet and shared with no other call, in place of a chat engine's ``memory``: a copy of
+    a ``ChatMemoryBuffer`` (its token limit and tokenizer) with a store of its own; for any other LlamaIndex memory
+    (``Memory`` keeps its messages in an SQL store bound to one event loop, which the worker threads cannot share) a
+    ``ChatMemoryBuffer`` of the same token limit. None when ``memory`` is no LlamaIndex memory."""
+    if not has_base(memory, ("llama_index",), "BaseMemory"):
         return None
-    if "session_id" in fields:
-        return memory.model_copy(update={"session_id": f"rageval-{next(_sessions)}"})
-    if "chat_store" in fields:
-        store = memory.chat_store
+    store = getattr(memory, "chat_store", None)
+    if store is not None and "chat_store" in getattr(type(memory), "model_fields", {}):
         try:
             return memory.model_copy(update={"chat_store": type(store)()})
-        except Exception:
-            if "chat_store_key" in fields:
-                return memory.model_copy(update={"chat_store_key": f"rageval-{next(_sessions)}"})
-    return None
+        except Exception:  # a store that cannot be made empty (a database's): a buffer below
+            pass
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    limit = getattr(memory, "token_limit", None)
+    return ChatMemoryBuffer.from_defaults(token_limit=limit if isinstance(limit, int) else None)
 
 
-def llamaindex_chat_engine(engine: Any, messages: Sequence[Any]) -> tuple[Any, Any | None]:
-    """A shallow copy of ``engine`` whose memory holds ``messages`` and nothing of any other call, and that memory
-    (to reset after the call); the engine itself and None when its memory is of a kind not known here."""
+def llamaindex_chat_engine(engine: Any, messages: Sequence[Any]) -> Any:
+    """A shallow copy of ``engine`` whose memory holds ``messages`` and nothing of any other call (the engine itself
+    when its memory is of a kind not known here)."""
     memory = getattr(engine, "_memory", None)
     own = _own_memory(memory) if memory is not None else None
     if own is None:
-        return engine, None
+        return engine
     import copy
 
     own.set(list(messages))
     clone = copy.copy(engine)
     clone._memory = own
-    return clone, own
+    return clone
 
 
 def llamaindex_chat(engine: Any, question: str, turns: Turns) -> Any:
     """``engine.chat(question, chat_history=...)`` with the history as ChatMessages, on a copy of the engine whose
-    memory holds that history only (reset after the call)."""
+    memory holds that history only."""
     messages = llamaindex_messages(turns)
-    own, memory = llamaindex_chat_engine(engine, messages)
-    try:
-        return own.chat(question, chat_history=messages)
-    finally:
-        if memory is not None:
-            try:
-                memory.reset()
-            except Exception:  # nothing of this call is read from it: a memory that cannot be reset only grows
-                pass
+    return llamaindex_chat_engine(engine, messages).chat(question, chat_history=messages)
 
 
 def llamaindex_refusal(label: str, kind: str) -> RagCallError:

@@ -130,6 +130,27 @@ def test_a_llamaindex_chat_engine_keeps_no_turn_of_one_call_for_the_next(llamain
     assert engine.chat_history == []  # the user's engine itself holds nothing of the run
 
 
+def test_a_llamaindex_context_chat_engine_asked_concurrently_sees_only_each_calls_own_history(
+    llamaindex: dict[str, Any],
+) -> None:
+    """A ContextChatEngine (its default memory, an SQL-backed ``Memory``, in recent releases) asked eight turns at
+    once, half with a history: MockLLM echoes the prompt it was given, so each answer shows what the engine saw."""
+    from llama_index.core.chat_engine import ContextChatEngine
+    from llama_index.core.llms import MockLLM
+
+    engine = ContextChatEngine.from_defaults(retriever=llamaindex["retriever"], llm=MockLLM())
+    client = _client(engine)
+
+    async def turns() -> list[RagReply]:
+        asks = [client.aask(FOLLOW_UP, k=5, params={"history": HISTORY} if n % 2 else {}) for n in range(8)]
+        return list(await asyncio.gather(*asks))
+
+    replies = asyncio.run(turns())
+    assert [FIRST in reply.response.answer for reply in replies] == [False, True] * 4
+    assert all(reply.response.answer.count(FOLLOW_UP) == 1 for reply in replies)  # no other call's question
+    assert engine.chat_history == []
+
+
 @pytest.mark.parametrize(("name", "takes"), [("query_engine", "a single question"), ("retriever", "a query string")])
 def test_a_llamaindex_object_without_chat_refuses_a_turn_with_history(
     llamaindex: dict[str, Any], name: str, takes: str
