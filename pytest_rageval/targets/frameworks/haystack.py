@@ -2,10 +2,10 @@
 
 The question goes to every open ``query`` and ``question`` input of the
 pipeline's components, ``top_k`` to every open ``top_k`` input (the retrievers),
-and the run returns the outputs of every component; a turn's history goes to
-its open ``ChatMessage`` list inputs or a ChatPromptBuilder's template (:mod:`.history`). The answer is the first
-``answers`` (a GeneratedAnswer's ``data``) or ``replies`` (text or a chat
-message) output; the chunks are the ``documents`` output of the last component
+and the run returns the outputs of every component; a conversation turn's
+history goes to its open ``ChatMessage`` list inputs or a ChatPromptBuilder's
+template (:mod:`.history`). The answer is the first ``answers`` (a
+GeneratedAnswer's ``data``) or ``replies`` (text or a chat message) output; the chunks are the ``documents`` output of the last component
 that has one (a ranker after its retriever). ``run`` goes to the worker pool
 (an AsyncPipeline's ``run`` drives its own event loop there); ``run_async`` is awaited
 only by an object without ``run``.

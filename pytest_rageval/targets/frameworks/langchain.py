@@ -7,7 +7,8 @@ exit, so a hung call would keep pytest alive past its timeout.
 Input: the question as a string when the runnable takes one, else a dict with
 the question under the first of ``question``/``input``/``query`` its input schema
 names (a graph whose state has ``messages`` only gets ``{"messages": [a human
-message]}``); a turn's history goes to its ``chat_history`` or ``messages`` input (:mod:`.history`). A graph's input keys are read from the schema class of its builder
+message]}``); a conversation turn's history goes to its ``chat_history`` or
+``messages`` input (:mod:`.history`). A graph's input keys are read from the schema class of its builder
 (:mod:`.graph_input`: a stdlib or ``typing_extensions`` ``TypedDict``, a pydantic
 model, a dataclass); a graph with input keys none of which is one of those is
 refused when the target is loaded. Output: ``answer`` (or the last message's content, or the output

@@ -151,6 +151,25 @@ def test_a_llamaindex_context_chat_engine_asked_concurrently_sees_only_each_call
     assert engine.chat_history == []
 
 
+def test_a_llamaindex_workflow_gets_the_history_as_chat_messages_beside_the_question(
+    llamaindex: dict[str, Any],
+) -> None:
+    from llama_index.core.workflow import StartEvent, StopEvent, Workflow, step
+
+    seen: list[Any] = []
+
+    class Chat(Workflow):
+        @step
+        async def answer(self, ev: StartEvent) -> StopEvent:
+            history = ev.get("chat_history")
+            seen.append(None if history is None else [(m.role.value, m.content) for m in history])
+            return StopEvent(result={"answer": f"{len(history or [])} earlier messages"})
+
+    assert _ask(Chat(), FOLLOW_UP, HISTORY).response.answer == "2 earlier messages"
+    assert _ask(Chat(), FOLLOW_UP).response.answer == "0 earlier messages"
+    assert seen == [[("user", FIRST), ("assistant", "A grants program for games.")], None]  # none sent alone
+
+
 @pytest.mark.parametrize(("name", "takes"), [("query_engine", "a single question"), ("retriever", "a query string")])
 def test_a_llamaindex_object_without_chat_refuses_a_turn_with_history(
     llamaindex: dict[str, Any], name: str, takes: str
