@@ -2,9 +2,10 @@
 
 The question goes to every open ``query`` and ``question`` input of the
 pipeline's components, ``top_k`` to every open ``top_k`` input (the retrievers),
-and the run returns the outputs of every component. The answer is the first
-``answers`` (a GeneratedAnswer's ``data``) or ``replies`` (text or a chat
-message) output; the chunks are the ``documents`` output of the last component
+and the run returns the outputs of every component; a conversation turn's
+history goes to its open ``ChatMessage`` list inputs or a ChatPromptBuilder's
+template (:mod:`.history`). The answer is the first ``answers`` (a
+GeneratedAnswer's ``data``) or ``replies`` (text or a chat message) output; the chunks are the ``documents`` output of the last component
 that has one (a ranker after its retriever). ``run`` goes to the worker pool
 (an AsyncPipeline's ``run`` drives its own event loop there); ``run_async`` is awaited
 only by an object without ``run``.
@@ -17,6 +18,7 @@ from typing import Any
 
 from .common import Adapter, chunk, first_nodes, shape_error
 from .detect import has_base
+from .history import Turns, haystack_history, turns_of
 
 __all__ = ["recognise"]
 
@@ -41,7 +43,7 @@ class _Pipeline(Adapter):
         super().__init__("Haystack", kind, obj)
         self.is_async = not callable(getattr(obj, "run", None))  # an AsyncPipeline of a release without a sync run
 
-    def _data(self, question: str, top_k: int | None) -> dict[str, dict[str, Any]]:
+    def _data(self, question: str, top_k: int | None, turns: Turns) -> dict[str, dict[str, Any]]:
         data: dict[str, dict[str, Any]] = {}
         inputs = self.obj.inputs()
         for component, sockets in inputs.items():
@@ -63,16 +65,20 @@ class _Pipeline(Adapter):
                 self.kind,
                 f"top_k={top_k} reaches no component with an open top_k input (use rageval_params_hook)",
             )
+        if turns:
+            haystack_history(self.label, self.obj, inputs, data, turns)
         return data
 
     def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         order = _order(self.obj)
-        result = self.obj.run(self._data(question, top_k), include_outputs_from=set(order))
+        result = self.obj.run(self._data(question, top_k, turns_of(params)), include_outputs_from=set(order))
         return self.read(result, order)
 
     async def acall(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         order = _order(self.obj)
-        result = await self.obj.run_async(self._data(question, top_k), include_outputs_from=set(order))
+        result = await self.obj.run_async(
+            self._data(question, top_k, turns_of(params)), include_outputs_from=set(order)
+        )
         return self.read(result, order)
 
     def read(self, result: Any, order: list[str]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ exit, so a hung call would keep pytest alive past its timeout.
 Input: the question as a string when the runnable takes one, else a dict with
 the question under the first of ``question``/``input``/``query`` its input schema
 names (a graph whose state has ``messages`` only gets ``{"messages": [a human
-message]}``). A graph's input keys are read from the schema class of its builder
+message]}``); a conversation turn's history goes to its ``chat_history`` or
+``messages`` input (:mod:`.history`). A graph's input keys are read from the schema class of its builder
 (:mod:`.graph_input`: a stdlib or ``typing_extensions`` ``TypedDict``, a pydantic
 model, a dataclass); a graph with input keys none of which is one of those is
 refused when the target is loaded. Output: ``answer`` (or the last message's content, or the output
@@ -23,6 +24,16 @@ from ..protocol import RagConfigError
 from .common import Adapter, chunk, first_nodes, shape_error
 from .detect import has_base
 from .graph_input import graph_input_keys
+from .history import (
+    CHAT_HISTORY_KEYS,
+    Turns,
+    cannot_take_history,
+    langchain_input,
+    langchain_messages,
+    step_history_key,
+    step_keys,
+    turns_of,
+)
 from .topk import TopKVariants
 
 __all__ = ["recognise"]
@@ -31,6 +42,7 @@ _ROOTS = ("langchain_core", "langchain", "langchain_community", "langchain_class
 _QUESTION_KEYS = ("question", "input", "query")
 _ANSWER_KEYS = ("answer", "output", "result", "response")
 _CONTEXT_KEYS = ("context", "documents", "source_documents", "docs")
+_UNREAD = object()  # the history key of a runnable's steps, before it is looked for
 
 
 def _set_k(value: Any, k: int) -> Any | None:
@@ -61,32 +73,38 @@ def _no_question_key(keys: list[str]) -> str:
     return f"its input has no question, input, query or messages key (it has {', '.join(keys)})"
 
 
-def _human_message(question: str) -> Any:
-    """The question as LangChain's HumanMessage (loaded already: every graph and runnable imports langchain_core)."""
-    try:
-        from langchain_core.messages import HumanMessage
-    except ImportError:  # a graph built without langchain_core: the form LangGraph's add_messages also reads
-        return {"role": "user", "content": question}
-    return HumanMessage(content=question)
-
-
 class _LangChain(Adapter):
     def __init__(self, framework: str, kind: str, obj: Any) -> None:
         super().__init__(framework, kind, obj)
         self._variants = TopKVariants(obj, _set_k)
+        self._steps_key: object = _UNREAD
         self._keys = None if kind == "retriever" else (kind == "graph" and graph_input_keys(obj)) or _input_keys(obj)
+        if kind == "runnable" and self._keys == ["root"]:  # a passthrough's schema: the keys its steps read
+            self._keys = step_keys(obj, _input_keys, (*_QUESTION_KEYS, "messages")) or self._keys
         if kind == "graph" and self._keys and not any(name in self._keys for name in (*_QUESTION_KEYS, "messages")):
             raise RagConfigError(f"{self.label}: {_no_question_key(self._keys)}")
 
-    def _input(self, question: str) -> Any:
+    def _history_key(self) -> str | None:
+        """Where a turn's history goes: the input's own ``chat_history``/``messages`` key, else (a runnable) that
+        of one of its steps, read once."""
+        if self._steps_key is _UNREAD:
+            own = next((name for name in CHAT_HISTORY_KEYS if name in (self._keys or [])), None)
+            self._steps_key = own or (step_history_key(self.obj, _input_keys) if self.kind == "runnable" else None)
+        return self._steps_key if isinstance(self._steps_key, str) else None
+
+    def _input(self, question: str, turns: Turns) -> Any:
+        if self.kind == "retriever" and turns:
+            raise cannot_take_history(
+                self.label, "a query string alone", "name a chain with a chat_history input as the target"
+            )
         if self._keys is None:
-            return question
+            return langchain_input(self.label, None, None, None, question, turns) if turns else question
         key = next((name for name in _QUESTION_KEYS if name in self._keys), None)
-        if key is not None:
-            return {key: question}
-        if "messages" in self._keys:
-            return {"messages": [_human_message(question)]}
-        raise shape_error(self.framework, self.kind, _no_question_key(self._keys))
+        if key is None and "messages" not in self._keys:
+            raise shape_error(self.framework, self.kind, _no_question_key(self._keys))
+        if turns:
+            return langchain_input(self.label, self._keys, key, self._history_key(), question, turns)
+        return {key: question} if key is not None else {"messages": langchain_messages([("user", question)])}
 
     def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         target = self.obj
@@ -98,7 +116,7 @@ class _LangChain(Adapter):
                     self.kind,
                     f"top_k={top_k} reaches no retriever with a k or search_kwargs among its steps (use rageval_params_hook)",
                 )
-        return self.read(target.invoke(self._input(question)))
+        return self.read(target.invoke(self._input(question, turns_of(params))))
 
     def read(self, result: Any) -> dict[str, Any]:
         if self.kind == "retriever":

@@ -14,6 +14,7 @@ from typing import Any
 
 from .common import Adapter, chunk, first_nodes, join_stream, shape_error
 from .detect import has_base
+from .history import llamaindex_chat, llamaindex_messages, llamaindex_refusal, turns_of
 from .topk import TopKVariants
 
 __all__ = ["recognise"]
@@ -55,10 +56,14 @@ class _LlamaIndex(Adapter):
 
     def call(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
         target = self._target(top_k)
+        turns = turns_of(params)
+        if self.kind == "chat engine":
+            return self.read(llamaindex_chat(target, question, turns))
+        if turns:
+            raise llamaindex_refusal(self.label, self.kind)
         if self.kind == "retriever":
             return {"answer": "", "debug": {"retrieved_chunks": self._chunks(target.retrieve(question))}}
-        result = target.chat(question, chat_history=[]) if self.kind == "chat engine" else target.query(question)
-        return self.read(result)
+        return self.read(target.query(question))
 
     def read(self, result: Any) -> dict[str, Any]:
         """A Response, streaming response or chat response (``response`` + ``source_nodes``)."""
@@ -107,7 +112,9 @@ class _Workflow(_LlamaIndex):
         super().__init__("workflow", obj)
 
     async def acall(self, question: str, top_k: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
-        result = await self.obj.run(query=question, question=question, **({"top_k": top_k} if top_k else {}))
+        turns = turns_of(params)
+        history = {"chat_history": llamaindex_messages(turns)} if turns else {}
+        result = await self.obj.run(query=question, question=question, **({"top_k": top_k} if top_k else {}), **history)
         if isinstance(result, str):
             return {"answer": result}
         if isinstance(result, Mapping):
