@@ -69,7 +69,9 @@ class Settings:
     headers_text: str = ""
     request_map_text: str = ""
     response_map_text: str = ""
-    stream_format: StreamFormat = field(default_factory=StreamFormat)  # rageval_stream_format: a streamed answer's deltas
+    stream_format: StreamFormat = field(
+        default_factory=StreamFormat
+    )  # rageval_stream_format: a streamed answer's deltas
     timeout: float = defaults.TIMEOUT
     k: int = defaults.K
     require_snippets: bool = False

@@ -1,0 +1,105 @@
+"""Streamed answers through the real clients: a streaming loopback server and its non-streaming twin, callables
+returning generators; the time to first token against the server's own measure."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from ask_server import AskServer, answer, chunk
+from stream_server import JSON_LINES, SSE, StreamServer
+
+from pytest_rageval.targets.callable_client import CallableClient
+from pytest_rageval.targets.http_client import HttpClient
+from pytest_rageval.targets.maps import parse_response_map
+from pytest_rageval.targets.protocol import RagReply
+from pytest_rageval.targets.stream import parse_stream_format
+
+BODY = answer(
+    "Set EMBEDDING_MODEL in the config, then rebuild the index.",
+    [chunk("docs/config.md", "# Setup > ## Embeddings", 1), chunk("docs/other.md", "# Other", 2)],
+    folders=["docs"],
+)
+
+
+def _system(body: dict[str, Any]) -> dict[str, Any]:
+    return BODY
+
+
+async def _ask(client: Any, *questions: str) -> list[RagReply]:
+    try:
+        return [await client.aask(q, k=5, params={}) for q in questions]
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize("content_type", [SSE, JSON_LINES])
+def test_a_streamed_answer_reads_as_its_twin(content_type: str) -> None:
+    with AskServer(_system) as plain, StreamServer(_system, content_type=content_type) as streaming:
+        (whole,) = asyncio.run(_ask(HttpClient(plain.url), "q"))
+        (streamed,) = asyncio.run(_ask(HttpClient(streaming.url), "q"))
+    assert streamed.response == whole.response
+    assert streamed.response.answer == BODY["answer"] and len(streamed.response.retrieved_chunks) == 2
+    assert whole.ttft_ms is None and streamed.ttft_ms is not None and 0 < streamed.ttft_ms <= streamed.latency_ms
+
+
+def test_time_to_first_token_is_the_servers_within_10_ms() -> None:
+    delays = {"warm": 0.0, "q1": 0.15, "q2": 0.3}
+    with StreamServer(_system, first_delay=lambda body: delays[body["question"]]) as server:
+        replies = asyncio.run(_ask(HttpClient(server.url), "warm", "q1", "q2"))
+        measured = server.ttft_ms
+    for question, reply in zip(delays, replies):
+        assert reply.ttft_ms is not None
+        if question != "warm":  # the first call pays for the connection and the client's lazy imports
+            assert measured[question] <= reply.ttft_ms <= measured[question] + 10.0, (question, reply, measured)
+    assert replies[2].latency_ms >= replies[2].ttft_ms >= 300.0
+
+
+def test_the_answer_lands_where_the_response_map_reads_it() -> None:
+    events = [
+        'data: {"type": "token", "token": "Hel"}\n\n',
+        'data: {"type": "token", "token": "lo"}\n\n',
+        'data: {"response": {"result": {"sources": [{"rel_path": "a.md", "heading_path": "# A"}]}}}\n\n',
+    ]
+    response_map = parse_response_map("answer = result.text\nretrieved_chunks = result.sources")
+    with StreamServer(_system, events=events) as server:
+        client = HttpClient(server.url, response_map=response_map, stream_format=parse_stream_format("json:token"))
+        (reply,) = asyncio.run(_ask(client, "q"))
+    assert reply.response.answer == "Hello" and reply.response.retrieved_chunks[0].rel_path == "a.md"
+    assert client.describe()["stream_format"] == "json:token"
+
+
+def test_a_generator_target_streams_with_its_time_to_first_token() -> None:
+    sent: dict[str, float] = {}
+
+    def target(question: str, params: dict[str, Any]) -> Iterator[Any]:
+        start = time.perf_counter()
+        time.sleep(0.1)
+        sent[question] = (time.perf_counter() - start) * 1000.0
+        yield "Set EMBEDDING_MODEL "
+        yield "in the config."
+        return {"debug": {"retrieved_chunks": BODY["debug"]["retrieved_chunks"]}}
+
+    async def atarget(question: str, params: dict[str, Any]) -> AsyncIterator[Any]:
+        start = time.perf_counter()
+        await asyncio.sleep(0.1)
+        sent[question] = (time.perf_counter() - start) * 1000.0
+        yield {"debug": {"retrieved_chunks": BODY["debug"]["retrieved_chunks"]}, "answer": "replaced"}
+        yield "Set EMBEDDING_MODEL "
+        yield "in the config."
+
+    sync, asyn = (
+        asyncio.run(_ask(CallableClient(fn, timeout=5), name))[0] for fn, name in ((target, "s"), (atarget, "a"))
+    )
+    for reply, name in ((sync, "s"), (asyn, "a")):
+        assert reply.response.answer == "Set EMBEDDING_MODEL in the config."
+        assert [c.rel_path for c in reply.response.retrieved_chunks] == ["docs/config.md", "docs/other.md"]
+        assert reply.ttft_ms is not None and sent[name] <= reply.ttft_ms <= sent[name] + 10.0, (name, reply, sent)
+
+
+def test_a_plain_dict_target_has_no_time_to_first_token() -> None:
+    (reply,) = asyncio.run(_ask(CallableClient(lambda q, p: BODY), "q"))
+    assert reply.ttft_ms is None and reply.response.answer == BODY["answer"]
