@@ -9,7 +9,9 @@ body ``{"question": ..., "k": K, **params}`` and the configured headers.
 Timeouts, connection errors, 429 and 5xx are retried with exponential backoff
 with jitter that honours ``Retry-After`` (``retry.backoff_delay``).
 
-The request body and the reading of the response follow the request and response maps (``maps.py``).
+The request body and the reading of the response follow the request and response maps (``maps.py``). A 2xx answer
+of server-sent events or JSON lines is read as it comes (``stream.py``; ``stream_format``: where each event's text
+is, a :class:`~.stream.StreamFormat` or its ini text such as ``"json:delta.text"``), its time to first token kept.
 
 Header values (ini ``rageval_headers``), credentials in the URL and the judge key
 (``redact.SECRET_ENV``) never appear in ``describe()``, reprs, error messages or a
@@ -48,7 +50,7 @@ from pytest_rageval.retry import backoff_delay
 
 from .maps import ResponseMap, build_body, map_response
 from .protocol import RagCallError, RagConfigError, RagReply
-from .stream import StreamError, StreamFormat, StreamReader, framing_of, with_answer
+from .stream import StreamError, StreamFormat, StreamReader, framing_of, parse_stream_format, with_answer
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,7 @@ class HttpClient:
         response_map: ResponseMap | None = None,
         docs_root: Path | None = None,
         max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
-        stream_format: StreamFormat | None = None,
+        stream_format: StreamFormat | str | None = None,
     ) -> None:
         shown = scrub_urls(url)  # no credentials in messages
         self.docs_root = docs_root
@@ -144,7 +146,14 @@ class HttpClient:
         self.request_map = dict(request_map or {})
         self.response_map = response_map or ResponseMap()
         self.max_response_bytes = int(max_response_bytes)
-        self.stream_format = stream_format or StreamFormat()
+        try:
+            self.stream_format = (
+                parse_stream_format(stream_format)
+                if isinstance(stream_format, str)
+                else stream_format or StreamFormat()
+            )
+        except ValueError as exc:
+            raise RagConfigError(str(exc)) from None
         self.url = _public_url(self._url, with_query=False)  # for messages: no query, no userinfo
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import pytest
@@ -155,14 +155,14 @@ def test_a_malformed_event_is_named(body: str, fmt: str, message: str | None) ->
 
 
 def test_the_answer_goes_where_the_response_map_reads_it() -> None:
-    data = {"result": {"text": "old", "n": 1}, "other": 2}
+    data: dict[str, Any] = {"result": {"text": "old", "n": 1}, "other": 2}
     assert with_answer(data, "result.text", "new") == {"result": {"text": "new", "n": 1}, "other": 2}
     assert data["result"]["text"] == "old"  # the object itself is left alone
     assert with_answer({}, "a.b", "t") == {"a": {"b": "t"}}
 
 
 def test_a_generator_is_a_stream_and_a_dict_is_not() -> None:
-    def gen() -> Iterator[Any]:
+    def gen() -> Generator[Any, None, dict[str, Any]]:
         yield "a"
         yield {"references": []}
         yield "b"

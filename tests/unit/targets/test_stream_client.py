@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import pytest
@@ -15,8 +15,7 @@ from stream_server import JSON_LINES, SSE, StreamServer
 from pytest_rageval.targets.callable_client import CallableClient
 from pytest_rageval.targets.http_client import HttpClient
 from pytest_rageval.targets.maps import parse_response_map
-from pytest_rageval.targets.protocol import RagReply
-from pytest_rageval.targets.stream import parse_stream_format
+from pytest_rageval.targets.protocol import RagConfigError, RagReply
 
 BODY = answer(
     "Set EMBEDDING_MODEL in the config, then rebuild the index.",
@@ -55,7 +54,7 @@ def test_time_to_first_token_is_the_servers_within_10_ms() -> None:
         assert reply.ttft_ms is not None
         if question != "warm":  # the first call pays for the connection and the client's lazy imports
             assert measured[question] <= reply.ttft_ms <= measured[question] + 10.0, (question, reply, measured)
-    assert replies[2].latency_ms >= replies[2].ttft_ms >= 300.0
+    assert replies[2].ttft_ms is not None and replies[2].latency_ms >= replies[2].ttft_ms >= 300.0
 
 
 def test_the_answer_lands_where_the_response_map_reads_it() -> None:
@@ -66,7 +65,7 @@ def test_the_answer_lands_where_the_response_map_reads_it() -> None:
     ]
     response_map = parse_response_map("answer = result.text\nretrieved_chunks = result.sources")
     with StreamServer(_system, events=events) as server:
-        client = HttpClient(server.url, response_map=response_map, stream_format=parse_stream_format("json:token"))
+        client = HttpClient(server.url, response_map=response_map, stream_format="json:token")
         (reply,) = asyncio.run(_ask(client, "q"))
     assert reply.response.answer == "Hello" and reply.response.retrieved_chunks[0].rel_path == "a.md"
     assert client.describe()["stream_format"] == "json:token"
@@ -75,7 +74,7 @@ def test_the_answer_lands_where_the_response_map_reads_it() -> None:
 def test_a_generator_target_streams_with_its_time_to_first_token() -> None:
     sent: dict[str, float] = {}
 
-    def target(question: str, params: dict[str, Any]) -> Iterator[Any]:
+    def target(question: str, params: dict[str, Any]) -> Generator[str, None, dict[str, Any]]:
         start = time.perf_counter()
         time.sleep(0.1)
         sent[question] = (time.perf_counter() - start) * 1000.0
@@ -103,3 +102,9 @@ def test_a_generator_target_streams_with_its_time_to_first_token() -> None:
 def test_a_plain_dict_target_has_no_time_to_first_token() -> None:
     (reply,) = asyncio.run(_ask(CallableClient(lambda q, p: BODY), "q"))
     assert reply.ttft_ms is None and reply.response.answer == BODY["answer"]
+
+
+def test_a_client_made_by_hand_takes_the_format_as_text() -> None:
+    assert str(HttpClient("http://127.0.0.1:9/ask", stream_format="text").stream_format) == "text"
+    with pytest.raises(RagConfigError, match="rageval_stream_format: unknown value 'jsn:x'"):
+        HttpClient("http://127.0.0.1:9/ask", stream_format="jsn:x")
