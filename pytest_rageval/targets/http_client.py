@@ -214,7 +214,7 @@ class HttpClient:
             if framing is None or not 200 <= response.status_code < 300:
                 await response.aread()
                 return response
-            reading.reader = reader = StreamReader(self.stream_format, framing)
+            reading.reader = reader = StreamReader(self.stream_format, framing, mask=self._redact)
             async for piece in response.aiter_bytes():
                 reading.bytes += len(piece)
                 if reader.feed(piece):

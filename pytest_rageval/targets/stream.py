@@ -30,7 +30,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -102,8 +102,8 @@ def framing_of(content_type: str | None) -> Framing | None:
     return "lines" if media in _LINE_TYPES else None
 
 
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
+def _excerpt(text: str, mask: Callable[[str], str]) -> str:
+    flat = " ".join(mask(text).split())  # secrets masked before the cut
     return repr(flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 3] + "...")
 
 
@@ -140,9 +140,10 @@ class StreamReader:
     that (``rageval_max_response_bytes``).
     """
 
-    def __init__(self, fmt: StreamFormat, framing: Framing) -> None:
+    def __init__(self, fmt: StreamFormat, framing: Framing, *, mask: Callable[[str], str] = str) -> None:
         self.format = fmt
         self.framing = framing
+        self._mask = mask  # what an event's text goes through before a message quotes it
         self.events = 0  # events read so far
         self.done = False
         self.notes: list[str] = []
@@ -216,7 +217,7 @@ class StreamReader:
             self.done = True
             return
         if name == "error":
-            raise StreamError(f"event {self.events} of the stream is an error event: {_excerpt(data)}")
+            raise StreamError(f"event {self.events} of the stream is an error event: {_excerpt(data, self._mask)}")
         if name == "response":
             self._set_response(self._json(data), data)
             return
@@ -229,7 +230,7 @@ class StreamReader:
         if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("response"), dict):
             self._set_response(value["response"], data)
         elif isinstance(value, dict) and "error" in value:
-            raise StreamError(f"event {self.events} of the stream is an error: {_excerpt(data)}")
+            raise StreamError(f"event {self.events} of the stream is an error: {_excerpt(data, self._mask)}")
         else:
             self._delta(self._text_of(value, data))
 
@@ -240,7 +241,7 @@ class StreamReader:
             value, notes = safejson.loads(data, nonfinite="repair")
         except ValueError as exc:
             reason = "refused" if isinstance(exc, safejson.JsonLimitError) else "is not JSON"
-            raise StreamError(f"event {self.events} of the stream {reason}: {_excerpt(data)}") from None
+            raise StreamError(f"event {self.events} of the stream {reason}: {_excerpt(data, self._mask)}") from None
         self.notes += [note for note in notes if note not in self.notes]
         return value
 
@@ -255,7 +256,7 @@ class StreamReader:
             if not isinstance(choices, list):
                 raise StreamError(
                     f"event {self.events} of the stream has no 'choices' list (an OpenAI-style chunk was expected; "
-                    f"rageval_stream_format sets another shape): {_excerpt(data)}"
+                    f"rageval_stream_format sets another shape): {_excerpt(data, self._mask)}"
                 )
             delta = _at(choices[0], ("delta", "content")) if choices else None
         if delta is None or isinstance(delta, str):
@@ -263,7 +264,7 @@ class StreamReader:
         where = "delta" if self.format.kind != "json" else f"'{'.'.join(self.format.path)}'"
         raise StreamError(
             f"event {self.events} of the stream has a {type(delta).__name__} {where}, not text "
-            f"(rageval_stream_format {self.format}): {_excerpt(data)}"
+            f"(rageval_stream_format {self.format}): {_excerpt(data, self._mask)}"
         )
 
     def _delta(self, text: str | None) -> None:
@@ -277,7 +278,7 @@ class StreamReader:
         if not isinstance(value, dict):
             raise StreamError(
                 f"event {self.events} of the stream is a response event whose data is not a JSON object: "
-                f"{_excerpt(data)}"
+                f"{_excerpt(data, self._mask)}"
             )
         self._response = value
 

@@ -40,13 +40,25 @@ def test_a_streaming_target_scores_as_its_twin_and_a_slow_first_token_fails(pyte
     ]
     pytester.makefile(".jsonl", **{"eval_sets/s": "\n".join(json.dumps(line) for line in lines) + "\n"})
     pytester.makeini("[pytest]\nrageval_stream_format = openai\n")
+    pytester.makepyfile(
+        test_hand=f"""
+        import pytest
+        from pytest_rageval import assert_metrics
+
+        def test_a_hand_written_ttft_threshold(rageval_client):
+            result = rageval_client.evaluate(question={SLOW!r})
+            with pytest.raises(AssertionError, match=r"ttft_ms = 3[0-9][0-9].* [(]needs <= 100[)]"):
+                assert_metrics(result, ttft_ms=100)
+            assert_metrics(result, ttft_ms=5000, latency_ms=5000)
+        """
+    )
     with AskServer(_system) as plain:
-        twin, twin_records, twin_folder = _run(pytester, plain.url)
+        twin, twin_records, twin_folder = _run(pytester, plain.url, "eval_sets")
     with StreamServer(_system, first_delay=_first_delay) as streaming:
-        streamed, records, folder = _run(pytester, streaming.url)
+        streamed, records, folder = _run(pytester, streaming.url, "eval_sets", "test_hand.py")
         server_ttft = dict(streaming.ttft_ms)
     twin.assert_outcomes(passed=2)
-    streamed.assert_outcomes(passed=1, failed=1)
+    streamed.assert_outcomes(passed=2, failed=1)
     out = streamed.stdout.str()
     assert "ttft_ms = 3" in out and "(needs <= 100)" in out, out
     for cid in ("fast", "slow"):

@@ -108,3 +108,12 @@ def test_a_callable_stream_that_misbehaves_is_that_cases_error() -> None:
         error = _fails(CallableClient(fn, name="t:endless", timeout=0.3))
         assert error.kind == "timeout" and error.message == "t:endless's stream did not end within 0.3 s"
         assert time.perf_counter() - start < 1.5
+
+
+def test_a_secret_echoed_in_a_malformed_event_is_masked_before_the_message_cuts_it() -> None:
+    secret = "sk-live-0123456789abcdefghij"
+    events = ["data: " + "x" * 60 + f" {secret} {{not json\n\n"]  # a message quotes 80 characters
+    with StreamServer(_system, events=events) as server:
+        error = _fails(HttpClient(server.url, headers={"Authorization": f"Bearer {secret}"}))
+    assert "event 1 of the stream is not JSON" in error.message
+    assert "sk-live" not in error.message and "0123" not in error.message, error.message

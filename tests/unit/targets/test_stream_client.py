@@ -116,3 +116,13 @@ def test_a_client_made_by_hand_takes_the_format_as_text() -> None:
     assert str(HttpClient("http://127.0.0.1:9/ask", stream_format="text").stream_format) == "text"
     with pytest.raises(RagConfigError, match="rageval_stream_format: unknown value 'jsn:x'"):
         HttpClient("http://127.0.0.1:9/ask", stream_format="jsn:x")
+
+
+def test_the_matrix_cache_keeps_the_time_to_first_token() -> None:
+    from pytest_rageval.targets import retrieval_cache
+
+    with StreamServer(_system) as server:
+        (reply,) = asyncio.run(_ask(HttpClient(server.url), "q"))
+    assert reply.ttft_ms is not None
+    assert retrieval_cache.sliced(reply, 1).ttft_ms == reply.ttft_ms
+    assert retrieval_cache._decode(retrieval_cache._encode(reply)) == reply
