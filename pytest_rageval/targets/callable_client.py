@@ -170,7 +170,11 @@ class CallableClient:
 
         async def guarded() -> Drained:  # nothing a stream raises may escape the task wait_for runs it in
             try:
-                return await drain_async(stream)
+                if is_async_stream(stream):
+                    return await drain_async(stream)
+                return await self._threads.call(drain_sync, stream, timeout=left)  # type: ignore[no-any-return]
+            except (RagCallError, Abandoned, NotStarted):
+                raise
             except asyncio.CancelledError as exc:
                 if _cancelled_from_outside():
                     raise
@@ -178,20 +182,10 @@ class CallableClient:
             except BaseException as exc:
                 raise RagCallError("target", "streaming: " + _raised(exc, self._redactor)) from None
 
-        try:
-            if is_async_stream(stream):
-                return await (guarded() if left is None else asyncio.wait_for(guarded(), left))
-            return await self._threads.call(drain_sync, stream, timeout=left)  # type: ignore[no-any-return]
+        try:  # a sync stream's thread call keeps its own timeout
+            return await (guarded() if left is None or is_stream(stream) else asyncio.wait_for(guarded(), left))
         except (asyncio.TimeoutError, Abandoned, NotStarted):
             raise RagCallError("timeout", f"{self.name}'s stream did not end within {self.timeout:g} s") from None
-        except RagCallError:
-            raise
-        except asyncio.CancelledError as exc:
-            if _cancelled_from_outside():
-                raise
-            raise RagCallError("target", "streaming: " + _raised(exc, self._redactor)) from None
-        except BaseException as exc:
-            raise RagCallError("target", "streaming: " + _raised(exc, self._redactor)) from None
 
     def _timed_out(self) -> str:
         message = f"{self.name} did not return within {self.timeout:g} s"

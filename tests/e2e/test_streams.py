@@ -61,6 +61,7 @@ def test_a_streaming_target_scores_as_its_twin_and_a_slow_first_token_fails(pyte
     streamed.assert_outcomes(passed=2, failed=1)
     out = streamed.stdout.str()
     assert "ttft_ms = 3" in out and "(needs <= 100)" in out, out
+    assert "  first token p50 " in out and "first token" not in twin.stdout.str()
     for cid in ("fast", "slow"):
         timed = {name: records[cid]["metrics"].pop(name) for name in ("latency_ms", "ttft_ms")}
         twin_records[cid]["metrics"].pop("latency_ms")
