@@ -36,6 +36,7 @@ from pytest_rageval.judges.external_judges import names as external_judge_names
 from pytest_rageval.redact import Redactor, environment_secrets, header_secrets, public_url, url_secrets
 from pytest_rageval.sanitize import Limits
 from pytest_rageval.suggest import did_you_mean
+from pytest_rageval.targets.stream import StreamFormat, parse_stream_format
 
 from .pyproject import Problem, RagevalConfig, read_config
 from .table import by_name
@@ -68,6 +69,9 @@ class Settings:
     headers_text: str = ""
     request_map_text: str = ""
     response_map_text: str = ""
+    stream_format: StreamFormat = field(
+        default_factory=StreamFormat
+    )  # rageval_stream_format: a streamed answer's deltas
     timeout: float = defaults.TIMEOUT
     k: int = defaults.K
     require_snippets: bool = False
@@ -359,6 +363,7 @@ def build_settings(
         headers_text=_lines(src.value("headers_text")),
         request_map_text=_lines(src.value("request_map_text")),
         response_map_text=_lines(src.value("response_map_text")),
+        stream_format=_stream_format(src.value("stream_format")),
         timeout=timeout,
         k=_k(src.option_value("k"), src.ini_value("k")),
         require_snippets=src.flag("require_snippets"),
@@ -426,6 +431,13 @@ def _k(cli: int | None, ini_value: Any) -> int:
     if k < 1:
         raise SettingsError(f"--rageval-k: must be at least 1, got {k}")
     return k
+
+
+def _stream_format(value: Any) -> StreamFormat:
+    try:
+        return parse_stream_format(str(value or ""))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _timeout(value: Any) -> float:

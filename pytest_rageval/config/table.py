@@ -226,6 +226,14 @@ SETTINGS: tuple[Setting, ...] = (
         kind="lines",
     ),
     _s(
+        "stream_format",
+        "where a streamed answer's text is in each event: `openai` (`choices[0].delta.content`), `text` (the event's "
+        "data) or `json:<dotted.path>`",
+        "System under test",
+        ini="rageval_stream_format",
+        default="openai",
+    ),
+    _s(
         "timeout",
         "seconds before a RAG call times out",
         "System under test",

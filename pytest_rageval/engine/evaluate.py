@@ -490,6 +490,8 @@ async def _evaluate(
             acknowledges_conflict=acknowledges,
         )
         metrics["latency_ms"] = reply.latency_ms
+        if reply.ttft_ms is not None:  # a streamed answer
+            metrics["ttft_ms"] = reply.ttft_ms
         metrics.update(scores)
         per_run.append(metrics)
         verdicts.append(not find_misses(metrics, thresholds))

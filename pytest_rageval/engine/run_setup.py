@@ -128,6 +128,7 @@ class RunSetup:
             headers=parse_headers(s.headers_text, os.environ),
             timeout=s.timeout,
             max_response_bytes=s.max_response_bytes,
+            stream_format=s.stream_format,
             request_map=parse_request_map(s.request_map_text),
             response_map=parse_response_map(s.response_map_text),
         )

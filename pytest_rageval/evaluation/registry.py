@@ -517,6 +517,8 @@ METRICS: list[Metric] = [
         case_mean=CaseMean(_abstained_answerable, _abstained_answerable_counted),
     ),
     Metric(name="latency_ms", kind="measured", scale=(0.0, float("inf")), direction="lower", applies_to="all"),
+    # time to the first text delta of a streamed answer (null when the answer was not streamed)
+    Metric(name="ttft_ms", kind="measured", scale=(0.0, float("inf")), direction="lower", applies_to="all"),
     Metric(
         name="groundedness",
         kind="judge",

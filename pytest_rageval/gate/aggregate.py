@@ -300,6 +300,7 @@ class Aggregator:
         self._timeouts = 0
         self._empty = 0
         self._latencies: list[float] = []
+        self._ttfts: list[float] = []  # time to first token of the streamed answers
         self._latency_total = _ExactSum()
         self._judge_tokens = 0
         self._judge_usd = _ExactSum()
@@ -373,6 +374,9 @@ class Aggregator:
             if latency is not None:
                 self._latencies.append(latency)
                 self._latency_total.add(latency)
+            ttft = as_number(metrics.get("ttft_ms"))
+            if ttft is not None:
+                self._ttfts.append(ttft)
 
     def _add_turns(self, turns: list[Mapping[str, Any]], outcome: str) -> _Values:
         """A conversation's turns: each scored turn's values (what the run's and its groups' averages take in,
@@ -483,6 +487,9 @@ class Aggregator:
             "p95_ms": percentile(latencies, 95),
             "total_ms": self._latency_total.value() if latencies else None,
         }
+        if self._ttfts:  # some answer was streamed
+            ttfts = sorted(self._ttfts)
+            aggregate_metrics["latency"].update(ttft_p50_ms=percentile(ttfts, 50), ttft_p95_ms=percentile(ttfts, 95))
         aggregate_metrics["cost"] = {
             "judge_total_tokens": self._judge_tokens,
             "judge_total_usd": self._judge_usd.value(),

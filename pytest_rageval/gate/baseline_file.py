@@ -62,6 +62,7 @@ def _gated_raw(metrics_json: Mapping[str, Any]) -> dict[str, Any]:
     latency = agg.get("latency")
     if isinstance(latency, Mapping):
         raw.update({f"latency_{key}": latency[key] for key in ("p50_ms", "p95_ms") if key in latency})
+        raw.update({key: latency[key] for key in ("ttft_p50_ms", "ttft_p95_ms") if key in latency})
     return raw
 
 

@@ -381,7 +381,8 @@ def compare(
         delta = new - old if old is not None and new is not None else None
         interval: tuple[float, float] | None = None
         n_pairs = 0
-        getter = per_case.get(name, metric_getter("latency_ms") if name in LATENCY_QUANTILES else None)
+        quantile_of = "ttft_ms" if name.startswith("ttft_") else "latency_ms"
+        getter = per_case.get(name, metric_getter(quantile_of) if name in LATENCY_QUANTILES else None)
         if paired and getter is not None:
             pairs = paired_values(pairs_of, getter)
             n_pairs = len(pairs)

@@ -23,6 +23,8 @@ _OPERATIONAL: tuple[str, ...] = (
     "empty_response_rate",
     "latency_p50_ms",
     "latency_p95_ms",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
 )
 #: of those (and flake_rate), every one: a rise is the bad direction
 _OPERATIONAL_LOWER: frozenset[str] = frozenset({*_OPERATIONAL, "flake_rate"})
@@ -70,6 +72,9 @@ def comparable_values(metrics_json: Mapping[str, Any]) -> dict[str, float | None
         for key in ("p50_ms", "p95_ms"):
             if key in latency:
                 out[f"latency_{key}"] = as_number(latency.get(key))
+        for key in ("ttft_p50_ms", "ttft_p95_ms"):  # streamed answers only
+            if key in latency:
+                out[key] = as_number(latency.get(key))
     return out
 
 

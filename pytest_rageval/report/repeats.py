@@ -157,7 +157,9 @@ def _runs_table(runs: list[Mapping[str, Any]], shown: Any) -> Html:
     """Each run's verdict and the metrics whose value differed between runs."""
     values: list[Mapping[str, Any]] = [m if isinstance(m := r.get("metrics"), Mapping) else {} for r in runs]
     names = list(dict.fromkeys(name for v in values for name in v))
-    moved = [n for n in names if len({repr(v.get(n)) for v in values}) > 1 and n != "latency_ms"][:RUN_COLUMNS]
+    moved = [n for n in names if len({repr(v.get(n)) for v in values}) > 1 and n not in ("latency_ms", "ttft_ms")][
+        :RUN_COLUMNS
+    ]
     rows = [
         Html("<tr><td>{}{}</td><td>{}</td>{}</tr>").format(
             i,

@@ -28,7 +28,7 @@ MAX_DIFF_WORDS = 1500
 
 _WORD = re.compile(r"\S+\s*|\s+")
 #: per-case values that differ run to run by nature (the card's details show them)
-_NOT_COMPARED = frozenset({"latency_ms"})
+_NOT_COMPARED = frozenset({"latency_ms", "ttft_ms"})
 
 
 #: upper bound of difflib's inner steps per answer pair (a sum of match-candidate counts; about 0.1 s): repetitive

@@ -243,6 +243,8 @@ def styled_summary_lines(
     latency = agg.get("latency") or {}
     if latency.get("p50_ms") is not None:
         lines.append((f"  latency p50 {latency['p50_ms']:.0f} ms, p95 {latency['p95_ms']:.0f} ms", {}))
+    if latency.get("ttft_p50_ms") is not None:  # some answer streamed
+        lines.append((f"  first token p50 {latency['ttft_p50_ms']:.0f} ms, p95 {latency['ttft_p95_ms']:.0f} ms", {}))
     ops = agg.get("operational_metrics") or {}
     if ops.get("error_rate"):
         lines.append((f"  error rate {ops['error_rate']:.3f}, timeout rate {ops.get('timeout_rate') or 0:.3f}", {}))

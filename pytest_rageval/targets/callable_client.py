@@ -23,6 +23,7 @@ from pytest_rageval.redact import Redactor, environment_secrets
 from .daemon_calls import Abandoned, DaemonCalls, NotStarted, within
 from .maps import LIST_TARGETS, ResponseMap, map_response, relative_paths, type_name
 from .protocol import RagCallError, RagConfigError, RagReply
+from .stream import Drained, drain_async, drain_sync, is_async_stream, is_stream
 
 # --------------------------------------------------------------------------- callable client
 
@@ -164,9 +165,37 @@ class CallableClient:
                 f"{self.name} was not called within {self.timeout:g} s: {exc.running} earlier calls are past their "
                 f"timeout and still running (at most {self._threads.limit} are left running)",
             ) from None
+        ttft_ms = None
+        if is_stream(result) or is_async_stream(result):
+            drained = await self._drain(result, start)
+            result = drained.joined(self.response_map.answer)
+            ttft_ms = None if drained.first_delta_at is None else (drained.first_delta_at - start) * 1000.0
         latency_ms = (time.perf_counter() - start) * 1000.0
         response, notes = self._normalise(result)
-        return RagReply(response=response, latency_ms=latency_ms, attempts=1, notes=tuple(notes))
+        return RagReply(response=response, latency_ms=latency_ms, attempts=1, notes=tuple(notes), ttft_ms=ttft_ms)
+
+    async def _drain(self, stream: Any, start: float) -> Drained:
+        """A streamed result read to its end within what is left of the timeout (a sync one on a daemon thread)."""
+        left = None if self.timeout is None else max(self.timeout - (time.perf_counter() - start), 0.001)
+
+        async def guarded() -> Drained:  # nothing a stream raises may escape the task wait_for runs it in
+            try:
+                if is_async_stream(stream):
+                    return await drain_async(stream)
+                return await self._threads.call(drain_sync, stream, timeout=left)  # type: ignore[no-any-return]
+            except (RagCallError, Abandoned, NotStarted):
+                raise
+            except asyncio.CancelledError as exc:
+                if _cancelled_from_outside():
+                    raise
+                raise RagCallError("target", "streaming: " + _raised(exc, self._redactor)) from None
+            except BaseException as exc:
+                raise RagCallError("target", "streaming: " + _raised(exc, self._redactor)) from None
+
+        try:  # a sync stream's thread call keeps its own timeout
+            return await (guarded() if left is None or is_stream(stream) else asyncio.wait_for(guarded(), left))
+        except (asyncio.TimeoutError, Abandoned, NotStarted):
+            raise RagCallError("timeout", f"{self.name}'s stream did not end within {self.timeout:g} s") from None
 
     def _timed_out(self) -> str:
         message = f"{self.name} did not return within {self.timeout:g} s"

@@ -9,7 +9,9 @@ body ``{"question": ..., "k": K, **params}`` and the configured headers.
 Timeouts, connection errors, 429 and 5xx are retried with exponential backoff
 with jitter that honours ``Retry-After`` (``retry.backoff_delay``).
 
-The request body and the reading of the response follow the request and response maps (``maps.py``).
+The request body and the reading of the response follow the request and response maps (``maps.py``). A 2xx answer
+of server-sent events or JSON lines is read as it comes (``stream.py``; ``stream_format``: where each event's text
+is, a :class:`~.stream.StreamFormat` or its ini text such as ``"json:delta.text"``), its time to first token kept.
 
 Header values (ini ``rageval_headers``), credentials in the URL and the judge key
 (``redact.SECRET_ENV``) never appear in ``describe()``, reprs, error messages or a
@@ -48,6 +50,7 @@ from pytest_rageval.retry import backoff_delay
 
 from .maps import ResponseMap, build_body, map_response
 from .protocol import RagCallError, RagConfigError, RagReply
+from .stream import StreamError, StreamFormat, StreamReader, framing_of, parse_stream_format, with_answer
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,7 @@ class HttpClient:
         response_map: ResponseMap | None = None,
         docs_root: Path | None = None,
         max_response_bytes: int = defaults.MAX_RESPONSE_BYTES,
+        stream_format: StreamFormat | str | None = None,
     ) -> None:
         shown = scrub_urls(url)  # no credentials in messages
         self.docs_root = docs_root
@@ -142,6 +146,14 @@ class HttpClient:
         self.request_map = dict(request_map or {})
         self.response_map = response_map or ResponseMap()
         self.max_response_bytes = int(max_response_bytes)
+        try:
+            self.stream_format = (
+                parse_stream_format(stream_format)
+                if isinstance(stream_format, str)
+                else stream_format or StreamFormat()
+            )
+        except ValueError as exc:
+            raise RagConfigError(str(exc)) from None
         self.url = _public_url(self._url, with_query=False)  # for messages: no query, no userinfo
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -167,6 +179,7 @@ class HttpClient:
             "max_backoff": self.max_backoff,
             "request_map": dict(self.request_map),
             "response_map": self.response_map.as_dict(),
+            "stream_format": str(self.stream_format),
         }
 
     def _redact(self, text: str) -> str:
@@ -191,8 +204,26 @@ class HttpClient:
             self._loop = loop
         return self._client
 
-    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
-        return await client.post(self._url, json=body, headers=self._headers)
+    async def _exchange(self, client: httpx.AsyncClient, body: dict[str, Any], reading: _Reading) -> httpx.Response:
+        """POST ``body``; a 2xx answer that is a stream (server-sent events, JSON lines) is read into ``reading`` as
+        it comes, any other body whole (both capped at ``max_response_bytes``)."""
+        request = client.build_request("POST", self._url, json=body, headers=self._headers)
+        response = await client.send(request, stream=True)
+        try:
+            framing = framing_of(response.headers.get("Content-Type"))
+            if framing is None or not 200 <= response.status_code < 300:
+                await response.aread()
+                return response
+            reading.reader = reader = StreamReader(self.stream_format, framing, mask=self._redact)
+            async for piece in response.aiter_bytes():
+                reading.bytes += len(piece)
+                if reader.feed(piece):
+                    reading.first_delta_at = time.perf_counter()
+                if reader.done:
+                    break
+            return response
+        finally:
+            await response.aclose()
 
     async def aask(self, question: str, *, k: int, params: dict[str, Any]) -> RagReply:
         """POST the question; retry transient failures; map the JSON answer."""
@@ -204,19 +235,27 @@ class HttpClient:
             response: httpx.Response | None = None
             async with self.limiter.slot() if self.limiter is not None else _unlimited() as ticket:
                 start = time.perf_counter()
+                reading = _Reading()
                 try:
-                    response = await asyncio.wait_for(self._post(client, body), self.timeout)
+                    response = await asyncio.wait_for(self._exchange(client, body, reading), self.timeout)
                 except (httpx.TimeoutException, asyncio.TimeoutError):
                     if ticket is not None:
                         ticket.timed_out()
+                    if reading.reader is not None:  # not retried: the answer had begun, and would take as long again
+                        raise self._error("timeout", self._unended(reading), attempts=attempt + 1) from None
                     failure = self._error(
                         "timeout",
                         f"no response from {self.url} within {self.timeout:g} s (tried {attempt + 1} times)",
                         attempts=attempt + 1,
                     )
                 except (bounded_http.BodyRefused, httpx.DecodingError) as exc:  # not retried: it would come again
+                    what = "answer stream" if reading.reader is not None else "response"
                     raise self._error(
-                        "invalid_response", f"response from {self.url} refused: {exc}", attempts=attempt + 1
+                        "invalid_response", f"{what} from {self.url} refused: {exc}", attempts=attempt + 1
+                    ) from None
+                except StreamError as exc:  # not retried: the same answer would come again
+                    raise self._error(
+                        "invalid_response", f"answer stream from {self.url}: {exc}", attempts=attempt + 1
                     ) from None
                 except httpx.TransportError as exc:
                     detail = _one_line(self._redact(str(exc)), 200) if str(exc) else ""
@@ -240,6 +279,8 @@ class HttpClient:
                         )
                     elif not 200 <= status < 300:
                         raise self._error("http", self._status_message(response), status=status, attempts=attempt + 1)
+                    elif reading.reader is not None:
+                        return self._streamed(reading, start, latency_ms, attempt + 1)
                     else:
                         return self._reply(response, latency_ms, attempt + 1)
             if attempt + 1 < total:
@@ -285,11 +326,58 @@ class HttpClient:
             response=mapped, latency_ms=latency_ms, attempts=attempts, notes=tuple(self._redact(n) for n in notes)
         )
 
+    def _unended(self, reading: _Reading) -> str:
+        reader = reading.reader
+        assert reader is not None
+        return (
+            f"the answer stream from {self.url} did not end within {self.timeout:g} s (rageval_timeout; "
+            f"{reader.events} events, {reading.bytes:,} bytes read); a stream must end, or send data: [DONE]"
+        )
+
+    def _streamed(self, reading: _Reading, start: float, latency_ms: float, attempts: int) -> RagReply:
+        """The reply of a stream read to its end: the deltas as the answer, the response object for the rest."""
+        reader = reading.reader
+        assert reader is not None
+        try:
+            text, data = reader.result()
+        except StreamError as exc:
+            raise self._error("invalid_response", f"answer stream from {self.url}: {exc}", attempts=attempts) from None
+        if text is None and data is None:
+            raise self._error(
+                "invalid_response",
+                f"answer stream from {self.url} ended after {reader.events} events without a text delta or a "
+                f"response event (rageval_stream_format {reader.format})",
+                attempts=attempts,
+            )
+        if text is not None:
+            data = with_answer(data or {}, self.response_map.answer, text)
+        try:
+            mapped = map_response(self._redactor.mask_data(data), self.response_map, self.docs_root)
+        except RagCallError as exc:
+            raise self._error(exc.kind, f"answer stream's {exc.message}", attempts=attempts) from None
+        ttft = None if reading.first_delta_at is None else (reading.first_delta_at - start) * 1000.0
+        return RagReply(
+            response=mapped,
+            latency_ms=latency_ms,
+            attempts=attempts,
+            notes=tuple(self._redact(n) for n in reader.notes),
+            ttft_ms=ttft,
+        )
+
     async def aclose(self) -> None:
         """Close the connection pool (idempotent; a later aask opens a new one)."""
         client, self._client, self._loop = self._client, None, None
         if client is not None and not client.is_closed:
             await client.aclose()
+
+
+class _Reading:
+    """How far one attempt's answer stream got (its reader is None while the answer is no stream)."""
+
+    def __init__(self) -> None:
+        self.reader: StreamReader | None = None
+        self.bytes = 0
+        self.first_delta_at: float | None = None
 
 
 @asynccontextmanager

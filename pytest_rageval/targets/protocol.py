@@ -63,6 +63,7 @@ class RagReply:
     latency_ms: float  # wall time of the successful attempt
     attempts: int
     notes: tuple[str, ...] = ()  # what was repaired to read the response (safejson's notes: NaN, invalid Unicode)
+    ttft_ms: float | None = None  # time to the first non-empty text delta of a streamed answer (None: not streamed)
 
 
 @runtime_checkable

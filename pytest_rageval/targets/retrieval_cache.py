@@ -49,7 +49,7 @@ def sliced(reply: RagReply, k: int) -> RagReply:
     if len(chunks) <= k:
         return reply
     response = reply.response.model_copy(update={"retrieved_chunks": top_k(chunks, k)})
-    return RagReply(response=response, latency_ms=reply.latency_ms, attempts=reply.attempts, notes=reply.notes)
+    return dataclasses.replace(reply, response=response)
 
 
 def _encode(outcome: RagReply | RagCallError) -> str:
@@ -70,6 +70,7 @@ def _encode(outcome: RagReply | RagCallError) -> str:
             "latency_ms": outcome.latency_ms,
             "attempts": outcome.attempts,
             "notes": list(outcome.notes),
+            "ttft_ms": outcome.ttft_ms,
         }
     )
 
@@ -84,6 +85,7 @@ def _decode(text: str) -> RagReply | RagCallError:
         latency_ms=data["latency_ms"],
         attempts=data["attempts"],
         notes=tuple(data["notes"]),
+        ttft_ms=data.get("ttft_ms"),
     )
 
 

@@ -39,6 +39,7 @@ EXAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
     "headers_text": (["X-Team: a"], {}),
     "request_map_text": (["question = query"], {}),
     "response_map_text": (["answer = data.answer"], {}),
+    "stream_format": ("json:delta.text", {}),
     "timeout": ("7", {}),
     "params_hook": ("team.hooks:params", {}),
     "k": ("3", {}),

@@ -236,7 +236,7 @@ def test_keys_and_order() -> None:
         "abstained",
         "false_abstention",
     )
-    assert lower_is_better() == frozenset({"scope_miss", "false_abstention", "latency_ms"})
+    assert lower_is_better() == frozenset({"scope_miss", "false_abstention", "latency_ms", "ttft_ms"})
 
 
 def test_value_types() -> None:

@@ -55,6 +55,7 @@ def test_names_kinds_and_order_are_todays() -> None:
     assert in_order(TODAYS_DETERMINISTIC, deterministic) == TODAYS_DETERMINISTIC
     assert registry.metric_names()[len(deterministic) :] == (
         "latency_ms",
+        "ttft_ms",
         "groundedness",
         "correctness",
         "faithfulness",
