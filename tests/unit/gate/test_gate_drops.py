@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from test_known_failures import newest_run, project, run, write_state
+from known_failures_project import newest_run, project, run, write_state
 
 from pytest_rageval.gate.compare import compare
 from pytest_rageval.gate.comparison_text import drop_lines

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_known_failures import project, run, write_state
+from known_failures_project import project, run, write_state
 
 from pytest_rageval.gate.invariants import setting_differences
 
