@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from pytest_rageval import safejson
+from pytest_rageval.errors import RagevalError
 
 __all__ = [
     "FORMATS",
@@ -64,7 +65,7 @@ _LINE_TYPES = frozenset(
 _EXCERPT = 80
 
 
-class StreamError(Exception):
+class StreamError(RagevalError):
     """A stream that cannot be read: a malformed event (named by its number), an error event, no answer."""
 
 

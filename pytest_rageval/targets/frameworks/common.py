@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_rageval import defaults
+from pytest_rageval.errors import RagevalError
 from pytest_rageval.evaluation.docpaths import PATH_KEYS, heading_path
 
 from ..protocol import RagCallError
@@ -63,7 +64,7 @@ _SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple = 3, 20, 20, 20
 _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 200, 200, _LONGEST_INTEGER
 
 
-class FieldError(ValueError):
+class FieldError(RagevalError, ValueError):
     """A field of a framework's output that cannot be read; the message names it (that case's error)."""
 
 
