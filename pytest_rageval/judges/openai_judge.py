@@ -65,7 +65,6 @@ from pytest_rageval.redact import MASK, Redactor, environment_secrets, guard_htt
 from pytest_rageval.retry import backoff_delay, retry_after_seconds
 
 from . import prompts
-from .answers import AbstentionAnswer, ConflictAnswer, PassingAnswer
 from .base import ALL_METRICS, SCALES, Judge, JudgeAuthError, JudgeError, JudgeInput, Verdict
 from .formats import FORMATS, Format, first_step, next_step, request_fields
 from .probe import Probe
@@ -162,18 +161,21 @@ def _problems(exc: ValidationError) -> str:
 
 
 def _verdict(metric: str, answer: BaseModel, raw: str) -> Verdict:
-    """The Verdict an answer gives, read by its answer model's shape (the registry names each verdict's model)."""
+    """The Verdict an answer gives, read by its answer model's fields (the registry names each verdict's model).
+
+    Told by fields, not by class: a test run that imports the package afresh (pytest's in-process runs) may hold
+    answer classes of an earlier import, and an ``isinstance`` against them would silently drop the label."""
     values = answer.model_dump()
     verdict = Verdict(metric=metric, raw=raw, reasoning=str(values.get("reasoning") or ""))
-    if isinstance(answer, PassingAnswer):
+    if "passing" in values:  # PassingAnswer
         verdict.label = bool(values["passing"])
         verdict.score = 1.0 if verdict.label else 0.0
-    elif isinstance(answer, AbstentionAnswer):
+    elif "abstained" in values:  # AbstentionAnswer
         verdict.label = bool(values["abstained"])
         if values.get("confidence") is not None:
             confidence = _normalise(metric, "confidence", float(values["confidence"]), 1.0)
             verdict.reasoning = f"confidence {confidence:g}"
-    elif isinstance(answer, ConflictAnswer):
+    elif "acknowledges_conflict" in values:  # ConflictAnswer
         verdict.label = bool(values["acknowledges_conflict"])
     elif metric in SCALES:  # a scored answer: GroundednessAnswer, FivePointAnswer, UnitScoreAnswer
         verdict.score = _normalise(metric, "score", float(values["score"]), SCALES[metric][1])

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
+import sys
 from typing import Any
 
 import jsonschema
@@ -118,3 +120,28 @@ def test_a_schema_change_bumps_the_prompt_version() -> None:
         PROMPT_VERSIONS[m]: json.dumps(strict_schema(ANSWER_MODELS[m]), separators=(",", ":")) for m in ALL_METRICS
     }
     assert {version: hashlib.sha256(text.encode()).hexdigest()[:16] for version, text in texts.items()} == PINNED
+
+
+@pytest.mark.parametrize(
+    ("metric", "model", "fields", "label"),
+    [
+        ("abstention", "AbstentionAnswer", {"abstained": True, "confidence": 0.9}, True),
+        ("conflict_rule", "ConflictAnswer", {"reasoning": "both", "acknowledges_conflict": True}, True),
+    ],
+)
+def test_a_verdict_keeps_its_label_when_the_answer_class_comes_from_another_import(
+    metric: str, model: str, fields: dict[str, object], label: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest's in-process runs import the package afresh: an answer built by another import of the answer models
+    must still give its label (told by class, it was read as a score and its label dropped)."""
+    from pytest_rageval.judges import answers, openai_judge
+
+    spec = importlib.util.spec_from_file_location("answers_imported_again", answers.__file__)
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, again)  # pydantic resolves the models' annotations through it
+    spec.loader.exec_module(again)
+    answer = getattr(again, model).model_validate(fields)
+    assert type(answer) is not getattr(answers, model)
+    verdict = openai_judge._verdict(metric, answer, json.dumps(fields))
+    assert verdict.label is label
