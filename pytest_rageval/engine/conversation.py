@@ -19,7 +19,14 @@ from pytest_rageval.evaluation import stability
 from pytest_rageval.evaluation.record import CaseRecord, TurnRecord, error
 from pytest_rageval.evaluation.schema import EvalCase
 
-__all__ = ["HISTORY_PARAM", "TURN_KEYS", "conversation_metrics", "evaluate_conversation", "history_after"]
+__all__ = [
+    "HISTORY_PARAM",
+    "TURN_KEYS",
+    "conversation_metrics",
+    "evaluate_conversation",
+    "history_after",
+    "summarise_turns",
+]
 
 #: The request parameter a turn's history is sent under (a request map may rename it).
 HISTORY_PARAM = "history"
@@ -126,6 +133,33 @@ def _summarise(record: CaseRecord, turns: list[TurnRecord]) -> None:
     if attempted:
         record["judge_attempted"] = list(dict.fromkeys(attempted))
     _repeats(record, turns)
+
+
+def summarise_turns(record: dict[str, Any]) -> None:
+    """A stored conversation's own fields again from its turns, after they were judged again: the judge's spend
+    (summed), misses, metrics, the first turn error (naming its turn) and the outcome."""
+    turns = [t for t in record.get("turns") or [] if isinstance(t, dict)]
+    record["cost"] = {"judge_tokens": 0, "judge_cost_usd": 0.0}
+    record["judge_cache"] = {"hits": 0, "misses": 0}
+    for turn in turns:
+        _add_spend(cast(CaseRecord, record), turn)  # type: ignore[arg-type]
+        turn.pop("cost", None)
+        turn.pop("judge_cache", None)
+    record["error"] = None
+    for turn in turns:
+        failed = turn.get("error")
+        if isinstance(failed, Mapping):
+            message = f"turn {turn.get('turn')} ({_short(str(turn.get('question') or ''))}): {failed.get('message')}"
+            record["error"] = error(failed.get("kind") or "judge", message)
+            break
+    _summarise(cast(CaseRecord, record), cast(list[TurnRecord], turns))
+    old = record.get("outcome")
+    if record["error"] is not None:
+        record["outcome"] = "error"
+    elif old in ("xfailed", "xpassed"):
+        record["outcome"] = "xfailed" if record["misses"] else "xpassed"
+    else:
+        record["outcome"] = "failed" if record["misses"] else "passed"
 
 
 def _repeats(record: CaseRecord, turns: list[TurnRecord]) -> None:

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_rageval.engine.conversation import summarise_turns
 from pytest_rageval.engine.evaluate import TRUNCATE
 from pytest_rageval.engine.judge_factory import judge_info
 from pytest_rageval.evaluation import registry
@@ -70,11 +71,19 @@ class RejudgeResult:
 
 @dataclass
 class _Job:
-    record: dict[str, Any]
+    record: dict[str, Any]  # the case's record, or a conversation turn's
     case: EvalCase
     response: RagResponse
     inp: JudgeInput
     truncated: bool
+    conversation: dict[str, Any] | None = None  # the conversation a turn belongs to
+
+    @property
+    def name(self) -> str:
+        """The record's key, with its turn for a conversation's."""
+        if self.conversation is None:
+            return str(self.record.get("key") or self.case.id)
+        return f"{self.conversation.get('key')} turn {self.record.get('turn')}"
 
 
 def _judgeable(record: Mapping[str, Any]) -> bool:
@@ -141,14 +150,32 @@ def _jobs(records: list[dict[str, Any]], k: int | None, results: Path) -> list[_
     """The judging of each judgeable record; RunFolderError naming the record that cannot be judged again."""
     jobs = []
     for index, record in enumerate(records):
-        if not _judgeable(record):
-            continue
         try:
-            jobs.append(_job(record, k))
+            if isinstance(record.get("turns"), list):  # a conversation: each turn judged as its own case is
+                jobs += _turn_jobs(record, k)
+            elif _judgeable(record):
+                jobs.append(_job(record, k))
         except ValueError as exc:  # a hand-edited record (no question left, say): name it, change nothing
             raise RunFolderError(
                 f"{results}: record {index + 1} ({record.get('key')}): cannot be judged again: {error_message(exc)}; nothing was changed"
             ) from None
+    return jobs
+
+
+def _turn_jobs(record: dict[str, Any], k: int | None) -> list[_Job]:
+    """The judging of each judgeable turn of a conversation that is no skipped or invalid line and whose error, if
+    any, is a judge failure (a turn whose call failed ended the conversation: there is nothing to judge)."""
+    if record.get("invalid_line") or record.get("outcome") == "skipped":
+        return []
+    error = record.get("error")
+    if error and not (isinstance(error, Mapping) and error.get("kind") == "judge"):
+        return []
+    jobs = []
+    for turn in record["turns"]:
+        if isinstance(turn, dict) and _judgeable(turn):
+            job = _job({**turn, "test_case_id": record.get("test_case_id")}, k)
+            job.record, job.conversation = turn, record
+            jobs.append(job)
     return jobs
 
 
@@ -242,7 +269,12 @@ async def rejudge_run(run_dir: Path, setup: JudgeSetup, *, k: int | None = None)
     for job, outcome in zip(jobs, outcomes):
         _apply(job, outcome, setup)
         old = job.record.get("config") or {}
-        with_seed_keys(job.record, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
+        if job.conversation is None:
+            with_seed_keys(job.record, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
+    for conversation in {id(j.conversation): j.conversation for j in jobs if j.conversation is not None}.values():
+        old = conversation.get("config") or {}
+        with_seed_keys(conversation, case_config(k=old.get("k"), config_hash=old.get("config_hash"), judge=judge))
+        summarise_turns(conversation)
 
     folder.write_records(records)
     aggregator = Aggregator()
@@ -278,14 +310,18 @@ def _result(
     setup: JudgeSetup,
     k: int | None,
 ) -> RejudgeResult:
-    errors = sum(1 for o in outcomes if o.error is not None)
-    judged = len(jobs) - errors
+    # a conversation is one record however many of its turns were judged
+    judged_records = {id(j.conversation if j.conversation is not None else j.record): j for j in jobs}
+    failed = {id(j.conversation if j.conversation is not None else j.record) for j, o in zip(jobs, outcomes) if o.error}
+    errors = len(failed)
+    judged = len(judged_records) - errors
     truncated = [j for j in jobs if j.truncated]
-    hits = sum(int(j.record["judge_cache"]["hits"]) for j in jobs)
-    misses = sum(int(j.record["judge_cache"]["misses"]) for j in jobs)
-    tokens = sum(int(j.record["cost"]["judge_tokens"]) for j in jobs)
-    usd = sum(float(j.record["cost"]["judge_cost_usd"]) for j in jobs)
-    left = len(records) - len(jobs)
+    judgings = [j.conversation if j.conversation is not None else j.record for j in judged_records.values()]
+    hits = sum(int(r["judge_cache"]["hits"]) for r in judgings)
+    misses = sum(int(r["judge_cache"]["misses"]) for r in judgings)
+    tokens = sum(int(r["cost"]["judge_tokens"]) for r in judgings)
+    usd = sum(float(r["cost"]["judge_cost_usd"]) for r in judgings)
+    left = len(records) - len(judged_records)
     judge = metrics.get("judge") or {}
     who = f"{judge.get('name')}" + (f" ({judge.get('model')})" if judge.get("model") else "")
     lines = [
@@ -316,12 +352,12 @@ def _result(
         )
     if truncated:
         lines.append(
-            f"warning: {len(truncated)} of {len(jobs)} records stored only {TRUNCATE}-character context excerpts, "
+            f"warning: {len(truncated)} of {len(jobs)} judged answers stored only {TRUNCATE}-character context excerpts, "
             "so their verdicts were made on excerpts; re-run with --rageval-store-full-text for faithful re-judging"
         )
     for job, outcome in zip(jobs, outcomes):
         if outcome.error is not None:
-            lines.append(f"error: {job.record.get('key') or job.case.id}: {outcome.error}")
+            lines.append(f"error: {job.name}: {outcome.error}")
     return RejudgeResult(
         judged=judged,
         errors=errors,

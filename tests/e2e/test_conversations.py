@@ -296,3 +296,42 @@ def test_matrix_and_repeats_run_conversations(project: pytest.Pytester) -> None:
     assert set(metrics["by_config"]) == {"top_k=3", "top_k=5"}
     assert metrics["by_turn"]["2"]["n"] == 2
     assert metrics["repeats"]["repeated_cases"] == 2 and metrics["repeats"]["stable_pass"] == 2
+
+
+def test_rageval_judge_judges_each_turn_as_a_run_with_the_judge_does(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A conversation run without a judge, judged later by ``rageval judge``: each turn gets the verdicts and
+    metrics a run with that judge gives it, and the conversation's own fields follow from its turns; a run judged
+    again keeps each turn's outcome and the misses that name their turn."""
+    from pytest_rageval.cli import main
+
+    turns: list[dict[str, Any]] = [dict(turn) for turn in CHAT]
+    turns[1]["thresholds"] = {"correctness": 4}  # "Alpha facts." is not "Alpha's budget is 5."
+    eval_set(project, json.dumps({"id": "chat", "turns": turns}))
+    target = ("--rageval-target=chat:uses_history", "--rageval-store-full-text")
+    project.runpytest_inprocess(*ARGS, *target).assert_outcomes(passed=1)
+    later = latest(project)
+    assert all(turn["judge"] == {} for turn in records(later)["chat"]["turns"])
+    judged_args = [a for a in ARGS if a != "--rageval-judge=none"] + ["--rageval-judge=lexical"]
+    project.runpytest_inprocess(*judged_args, *target).assert_outcomes(failed=1)
+    judged = latest(project)
+    direct = records(judged)["chat"]
+
+    def scored(record: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in record["metrics"].items() if k != "latency_ms" and v is not None}
+
+    assert main(["judge", str(later), "--judge", "lexical"]) == 0
+    assert "re-judged 1 of 1 records" in capsys.readouterr().out
+    rejudged = records(later)["chat"]
+    assert [scored(t) for t in rejudged["turns"]] == [scored(t) for t in direct["turns"]]
+    assert [t["judge"].keys() for t in rejudged["turns"]] == [t["judge"].keys() for t in direct["turns"]]
+    assert scored(rejudged) == scored(direct) and scored(rejudged)["correctness"] < scored(rejudged)["recall_at_k"] * 5
+    by_turn = json.loads((later / "metrics.json").read_text())["by_turn"]
+    assert by_turn["2"]["correctness_avg"] == direct["turns"][1]["metrics"]["correctness"]
+
+    assert main(["judge", str(judged), "--judge", "lexical"]) == 0
+    again = records(judged)["chat"]
+    assert turn_outcomes(again) == turn_outcomes(direct) and "failed" in turn_outcomes(again)
+    assert again["misses"] == direct["misses"] and {m["turn"] for m in again["misses"]} >= {2}
+    assert (again["outcome"], again["error"]) == ("failed", None)
