@@ -121,6 +121,7 @@ def project_target(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
             ),
             docs_root=project.docs_root_or_folder,
             params_hook=project.params_hook,
+            stream_format=project.stream_format or None,
         )
     except RagConfigError as exc:
         given = {

@@ -21,6 +21,7 @@ CLIENT_KEYS = (
     "rageval_timeout",
     "rageval_docs_root",
     "rageval_params_hook",
+    "rageval_stream_format",
 )
 
 
@@ -36,6 +37,7 @@ class ProjectClient:
     timeout: float | None = None
     docs_root: Path | None = None  # rageval_docs_root or [tool.rageval] docs_root, relative to the file's folder
     params_hook: str = ""
+    stream_format: str = ""  # rageval_stream_format: where a streamed answer's text is
 
     @property
     def docs_root_or_folder(self) -> Path:
@@ -65,6 +67,14 @@ def project_client(path: Path | None) -> ProjectClient:
     except (TypeError, ValueError):
         raise LabelError(f"{path}: rageval_timeout: must be a number of seconds, got {timeout!r}") from None
     docs_root = ini.get("rageval_docs_root") or table.get("docs_root")
+    stream_format = str(ini.get("rageval_stream_format") or "").strip()
+    if stream_format:
+        from pytest_rageval.targets.stream import parse_stream_format
+
+        try:
+            parse_stream_format(stream_format)
+        except ValueError as exc:
+            raise LabelError(f"{path}: {exc}") from None
     return ProjectClient(
         path,
         str(ini.get("rageval_target") or "") or None,
@@ -74,4 +84,5 @@ def project_client(path: Path | None) -> ProjectClient:
         seconds,
         (path.parent / str(docs_root)).resolve() if docs_root else None,
         str(ini.get("rageval_params_hook") or "").strip(),
+        stream_format,
     )

@@ -126,3 +126,27 @@ def test_the_matrix_cache_keeps_the_time_to_first_token() -> None:
     assert reply.ttft_ms is not None
     assert retrieval_cache.sliced(reply, 1).ttft_ms == reply.ttft_ms
     assert retrieval_cache._decode(retrieval_cache._encode(reply)) == reply
+
+
+def test_rageval_inspect_reads_a_stream_in_the_projects_format(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``rageval inspect`` asks the target as the plugin does: with the project's ``rageval_stream_format``; a
+    format it does not know is one usage line naming the file."""
+    from pytest_rageval.cli import main
+
+    events = ["data: Streamed \n\n", "data: in text.\n\n", "data: [DONE]\n\n"]
+    monkeypatch.chdir(tmp_path)
+    with StreamServer(lambda body: {}, events=events) as srv:
+        (tmp_path / "pyproject.toml").write_text(
+            f'[tool.pytest.ini_options]\nrageval_target = "{srv.url}"\nrageval_stream_format = "text"\n'
+        )
+        assert main(["inspect", "What streams?"]) == 0
+        assert "answer: 'Streamed in text.'" in capsys.readouterr().out
+        (tmp_path / "pyproject.toml").write_text(
+            f'[tool.pytest.ini_options]\nrageval_target = "{srv.url}"\nrageval_stream_format = "xml"\n'
+        )
+        with pytest.raises(SystemExit) as stopped:
+            main(["inspect", "What streams?"])
+    assert stopped.value.code == 2
+    assert "pyproject.toml: rageval_stream_format: unknown value 'xml'" in capsys.readouterr().err
