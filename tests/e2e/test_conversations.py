@@ -335,3 +335,26 @@ def test_rageval_judge_judges_each_turn_as_a_run_with_the_judge_does(
     assert turn_outcomes(again) == turn_outcomes(direct) and "failed" in turn_outcomes(again)
     assert again["misses"] == direct["misses"] and {m["turn"] for m in again["misses"]} >= {2}
     assert (again["outcome"], again["error"]) == ("failed", None)
+
+
+def test_resume_asks_again_only_the_conversation_the_run_lacks(project: pytest.Pytester) -> None:
+    """A run cut short after one conversation's record: ``--rageval-resume`` asks every turn of the missing one, and
+    only it, with the history it would have had; the folder then holds both, complete."""
+    eval_set(project, line("live", "first"), line("live", "second"))
+    reply = system()["reply"]
+    with AskServer(lambda body: reply(body["question"], body.get("history"), reads="user")) as server:
+        target = f"--rageval-target={server.url}"
+        project.runpytest_inprocess(*ARGS, target).assert_outcomes(passed=2)
+        run = latest(project)
+        whole = records(run)
+        kept = [line for line in (run / "results.jsonl").read_text().splitlines() if '"first"' in line]
+        (run / "results.jsonl").write_text(kept[0] + "\n")  # as a run killed after its first case leaves it
+        asked = len(server.requests)
+        project.runpytest_inprocess(*ARGS, target, f"--rageval-resume={run}").assert_outcomes(passed=1)
+        again = [r["body"] for r in server.requests[asked:]]
+    assert [body["question"] for body in again] == [turn["question"] for turn in CHAT]
+    assert [body["history"] for body in again] == [turn["history"] for turn in whole["second"]["turns"]]
+    resumed = records(run)
+    assert set(resumed) == {"first", "second"} and turn_outcomes(resumed["second"]) == ["passed"] * 3
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["complete"] is True and metrics["by_turn"]["2"]["n"] == 2
